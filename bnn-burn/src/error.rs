@@ -1,0 +1,96 @@
+//! Error values for invalid configurations.
+
+use std::fmt;
+
+/// A configuration value outside its allowed range.
+///
+/// Returned by every `XxxConfig::init` / `validate` in this crate, so that the caller learns
+/// which field is wrong, what it held, and what would be accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// The configuration type, e.g. `MeanFieldLinearConfig`.
+    pub config: &'static str,
+    /// The offending field, e.g. `prior.std`.
+    pub field: &'static str,
+    /// The value that was given, formatted.
+    pub value: String,
+    /// The allowed range in words, e.g. `a finite number > 0`.
+    pub expected: &'static str,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: `{}` = {} is invalid; expected {}",
+            self.config, self.field, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Small helpers to state range checks in one line each.
+pub(crate) struct Check(pub &'static str);
+
+impl Check {
+    /// `value` must be finite and strictly positive.
+    pub fn positive(&self, field: &'static str, value: f64) -> Result<(), ConfigError> {
+        if value.is_finite() && value > 0.0 {
+            Ok(())
+        } else {
+            Err(self.err(field, value, "a finite number > 0"))
+        }
+    }
+
+    /// `value` must be finite.
+    pub fn finite(&self, field: &'static str, value: f64) -> Result<(), ConfigError> {
+        if value.is_finite() {
+            Ok(())
+        } else {
+            Err(self.err(field, value, "a finite number"))
+        }
+    }
+
+    /// `value` must lie in `[0, 1)` (a drop probability).
+    #[allow(dead_code)]
+    pub fn probability(&self, field: &'static str, value: f64) -> Result<(), ConfigError> {
+        if value.is_finite() && (0.0..1.0).contains(&value) {
+            Ok(())
+        } else {
+            Err(self.err(field, value, "a probability in [0, 1)"))
+        }
+    }
+
+    /// `value` must lie in the open interval `(0, 1)`.
+    pub fn open_unit(&self, field: &'static str, value: f64) -> Result<(), ConfigError> {
+        if value.is_finite() && value > 0.0 && value < 1.0 {
+            Ok(())
+        } else {
+            Err(self.err(field, value, "a number in the open interval (0, 1)"))
+        }
+    }
+
+    /// A count that must be at least one.
+    pub fn at_least_one(&self, field: &'static str, value: usize) -> Result<(), ConfigError> {
+        if value >= 1 {
+            Ok(())
+        } else {
+            Err(ConfigError {
+                config: self.0,
+                field,
+                value: value.to_string(),
+                expected: "an integer >= 1",
+            })
+        }
+    }
+
+    fn err(&self, field: &'static str, value: f64, expected: &'static str) -> ConfigError {
+        ConfigError {
+            config: self.0,
+            field,
+            value: format!("{value}"),
+            expected,
+        }
+    }
+}

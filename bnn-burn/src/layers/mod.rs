@@ -1,0 +1,12 @@
+//! Stochastic layers: posteriors over weights that are sampled in every forward pass.
+
+mod ops;
+mod param;
+
+pub mod mean_field;
+
+pub use mean_field::{
+    Estimator, MeanFieldConv2d, MeanFieldConv2dConfig, MeanFieldLinear, MeanFieldLinearConfig,
+};
+pub use ops::Conv2dGeometry;
+pub use param::PosteriorParam;

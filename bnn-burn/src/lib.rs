@@ -1,0 +1,15 @@
+//! # bnn-burn
+//!
+//! Bayesian neural networks as ordinary [burn](https://burn.dev) modules.
+#![warn(missing_docs)]
+
+pub mod device;
+pub mod error;
+pub mod layers;
+pub mod prior;
+pub mod special;
+pub mod testing;
+
+pub use device::{backend_name, device, training_device};
+pub use error::ConfigError;
+pub use prior::{KlDivergence, Prior};
