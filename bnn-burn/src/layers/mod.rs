@@ -10,3 +10,5 @@ pub use mean_field::{
 };
 pub use ops::Conv2dGeometry;
 pub use param::PosteriorParam;
+pub mod radial;
+pub use radial::{RadialConv2d, RadialConv2dConfig, RadialLinear, RadialLinearConfig};
