@@ -53,7 +53,6 @@ impl Check {
     }
 
     /// `value` must lie in `[0, 1)` (a drop probability).
-    #[allow(dead_code)]
     pub fn probability(&self, field: &'static str, value: f64) -> Result<(), ConfigError> {
         if value.is_finite() && (0.0..1.0).contains(&value) {
             Ok(())

@@ -12,3 +12,8 @@ pub use ops::Conv2dGeometry;
 pub use param::PosteriorParam;
 pub mod radial;
 pub use radial::{RadialConv2d, RadialConv2dConfig, RadialLinear, RadialLinearConfig};
+pub mod dropout;
+pub use dropout::{
+    DropConnectConv2d, DropConnectLinear, DropoutConv2dConfig, DropoutLinearConfig, DropoutNoise,
+    McDropout, McDropoutConfig, McDropoutConv2d, McDropoutLinear,
+};
