@@ -6,9 +6,11 @@
 pub mod device;
 pub mod error;
 pub mod layers;
+pub mod objective;
 pub mod prior;
 pub mod special;
 pub mod testing;
+pub mod uncertainty;
 
 pub use device::{backend_name, device, training_device};
 pub use error::ConfigError;
