@@ -6,6 +6,7 @@
 pub mod device;
 pub mod error;
 pub mod layers;
+pub mod metrics;
 pub mod objective;
 pub mod prior;
 pub mod special;

@@ -1,0 +1,386 @@
+//! Evaluation metrics on host values (`f64`), computed exactly after prediction.
+//!
+//! Classification inputs are row-major probabilities `probs[b * C + c]` with `n_classes = C`.
+//! OOD metrics treat the out-of-distribution set as the positive class and expect scores that
+//! are larger for "more uncertain" (entropy, mutual information).
+
+use std::cmp::Ordering;
+
+/// Negative mean of per-point log-likelihoods.
+pub fn nll(log_likelihoods: &[f64]) -> f64 {
+    -mean(log_likelihoods)
+}
+
+/// Arithmetic mean (NaN for an empty slice).
+pub fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+/// Mean and standard error `sd/√n` (the UCI tables' `±`), sample standard deviation.
+pub fn mean_and_standard_error(x: &[f64]) -> (f64, f64) {
+    let m = mean(x);
+    if x.len() < 2 {
+        return (m, 0.0);
+    }
+    let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
+    (m, (var / x.len() as f64).sqrt())
+}
+
+/// Root-mean-square error, multiplied by `target_std` to report standardised predictions in
+/// original units (pass 1 if the inputs are already in original units).
+pub fn rmse(pred: &[f64], target: &[f64], target_std: f64) -> f64 {
+    assert_eq!(
+        pred.len(),
+        target.len(),
+        "rmse: {} predictions for {} targets",
+        pred.len(),
+        target.len()
+    );
+    let mse = pred
+        .iter()
+        .zip(target)
+        .map(|(p, t)| (p - t).powi(2))
+        .sum::<f64>()
+        / pred.len() as f64;
+    mse.sqrt() * target_std
+}
+
+/// A log-density of standardised targets `y' = (y − m)/s` turned into one of original targets:
+/// `ln p(y) = ln p(y') − Σ_d ln s_d`.
+pub fn log_likelihood_in_original_units(ll_standardised: f64, target_std: &[f64]) -> f64 {
+    ll_standardised - target_std.iter().map(|s| s.ln()).sum::<f64>()
+}
+
+fn rows(probs: &[f64], n_classes: usize) -> std::slice::Chunks<'_, f64> {
+    assert!(
+        n_classes > 0 && probs.len() % n_classes == 0,
+        "probabilities of length {} are not rows of {n_classes} classes",
+        probs.len()
+    );
+    probs.chunks(n_classes)
+}
+
+fn argmax(row: &[f64]) -> (usize, f64) {
+    row.iter()
+        .copied()
+        .enumerate()
+        .fold((0, f64::NEG_INFINITY), |best, (i, p)| {
+            if p > best.1 { (i, p) } else { best }
+        })
+}
+
+/// Fraction of rows whose most probable class is the label.
+pub fn accuracy(probs: &[f64], n_classes: usize, labels: &[usize]) -> f64 {
+    let correct = rows(probs, n_classes)
+        .zip(labels)
+        .filter(|(row, l)| argmax(row).0 == **l)
+        .count();
+    correct as f64 / labels.len() as f64
+}
+
+/// Multi-class Brier score `mean_b Σ_c (p_bc − 1[y_b = c])²`.
+pub fn brier(probs: &[f64], n_classes: usize, labels: &[usize]) -> f64 {
+    let total: f64 = rows(probs, n_classes)
+        .zip(labels)
+        .map(|(row, &l)| {
+            row.iter()
+                .enumerate()
+                .map(|(c, p)| (p - if c == l { 1.0 } else { 0.0 }).powi(2))
+                .sum::<f64>()
+        })
+        .sum();
+    total / labels.len() as f64
+}
+
+/// One bin of a reliability diagram.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ReliabilityBin {
+    /// Lower edge of the confidence bin.
+    pub lower: f64,
+    /// Upper edge.
+    pub upper: f64,
+    /// Mean confidence (max probability) of the rows in the bin.
+    pub confidence: f64,
+    /// Accuracy of those rows.
+    pub accuracy: f64,
+    /// Number of rows.
+    pub count: usize,
+}
+
+/// Reliability-diagram data: rows binned by confidence into `bins` equal-width bins on [0, 1]
+/// (a confidence of exactly 1 falls in the last bin). Empty bins have count 0.
+pub fn reliability_curve(
+    probs: &[f64],
+    n_classes: usize,
+    labels: &[usize],
+    bins: usize,
+) -> Vec<ReliabilityBin> {
+    assert!(bins > 0, "reliability_curve needs at least one bin");
+    let mut conf = vec![0.0; bins];
+    let mut hits = vec![0.0; bins];
+    let mut count = vec![0usize; bins];
+    for (row, &l) in rows(probs, n_classes).zip(labels) {
+        let (pred, c) = argmax(row);
+        let i = ((c * bins as f64) as usize).min(bins - 1);
+        conf[i] += c;
+        hits[i] += if pred == l { 1.0 } else { 0.0 };
+        count[i] += 1;
+    }
+    (0..bins)
+        .map(|i| {
+            let n = count[i].max(1) as f64;
+            ReliabilityBin {
+                lower: i as f64 / bins as f64,
+                upper: (i + 1) as f64 / bins as f64,
+                confidence: conf[i] / n,
+                accuracy: hits[i] / n,
+                count: count[i],
+            }
+        })
+        .collect()
+}
+
+/// Expected calibration error `Σ_m (|B_m|/n) |acc(B_m) − conf(B_m)|` over `bins` equal-width
+/// confidence bins (15 is the usual choice, Guo et al. 2017).
+pub fn ece(probs: &[f64], n_classes: usize, labels: &[usize], bins: usize) -> f64 {
+    let n = labels.len() as f64;
+    reliability_curve(probs, n_classes, labels, bins)
+        .iter()
+        .map(|b| b.count as f64 / n * (b.accuracy - b.confidence).abs())
+        .sum()
+}
+
+/// Entropy `−Σ p ln p` of each row.
+pub fn entropies(probs: &[f64], n_classes: usize) -> Vec<f64> {
+    rows(probs, n_classes)
+        .map(|row| {
+            -row.iter()
+                .filter(|p| **p > 0.0)
+                .map(|p| p * p.ln())
+                .sum::<f64>()
+        })
+        .collect()
+}
+
+/// Area under the empirical CDF of OOD predictive entropies on `[0, ln C]`
+/// (Haußmann 2021 §5; `spec/haussmann-thesis.md` §4.5): `ln C − mean(H)`, lower is better,
+/// 0 when every OOD prediction is uniform. Entropies are clipped to `[0, ln C]`.
+pub fn entropy_ecdf_area(entropies: &[f64], n_classes: usize) -> f64 {
+    let max = (n_classes as f64).ln();
+    max - mean(
+        &entropies
+            .iter()
+            .map(|h| h.clamp(0.0, max))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Ranks (1-based) with ties given their average rank.
+fn average_ranks(values: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..values.len()).collect();
+    idx.sort_by(|&a, &b| values[a].partial_cmp(&values[b]).unwrap_or(Ordering::Equal));
+    let mut ranks = vec![0.0; values.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && values[idx[j + 1]] == values[idx[i]] {
+            j += 1;
+        }
+        let r = (i + j) as f64 / 2.0 + 1.0;
+        for k in &idx[i..=j] {
+            ranks[*k] = r;
+        }
+        i = j + 1;
+    }
+    ranks
+}
+
+/// Area under the ROC curve for separating `out` (positives) from `inn` (negatives) by score,
+/// ties counted one half (the Mann–Whitney statistic).
+pub fn auroc(inn: &[f64], out: &[f64]) -> f64 {
+    let all: Vec<f64> = out.iter().chain(inn).copied().collect();
+    let ranks = average_ranks(&all);
+    let (np, nn) = (out.len() as f64, inn.len() as f64);
+    let rank_sum: f64 = ranks[..out.len()].iter().sum();
+    (rank_sum - np * (np + 1.0) / 2.0) / (np * nn)
+}
+
+/// Scored examples sorted by descending score, with tied scores grouped; each group is
+/// `(positives, negatives)`.
+fn threshold_groups(inn: &[f64], out: &[f64]) -> Vec<(f64, f64)> {
+    let mut scored: Vec<(f64, bool)> = out
+        .iter()
+        .map(|s| (*s, true))
+        .chain(inn.iter().map(|s| (*s, false)))
+        .collect();
+    scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal));
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < scored.len() {
+        let (mut tp, mut fp) = (0.0, 0.0);
+        let mut j = i;
+        while j < scored.len() && scored[j].0 == scored[i].0 {
+            if scored[j].1 {
+                tp += 1.0
+            } else {
+                fp += 1.0
+            }
+            j += 1;
+        }
+        groups.push((tp, fp));
+        i = j;
+    }
+    groups
+}
+
+/// Area under the precision–recall curve with OOD as positive (average precision, the
+/// step-wise sum `Σ (R_k − R_{k−1}) P_k` over thresholds).
+pub fn aupr(inn: &[f64], out: &[f64]) -> f64 {
+    let np = out.len() as f64;
+    let (mut tp, mut fp, mut area) = (0.0, 0.0, 0.0);
+    for (gtp, gfp) in threshold_groups(inn, out) {
+        tp += gtp;
+        fp += gfp;
+        area += gtp / np * (tp / (tp + fp));
+    }
+    area
+}
+
+/// False-positive rate (in-distribution flagged as OOD) at the first threshold reaching 95 %
+/// true-positive rate on the OOD set.
+pub fn fpr_at_95_tpr(inn: &[f64], out: &[f64]) -> f64 {
+    let (np, nn) = (out.len() as f64, inn.len() as f64);
+    let (mut tp, mut fp) = (0.0, 0.0);
+    for (gtp, gfp) in threshold_groups(inn, out) {
+        tp += gtp;
+        fp += gfp;
+        if tp / np >= 0.95 {
+            return fp / nn;
+        }
+    }
+    1.0
+}
+
+/// Fraction of targets inside the central `level` interval `mean ± z σ` of Gaussian predictive
+/// marginals (e.g. `level = 0.95` gives `z = 1.96`).
+pub fn interval_coverage(mean: &[f64], std: &[f64], target: &[f64], level: f64) -> f64 {
+    assert!(
+        level > 0.0 && level < 1.0,
+        "coverage level must be in (0, 1), got {level}"
+    );
+    let z = normal_quantile(0.5 + level / 2.0);
+    let inside = mean
+        .iter()
+        .zip(std)
+        .zip(target)
+        .filter(|((m, s), y)| (*y - *m).abs() <= z * *s)
+        .count();
+    inside as f64 / target.len() as f64
+}
+
+/// Standard normal quantile by bisection on `Φ` (erfc-based, ~1e-12 accuracy).
+fn normal_quantile(p: f64) -> f64 {
+    let cdf = |x: f64| 0.5 * erfc(-x / std::f64::consts::SQRT_2);
+    let (mut lo, mut hi) = (-40.0, 40.0);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if cdf(mid) < p { lo = mid } else { hi = mid }
+    }
+    0.5 * (lo + hi)
+}
+
+/// Complementary error function in f64: the Maclaurin series of erf below 3 (absolute error
+/// ~1e-13 after cancellation) and the continued fraction
+/// `erfc x = e^{−x²}/√π · 1/(x + ½/(x + 1/(x + 3/2/(x + …))))` above.
+fn erfc(x: f64) -> f64 {
+    if x < 0.0 {
+        return 2.0 - erfc(-x);
+    }
+    if x < 3.0 {
+        // erf by its Maclaurin series: Σ (−1)ⁿ x^{2n+1} / (n! (2n+1)) · 2/√π.
+        let mut term = x;
+        let mut sum = x;
+        let x2 = x * x;
+        for n in 1..200 {
+            term *= -x2 / n as f64;
+            let add = term / (2 * n + 1) as f64;
+            sum += add;
+            if add.abs() < 1e-17 {
+                break;
+            }
+        }
+        1.0 - sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else {
+        // Continued fraction (Lentz) for erfc at large x.
+        let mut f = 0.0;
+        for k in (1..60).rev() {
+            f = (k as f64 / 2.0) / (x + f);
+        }
+        (-x * x).exp() / (std::f64::consts::PI.sqrt() * (x + f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ece_on_a_hand_computed_case() {
+        // 4 rows, 2 classes, 2 bins. Confidences 0.9, 0.8 (bin 1), 0.6, 0.7 (bin 1); with 2
+        // bins everything ≥ 0.5 lands in bin 1: conf = 0.75, accuracy = 2/4 → ECE = 0.25.
+        let probs = [0.9, 0.1, 0.2, 0.8, 0.6, 0.4, 0.3, 0.7];
+        let labels = [0, 1, 1, 0];
+        assert!((ece(&probs, 2, &labels, 2) - 0.25).abs() < 1e-12);
+        // With 10 bins: bins 0.9 (acc 1), 0.8 (acc 1), 0.6 (acc 0), 0.7 (acc 0):
+        // ECE = ¼(0.1 + 0.2 + 0.6 + 0.7) = 0.4.
+        assert!((ece(&probs, 2, &labels, 10) - 0.4).abs() < 1e-12);
+        let curve = reliability_curve(&probs, 2, &labels, 10);
+        assert_eq!(curve.iter().map(|b| b.count).sum::<usize>(), 4);
+        assert!((accuracy(&probs, 2, &labels) - 0.5).abs() < 1e-12);
+        let b = brier(&probs, 2, &labels);
+        let expect = (2.0 * 0.01 + 2.0 * 0.04 + 2.0 * 0.36 + 2.0 * 0.49) / 4.0;
+        assert!((b - expect).abs() < 1e-12);
+    }
+
+    #[test]
+    fn auroc_on_hand_computed_cases() {
+        assert_eq!(auroc(&[0.1, 0.2], &[0.8, 0.9]), 1.0);
+        assert_eq!(auroc(&[0.8, 0.9], &[0.1, 0.2]), 0.0);
+        // out = {0.5, 0.3}, in = {0.4, 0.3}: pairs (0.5>0.4)=1, (0.5>0.3)=1, (0.3<0.4)=0,
+        // (0.3=0.3)=½ → 2.5/4.
+        assert!((auroc(&[0.4, 0.3], &[0.5, 0.3]) - 0.625).abs() < 1e-12);
+        assert!((aupr(&[0.1, 0.2], &[0.8, 0.9]) - 1.0).abs() < 1e-12);
+        // Ranking out, in, out: AP = ½·1 + ½·(2/3).
+        assert!((aupr(&[0.5], &[0.9, 0.1]) - (0.5 + 1.0 / 3.0)).abs() < 1e-12);
+        assert_eq!(fpr_at_95_tpr(&[0.1, 0.2], &[0.8, 0.9]), 0.0);
+        assert_eq!(fpr_at_95_tpr(&[0.5, 0.6], &[0.55, 0.9]), 0.5);
+    }
+
+    #[test]
+    fn entropy_ecdf_area_on_hand_computed_cases() {
+        let ln10 = 10f64.ln();
+        // Uniform predictions on OOD: area 0. Confident ones: area ln C.
+        let uniform = vec![0.1; 20];
+        let h = entropies(&uniform, 10);
+        assert!(entropy_ecdf_area(&h, 10).abs() < 1e-12);
+        let mut confident = vec![0.0; 20];
+        confident[3] = 1.0;
+        confident[10 + 7] = 1.0;
+        assert!((entropy_ecdf_area(&entropies(&confident, 10), 10) - ln10).abs() < 1e-12);
+        // ECDF of {0.5, 1.5} on [0, ln 10]: ∫F = (ln10 − 0.5)/2 + (ln10 − 1.5)/2.
+        let area = entropy_ecdf_area(&[0.5, 1.5], 10);
+        assert!((area - (ln10 - 1.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn coverage_and_quantiles() {
+        assert!((normal_quantile(0.975) - 1.959_963_984_540_054).abs() < 1e-9);
+        let mean = [0.0; 4];
+        let std = [1.0; 4];
+        let y = [0.5, -1.9, 2.5, -3.0];
+        assert_eq!(interval_coverage(&mean, &std, &y, 0.95), 0.5);
+        let (m, se) = mean_and_standard_error(&[1.0, 2.0, 3.0, 4.0]);
+        assert!((m - 2.5).abs() < 1e-12 && (se - (5.0f64 / 12.0).sqrt()).abs() < 1e-12);
+        assert!((rmse(&[1.0, 3.0], &[0.0, 3.0], 2.0) - 2.0f64.sqrt()).abs() < 1e-12);
+    }
+}
