@@ -7,10 +7,12 @@ pub mod device;
 pub mod error;
 pub mod layers;
 pub mod metrics;
+pub mod model;
 pub mod objective;
 pub mod prior;
 pub mod special;
 pub mod testing;
+pub mod train;
 pub mod uncertainty;
 
 pub use device::{backend_name, device, training_device};

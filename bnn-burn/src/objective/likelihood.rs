@@ -95,7 +95,7 @@ impl GaussianLikelihood {
 
 /// Heteroscedastic Gaussian: the network outputs `[μ, v]` (`2D` units) and
 /// `y ~ N(μ, softplus(v) + 1e-6)` (Nix & Weigend 1994; Depeweg 2019 eq. 2.53).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Module, Debug, Default)]
 pub struct HeteroscedasticGaussian;
 
 impl HeteroscedasticGaussian {
