@@ -53,7 +53,7 @@ pub fn log_likelihood_in_original_units(ll_standardised: f64, target_std: &[f64]
 
 fn rows(probs: &[f64], n_classes: usize) -> std::slice::Chunks<'_, f64> {
     assert!(
-        n_classes > 0 && probs.len() % n_classes == 0,
+        n_classes > 0 && probs.len().is_multiple_of(n_classes),
         "probabilities of length {} are not rows of {n_classes} classes",
         probs.len()
     );

@@ -175,6 +175,7 @@ pub fn lgamma_scalar(x: f64) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::excessive_precision)] // reference tables keep mpmath's digits
 mod tests {
     use super::*;
     use crate::testing::{test_device, to_vec};
@@ -226,7 +227,7 @@ mod tests {
         (-2.0, -3.783_184_333_682_032),
         (-1.0, -1.841_021_645_009_263_6),
         (-0.1, -0.776_154_592_730_273_3),
-        (0.0, -0.693_147_180_559_945_3),
+        (0.0, -std::f64::consts::LN_2),
         (0.5, -0.368_946_415_288_656_4),
         (1.0, -0.172_753_779_023_449_88),
         (3.0, -0.001_350_809_964_748_193_8),

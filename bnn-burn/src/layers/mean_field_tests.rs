@@ -1,3 +1,4 @@
+#![allow(clippy::needless_range_loop)] // parallel indexing of exact and sampled moments
 use super::*;
 use crate::testing::{seeded, test_device, to_vec};
 use burn::module::Param;

@@ -102,7 +102,7 @@ impl HeteroscedasticGaussian {
     fn split(out: Tensor<3>) -> (Tensor<3>, Tensor<3>) {
         let [s, b, two_d] = out.dims();
         assert!(
-            two_d % 2 == 0,
+            two_d.is_multiple_of(2),
             "HeteroscedasticGaussian: network output [S, B, {two_d}] must have 2·D units \
              (means, then variances)"
         );
