@@ -29,7 +29,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Training epochs per method.
-        #[arg(long, default_value_t = 400)]
+        #[arg(long, default_value_t = 1500)]
         epochs: usize,
     },
 }
