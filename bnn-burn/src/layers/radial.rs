@@ -18,13 +18,17 @@ use burn::module::Module;
 use burn::tensor::module::{conv2d, linear};
 use burn::tensor::{Device, Tensor};
 
+/// `ln S_D`, `S_D = 2π^{D/2}/Γ(D/2)` the surface area of the unit sphere in `R^D`.
+fn ln_unit_sphere_area(d: f64) -> f64 {
+    std::f64::consts::LN_2 + 0.5 * d * std::f64::consts::PI.ln() - lgamma_scalar(0.5 * d)
+}
+
 /// `E_q[ln q(w)] + Σ ln σ` for one radial block of dimension `D`:
 /// `ln 2 − ½ ln 2π − ½ − ln S_D + (D−1)(γ + ln 2)/2`, with `S_D = 2π^{D/2}/Γ(D/2)` the area of
 /// the unit sphere (the density of `v = u·|r|` is `2φ(‖v‖)/(S_D ‖v‖^{D−1})`).
 pub fn radial_entropy_constant(d: usize) -> f64 {
     let d = d as f64;
-    let ln_sphere =
-        std::f64::consts::LN_2 + 0.5 * d * std::f64::consts::PI.ln() - lgamma_scalar(0.5 * d);
+    let ln_sphere = ln_unit_sphere_area(d);
     std::f64::consts::LN_2 - HALF_LN_2PI - 0.5 - ln_sphere
         + (d - 1.0) * (EULER_GAMMA + std::f64::consts::LN_2) / 2.0
 }
@@ -41,8 +45,7 @@ pub fn radial_log_density<const D: usize, const E: usize>(
     let d = mu.dims().iter().product::<usize>() as f64;
     let v = (w - mu.unsqueeze::<E>()) / sigma.clone().unsqueeze::<E>();
     let norm_sq = v.reshape([s as i64, -1]).square().sum_dim(1).reshape([s]);
-    let ln_sphere =
-        std::f64::consts::LN_2 + 0.5 * d * std::f64::consts::PI.ln() - lgamma_scalar(0.5 * d);
+    let ln_sphere = ln_unit_sphere_area(d);
     let base = std::f64::consts::LN_2 - HALF_LN_2PI - ln_sphere;
     norm_sq.clone() * (-0.5) - norm_sq.log() * ((d - 1.0) / 2.0) + base - sigma.log().sum()
 }
