@@ -1,6 +1,11 @@
 //! `bnn-bench`: the one front door for the experiments of bnn-burn.
 
+mod alloc;
+mod perf;
 mod quickstart;
+
+#[global_allocator]
+static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -32,12 +37,63 @@ enum Command {
         #[arg(long, default_value_t = 1500)]
         epochs: usize,
     },
+    /// Milliseconds per training step and peak heap of an MLP 784-400-400-10 (batch 128, Adam)
+    /// for burn's deterministic Linear and every posterior family, beside the PyTorch peers.
+    Perf {
+        /// Output folder for perf.md and perf.json.
+        #[arg(long, default_value = "runs/perf")]
+        out: PathBuf,
+        /// Timed steps per round (after 5 warm-up steps).
+        #[arg(long, default_value_t = 100)]
+        steps: usize,
+        /// Rounds; the median round is reported.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Seed of the device RNG.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Python with torch and bayesian-torch for the peer programs
+        /// [default: $HOME/.venvs/peer/bin/python].
+        #[arg(long)]
+        peer_python: Option<PathBuf>,
+        /// Folder of the peer programs [default: ../shared/peer beside the workspace].
+        #[arg(long)]
+        peer_dir: Option<PathBuf>,
+        /// Threads given to the peers (match the cores burn uses).
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Quickstart { out, seed, epochs } => quickstart::run(&out, seed, epochs),
+        Command::Perf {
+            out,
+            steps,
+            rounds,
+            seed,
+            peer_python,
+            peer_dir,
+            threads,
+        } => {
+            let options = perf::PerfOptions {
+                steps,
+                rounds,
+                seed,
+                out,
+                peer_python: peer_python.or_else(|| {
+                    std::env::var_os("HOME")
+                        .map(|h| PathBuf::from(h).join(".venvs/peer/bin/python"))
+                }),
+                peer_dir: peer_dir.unwrap_or_else(|| {
+                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer")
+                }),
+                threads,
+            };
+            perf::run(&options).map(|_| ())
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

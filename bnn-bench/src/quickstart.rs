@@ -6,6 +6,7 @@ use bnn_burn::model::{LayerKind, Regressor};
 use bnn_burn::testing::to_vec;
 use bnn_burn::train::{TrainConfig, train};
 use bnn_burn::{Prior, training_device};
+use bnn_datasets::Standardizer;
 use bnn_datasets::toy::{self, Regression1d};
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
@@ -64,18 +65,12 @@ pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
     let train_set = toy::heteroscedastic(N_TRAIN, seed);
     let test_set = toy::heteroscedastic(N_TEST, seed + 1);
     // Standardise with training statistics; metrics go back to original units.
-    let (xm, xs) = moments(&train_set.x);
-    let (ym, ys) = moments(&train_set.y);
-    let std_x = |v: &[f64]| v.iter().map(|x| (x - xm) / xs).collect::<Vec<_>>();
+    let sx = Standardizer::fit(&train_set.x, 1)?;
+    let sy = Standardizer::fit(&train_set.y, 1)?;
+    let std_x = |v: &[f64]| sx.transform(v);
+    let (ym, ys) = (sy.mean[0], sy.std[0]);
     let x = column(&std_x(&train_set.x), &device);
-    let y = column(
-        &train_set
-            .y
-            .iter()
-            .map(|y| (y - ym) / ys)
-            .collect::<Vec<_>>(),
-        &device,
-    );
+    let y = column(&sy.transform(&train_set.y), &device);
     let plain = device.clone().inner();
     let grid: Vec<f64> = (0..241).map(|i| -6.0 + 12.0 * i as f64 / 240.0).collect();
 
@@ -160,12 +155,6 @@ pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
         figure.display()
     );
     Ok(())
-}
-
-fn moments(v: &[f64]) -> (f64, f64) {
-    let m = mean(v);
-    let s = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
-    (m, if s > 0.0 { s } else { 1.0 })
 }
 
 /// Test log-likelihood (mixture over samples, original units) and RMSE of the predictive mean.

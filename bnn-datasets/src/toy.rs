@@ -1,4 +1,4 @@
-//! Seeded toy regression sets that need no files.
+//! Seeded toy regression and classification sets that need no files.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -60,6 +60,56 @@ pub fn heteroscedastic_oracle_log_likelihood(data: &Regression1d) -> f64 {
     total / data.x.len() as f64
 }
 
+/// The cubic toy of Hernández-Lobato & Adams (2015): `y = x³ + ε`, `ε ~ N(0, 3²)`,
+/// `x ~ U[−4, 4]` (the paper uses `n = 20`).
+pub fn cubic(n: usize, seed: u64) -> Regression1d {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut x = Vec::with_capacity(n);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let xi = -4.0 + 8.0 * rng.random::<f64>();
+        x.push(xi);
+        y.push(xi.powi(3) + CUBIC_NOISE_STD * standard_normal(&mut rng));
+    }
+    Regression1d { x, y }
+}
+
+/// Noise standard deviation of [`cubic`].
+pub const CUBIC_NOISE_STD: f64 = 3.0;
+
+/// A 2-D classification sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classification2d {
+    /// Points.
+    pub x: Vec<[f64; 2]>,
+    /// Labels in `0..n_classes`.
+    pub label: Vec<usize>,
+}
+
+/// Two interleaved half circles: class 0 on the unit upper half circle around (0, 0), class 1 on
+/// the lower half circle of radius 1 around (1, 0.5); every point gets isotropic Gaussian noise
+/// of std `noise`. Classes alternate, so they are balanced.
+pub fn two_moons(n: usize, noise: f64, seed: u64) -> Classification2d {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut x = Vec::with_capacity(n);
+    let mut label = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = std::f64::consts::PI * rng.random::<f64>();
+        let class = i % 2;
+        let (px, py) = if class == 0 {
+            (t.cos(), t.sin())
+        } else {
+            (1.0 - t.cos(), 0.5 - t.sin())
+        };
+        x.push([
+            px + noise * standard_normal(&mut rng),
+            py + noise * standard_normal(&mut rng),
+        ]);
+        label.push(class);
+    }
+    Classification2d { x, label }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +141,42 @@ mod tests {
     fn generators_are_seeded() {
         assert_eq!(heteroscedastic(10, 1), heteroscedastic(10, 1));
         assert_ne!(heteroscedastic(10, 1), heteroscedastic(10, 2));
+    }
+
+    #[test]
+    fn cubic_residuals_have_variance_nine() {
+        let d = cubic(100_000, 5);
+        assert!(d.x.iter().all(|x| (-4.0..4.0).contains(x)));
+        let n = d.x.len() as f64;
+        let var =
+            d.x.iter()
+                .zip(&d.y)
+                .map(|(x, y)| (y - x.powi(3)).powi(2))
+                .sum::<f64>()
+                / n;
+        // Var of the sample variance of N(0, 9) is 2·81/n.
+        let se = (2.0 * 81.0 / n).sqrt();
+        assert!((var - 9.0).abs() < 5.0 * se, "residual variance {var}");
+        assert_eq!(cubic(20, 0).x.len(), 20);
+    }
+
+    #[test]
+    fn noiseless_moons_lie_on_their_circles_and_classes_balance() {
+        let d = two_moons(1000, 0.0, 4);
+        let centres = [[0.0, 0.0], [1.0, 0.5]];
+        for (p, &c) in d.x.iter().zip(&d.label) {
+            let r = ((p[0] - centres[c][0]).powi(2) + (p[1] - centres[c][1]).powi(2)).sqrt();
+            assert!(
+                (r - 1.0).abs() < 1e-12,
+                "class {c} point {p:?} at radius {r}"
+            );
+            // Class 0 is the upper half of its circle, class 1 the lower half of its own.
+            let above = p[1] >= centres[c][1] - 1e-12;
+            assert_eq!(above, c == 0 || (p[1] - centres[c][1]).abs() < 1e-12);
+        }
+        assert_eq!(d.label.iter().filter(|&&c| c == 1).count(), 500);
+        let noisy = two_moons(1000, 0.1, 4);
+        assert_ne!(noisy, d);
+        assert_eq!(two_moons(50, 0.1, 9), two_moons(50, 0.1, 9));
     }
 }

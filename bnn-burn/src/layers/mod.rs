@@ -15,5 +15,6 @@ pub use radial::{RadialConv2d, RadialConv2dConfig, RadialLinear, RadialLinearCon
 pub mod dropout;
 pub use dropout::{
     DropConnectConv2d, DropConnectLinear, DropoutConv2dConfig, DropoutLinearConfig, DropoutNoise,
-    McDropout, McDropoutConfig, McDropoutConv2d, McDropoutLinear,
+    McDropout, McDropoutConfig, McDropoutConv2d, McDropoutLinear, model_precision,
+    prior_length_scale_for_weight_decay, weight_decay_for_prior,
 };
