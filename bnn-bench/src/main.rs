@@ -62,6 +62,10 @@ enum Command {
         /// Threads given to the peers (match the cores burn uses).
         #[arg(long, default_value_t = 2)]
         threads: usize,
+        /// Only these posterior families (MFVI, MFVI-LRT, MFVI-Flipout, Radial, "MC dropout",
+        /// DropConnect); repeatable. The deterministic baseline always runs.
+        #[arg(long = "method")]
+        methods: Vec<String>,
     },
 }
 
@@ -77,6 +81,7 @@ fn main() {
             peer_python,
             peer_dir,
             threads,
+            methods,
         } => {
             let options = perf::PerfOptions {
                 steps,
@@ -91,6 +96,7 @@ fn main() {
                     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer")
                 }),
                 threads,
+                methods,
             };
             perf::run(&options).map(|_| ())
         }

@@ -11,7 +11,7 @@
 use crate::alloc;
 use bnn_burn::layers::{DropoutNoise, Estimator};
 use bnn_burn::model::{BayesianMlp, BayesianMlpConfig, LayerKind};
-use bnn_burn::prior::{KlDivergence, Prior};
+use bnn_burn::prior::Prior;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams};
@@ -43,6 +43,9 @@ pub struct PerfOptions {
     pub peer_dir: PathBuf,
     /// Thread count passed to the peers (and reported; burn's CPU backends use all cores).
     pub threads: usize,
+    /// Posterior families to run (names as in the table, case-insensitive); empty runs all.
+    /// The deterministic baseline always runs.
+    pub methods: Vec<String>,
 }
 
 /// The deterministic baseline: three burn `Linear` layers with ReLU.
@@ -174,8 +177,9 @@ fn bayesian_kinds() -> Vec<LayerKind> {
 }
 
 fn bayesian_loss(model: &BayesianMlp, x: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
-    let out: Tensor<2> = model.forward_samples(x, 1).squeeze_dim(0);
-    (out - y).square().mean() + model.kl() / N_TRAIN
+    let (out, kl) = model.forward_samples_kl(x, 1);
+    let out: Tensor<2> = out.squeeze_dim(0);
+    (out - y).square().mean() + kl / N_TRAIN
 }
 
 /// Runs one peer program `rounds` times and parses its `ms/step`.
@@ -242,7 +246,10 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         base,
     ));
 
-    for kind in bayesian_kinds() {
+    let wanted = |name: &str| {
+        options.methods.is_empty() || options.methods.iter().any(|m| m.eq_ignore_ascii_case(name))
+    };
+    for kind in bayesian_kinds().into_iter().filter(|k| wanted(k.name())) {
         device.seed(options.seed);
         alloc::reset_peak();
         let base = alloc::live_bytes();
@@ -355,6 +362,7 @@ mod tests {
             peer_python: None,
             peer_dir: dir.clone(),
             threads: 2,
+            methods: vec![],
         };
         let rows = run(&options).unwrap();
         assert_eq!(rows.len(), 1 + bayesian_kinds().len());

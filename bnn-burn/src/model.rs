@@ -187,6 +187,18 @@ impl StochasticLinear {
     }
 }
 
+impl StochasticLinear {
+    /// [`Self::forward_samples`] and the layer's KL in one call; the posterior families evaluate
+    /// `σ = softplus(ρ)` once for both.
+    pub fn forward_samples_kl(&self, x: Tensor<3>) -> (Tensor<3>, Tensor<1>) {
+        match self {
+            StochasticLinear::MeanField(l) => l.forward_samples_kl(x),
+            StochasticLinear::Radial(l) => l.forward_samples_kl(x),
+            other => (other.forward_samples(x), other.kl()),
+        }
+    }
+}
+
 impl KlDivergence for StochasticLinear {
     fn kl(&self) -> Tensor<1> {
         match self {
@@ -255,6 +267,29 @@ impl BayesianMlp {
             }
         }
         h
+    }
+}
+
+impl BayesianMlp {
+    /// [`Self::forward_samples`] and the network's KL from one evaluation of every layer's
+    /// posterior scales: what a training step needs.
+    pub fn forward_samples_kl(&self, x: Tensor<2>, samples: usize) -> (Tensor<3>, Tensor<1>) {
+        assert!(
+            samples >= 1,
+            "BayesianMlp::forward_samples_kl needs samples >= 1"
+        );
+        let mut h = x.unsqueeze::<3>().repeat_dim(0, samples);
+        let mut kl: Option<Tensor<1>> = None;
+        let last = self.layers.len() - 1;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (out, layer_kl) = layer.forward_samples_kl(h);
+            h = if i < last { relu(out) } else { out };
+            kl = Some(match kl {
+                Some(k) => k + layer_kl,
+                None => layer_kl,
+            });
+        }
+        (h, kl.expect("an MLP has at least one layer"))
     }
 }
 
@@ -337,6 +372,17 @@ impl crate::train::Supervised for Regressor {
 
     fn nll(&self, x: Tensor<2>, y: Tensor<2>, samples: usize) -> Tensor<2> {
         let out = self.net.forward_samples(x, samples);
+        self.likelihood_nll(out, y)
+    }
+
+    fn nll_and_kl(&self, x: Tensor<2>, y: Tensor<2>, samples: usize) -> (Tensor<2>, Tensor<1>) {
+        let (out, kl) = self.net.forward_samples_kl(x, samples);
+        (self.likelihood_nll(out, y), kl)
+    }
+}
+
+impl Regressor {
+    fn likelihood_nll(&self, out: Tensor<3>, y: Tensor<2>) -> Tensor<2> {
         match &self.likelihood {
             RegressionLikelihood::Homoscedastic(l) => l.nll(out, y),
             RegressionLikelihood::Heteroscedastic(h) => h.nll(out, y),
@@ -370,5 +416,15 @@ impl crate::train::Supervised for Classifier {
 
     fn nll(&self, x: Tensor<2>, y: Tensor<1, Int>, samples: usize) -> Tensor<2> {
         Categorical.nll(self.net.forward_samples(x, samples), y)
+    }
+
+    fn nll_and_kl(
+        &self,
+        x: Tensor<2>,
+        y: Tensor<1, Int>,
+        samples: usize,
+    ) -> (Tensor<2>, Tensor<1>) {
+        let (out, kl) = self.net.forward_samples_kl(x, samples);
+        (Categorical.nll(out, y), kl)
     }
 }

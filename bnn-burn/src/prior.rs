@@ -88,12 +88,14 @@ impl Prior {
         samples: usize,
     ) -> Tensor<1> {
         match *self {
+            // Σ[(σ² + (μ−μ₀)²)/(2σ₀²) − ln σ] + n(ln σ₀ − ½): three reductions of whole
+            // tensors and scalar arithmetic, the fewest tensor passes for a training step.
             Prior::Gaussian { mean, std } => {
-                let var_ratio = (sigma.clone() / std).square();
-                let mean_term = ((mu - mean) / std).square();
-                ((var_ratio.clone() + mean_term - var_ratio.log()) * 0.5 - 0.5)
-                    .sum()
-                    .reshape([1])
+                let n = mu.dims().iter().product::<usize>() as f64;
+                let centred = if mean == 0.0 { mu } else { mu - mean };
+                let quadratic = sigma.clone().square().sum() + centred.square().sum();
+                let log_sigma = sigma.log().sum();
+                (quadratic / (2.0 * std * std) - log_sigma + n * (std.ln() - 0.5)).reshape([1])
             }
             Prior::ScaleMixture { .. } => {
                 let samples = samples.max(1);

@@ -150,6 +150,16 @@ fn ln_one_minus<const D: usize>(q: Tensor<D>) -> Tensor<D> {
     (q.neg() + 1.0).log().mask_where(small, series)
 }
 
+/// `softplus(x) = ln(1 + eˣ)` as `max(x, log1p(exp(min(x, 20))))`: four tensor operations.
+///
+/// For `x ≤ 20` the second argument is the exact softplus (which exceeds `x`); above, it is
+/// `≈ 20 < x`, and `softplus(x) = x` to f32 precision. The gradient is `sigmoid(x)` below 20 and
+/// 1 above. burn's `activation::softplus` takes seven operations (a β scaling, a mask and a
+/// select), which matters for the posterior scales `σ = softplus(ρ)` evaluated every step.
+pub fn softplus<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    x.clone().clamp_max(20.0).exp().log1p().max_pair(x)
+}
+
 /// `ln(eˢ − 1)`: the `ρ` whose softplus is `σ` (for initialising `σ = softplus(ρ)` at a given σ).
 pub fn inverse_softplus(sigma: f64) -> f64 {
     assert!(sigma > 0.0, "inverse_softplus needs sigma > 0, got {sigma}");
@@ -330,6 +340,29 @@ mod tests {
         assert!(got[2] == f64::NEG_INFINITY, "all -inf row gave {}", got[2]);
         let lme = to_vec(log_mean_exp(x.slice([0..1, 0..3]), 1));
         assert!((lme[0] - (r0 - 3f64.ln())).abs() <= 1e-5 * r0);
+    }
+
+    #[test]
+    fn softplus_matches_ln_one_plus_exp_and_its_gradient_is_the_sigmoid() {
+        let xs = [-30.0, -5.0, -0.5, 0.0, 1.0, 19.0, 21.0, 60.0];
+        for (g, x) in eval(softplus, &xs).iter().zip(xs) {
+            let r = softplus_scalar(x);
+            assert!(
+                (g - r).abs() <= 2e-7 * r.max(1e-30).max(r.abs()),
+                "softplus({x}) = {g}, {r}"
+            );
+        }
+        let device = test_device().autodiff();
+        let x = Tensor::<1>::from_floats([-5.0, 0.0, 3.0, 25.0], &device).require_grad();
+        let grads = softplus(x.clone()).sum().backward();
+        let g = to_vec(x.grad(&grads).expect("softplus has a gradient"));
+        for (a, x) in g.iter().zip([-5.0f64, 0.0, 3.0, 25.0]) {
+            let sigmoid = 1.0 / (1.0 + (-x).exp());
+            assert!(
+                (a - sigmoid).abs() < 1e-6,
+                "softplus'({x}) = {a}, sigmoid = {sigmoid}"
+            );
+        }
     }
 
     #[test]

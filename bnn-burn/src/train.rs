@@ -75,6 +75,17 @@ pub trait Supervised: Module + KlDivergence {
     type Target: Batch;
     /// Negative log-likelihood of every target under `samples` stochastic passes, `[S, B]`.
     fn nll(&self, input: Self::Input, target: Self::Target, samples: usize) -> Tensor<2>;
+
+    /// The NLL `[S, B]` and the KL of one training step. The default makes two calls; models
+    /// whose forward pass and KL share work (e.g. `σ = softplus(ρ)`) override it.
+    fn nll_and_kl(
+        &self,
+        input: Self::Input,
+        target: Self::Target,
+        samples: usize,
+    ) -> (Tensor<2>, Tensor<1>) {
+        (self.nll(input, target, samples), self.kl())
+    }
 }
 
 /// Early stopping on a held-out part of the training data.
@@ -281,8 +292,9 @@ pub fn train<M: Supervised>(
         let mut steps = 0usize;
         for chunk in train_idx.chunks(config.batch_size) {
             let t = index_tensor(chunk, &device);
-            let nll = model.nll(input.rows(t.clone()), target.rows(t), config.train_samples);
-            let terms = elbo.terms(nll, model.kl(), epoch);
+            let (nll, kl) =
+                model.nll_and_kl(input.rows(t.clone()), target.rows(t), config.train_samples);
+            let terms = elbo.terms(nll, kl, epoch);
             let stats = Tensor::cat(
                 vec![
                     terms.loss.clone().detach(),

@@ -12,7 +12,7 @@ use super::ops::{
     Conv2dGeometry, check_channels, check_last_dim, conv2d_per_sample, linear_per_sample,
     random_signs, std_normal_like,
 };
-use super::param::PosteriorParam;
+use super::param::{Posterior, PosteriorParam};
 use crate::error::{Check, ConfigError};
 use crate::prior::{KlDivergence, Prior};
 use burn::config::Config;
@@ -138,37 +138,56 @@ impl MeanFieldLinear {
     /// If the last axis of `input` is not `d_input` (both shapes are named).
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         check_last_dim("MeanFieldLinear", &input, self.d_input());
+        let (w, b) = self.posteriors();
+        self.forward_with(input, &w, b.as_ref())
+    }
+
+    /// `S` posterior samples in one call: `[S, B, d_input]` → `[S, B, d_output]`, with an
+    /// independent weight draw for every sample `s` (per-example noise for the local estimator).
+    pub fn forward_samples(&self, input: Tensor<3>) -> Tensor<3> {
+        let (w, b) = self.posteriors();
+        self.forward_samples_with(input, &w, b.as_ref())
+    }
+
+    /// [`Self::forward_samples`] and [`KlDivergence::kl`] from one evaluation of `σ = softplus(ρ)`
+    /// (what a training step needs; cheaper than the two calls).
+    pub fn forward_samples_kl(&self, input: Tensor<3>) -> (Tensor<3>, Tensor<1>) {
+        let (w, b) = self.posteriors();
+        let out = self.forward_samples_with(input, &w, b.as_ref());
+        (out, self.kl_with(&w, b.as_ref()))
+    }
+
+    fn posteriors(&self) -> (Posterior<2>, Option<Posterior<1>>) {
+        (
+            self.weight.posterior(),
+            self.bias.as_ref().map(|b| b.posterior()),
+        )
+    }
+
+    fn forward_with<const D: usize>(
+        &self,
+        input: Tensor<D>,
+        w: &Posterior<2>,
+        b: Option<&Posterior<1>>,
+    ) -> Tensor<D> {
         match self.estimator {
             Estimator::Reparameterization => {
-                let w = self.weight.sample_gaussian();
-                let b = self.bias.as_ref().map(|b| b.sample_gaussian());
-                linear(input, w, b)
+                linear(input, w.sample_gaussian(), b.map(|b| b.sample_gaussian()))
             }
             Estimator::LocalReparameterization => {
-                let mean = linear(
-                    input.clone(),
-                    self.weight.mu.val(),
-                    self.bias.as_ref().map(|b| b.mu.val()),
-                );
+                let mean = linear(input.clone(), w.mu.clone(), b.map(|b| b.mu.clone()));
                 let var = linear(
                     input.square(),
-                    self.weight.sigma().square(),
-                    self.bias.as_ref().map(|b| b.sigma().square()),
+                    w.sigma.clone().square(),
+                    b.map(|b| b.sigma.clone().square()),
                 );
                 let eps = std_normal_like(&mean);
                 mean + (var + VAR_FLOOR).sqrt() * eps
             }
             Estimator::Flipout => {
-                let mean = linear(
-                    input.clone(),
-                    self.weight.mu.val(),
-                    self.bias.as_ref().map(|b| b.mu.val()),
-                );
-                let delta = self.weight.sigma() * std_normal_like(&self.weight.mu.val());
-                let delta_b = self
-                    .bias
-                    .as_ref()
-                    .map(|b| b.sigma() * std_normal_like(&b.mu.val()));
+                let mean = linear(input.clone(), w.mu.clone(), b.map(|b| b.mu.clone()));
+                let delta = w.sigma.clone() * std_normal_like(&w.mu);
+                let delta_b = b.map(|b| b.sigma.clone() * std_normal_like(&b.mu));
                 let signs_in = random_signs(&input);
                 let perturbation = linear(input * signs_in, delta, delta_b);
                 let signs_out = random_signs(&perturbation);
@@ -177,30 +196,25 @@ impl MeanFieldLinear {
         }
     }
 
-    /// `S` posterior samples in one call: `[S, B, d_input]` → `[S, B, d_output]`, with an
-    /// independent weight draw for every sample `s` (per-example noise for the local estimator).
-    pub fn forward_samples(&self, input: Tensor<3>) -> Tensor<3> {
+    fn forward_samples_with(
+        &self,
+        input: Tensor<3>,
+        w: &Posterior<2>,
+        b: Option<&Posterior<1>>,
+    ) -> Tensor<3> {
         check_last_dim("MeanFieldLinear", &input, self.d_input());
         let s = input.dims()[0];
         match self.estimator {
-            Estimator::LocalReparameterization => self.forward(input),
-            Estimator::Reparameterization => {
-                let w = self.weight.sample_gaussian_n::<3>(s);
-                let b = self.bias.as_ref().map(|b| b.sample_gaussian_n::<2>(s));
-                linear_per_sample(input, w, b)
-            }
+            Estimator::LocalReparameterization => self.forward_with(input, w, b),
+            Estimator::Reparameterization => linear_per_sample(
+                input,
+                w.sample_gaussian_n::<3>(s),
+                b.map(|b| b.sample_gaussian_n::<2>(s)),
+            ),
             Estimator::Flipout => {
-                let mean = linear(
-                    input.clone(),
-                    self.weight.mu.val(),
-                    self.bias.as_ref().map(|b| b.mu.val()),
-                );
-                let delta =
-                    self.weight.sample_gaussian_n::<3>(s) - self.weight.mu.val().unsqueeze();
-                let delta_b = self
-                    .bias
-                    .as_ref()
-                    .map(|b| b.sample_gaussian_n::<2>(s) - b.mu.val().unsqueeze());
+                let mean = linear(input.clone(), w.mu.clone(), b.map(|b| b.mu.clone()));
+                let delta = w.sample_gaussian_n::<3>(s) - w.mu.clone().unsqueeze();
+                let delta_b = b.map(|b| b.sample_gaussian_n::<2>(s) - b.mu.clone().unsqueeze());
                 let signs_in = random_signs(&input);
                 let perturbation = linear_per_sample(input * signs_in, delta, delta_b);
                 let signs_out = random_signs(&perturbation);
@@ -208,15 +222,20 @@ impl MeanFieldLinear {
             }
         }
     }
+
+    fn kl_with(&self, w: &Posterior<2>, b: Option<&Posterior<1>>) -> Tensor<1> {
+        let kl = w.kl_gaussian(&self.prior, self.kl_samples);
+        match b {
+            Some(b) => kl + b.kl_gaussian(&self.prior, self.kl_samples),
+            None => kl,
+        }
+    }
 }
 
 impl KlDivergence for MeanFieldLinear {
     fn kl(&self) -> Tensor<1> {
-        let kl = self.weight.kl_gaussian(&self.prior, self.kl_samples);
-        match &self.bias {
-            Some(b) => kl + b.kl_gaussian(&self.prior, self.kl_samples),
-            None => kl,
-        }
+        let (w, b) = self.posteriors();
+        self.kl_with(&w, b.as_ref())
     }
 }
 

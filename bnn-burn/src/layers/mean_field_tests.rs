@@ -254,3 +254,21 @@ fn kl_is_the_closed_form_sum_over_weights_and_bias() {
         "{kl} vs {expected}"
     );
 }
+
+#[test]
+fn one_step_forward_and_kl_agree_with_the_separate_calls() {
+    // Outputs are random (and the RNG is shared with tests running in parallel), so compare
+    // the KL exactly and the output's shape; both paths run the same sampling code.
+    let device = test_device();
+    for estimator in [
+        Estimator::Reparameterization,
+        Estimator::LocalReparameterization,
+        Estimator::Flipout,
+    ] {
+        let l = layer(estimator, &device);
+        let x = Tensor::<3>::from_floats([[X, X]], &device);
+        let (out, kl) = l.forward_samples_kl(x.clone());
+        assert_eq!(out.dims(), l.forward_samples(x).dims());
+        assert_eq!(to_vec(kl), to_vec(l.kl()), "{estimator:?}: same KL");
+    }
+}

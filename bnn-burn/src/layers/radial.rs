@@ -9,7 +9,7 @@
 use super::ops::{
     Conv2dGeometry, check_channels, check_last_dim, conv2d_per_sample, linear_per_sample,
 };
-use super::param::PosteriorParam;
+use super::param::{Posterior, PosteriorParam};
 use crate::error::{Check, ConfigError};
 use crate::prior::{KlDivergence, Prior};
 use crate::special::{EULER_GAMMA, HALF_LN_2PI, lgamma_scalar};
@@ -52,17 +52,17 @@ pub fn radial_log_density<const D: usize, const E: usize>(
 
 /// `KL(q ‖ p)` of one radial block: exact entropy term plus the prior cross-entropy.
 fn radial_kl<const D: usize, const E: usize>(
-    param: &PosteriorParam<D>,
+    param: &Posterior<D>,
     prior: &Prior,
     mc_samples: usize,
 ) -> Tensor<1> {
     let d = param.numel();
-    let sigma = param.sigma();
+    let sigma = param.sigma.clone();
     let neg_entropy = sigma.clone().log().sum().neg() + radial_entropy_constant(d);
     let cross_entropy = match *prior {
         // −E_q ln p = Σ ½ ln 2πσ₀² + ((μ−μ₀)² + σ²/D)/(2σ₀²): E[(w−μ)²] = σ²/D under q.
         Prior::Gaussian { mean, std } => {
-            let quad = (param.mu.val() - mean).square() + sigma.square() / d as f64;
+            let quad = (param.mu.clone() - mean).square() + sigma.square() / d as f64;
             (quad / (2.0 * std * std)).sum() + d as f64 * (std.ln() + HALF_LN_2PI)
         }
         Prior::ScaleMixture { .. } => {
@@ -174,21 +174,51 @@ impl RadialLinear {
 
     /// `S` samples in one call: `[S, B, d_input]` → `[S, B, d_output]`, one radial draw per sample.
     pub fn forward_samples(&self, input: Tensor<3>) -> Tensor<3> {
-        check_last_dim("RadialLinear", &input, self.weight.dims()[0]);
+        let (w, b) = self.posteriors();
+        Self::forward_samples_with(input, &w, b.as_ref())
+    }
+
+    /// [`Self::forward_samples`] and [`KlDivergence::kl`] from one evaluation of `σ = softplus(ρ)`.
+    pub fn forward_samples_kl(&self, input: Tensor<3>) -> (Tensor<3>, Tensor<1>) {
+        let (w, b) = self.posteriors();
+        let out = Self::forward_samples_with(input, &w, b.as_ref());
+        (out, self.kl_with(&w, b.as_ref()))
+    }
+
+    fn posteriors(&self) -> (Posterior<2>, Option<Posterior<1>>) {
+        (
+            self.weight.posterior(),
+            self.bias.as_ref().map(|b| b.posterior()),
+        )
+    }
+
+    fn forward_samples_with(
+        input: Tensor<3>,
+        w: &Posterior<2>,
+        b: Option<&Posterior<1>>,
+    ) -> Tensor<3> {
+        check_last_dim("RadialLinear", &input, w.dims()[0]);
         let s = input.dims()[0];
-        let w = self.weight.sample_radial_n::<3>(s);
-        let b = self.bias.as_ref().map(|b| b.sample_radial_n::<2>(s));
-        linear_per_sample(input, w, b)
+        linear_per_sample(
+            input,
+            w.sample_radial_n::<3>(s),
+            b.map(|b| b.sample_radial_n::<2>(s)),
+        )
+    }
+
+    fn kl_with(&self, w: &Posterior<2>, b: Option<&Posterior<1>>) -> Tensor<1> {
+        let kl = radial_kl::<2, 3>(w, &self.prior, self.kl_samples);
+        match b {
+            Some(b) => kl + radial_kl::<1, 2>(b, &self.prior, self.kl_samples),
+            None => kl,
+        }
     }
 }
 
 impl KlDivergence for RadialLinear {
     fn kl(&self) -> Tensor<1> {
-        let kl = radial_kl::<2, 3>(&self.weight, &self.prior, self.kl_samples);
-        match &self.bias {
-            Some(b) => kl + radial_kl::<1, 2>(b, &self.prior, self.kl_samples),
-            None => kl,
-        }
+        let (w, b) = self.posteriors();
+        self.kl_with(&w, b.as_ref())
     }
 }
 
@@ -296,9 +326,9 @@ impl RadialConv2d {
 
 impl KlDivergence for RadialConv2d {
     fn kl(&self) -> Tensor<1> {
-        let kl = radial_kl::<4, 5>(&self.weight, &self.prior, self.kl_samples);
+        let kl = radial_kl::<4, 5>(&self.weight.posterior(), &self.prior, self.kl_samples);
         match &self.bias {
-            Some(b) => kl + radial_kl::<1, 2>(b, &self.prior, self.kl_samples),
+            Some(b) => kl + radial_kl::<1, 2>(&b.posterior(), &self.prior, self.kl_samples),
             None => kl,
         }
     }

@@ -6,10 +6,11 @@
 
 use crate::error::{Check, ConfigError};
 use crate::special::HALF_LN_2PI;
+use crate::special::softplus;
 use crate::uncertainty::{ClassPrediction, GaussianPrediction};
 use burn::config::Config;
 use burn::module::{Module, Param};
-use burn::tensor::activation::{log_softmax, softplus};
+use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor};
 
 /// Smallest predicted variance of the heteroscedastic head.
@@ -108,7 +109,7 @@ impl HeteroscedasticGaussian {
         );
         let d = two_d / 2;
         let mean = out.clone().slice([0..s, 0..b, 0..d]);
-        let var = softplus(out.slice([0..s, 0..b, d..two_d]), 1.0) + MIN_VARIANCE;
+        let var = softplus(out.slice([0..s, 0..b, d..two_d])) + MIN_VARIANCE;
         (mean, var)
     }
 
