@@ -47,3 +47,8 @@ pub fn backend_name() -> &'static str {
         "flex"
     }
 }
+
+/// Whether the selected backend's `log1p` keeps the digits of small arguments. The CPU backends
+/// call the C library's `log1pf`; the wgpu shaders evaluate `ln(1 + x)`, which returns 0 for
+/// `|x| < 6e-8` (so `softplus(−30)` would be 0). [`crate::special::log1p`] compensates there.
+pub const ACCURATE_LOG1P: bool = !cfg!(feature = "wgpu");
