@@ -10,33 +10,23 @@
 //!
 //! `cargo run --release --example mc_dropout`
 
+use bnn_burn::host::{labels, matrix, to_vec};
 use bnn_burn::layers::{DropoutNoise, weight_decay_for_prior};
 use bnn_burn::metrics::{accuracy, auroc, interval_coverage, mean, rmse};
 use bnn_burn::model::{BayesianMlpConfig, Classifier, LayerKind, RegressionLikelihood, Regressor};
 use bnn_burn::objective::GaussianLikelihoodConfig;
-use bnn_burn::testing::to_vec;
 use bnn_burn::train::{TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::Standardizer;
 use bnn_datasets::toy::{self, CUBIC_NOISE_STD};
 use burn::module::Module;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::Device;
 use std::error::Error;
 
 /// Stochastic passes at prediction time.
 const T: usize = 200;
 /// Prior length-scale of every layer (prior `N(0, 1/l²)` on standardised data).
 const LENGTH_SCALE: f64 = 1.0;
-
-fn matrix(v: &[f64], width: usize, device: &Device) -> Tensor<2> {
-    let data: Vec<f32> = v.iter().map(|x| *x as f32).collect();
-    Tensor::from_data(TensorData::new(data, [v.len() / width, width]), device)
-}
-
-fn labels(v: &[usize], device: &Device) -> Tensor<1, Int> {
-    let data: Vec<i64> = v.iter().map(|&c| c as i64).collect();
-    Tensor::from_data(TensorData::new(data, [v.len()]), device)
-}
 
 fn main() -> Result<(), Box<dyn Error>> {
     regression()?;

@@ -10,23 +10,18 @@
 //!
 //! `cargo run --release --example mfvi_vs_radial`
 
+use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::{Estimator, PosteriorParam};
 use bnn_burn::metrics::{mean, rmse};
 use bnn_burn::model::{LayerKind, Regressor, StochasticLinear};
 use bnn_burn::special::inverse_softplus;
-use bnn_burn::testing::to_vec;
 use bnn_burn::train::{Supervised, TrainConfig, train};
 use bnn_burn::{Prior, device, training_device};
 use bnn_datasets::Standardizer;
 use bnn_datasets::toy;
 use burn::module::Module;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Tensor;
 use std::error::Error;
-
-fn column(v: &[f64], device: &Device) -> Tensor<2> {
-    let data: Vec<f32> = v.iter().map(|x| *x as f32).collect();
-    Tensor::from_data(TensorData::new(data, [v.len(), 1]), device)
-}
 
 fn mean_field(rho_init: f64) -> LayerKind {
     LayerKind::MeanField {
@@ -87,8 +82,8 @@ fn gradient_variance() -> Result<(), Box<dyn Error>> {
     let data = toy::heteroscedastic(128, 0);
     let sx = Standardizer::fit(&data.x, 1)?;
     let sy = Standardizer::fit(&data.y, 1)?;
-    let x = column(&sx.transform(&data.x), &device);
-    let y = column(&sy.transform(&data.y), &device);
+    let x = matrix(&sx.transform(&data.x), 1, &device);
+    let y = matrix(&sy.transform(&data.y), 1, &device);
     println!("== 2. Gradient noise: 1-200-200-1 net, one batch of 128, {DRAWS} noise draws\n");
     println!("Noise-to-signal ratio of the gradient of the mean NLL with respect to the middle");
     println!("layer's 40 000 means, E‖g − ḡ‖² / ‖ḡ‖² (same μ for both families at each σ):\n");
@@ -140,9 +135,9 @@ fn training() -> Result<(), Box<dyn Error>> {
     let test_set = toy::heteroscedastic(1000, 1);
     let sx = Standardizer::fit(&train_set.x, 1)?;
     let sy = Standardizer::fit(&train_set.y, 1)?;
-    let x = column(&sx.transform(&train_set.x), &device);
-    let y = column(&sy.transform(&train_set.y), &device);
-    let x_test = column(&sx.transform(&test_set.x), &plain);
+    let x = matrix(&sx.transform(&train_set.x), 1, &device);
+    let y = matrix(&sy.transform(&train_set.y), 1, &device);
+    let x_test = matrix(&sx.transform(&test_set.x), 1, &plain);
     let y_test = sy.transform(&test_set.y);
     println!(
         "== 3. Training from small and large initial σ: heteroscedastic toy (n = 1000), \
@@ -163,7 +158,7 @@ fn training() -> Result<(), Box<dyn Error>> {
             let model = model.valid();
             let pred = model.predict(x_test.clone(), 200);
             let ll =
-                mean(&to_vec(pred.log_likelihood(column(&y_test, &plain)))) + sy.log_jacobian();
+                mean(&to_vec(pred.log_likelihood(matrix(&y_test, 1, &plain)))) + sy.log_jacobian();
             let err = rmse(&to_vec(pred.predictive_mean()), &y_test, sy.std[0]);
             let kl = report.history.last().map(|e| e.kl).unwrap_or(f64::NAN) / 1000.0;
             println!(

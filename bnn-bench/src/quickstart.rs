@@ -1,15 +1,15 @@
 //! The quick start: three posterior families on the heteroscedastic toy, one table, one figure.
 
+use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::{DropoutNoise, Estimator};
 use bnn_burn::metrics::{mean, rmse};
 use bnn_burn::model::{LayerKind, Regressor};
-use bnn_burn::testing::to_vec;
 use bnn_burn::train::{TrainConfig, train};
 use bnn_burn::{Prior, training_device};
 use bnn_datasets::Standardizer;
 use bnn_datasets::toy::{self, Regression1d};
 use burn::module::Module;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use plotters::prelude::*;
 use std::error::Error;
 use std::path::Path;
@@ -33,11 +33,6 @@ struct Curves {
     mean: Vec<f64>,
     aleatoric_std: Vec<f64>,
     total_std: Vec<f64>,
-}
-
-fn column(v: &[f64], device: &Device) -> Tensor<2> {
-    let data: Vec<f32> = v.iter().map(|x| *x as f32).collect();
-    Tensor::from_data(TensorData::new(data, [v.len(), 1]), device)
 }
 
 fn methods() -> Vec<LayerKind> {
@@ -67,10 +62,8 @@ pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
     // Standardise with training statistics; metrics go back to original units.
     let sx = Standardizer::fit(&train_set.x, 1)?;
     let sy = Standardizer::fit(&train_set.y, 1)?;
-    let std_x = |v: &[f64]| sx.transform(v);
-    let (ym, ys) = (sy.mean[0], sy.std[0]);
-    let x = column(&std_x(&train_set.x), &device);
-    let y = column(&sy.transform(&train_set.y), &device);
+    let x = matrix(&sx.transform(&train_set.x), 1, &device);
+    let y = matrix(&sy.transform(&train_set.y), 1, &device);
     let plain = device.clone().inner();
     let grid: Vec<f64> = (0..241).map(|i| -6.0 + 12.0 * i as f64 / 240.0).collect();
 
@@ -88,26 +81,20 @@ pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
         eprintln!("training {} ({epochs} epochs)", kind.name());
         let (model, report) = train(model, x.clone(), y.clone(), &config)?;
         let model = model.valid();
-        let (ll, err) = evaluate(&model, &test_set, &std_x, (ym, ys), &plain);
+        let (ll, err) = evaluate(&model, &test_set, (&sx, &sy), &plain);
         rows.push(Row {
             method: kind.name().to_string(),
             test_ll: ll,
             test_rmse: err,
             train_seconds: report.seconds,
         });
-        let pred = model.predict(column(&std_x(&grid), &plain), PRED_SAMPLES);
-        let mean = to_vec(pred.predictive_mean())
-            .iter()
-            .map(|m| m * ys + ym)
-            .collect();
-        let ale = to_vec(pred.aleatoric_variance())
-            .iter()
-            .map(|v| v.sqrt() * ys)
-            .collect();
-        let tot = to_vec(pred.predictive_variance())
-            .iter()
-            .map(|v| v.sqrt() * ys)
-            .collect();
+        let pred = model.predict(matrix(&sx.transform(&grid), 1, &plain), PRED_SAMPLES);
+        let std_of = |var: Tensor<2>| {
+            sy.inverse_scale(&to_vec(var).iter().map(|v| v.sqrt()).collect::<Vec<_>>())
+        };
+        let mean = sy.inverse(&to_vec(pred.predictive_mean()));
+        let ale = std_of(pred.aleatoric_variance());
+        let tot = std_of(pred.predictive_variance());
         curves.push((
             kind.name(),
             Curves {
@@ -161,16 +148,15 @@ pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
 fn evaluate(
     model: &Regressor,
     test: &Regression1d,
-    std_x: &dyn Fn(&[f64]) -> Vec<f64>,
-    (ym, ys): (f64, f64),
+    (sx, sy): (&Standardizer, &Standardizer),
     device: &Device,
 ) -> (f64, f64) {
-    let pred = model.predict(column(&std_x(&test.x), device), PRED_SAMPLES);
-    let y_std: Vec<f64> = test.y.iter().map(|y| (y - ym) / ys).collect();
-    let ll = to_vec(pred.log_likelihood(column(&y_std, device)));
-    let ll = mean(&ll) - ys.ln();
+    let pred = model.predict(matrix(&sx.transform(&test.x), 1, device), PRED_SAMPLES);
+    let y_std = sy.transform(&test.y);
+    let ll = to_vec(pred.log_likelihood(matrix(&y_std, 1, device)));
+    let ll = mean(&ll) + sy.log_jacobian();
     let m = to_vec(pred.predictive_mean());
-    (ll, rmse(&m, &y_std, ys))
+    (ll, rmse(&m, &y_std, sy.std[0]))
 }
 
 fn plot(path: &Path, data: &Regression1d, curves: &[(&str, Curves)]) -> Result<(), Box<dyn Error>> {

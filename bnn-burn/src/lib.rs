@@ -43,6 +43,7 @@
 
 pub mod device;
 pub mod error;
+pub mod host;
 pub mod layers;
 pub mod metrics;
 pub mod model;

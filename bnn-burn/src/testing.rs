@@ -3,7 +3,7 @@
 //! burn's random number generator is global on some backends, so a test that needs a
 //! reproducible draw takes [`seeded`], which serialises such tests and seeds the device.
 
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Device;
 use std::sync::{Mutex, MutexGuard};
 
 static RNG_LOCK: Mutex<()> = Mutex::new(());
@@ -20,9 +20,4 @@ pub fn seeded(device: &Device, seed: u64) -> MutexGuard<'static, ()> {
     guard
 }
 
-/// The tensor's values as `f64`, row-major.
-pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f64> {
-    t.into_data()
-        .try_into_vec_as::<f64>()
-        .expect("float tensor converts to f64")
-}
+pub use crate::host::to_vec;

@@ -7,7 +7,7 @@ use crate::prior::KlDivergence;
 use burn::config::Config;
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -205,11 +205,6 @@ fn scalar(t: Tensor<1>) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn index_tensor(indices: &[usize], device: &Device) -> Tensor<1, Int> {
-    let data: Vec<i64> = indices.iter().map(|&i| i as i64).collect();
-    Tensor::from_data(TensorData::new(data, [indices.len()]), device)
-}
-
 /// Mean per-example NLL of `model` on a data set, without gradients, in chunks of `batch`.
 pub fn evaluate_nll<M: Supervised>(
     model: &M,
@@ -224,7 +219,7 @@ pub fn evaluate_nll<M: Supervised>(
     let mut total = 0.0;
     for start in (0..n).step_by(batch.max(1)) {
         let idx: Vec<usize> = (start..(start + batch).min(n)).collect();
-        let t = index_tensor(&idx, &input.device());
+        let t = crate::host::labels(&idx, &input.device());
         let x = input.rows(t.clone()).plain().to(&device);
         let y = target.rows(t).plain().to(&device);
         total += scalar(model.nll(x, y, samples).mean_dim(0).sum().reshape([1]));
@@ -273,7 +268,7 @@ pub fn train<M: Supervised>(
     let (val_idx, train_idx) = order.split_at(n_val);
     let mut train_idx = train_idx.to_vec();
     let validation = (n_val > 0).then(|| {
-        let t = index_tensor(val_idx, &device);
+        let t = crate::host::labels(val_idx, &device);
         (input.rows(t.clone()), target.rows(t))
     });
 
@@ -291,7 +286,7 @@ pub fn train<M: Supervised>(
         let mut sums: Option<Tensor<1>> = None;
         let mut steps = 0usize;
         for chunk in train_idx.chunks(config.batch_size) {
-            let t = index_tensor(chunk, &device);
+            let t = crate::host::labels(chunk, &device);
             let (nll, kl) =
                 model.nll_and_kl(input.rows(t.clone()), target.rows(t), config.train_samples);
             let terms = elbo.terms(nll, kl, epoch);
