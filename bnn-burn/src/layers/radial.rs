@@ -368,9 +368,11 @@ mod tests {
             (var - s2).abs() < 5.0 * (2.0 / n as f64).sqrt(),
             "var |r| {var} vs {s2}"
         );
-        // Per-coordinate variance 1/D = 0.05; the coordinate has E[v⁴] = 3/(D(D+2)).
+        // Per-coordinate variance 1/D = 0.05. A coordinate is u·r with u the coordinate of a
+        // uniform unit vector (E[u⁴] = 3/(D(D+2))) and r ~ N(0,1) independent (E[r⁴] = 3), so
+        // E[v⁴] = 9/(D(D+2)) and the standard error of the mean of v² is √((E[v⁴] − 1/D²)/n).
         let coord = to_vec(v.reshape([n, 20]).square().mean_dim(0));
-        let se = ((3.0 / (20.0 * 22.0) - 0.05f64.powi(2)) / n as f64).sqrt();
+        let se = ((9.0 / (20.0 * 22.0) - 0.05f64.powi(2)) / n as f64).sqrt();
         for c in coord {
             assert!(
                 (c - 0.05).abs() < 5.0 * se,
