@@ -33,6 +33,25 @@ fn format_error(path: &Path, offset: usize, expected: String, found: String) -> 
 /// [`DataError::Format`] for a wrong magic, an unsupported element type, a header cut short,
 /// a size product that overflows, or a data section shorter or longer than the header says.
 pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray, DataError> {
+    let (dims, header) = parse_header(bytes, path)?;
+    Ok(IdxArray {
+        dims,
+        data: bytes[header..].to_vec(),
+    })
+}
+
+/// Like [`parse_idx`], reusing `bytes` for the data (no second copy of a large file).
+///
+/// # Errors
+/// As [`parse_idx`].
+pub fn parse_idx_owned(mut bytes: Vec<u8>, path: &Path) -> Result<IdxArray, DataError> {
+    let (dims, header) = parse_header(&bytes, path)?;
+    bytes.drain(..header);
+    Ok(IdxArray { dims, data: bytes })
+}
+
+/// Validates the header and the data length; returns the sizes and the header length.
+fn parse_header(bytes: &[u8], path: &Path) -> Result<(Vec<usize>, usize), DataError> {
     if bytes.len() < 4 {
         return Err(format_error(
             path,
@@ -99,10 +118,7 @@ pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray, DataError> {
             format!("{available} bytes"),
         ));
     }
-    Ok(IdxArray {
-        dims,
-        data: bytes[header..].to_vec(),
-    })
+    Ok((dims, header))
 }
 
 /// Reads an IDX file, decompressing it when it starts with the gzip magic `1f 8b`.
@@ -122,6 +138,7 @@ pub fn read_idx(path: &Path) -> Result<IdxArray, DataError> {
             .checked_sub(4)
             .map(|i| u32::from_le_bytes([raw[i], raw[i + 1], raw[i + 2], raw[i + 3]]) as usize)
             .unwrap_or(0)
+            .min(raw.len().saturating_mul(1032)) // deflate expands at most ~1032:1
             .min(1 << 30);
         let mut bytes = Vec::with_capacity(hint);
         flate2::read::MultiGzDecoder::new(raw.as_slice())
@@ -135,9 +152,9 @@ pub fn read_idx(path: &Path) -> Result<IdxArray, DataError> {
                 )
             })?;
         drop(raw);
-        parse_idx(&bytes, path)
+        parse_idx_owned(bytes, path)
     } else {
-        parse_idx(&raw, path)
+        parse_idx_owned(raw, path)
     }
 }
 

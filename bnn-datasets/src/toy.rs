@@ -110,6 +110,150 @@ pub fn two_moons(n: usize, noise: f64, seed: u64) -> Classification2d {
     Classification2d { x, label }
 }
 
+/// An exponential draw with rate `lambda` (mean `1/lambda`).
+pub fn exponential(rng: &mut StdRng, lambda: f64) -> f64 {
+    let u: f64 = 1.0 - rng.random::<f64>(); // (0, 1]
+    -u.ln() / lambda
+}
+
+/// Component standard deviations of the chapter-6 input mixture of [`heteroscedastic_mixture`]
+/// (the thesis's "σ1 = 2/5, σ2 = 0.9, σ3 = 2/5", read as standard deviations).
+pub const HETEROSCEDASTIC_MIXTURE_STDS: [f64; 3] = [0.4, 0.9, 0.4];
+/// Component means of the chapter-6 input mixture.
+pub const HETEROSCEDASTIC_MIXTURE_MEANS: [f64; 3] = [-4.0, 0.0, 4.0];
+
+/// The heteroscedastic toy with the non-uniform inputs of Depeweg (2019) §6.1.3: the same
+/// `y = 7 sin x + 3|cos(x/2)| ε`, with `x` from an equal mixture of N(−4, 0.4²), N(0, 0.9²),
+/// N(4, 0.4²) (the paper uses `n = 750`), so the data density, and with it the epistemic
+/// uncertainty, varies along `x`.
+pub fn heteroscedastic_mixture(n: usize, seed: u64) -> Regression1d {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut x = Vec::with_capacity(n);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k = (rng.random::<f64>() * 3.0) as usize;
+        let xi = HETEROSCEDASTIC_MIXTURE_MEANS[k.min(2)]
+            + HETEROSCEDASTIC_MIXTURE_STDS[k.min(2)] * standard_normal(&mut rng);
+        x.push(xi);
+        y.push(
+            heteroscedastic_mean(xi) + heteroscedastic_noise_std(xi) * standard_normal(&mut rng),
+        );
+    }
+    Regression1d { x, y }
+}
+
+/// The two branch means of the bimodal toy at `x`: `(10 cos x, 10 sin x)`.
+pub fn bimodal_branches(x: f64) -> (f64, f64) {
+    (10.0 * x.cos(), 10.0 * x.sin())
+}
+
+fn bimodal_at(x: f64, rng: &mut StdRng) -> f64 {
+    let (a, b) = bimodal_branches(x);
+    let z = rng.random::<f64>() < 0.5;
+    (if z { a } else { b }) + standard_normal(rng)
+}
+
+/// The bimodal toy of Depeweg (2019) eq. 4.2, chapter-5 version:
+/// `y = z·10 cos x + (1 − z)·10 sin x + ε`, `z ~ Bern(½)`, `ε ~ N(0, 1)`, `x ~ U[−0.5, 2]`
+/// (the paper uses `n = 2500`).
+pub fn bimodal(n: usize, seed: u64) -> Regression1d {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut x = Vec::with_capacity(n);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let xi = -0.5 + 2.5 * rng.random::<f64>();
+        x.push(xi);
+        y.push(bimodal_at(xi, &mut rng));
+    }
+    Regression1d { x, y }
+}
+
+/// The bimodal toy with the chapter-6 inputs (Depeweg 2019 §6.1.3, `n = 750`): `x = −0.5 + e`,
+/// `e ~ Exp(rate 2)` truncated to `x ≤ 2` by rejection, dense on the left.
+pub fn bimodal_exponential(n: usize, seed: u64) -> Regression1d {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut x = Vec::with_capacity(n);
+    let mut y = Vec::with_capacity(n);
+    while x.len() < n {
+        let xi = -0.5 + exponential(&mut rng, 2.0);
+        if xi > 2.0 {
+            continue;
+        }
+        x.push(xi);
+        y.push(bimodal_at(xi, &mut rng));
+    }
+    Regression1d { x, y }
+}
+
+/// Average log-density of `data` under the true bimodal model: the oracle test LL
+/// (≈ −2.02 for `x ~ U[−0.5, 2]`).
+pub fn bimodal_oracle_log_likelihood(data: &Regression1d) -> f64 {
+    let log_n = |r: f64| -0.5 * r * r - 0.5 * (2.0 * std::f64::consts::PI).ln();
+    let total: f64 = data
+        .x
+        .iter()
+        .zip(&data.y)
+        .map(|(&x, &y)| {
+            let (a, b) = bimodal_branches(x);
+            let (la, lb) = (log_n(y - a), log_n(y - b));
+            let m = la.max(lb);
+            m + (0.5 * ((la - m).exp() + (lb - m).exp())).ln()
+        })
+        .sum();
+    total / data.x.len() as f64
+}
+
+/// The 2-D sensitivity toy of Depeweg (2019) §6.3.1: `y = 7 sin x₁ + 3|cos(x₂/2)| ε` with
+/// `x₁ = e − 4`, `e ~ Exp(rate 0.5)`, and `x₂ ~ U[−4, 4]` (the paper uses `n = 500`): `x₁`
+/// drives the mean (and, through its skewed density, the epistemic uncertainty), `x₂` only the
+/// noise.
+pub fn sensitivity_2d(n: usize, seed: u64) -> crate::table::RegressionData {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut x = Vec::with_capacity(2 * n);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let x1 = exponential(&mut rng, 0.5) - 4.0;
+        let x2 = -4.0 + 8.0 * rng.random::<f64>();
+        x.extend([x1, x2]);
+        y.push(
+            heteroscedastic_mean(x1) + heteroscedastic_noise_std(x2) * standard_normal(&mut rng),
+        );
+    }
+    crate::table::RegressionData {
+        x,
+        y,
+        n_features: 1 + 1,
+        n_targets: 1,
+    }
+}
+
+/// Mean of the in-between toy at `x`: `sin(4(x − 4.3))`.
+pub fn in_between_mean(x: f64) -> f64 {
+    (4.0 * (x - 4.3)).sin()
+}
+
+/// Noise standard deviation of [`in_between`].
+pub const IN_BETWEEN_NOISE_STD: f64 = 0.05;
+/// The two input intervals of [`in_between`]; the gap (−1.4, 1.0) between them has no data.
+pub const IN_BETWEEN_CLUSTERS: [(f64, f64); 2] = [(-2.0, -1.4), (1.0, 1.8)];
+
+/// The 1-D set with a gap for in-between uncertainty (Farquhar 2022, Figs 3.6/3.7, after
+/// Foong et al. 2019): `y = sin(4(x − 4.3)) + ε`, `ε ~ N(0, 0.05²)`, with `n_per_cluster`
+/// points uniform in each of [−2, −1.4] and [1.0, 1.8] (the paper uses 750 each).
+pub fn in_between(n_per_cluster: usize, seed: u64) -> Regression1d {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut x = Vec::with_capacity(2 * n_per_cluster);
+    let mut y = Vec::with_capacity(2 * n_per_cluster);
+    for (lo, hi) in IN_BETWEEN_CLUSTERS {
+        for _ in 0..n_per_cluster {
+            let xi = lo + (hi - lo) * rng.random::<f64>();
+            x.push(xi);
+            y.push(in_between_mean(xi) + IN_BETWEEN_NOISE_STD * standard_normal(&mut rng));
+        }
+    }
+    Regression1d { x, y }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +322,164 @@ mod tests {
         let noisy = two_moons(1000, 0.1, 4);
         assert_ne!(noisy, d);
         assert_eq!(two_moons(50, 0.1, 9), two_moons(50, 0.1, 9));
+    }
+    /// Mean and variance of a sample.
+    fn mean_var(v: &[f64]) -> (f64, f64) {
+        let n = v.len() as f64;
+        let m = v.iter().sum::<f64>() / n;
+        (
+            m,
+            v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0),
+        )
+    }
+
+    #[test]
+    fn mixture_inputs_have_the_three_components() {
+        let d = heteroscedastic_mixture(60_000, 7);
+        for (k, (&mu, &sd)) in HETEROSCEDASTIC_MIXTURE_MEANS
+            .iter()
+            .zip(&HETEROSCEDASTIC_MIXTURE_STDS)
+            .enumerate()
+        {
+            // Points within 3 std of each mean: 99.73 % of the component, and less than 0.1 %
+            // of a neighbour. A normal truncated at ±3σ has std 0.9865σ.
+            let xs: Vec<f64> =
+                d.x.iter()
+                    .copied()
+                    .filter(|x| (x - mu).abs() < 3.0 * sd)
+                    .collect();
+            let frac = xs.len() as f64 / 60_000.0;
+            let se = (frac * (1.0 - frac) / 60_000.0).sqrt();
+            assert!(
+                (frac - 0.9973 / 3.0).abs() < 5.0 * se + 1e-3,
+                "component {k}: {frac}"
+            );
+            let (m, v) = mean_var(&xs);
+            assert!(
+                (m - mu).abs() < 5.0 * sd / (xs.len() as f64).sqrt() + 2e-3,
+                "{k}: mean {m}"
+            );
+            assert!(
+                (v.sqrt() / (0.9865 * sd) - 1.0).abs() < 0.03,
+                "{k}: std {}",
+                v.sqrt()
+            );
+        }
+        // Residuals keep the heteroscedastic noise law.
+        let z: Vec<f64> =
+            d.x.iter()
+                .zip(&d.y)
+                .map(|(x, y)| (y - heteroscedastic_mean(*x)) / heteroscedastic_noise_std(*x))
+                .collect();
+        let (_, v) = mean_var(&z);
+        assert!((v - 1.0).abs() < 5.0 * (2.0 / z.len() as f64).sqrt(), "{v}");
+    }
+
+    #[test]
+    fn bimodal_points_lie_on_two_equally_likely_branches() {
+        let d = bimodal(100_000, 8);
+        assert!(d.x.iter().all(|x| (-0.5..2.0).contains(x)));
+        // Where the branches are more than 8 apart, each point is nearer its own branch.
+        let mut near_cos = 0usize;
+        let mut resid = Vec::new();
+        for (&x, &y) in d.x.iter().zip(&d.y) {
+            let (a, b) = bimodal_branches(x);
+            if (a - b).abs() > 8.0 {
+                let (ra, rb) = (y - a, y - b);
+                if ra.abs() < rb.abs() {
+                    near_cos += 1;
+                    resid.push(ra);
+                } else {
+                    resid.push(rb);
+                }
+            }
+        }
+        let n = resid.len() as f64;
+        let frac = near_cos as f64 / n;
+        assert!(
+            (frac - 0.5).abs() < 5.0 * (0.25 / n).sqrt(),
+            "cos-branch share {frac}"
+        );
+        let (m, v) = mean_var(&resid);
+        assert!(m.abs() < 5.0 / n.sqrt(), "residual mean {m}");
+        // A residual past 4 would be assigned to the wrong branch: the truncation is < 1e-4.
+        assert!(
+            (v - 1.0).abs() < 5.0 * (2.0 / n).sqrt() + 1e-3,
+            "residual var {v}"
+        );
+        let ll = bimodal_oracle_log_likelihood(&d);
+        assert!((ll + 2.02).abs() < 0.02, "oracle LL {ll}");
+    }
+
+    #[test]
+    fn exponential_inputs_are_truncated_and_dense_on_the_left() {
+        let d = bimodal_exponential(50_000, 9);
+        assert!(d.x.iter().all(|x| (-0.5..=2.0).contains(x)));
+        // x + 0.5 ~ Exp(2) truncated at 2.5: P(x < 0) = (1 − e^{−1}) / (1 − e^{−5}).
+        let p = (1.0 - (-1.0f64).exp()) / (1.0 - (-5.0f64).exp());
+        let frac = d.x.iter().filter(|&&x| x < 0.0).count() as f64 / 50_000.0;
+        assert!(
+            (frac - p).abs() < 5.0 * (p * (1.0 - p) / 50_000.0).sqrt(),
+            "{frac} vs {p}"
+        );
+    }
+
+    #[test]
+    fn sensitivity_toy_moves_the_mean_with_x1_and_the_noise_with_x2() {
+        let d = sensitivity_2d(100_000, 10);
+        assert_eq!((d.len(), d.n_features), (100_000, 2));
+        let x1: Vec<f64> = d.x.chunks(2).map(|r| r[0]).collect();
+        let (m, v) = mean_var(&x1);
+        // Exp(0.5) − 4: mean −2, variance 4 (se of the variance ≈ sqrt(8·16/n)).
+        assert!((m + 2.0).abs() < 5.0 * (4.0 / 1e5f64).sqrt(), "x1 mean {m}");
+        assert!(
+            (v - 4.0).abs() < 5.0 * (128.0 / 1e5f64).sqrt(),
+            "x1 var {v}"
+        );
+        assert!(x1.iter().all(|&x| x >= -4.0));
+        // Residual variance near x2 = 0 is 9 whatever x1 is, and ~0 near x2 = ±π.
+        for (lo, hi) in [(-4.0, -2.0), (-2.0, 10.0)] {
+            let r: Vec<f64> =
+                d.x.chunks(2)
+                    .zip(&d.y)
+                    .filter(|(x, _)| x[1].abs() < 0.1 && (lo..hi).contains(&x[0]))
+                    .map(|(x, y)| y - heteroscedastic_mean(x[0]))
+                    .collect();
+            let var = r.iter().map(|v| v * v).sum::<f64>() / r.len() as f64;
+            // 3|cos(x2/2)| varies by < 0.4 % over |x2| < 0.1.
+            assert!(
+                (var / 9.0 - 1.0).abs() < 5.0 * (2.0 / r.len() as f64).sqrt() + 0.01,
+                "x1 in [{lo}, {hi}): residual var {var} ({} points)",
+                r.len()
+            );
+        }
+        let near_pi: Vec<f64> =
+            d.x.chunks(2)
+                .zip(&d.y)
+                .filter(|(x, _)| (x[1].abs() - std::f64::consts::PI).abs() < 0.05)
+                .map(|(x, y)| (y - heteroscedastic_mean(x[0])).abs())
+                .collect();
+        assert!(
+            near_pi.iter().all(|&r| r < 3.0 * 0.08 * 5.0),
+            "noise near x2 = ±π"
+        );
+    }
+
+    #[test]
+    fn in_between_set_leaves_the_gap_empty() {
+        let d = in_between(750, 11);
+        assert_eq!(d.x.len(), 1500);
+        assert!(
+            d.x.iter()
+                .all(|&x| (-2.0..-1.4).contains(&x) || (1.0..1.8).contains(&x))
+        );
+        assert_eq!(d.x.iter().filter(|&&x| x < 0.0).count(), 750);
+        let r: Vec<f64> =
+            d.x.iter()
+                .zip(&d.y)
+                .map(|(x, y)| (y - in_between_mean(*x)) / IN_BETWEEN_NOISE_STD)
+                .collect();
+        let (_, v) = mean_var(&r);
+        assert!((v - 1.0).abs() < 5.0 * (2.0 / 1500.0f64).sqrt(), "{v}");
     }
 }

@@ -1,0 +1,601 @@
+//! Simulated dynamical systems: the wet-chicken 2-D river (Depeweg 2019 §4.3.1) for
+//! model-based RL, and stochastic Lotka–Volterra and Lorenz systems integrated by
+//! Euler–Maruyama (Haußmann 2021 §6.4) for the SDE chapter.
+
+use crate::table::RegressionData;
+use crate::toy::standard_normal;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+/// The wet-chicken 2-D river (Depeweg 2019 §4.3.1, after Hans & Udluft 2009).
+///
+/// A canoeist at `(x, y) ∈ [0, w] × [0, l]` paddles with action `(a_x, a_y) ∈ [−1, 1]²`.
+/// The stream drifts downriver with `v = 3x/w` and turbulence `s = 3.5 − v`:
+/// `ŷ = y + (a_y − 1) + v + s τ`, `τ ~ U[−1, 1]`. Past the waterfall (`ŷ > l`) the canoe
+/// restarts at the origin; `ŷ < 0` is clipped to 0; `x + a_x` is clipped to `[0, w]`.
+/// The reward of a state is `−(l − y)`: the closer to the waterfall, the better.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WetChicken {
+    /// River width `w` (5).
+    pub width: f64,
+    /// River length `l`, the waterfall's position (5).
+    pub length: f64,
+}
+
+impl Default for WetChicken {
+    fn default() -> Self {
+        Self {
+            width: 5.0,
+            length: 5.0,
+        }
+    }
+}
+
+/// One wet-chicken transition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WetChickenStep {
+    /// The next state `(x, y)`.
+    pub next: [f64; 2],
+    /// The reward of the state the step started from, `−(l − y)`.
+    pub reward: f64,
+    /// Whether the canoe went over the waterfall (and was reset to the origin).
+    pub fell: bool,
+}
+
+impl WetChicken {
+    /// Reward of a state: `−(l − y)`.
+    pub fn reward(&self, state: [f64; 2]) -> f64 {
+        -(self.length - state[1])
+    }
+
+    /// The step from `state` under `action` with turbulence draw `tau ∈ [−1, 1]`; actions are
+    /// clipped to `[−1, 1]`.
+    pub fn step_with(&self, state: [f64; 2], action: [f64; 2], tau: f64) -> WetChickenStep {
+        let [x, y] = state;
+        let (ax, ay) = (action[0].clamp(-1.0, 1.0), action[1].clamp(-1.0, 1.0));
+        let v = 3.0 * x / self.width;
+        let s = 3.5 - v;
+        let y_hat = y + (ay - 1.0) + v + s * tau;
+        let fell = y_hat > self.length;
+        let next_y = if fell || y_hat < 0.0 { 0.0 } else { y_hat };
+        let next_x = if fell || x + ax < 0.0 {
+            0.0
+        } else if x + ax > self.width {
+            self.width
+        } else {
+            x + ax
+        };
+        WetChickenStep {
+            next: [next_x, next_y],
+            reward: self.reward(state),
+            fell,
+        }
+    }
+
+    /// The step with a fresh turbulence draw `τ ~ U[−1, 1]`.
+    pub fn step(&self, state: [f64; 2], action: [f64; 2], rng: &mut StdRng) -> WetChickenStep {
+        let tau = 2.0 * rng.random::<f64>() - 1.0;
+        self.step_with(state, action, tau)
+    }
+
+    /// `n` transitions along one trajectory from the origin under the uniform random policy
+    /// `a ~ U[−1, 1]²` (chapter 5 uses 2500, chapter 6 uses 7500).
+    pub fn random_transitions(&self, n: usize, seed: u64) -> WetChickenTransitions {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut t = WetChickenTransitions::default();
+        let mut s = [0.0, 0.0];
+        for _ in 0..n {
+            let a = [
+                2.0 * rng.random::<f64>() - 1.0,
+                2.0 * rng.random::<f64>() - 1.0,
+            ];
+            let step = self.step(s, a, &mut rng);
+            t.states.push(s);
+            t.actions.push(a);
+            t.next_states.push(step.next);
+            t.rewards.push(step.reward);
+            s = step.next;
+        }
+        t
+    }
+}
+
+/// Transitions `(s, a) → (s', r)` of a wet-chicken trajectory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WetChickenTransitions {
+    /// States `(x, y)`.
+    pub states: Vec<[f64; 2]>,
+    /// Actions `(a_x, a_y)`.
+    pub actions: Vec<[f64; 2]>,
+    /// Next states.
+    pub next_states: Vec<[f64; 2]>,
+    /// Rewards of the states.
+    pub rewards: Vec<f64>,
+}
+
+impl WetChickenTransitions {
+    /// Number of transitions.
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// The regression task of the thesis: inputs `(x, y, a_x, a_y)`, targets the next state
+    /// `(x', y')`.
+    pub fn next_state_regression(&self) -> RegressionData {
+        let x = self
+            .states
+            .iter()
+            .zip(&self.actions)
+            .flat_map(|(s, a)| [s[0], s[1], a[0], a[1]])
+            .collect();
+        let y = self.next_states.iter().flatten().copied().collect();
+        RegressionData {
+            x,
+            y,
+            n_features: 4,
+            n_targets: 2,
+        }
+    }
+}
+
+/// A sampled path of a `dim`-dimensional process on a time grid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SdePath {
+    /// Observation times.
+    pub times: Vec<f64>,
+    /// States, `[times.len(), dim]` row-major.
+    pub states: Vec<f64>,
+    /// State dimension.
+    pub dim: usize,
+}
+
+impl SdePath {
+    /// Number of observations.
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+
+    /// State at observation `k`.
+    pub fn state(&self, k: usize) -> &[f64] {
+        &self.states[k * self.dim..(k + 1) * self.dim]
+    }
+
+    /// Observations `start..start + len`.
+    ///
+    /// # Panics
+    /// If the range passes the end.
+    pub fn window(&self, start: usize, len: usize) -> SdePath {
+        assert!(
+            start + len <= self.len(),
+            "window {start}..{} of a path of {} observations",
+            start + len,
+            self.len()
+        );
+        SdePath {
+            times: self.times[start..start + len].to_vec(),
+            states: self.states[start * self.dim..(start + len) * self.dim].to_vec(),
+            dim: self.dim,
+        }
+    }
+
+    /// `count` consecutive, non-overlapping sequences of `len` observations from `start`.
+    ///
+    /// # Panics
+    /// If they pass the end.
+    pub fn sequences(&self, start: usize, len: usize, count: usize) -> Vec<SdePath> {
+        (0..count)
+            .map(|i| self.window(start + i * len, len))
+            .collect()
+    }
+}
+
+/// The time grid and observation model of an Euler–Maruyama simulation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmSchedule {
+    /// Integration step Δt.
+    pub dt: f64,
+    /// Number of steps.
+    pub steps: usize,
+    /// Keep every this many steps.
+    pub record_every: usize,
+    /// Standard deviation of Gaussian observation noise added to the kept states.
+    pub obs_noise: f64,
+}
+
+impl EmSchedule {
+    /// The thesis's grid: steps of 10⁻⁴, every 100th kept (observations 0.01 apart), no
+    /// observation noise.
+    pub fn thesis(steps: usize) -> Self {
+        Self {
+            dt: 1e-4,
+            steps,
+            record_every: 100,
+            obs_noise: 0.0,
+        }
+    }
+}
+
+/// Euler–Maruyama for `dh = f(h, t) dt + diag(g) dW`:
+/// `h_{k+1} = h_k + f(h_k, t_k) Δt + g ⊙ √Δt ξ_k`, `ξ_k ~ N(0, I)`, keeping every
+/// `record_every`-th state (the first is `h0` at `t = 0`) and adding `N(0, obs_noise²)`
+/// observation noise to the kept states.
+///
+/// # Panics
+/// If `diffusion` and `h0` differ in length or `record_every` is 0.
+pub fn euler_maruyama(
+    drift: impl Fn(&[f64], f64, &mut [f64]),
+    diffusion: &[f64],
+    h0: &[f64],
+    schedule: &EmSchedule,
+    seed: u64,
+) -> SdePath {
+    let EmSchedule {
+        dt,
+        steps,
+        record_every,
+        obs_noise,
+    } = *schedule;
+    let dim = h0.len();
+    assert_eq!(
+        diffusion.len(),
+        dim,
+        "one diffusion scale per state dimension"
+    );
+    assert!(record_every > 0, "record_every must be positive");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut obs_rng = StdRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let mut h = h0.to_vec();
+    let mut f = vec![0.0; dim];
+    let n_obs = steps / record_every;
+    let mut times = Vec::with_capacity(n_obs);
+    let mut states = Vec::with_capacity(n_obs * dim);
+    let sqrt_dt = dt.sqrt();
+    for k in 0..steps {
+        let t = k as f64 * dt;
+        if k % record_every == 0 {
+            times.push(t);
+            states.extend(
+                h.iter()
+                    .map(|v| v + obs_noise * standard_normal(&mut obs_rng)),
+            );
+        }
+        drift(&h, t, &mut f);
+        for d in 0..dim {
+            h[d] += f[d] * dt + diffusion[d] * sqrt_dt * standard_normal(&mut rng);
+        }
+    }
+    SdePath { times, states, dim }
+}
+
+/// The stochastic Lotka–Volterra system of Haußmann (2021) §6.4.1:
+/// `dx = (θ₁x − θ₂xy) dt + 0.2 dβ`, `dy = (−θ₃y + θ₄xy) dt + 0.3 dβ`, θ = (2, 1, 4, 1);
+/// 10⁵ Euler–Maruyama steps of 10⁻⁴ on [0, 10], every 100th kept: 1000 observations 0.01
+/// apart. The thesis does not state the initial state; the default (5, 3) lies on an orbit
+/// around the fixed point (θ₃/θ₄, θ₁/θ₂) = (4, 2) that stays well inside the positive quadrant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LotkaVolterra {
+    /// `(θ₁, θ₂, θ₃, θ₄)`.
+    pub theta: [f64; 4],
+    /// Diffusion scales of x and y.
+    pub diffusion: [f64; 2],
+    /// Initial state.
+    pub h0: [f64; 2],
+    /// Time grid and observation noise (none in the thesis).
+    pub schedule: EmSchedule,
+}
+
+impl Default for LotkaVolterra {
+    fn default() -> Self {
+        Self {
+            theta: [2.0, 1.0, 4.0, 1.0],
+            diffusion: [0.2, 0.3],
+            h0: [5.0, 3.0],
+            schedule: EmSchedule::thesis(100_000),
+        }
+    }
+}
+
+impl LotkaVolterra {
+    /// The drift `(θ₁x − θ₂xy, −θ₃y + θ₄xy)`.
+    pub fn drift(&self, h: &[f64], out: &mut [f64]) {
+        let [a, b, c, d] = self.theta;
+        out[0] = a * h[0] - b * h[0] * h[1];
+        out[1] = -c * h[1] + d * h[0] * h[1];
+    }
+
+    /// The first integral of the noise-free system, `θ₄x − θ₃ ln x + θ₂y − θ₁ ln y`, constant
+    /// along its orbits.
+    pub fn invariant(&self, h: &[f64]) -> f64 {
+        let [a, b, c, d] = self.theta;
+        d * h[0] - c * h[0].ln() + b * h[1] - a * h[1].ln()
+    }
+
+    /// One sampled path.
+    pub fn simulate(&self, seed: u64) -> SdePath {
+        euler_maruyama(
+            |h, _, out| self.drift(h, out),
+            &self.diffusion,
+            &self.h0,
+            &self.schedule,
+            seed,
+        )
+    }
+
+    /// The thesis's split: observations on [0, 5] for training and (5, 10] for test, each
+    /// cut into 10 sequences of 50.
+    pub fn thesis_splits(&self, seed: u64) -> (Vec<SdePath>, Vec<SdePath>) {
+        let path = self.simulate(seed);
+        let half = path.len() / 2;
+        let len = half / 10;
+        (path.sequences(0, len, 10), path.sequences(half, len, 10))
+    }
+}
+
+/// The stochastic Lorenz system of Haußmann (2021) §6.4.2:
+/// `dx = ζ(y − x) dt + dW`, `dy = (x(κ − z) − y) dt + dW`, `dz = (xy − ρz) dt + dW`,
+/// ζ = 10, κ = 28, ρ = 8/3 (printed as 2.67), from (1, 1, 28); 2·10⁵ Euler–Maruyama steps of
+/// 10⁻⁴, every 100th kept: 2000 observations 0.01 apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lorenz {
+    /// ζ (Prandtl number, 10).
+    pub zeta: f64,
+    /// κ (Rayleigh number, 28).
+    pub kappa: f64,
+    /// ρ (8/3).
+    pub rho: f64,
+    /// Diffusion scale of every coordinate (1).
+    pub diffusion: f64,
+    /// Initial state.
+    pub h0: [f64; 3],
+    /// Time grid and observation noise (none in the thesis).
+    pub schedule: EmSchedule,
+}
+
+impl Default for Lorenz {
+    fn default() -> Self {
+        Self {
+            zeta: 10.0,
+            kappa: 28.0,
+            rho: 8.0 / 3.0,
+            diffusion: 1.0,
+            h0: [1.0, 1.0, 28.0],
+            schedule: EmSchedule::thesis(200_000),
+        }
+    }
+}
+
+impl Lorenz {
+    /// The drift `(ζ(y − x), x(κ − z) − y, xy − ρz)`.
+    pub fn drift(&self, h: &[f64], out: &mut [f64]) {
+        out[0] = self.zeta * (h[1] - h[0]);
+        out[1] = h[0] * (self.kappa - h[2]) - h[1];
+        out[2] = h[0] * h[1] - self.rho * h[2];
+    }
+
+    /// One sampled path.
+    pub fn simulate(&self, seed: u64) -> SdePath {
+        euler_maruyama(
+            |h, _, out| self.drift(h, out),
+            &[self.diffusion; 3],
+            &self.h0,
+            &self.schedule,
+            seed,
+        )
+    }
+
+    /// The thesis's split: the first half cut into 20 training sequences of 50, the second
+    /// half into 10 test sequences of 100.
+    pub fn thesis_splits(&self, seed: u64) -> (Vec<SdePath>, Vec<SdePath>) {
+        let path = self.simulate(seed);
+        let half = path.len() / 2;
+        (
+            path.sequences(0, half / 20, 20),
+            path.sequences(half, half / 10, 10),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wet_chicken_resets_at_the_waterfall_and_clips_at_the_banks() {
+        let w = WetChicken::default();
+        // x = 2 → v = 1.2, s = 2.3; from y = 4: ŷ = 4 + 0 + 1.2 + 2.3τ > 5 iff τ > −0.087.
+        let fall = w.step_with([2.0, 4.0], [0.5, 1.0], 0.5);
+        assert!(fall.fell);
+        assert_eq!(fall.next, [0.0, 0.0]);
+        assert_eq!(fall.reward, -1.0);
+        let stay = w.step_with([2.0, 4.0], [0.5, 1.0], -0.2);
+        assert!(!stay.fell);
+        assert!((stay.next[1] - (4.0 + 1.2 - 0.46)).abs() < 1e-12);
+        assert_eq!(stay.next[0], 2.5);
+        // Upstream past the start: y clipped to 0, x still moves.
+        let up = w.step_with([1.0, 0.5], [-0.5, -1.0], -1.0);
+        assert_eq!(up.next, [0.5, 0.0]);
+        // Banks: x + a_x is clipped to [0, w]; actions beyond ±1 are clipped.
+        assert_eq!(w.step_with([4.8, 0.0], [1.0, 0.0], 0.0).next[0], 5.0);
+        assert_eq!(w.step_with([0.3, 0.0], [-3.0, 0.0], 0.0).next[0], 0.0);
+        assert_eq!(
+            w.step_with([2.0, 1.0], [7.0, 0.0], 0.0),
+            w.step_with([2.0, 1.0], [1.0, 0.0], 0.0)
+        );
+    }
+
+    #[test]
+    fn wet_chicken_turbulence_is_uniform_with_half_width_s() {
+        // At x = 5 (v = 3, s = 0.5) from y = 1 with a = (0, 0): y' ~ U[2.5, 3.5].
+        let w = WetChicken::default();
+        let mut rng = StdRng::seed_from_u64(1);
+        let n = 20_000;
+        let ys: Vec<f64> = (0..n)
+            .map(|_| w.step([5.0, 1.0], [0.0, 0.0], &mut rng).next[1])
+            .collect();
+        assert!(ys.iter().all(|y| (2.5..=3.5).contains(y)));
+        let m = ys.iter().sum::<f64>() / n as f64;
+        let v = ys.iter().map(|y| (y - m).powi(2)).sum::<f64>() / n as f64;
+        // U[−½, ½]: variance 1/12, se of the mean sqrt(1/(12n)), of the variance ≈ sqrt(1/(180n)).
+        assert!(
+            (m - 3.0).abs() < 5.0 * (1.0 / (12.0 * n as f64)).sqrt(),
+            "{m}"
+        );
+        assert!(
+            (v - 1.0 / 12.0).abs() < 5.0 * (1.0 / (180.0 * n as f64)).sqrt(),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn random_policy_transitions_chain_and_stay_in_the_river() {
+        let w = WetChicken::default();
+        let t = w.random_transitions(2500, 2);
+        assert_eq!(t.len(), 2500);
+        assert_eq!(t.states[0], [0.0, 0.0]);
+        for k in 0..t.len() {
+            for s in [t.states[k], t.next_states[k]] {
+                assert!(
+                    (0.0..=5.0).contains(&s[0]) && (0.0..=5.0).contains(&s[1]),
+                    "{s:?}"
+                );
+            }
+            assert!(t.actions[k].iter().all(|a| (-1.0..=1.0).contains(a)));
+            assert_eq!(t.rewards[k], -(5.0 - t.states[k][1]));
+            if k + 1 < t.len() {
+                assert_eq!(t.next_states[k], t.states[k + 1]);
+            }
+        }
+        // The random policy goes over the waterfall now and then.
+        let falls = (0..t.len())
+            .filter(|&k| t.next_states[k] == [0.0, 0.0] && t.states[k][1] > 0.0)
+            .count();
+        assert!(falls > 10, "{falls} falls");
+        let r = t.next_state_regression();
+        assert_eq!((r.len(), r.n_features, r.n_targets), (2500, 4, 2));
+        assert_eq!(w.random_transitions(50, 3), w.random_transitions(50, 3));
+    }
+
+    #[test]
+    fn euler_maruyama_increments_have_the_diffusion_variance() {
+        // Fine path of a linear drift: (h_{k+1} − h_k − f(h_k)Δt)/√Δt ~ N(0, g²).
+        let g = [0.5, 2.0];
+        let dt = 1e-3;
+        let p = euler_maruyama(
+            |h, _, out| {
+                out[0] = -h[0];
+                out[1] = 1.0;
+            },
+            &g,
+            &[1.0, 0.0],
+            &EmSchedule {
+                dt,
+                steps: 20_001,
+                record_every: 1,
+                obs_noise: 0.0,
+            },
+            4,
+        );
+        assert_eq!(p.len(), 20_001);
+        for (d, gd) in g.iter().enumerate() {
+            let z: Vec<f64> = (0..p.len() - 1)
+                .map(|k| {
+                    let f = if d == 0 { -p.state(k)[0] } else { 1.0 };
+                    (p.state(k + 1)[d] - p.state(k)[d] - f * dt) / dt.sqrt()
+                })
+                .collect();
+            let n = z.len() as f64;
+            let v = z.iter().map(|x| x * x).sum::<f64>() / n;
+            let expect = gd * gd;
+            assert!(
+                (v / expect - 1.0).abs() < 5.0 * (2.0 / n).sqrt(),
+                "dim {d}: {v}"
+            );
+        }
+        assert!((p.times[10] - 10.0 * dt).abs() < 1e-15);
+    }
+
+    #[test]
+    fn lotka_volterra_conserves_its_invariant_without_noise_and_uses_the_thesis_grid() {
+        let quiet = LotkaVolterra {
+            diffusion: [0.0, 0.0],
+            ..LotkaVolterra::default()
+        };
+        let p = quiet.simulate(0);
+        assert_eq!(p.len(), 1000);
+        assert!((p.times[999] - 9.99).abs() < 1e-9);
+        let v0 = quiet.invariant(p.state(0));
+        for k in 0..p.len() {
+            // Explicit Euler drifts by O(Δt) per unit time: ~1e-3 over t = 10.
+            assert!((quiet.invariant(p.state(k)) - v0).abs() < 5e-3, "step {k}");
+        }
+        // It oscillates around the fixed point (4, 2): x crosses 4 several times.
+        let crossings = (1..p.len())
+            .filter(|&k| (p.state(k)[0] - 4.0).signum() != (p.state(k - 1)[0] - 4.0).signum())
+            .count();
+        assert!(crossings >= 6, "{crossings}");
+        let (train, test) = LotkaVolterra::default().thesis_splits(5);
+        assert_eq!((train.len(), test.len()), (10, 10));
+        assert!(train.iter().chain(&test).all(|s| s.len() == 50));
+        assert!((test[0].times[0] - 5.0).abs() < 1e-9);
+        assert!(train.iter().all(|s| s.states.iter().all(|v| *v > 0.0)));
+    }
+
+    #[test]
+    fn lorenz_paths_stay_on_the_attractor_and_visit_both_wings() {
+        let l = Lorenz::default();
+        let p = l.simulate(6);
+        assert_eq!(p.len(), 2000);
+        assert_eq!(p.state(0), &[1.0, 1.0, 28.0]);
+        // The deterministic attractor lies in |x| < 20, |y| < 28, 0 < z < 50; unit noise
+        // widens it slightly.
+        for k in 0..p.len() {
+            let s = p.state(k);
+            assert!(
+                s[0].abs() < 25.0 && s[1].abs() < 35.0 && s[2] > -5.0 && s[2] < 55.0,
+                "{s:?}"
+            );
+        }
+        let wing = |k: usize| p.state(k)[0] > 0.0;
+        let switches = (1..p.len()).filter(|&k| wing(k) != wing(k - 1)).count();
+        assert!(switches >= 4, "{switches} wing switches");
+        // Long-run mean of z on the attractor is about κ − 1 − ... ≈ 23.5.
+        let zbar = (500..p.len()).map(|k| p.state(k)[2]).sum::<f64>() / 1500.0;
+        assert!((zbar - 23.5).abs() < 2.0, "mean z {zbar}");
+        let (train, test) = l.thesis_splits(6);
+        assert_eq!(
+            (train.len(), train[0].len(), test.len(), test[0].len()),
+            (20, 50, 10, 100)
+        );
+        assert_eq!(train[0].states, p.window(0, 50).states);
+        // Observation noise is applied to the kept states only.
+        let noisy = Lorenz {
+            schedule: EmSchedule {
+                obs_noise: 0.5,
+                ..l.schedule
+            },
+            ..l.clone()
+        }
+        .simulate(6);
+        let r: Vec<f64> = noisy
+            .states
+            .iter()
+            .zip(&p.states)
+            .map(|(a, b)| a - b)
+            .collect();
+        let v = r.iter().map(|x| x * x).sum::<f64>() / r.len() as f64;
+        assert!(
+            (v / 0.25 - 1.0).abs() < 5.0 * (2.0 / r.len() as f64).sqrt(),
+            "{v}"
+        );
+    }
+}
