@@ -1,6 +1,7 @@
 //! `bnn-bench`: the one front door for the experiments of bnn-burn.
 
 mod alloc;
+mod data_load;
 mod perf;
 mod quickstart;
 
@@ -67,6 +68,20 @@ enum Command {
         #[arg(long = "method")]
         methods: Vec<String>,
     },
+    /// Wall time and peak heap of loading every real data set (MNIST, Fashion-MNIST from gzip
+    /// IDX; the 9 UCI sets with a split), beside the size of the data itself.
+    Data {
+        /// Output folder for data.md and data.json.
+        #[arg(long, default_value = "runs/data")]
+        out: PathBuf,
+        /// Folder holding mnist/, fashion-mnist/ and uci/ [default: BNN_DATA_DIR, then
+        /// ../shared/data, then the user cache].
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Loads per data set; the median time is reported.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
 }
 
 fn main() {
@@ -100,6 +115,11 @@ fn main() {
             };
             perf::run(&options).map(|_| ())
         }
+        Command::Data {
+            out,
+            data_dir,
+            rounds,
+        } => data_load::run(&data_load::root(data_dir), rounds, &out).map(|_| ()),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -121,41 +121,55 @@ fn parse_header(bytes: &[u8], path: &Path) -> Result<(Vec<usize>, usize), DataEr
     Ok((dims, header))
 }
 
-/// Reads an IDX file, decompressing it when it starts with the gzip magic `1f 8b`.
+/// Reads an IDX file, decompressing it when it starts with the gzip magic `1f 8b`. A gzip
+/// file is decoded as a stream into one buffer sized from the gzip trailer, so the peak memory
+/// is about the size of the decompressed data.
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be read, [`DataError::Format`] for a corrupt gzip
 /// stream or IDX content (offsets count decompressed bytes).
 pub fn read_idx(path: &Path) -> Result<IdxArray, DataError> {
-    let raw = std::fs::read(path).map_err(|source| DataError::Io {
+    use std::io::{Seek, SeekFrom};
+    let io = |source| DataError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        // The gzip trailer stores the uncompressed size mod 2^32: a good capacity hint.
-        let hint = raw
-            .len()
-            .checked_sub(4)
-            .map(|i| u32::from_le_bytes([raw[i], raw[i + 1], raw[i + 2], raw[i + 3]]) as usize)
-            .unwrap_or(0)
-            .min(raw.len().saturating_mul(1032)) // deflate expands at most ~1032:1
-            .min(1 << 30);
-        let mut bytes = Vec::with_capacity(hint);
-        flate2::read::MultiGzDecoder::new(raw.as_slice())
-            .read_to_end(&mut bytes)
-            .map_err(|e| {
-                format_error(
-                    path,
-                    bytes.len(),
-                    "a valid gzip stream".into(),
-                    format!("a decompression error ({e})"),
-                )
-            })?;
-        drop(raw);
-        parse_idx_owned(bytes, path)
-    } else {
-        parse_idx_owned(raw, path)
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len() as usize;
+    let mut magic = [0u8; 2];
+    let is_gzip = len >= 2 && {
+        file.read_exact(&mut magic).map_err(io)?;
+        magic == [0x1f, 0x8b]
+    };
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    if !is_gzip {
+        let mut raw = Vec::with_capacity(len);
+        file.read_to_end(&mut raw).map_err(io)?;
+        return parse_idx_owned(raw, path);
     }
+    // The gzip trailer stores the uncompressed size mod 2^32: a good capacity hint.
+    let mut hint = 0usize;
+    if len >= 4 {
+        let mut trailer = [0u8; 4];
+        file.seek(SeekFrom::End(-4)).map_err(io)?;
+        file.read_exact(&mut trailer).map_err(io)?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        hint = (u32::from_le_bytes(trailer) as usize)
+            .min(len.saturating_mul(1032)) // deflate expands at most ~1032:1
+            .min(1 << 30);
+    }
+    let mut bytes = Vec::with_capacity(hint);
+    flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 16, file))
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            format_error(
+                path,
+                bytes.len(),
+                "a valid gzip stream".into(),
+                format!("a decompression error ({e})"),
+            )
+        })?;
+    parse_idx_owned(bytes, path)
 }
 
 #[cfg(test)]
