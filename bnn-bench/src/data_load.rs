@@ -125,3 +125,22 @@ pub fn run(root: &DataRoot, rounds: usize, out: &Path) -> Result<Vec<LoadRow>, B
 pub fn root(data_dir: Option<PathBuf>) -> DataRoot {
     DataRoot::new(data_dir.as_deref())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_root_without_the_files_is_an_error_naming_the_first_missing_file() {
+        let dir = std::env::temp_dir().join(format!("bnn-data-cmd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("out");
+        let e = run(&DataRoot::new(Some(&dir)), 1, &out)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mnist/train-images-idx3-ubyte.gz"), "{e}");
+        // Nothing half-written.
+        assert!(!out.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
