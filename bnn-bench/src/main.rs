@@ -4,6 +4,8 @@ mod alloc;
 mod data_load;
 mod perf;
 mod quickstart;
+mod uci;
+mod uci_published;
 
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
@@ -68,6 +70,36 @@ enum Command {
         #[arg(long = "method")]
         methods: Vec<String>,
     },
+    /// The UCI regression protocol (Hernández-Lobato & Adams 2015; Gal 2016): 9 sets, the fixed
+    /// 90/10 splits, one hidden layer of 50 units (100 for protein), test LL and RMSE in
+    /// original units, mean ± s.e. over splits, beside the published columns.
+    Uci {
+        /// Methods (MAP, "MC dropout", MFVI, MFVI-LRT, Radial); repeatable [default: all].
+        #[arg(long = "method")]
+        methods: Vec<String>,
+        /// Data sets (boston, concrete, energy, kin8nm, naval, power, protein, wine, yacht);
+        /// repeatable [default: all].
+        #[arg(long = "dataset")]
+        datasets: Vec<String>,
+        /// Splits per data set [default: the protocol's 20 (5 for protein); 3 with --quick].
+        #[arg(long)]
+        splits: Option<usize>,
+        /// Training epochs [default: the protocol's n_epochs × 10; capped with --quick].
+        #[arg(long)]
+        epochs: Option<usize>,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// 3 splits and at most ~1500 optimiser steps per fit.
+        #[arg(long)]
+        quick: bool,
+        /// Output folder for uci.md, uci.json and uci.svg.
+        #[arg(long, default_value = "runs/uci")]
+        out: PathBuf,
+        /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
     /// Wall time and peak heap of loading every real data set (MNIST, Fashion-MNIST from gzip
     /// IDX; the 9 UCI sets with a split), beside the size of the data itself.
     Data {
@@ -115,6 +147,36 @@ fn main() {
             };
             perf::run(&options).map(|_| ())
         }
+        Command::Uci {
+            methods,
+            datasets,
+            splits,
+            epochs,
+            seed,
+            quick,
+            out,
+            data_dir,
+        } => datasets
+            .iter()
+            .map(|d| d.parse::<bnn_datasets::UciDataset>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.into())
+            .and_then(|mut datasets| {
+                if datasets.is_empty() {
+                    datasets = bnn_datasets::UciDataset::ALL.to_vec();
+                }
+                uci::run(&uci::UciOptions {
+                    datasets,
+                    methods,
+                    splits,
+                    epochs,
+                    seed,
+                    quick,
+                    out,
+                    data_dir,
+                })
+                .map(|_| ())
+            }),
         Command::Data {
             out,
             data_dir,

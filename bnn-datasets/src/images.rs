@@ -584,6 +584,58 @@ pub fn load_idx_pair(
 mod tests {
     use super::*;
 
+    fn idx(dims: &[u32], data: &[u8]) -> Vec<u8> {
+        let mut b = vec![0, 0, 8, dims.len() as u8];
+        for d in dims {
+            b.extend_from_slice(&d.to_be_bytes());
+        }
+        b.extend_from_slice(data);
+        b
+    }
+
+    /// Image and label files that disagree are errors naming the file, offset and both counts.
+    #[test]
+    fn idx_pairs_must_agree_in_count_dimensions_and_label_range() {
+        let t = crate::uci::tests::TempDir::new("idx-pair");
+        let (img, lab) = (t.0.join("images-idx3"), t.0.join("labels-idx1"));
+        let write = |i: Vec<u8>, l: Vec<u8>| {
+            std::fs::write(&img, i).unwrap();
+            std::fs::write(&lab, l).unwrap();
+        };
+        write(idx(&[3, 2, 2], &[9; 12]), idx(&[3], &[0, 1, 2]));
+        let s = load_idx_pair(&img, &lab, 10).unwrap();
+        assert_eq!((s.len(), s.shape()), (3, [1, 2, 2]));
+        let cases: Vec<(Vec<u8>, Vec<u8>, &[&str])> = vec![
+            (
+                idx(&[3, 2, 2], &[9; 12]),
+                idx(&[2], &[0, 1]),
+                &["labels-idx1", "3 labels", "found 2 labels", "images-idx3"],
+            ),
+            (
+                idx(&[3, 2, 2], &[9; 12]),
+                idx(&[3], &[0, 10, 2]),
+                &["labels-idx1", "offset 9", "0..10", "found 10"],
+            ),
+            (
+                idx(&[12], &[9; 12]),
+                idx(&[12], &[0; 12]),
+                &["images-idx3", "3 dimensions", "[12]"],
+            ),
+            (
+                idx(&[3, 2, 2], &[9; 12]),
+                idx(&[3, 1], &[0, 1, 2]),
+                &["labels-idx1", "1 dimension"],
+            ),
+        ];
+        for (i, l, needles) in cases {
+            write(i, l);
+            let e = load_idx_pair(&img, &lab, 10).unwrap_err().to_string();
+            for n in needles {
+                assert!(e.contains(n), "missing {n:?} in {e}");
+            }
+        }
+    }
+
     fn set(pixels: Vec<u8>, labels: Vec<u8>, hw: usize) -> ImageSet {
         ImageSet::new(pixels, labels, [1, hw, hw], 10).unwrap()
     }

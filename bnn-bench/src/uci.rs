@@ -1,0 +1,735 @@
+//! `bnn-bench uci`: the standard UCI regression protocol (Hernández-Lobato & Adams 2015; Gal &
+//! Ghahramani 2016). For every data set and fixed split: inputs and targets standardised with
+//! training statistics, one hidden layer of 50 ReLU units (100 for protein), test RMSE and test
+//! log-likelihood in original units; mean ± standard error over splits, beside the published
+//! columns of [`crate::uci_published`].
+//!
+//! A method is one [`UciMethod`] implementation registered by name in [`registry`].
+
+use crate::uci_published::{self, PublishedColumn};
+use bnn_burn::host::{matrix, to_vec};
+use bnn_burn::layers::{DropoutNoise, Estimator};
+use bnn_burn::metrics::{mean, mean_and_standard_error, rmse};
+use bnn_burn::model::{LayerKind, RegressionLikelihood, Regressor};
+use bnn_burn::objective::GaussianLikelihoodConfig;
+use bnn_burn::train::{TrainConfig, train};
+use bnn_burn::{Prior, training_device};
+use bnn_datasets::uci::{UciData, UciDataset, UciMeta};
+use bnn_datasets::{DataRoot, RegressionData, Standardizer};
+use burn::module::Module;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Posterior samples used for test predictions.
+pub const PREDICTION_SAMPLES: usize = 200;
+
+/// Training budget of one fit.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Budget {
+    /// Passes over the training data.
+    pub epochs: usize,
+    /// Minibatch size.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub learning_rate: f64,
+}
+
+/// One split, ready for a method: standardised training rows and test inputs, test targets in
+/// original units, and the target scaler to go back to them.
+pub struct PreparedSplit<'a> {
+    /// Which data set.
+    pub dataset: UciDataset,
+    /// Split number.
+    pub k: usize,
+    /// Standardised training rows.
+    pub train: RegressionData,
+    /// Standardised test inputs, `[n_test, n_features]`.
+    pub test_x: Vec<f64>,
+    /// Test targets in original units.
+    pub test_y: Vec<f64>,
+    /// Target scaler fitted on the training rows.
+    pub y_scaler: Standardizer,
+    /// Protocol settings (hidden units, dropout and τ grids).
+    pub meta: &'a UciMeta,
+    /// Training budget.
+    pub budget: Budget,
+    /// Seed for this method on this split.
+    pub seed: u64,
+}
+
+/// What a method reports for one split.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SplitOutcome {
+    /// Mean test log-likelihood per point, original units.
+    pub test_ll: f64,
+    /// Test RMSE of the predictive mean, original units.
+    pub test_rmse: f64,
+    /// Method-specific choices (e.g. the grid point chosen), for the record.
+    pub detail: String,
+}
+
+/// A UCI method: fits on a prepared split and reports test LL and RMSE.
+pub trait UciMethod {
+    /// Name used on the command line and in tables.
+    fn name(&self) -> &'static str;
+    /// Fits on `split.train` and evaluates on the test rows.
+    fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>>;
+}
+
+/// Every registered method, in table order.
+pub fn registry() -> Vec<Box<dyn UciMethod>> {
+    let gaussian = Prior::gaussian(1.0);
+    vec![
+        Box::new(BayesianFit {
+            name: "MAP",
+            kind: LayerKind::Deterministic { prior_std: 1.0 },
+            train_samples: 1,
+        }),
+        Box::new(GalDropout),
+        Box::new(BayesianFit {
+            name: "MFVI",
+            kind: LayerKind::MeanField {
+                estimator: Estimator::Reparameterization,
+                prior: gaussian,
+                rho_init: -5.0,
+            },
+            train_samples: 1,
+        }),
+        Box::new(BayesianFit {
+            name: "MFVI-LRT",
+            kind: LayerKind::MeanField {
+                estimator: Estimator::LocalReparameterization,
+                prior: gaussian,
+                rho_init: -5.0,
+            },
+            train_samples: 1,
+        }),
+        Box::new(BayesianFit {
+            name: "Radial",
+            kind: LayerKind::Radial {
+                prior: gaussian,
+                rho_init: -5.0,
+            },
+            train_samples: 1,
+        }),
+    ]
+}
+
+/// Test LL (mixture over posterior samples, original units) and RMSE of the predictive mean.
+pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> (f64, f64) {
+    let device = model.devices()[0].clone();
+    let d = split.train.n_features;
+    let pred = model.predict(matrix(&split.test_x, d, &device), PREDICTION_SAMPLES);
+    let y_std = split.y_scaler.transform(&split.test_y);
+    let ll = mean(&to_vec(pred.log_likelihood(matrix(&y_std, 1, &device))))
+        + split.y_scaler.log_jacobian();
+    let m = to_vec(pred.predictive_mean());
+    (ll, rmse(&m, &y_std, split.y_scaler.std[0]))
+}
+
+/// Trains a one-hidden-layer regressor of `kind` on `data`; `fixed_noise_std` (standardised
+/// units) fixes the Gaussian noise, `None` learns it.
+fn fit(
+    kind: LayerKind,
+    data: &RegressionData,
+    split: &PreparedSplit,
+    fixed_noise_std: Option<f64>,
+    train_samples: usize,
+    seed: u64,
+) -> Result<Regressor, Box<dyn Error>> {
+    let device = training_device();
+    device.seed(seed);
+    let hidden = vec![split.meta.n_hidden];
+    let mut model = Regressor::new(data.n_features, hidden, 1, kind, false, &device)?;
+    if let Some(s) = fixed_noise_std {
+        model.likelihood = RegressionLikelihood::Homoscedastic(
+            GaussianLikelihoodConfig::new()
+                .with_noise_std(s)
+                .with_learned(false)
+                .init(&device)?,
+        );
+    }
+    let config = TrainConfig::new(split.budget.epochs)
+        .with_batch_size(split.budget.batch_size)
+        .with_learning_rate(split.budget.learning_rate)
+        .with_train_samples(train_samples)
+        .with_seed(seed)
+        .with_progress(false);
+    let x = matrix(&data.x, data.n_features, &device);
+    let y = matrix(&data.y, 1, &device);
+    let (model, _) = train(model, x, y, &config)?;
+    Ok(model.valid())
+}
+
+/// A regressor of one posterior family with a learned homoscedastic noise.
+pub struct BayesianFit {
+    /// Table name.
+    pub name: &'static str,
+    /// Layer family.
+    pub kind: LayerKind,
+    /// Posterior samples per training point.
+    pub train_samples: usize,
+}
+
+impl UciMethod for BayesianFit {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
+        let model = fit(
+            self.kind,
+            &split.train,
+            split,
+            None,
+            self.train_samples,
+            split.seed,
+        )?;
+        let noise = match &model.likelihood {
+            RegressionLikelihood::Homoscedastic(l) => {
+                to_vec(l.log_std.val().exp())[0] * split.y_scaler.std[0]
+            }
+            RegressionLikelihood::Heteroscedastic(_) => f64::NAN,
+        };
+        let (test_ll, test_rmse) = evaluate(&model, split);
+        Ok(SplitOutcome {
+            test_ll,
+            test_rmse,
+            detail: format!("learned noise std {noise:.4}"),
+        })
+    }
+}
+
+/// MC dropout with Gal's grid search: every (dropout rate, τ) pair of the data set's grid is
+/// trained on 80 % of the training rows and scored by log-likelihood on the other 20 %; the best
+/// pair is retrained on all training rows. τ is the model precision in original target units
+/// (noise std `1/√τ`), the prior length-scale is 10⁻² (Gal's code).
+pub struct GalDropout;
+
+/// Gal's prior length-scale.
+pub const GAL_LENGTH_SCALE: f64 = 1e-2;
+
+impl UciMethod for GalDropout {
+    fn name(&self) -> &'static str {
+        "MC dropout"
+    }
+
+    fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
+        let n = split.train.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.shuffle(&mut StdRng::seed_from_u64(split.seed));
+        let n_fit = ((n as f64) * 0.8).round() as usize;
+        let fit_rows = split.train.select(&order[..n_fit])?;
+        let val_rows = split.train.select(&order[n_fit..])?;
+        // Validation in original units, like the test: the same evaluation path.
+        let val_split = PreparedSplit {
+            dataset: split.dataset,
+            k: split.k,
+            train: fit_rows.clone(),
+            test_x: val_rows.x.clone(),
+            test_y: split.y_scaler.inverse(&val_rows.y),
+            y_scaler: split.y_scaler.clone(),
+            meta: split.meta,
+            budget: split.budget,
+            seed: split.seed,
+        };
+        let sy = split.y_scaler.std[0];
+        let kind = |p: f64| LayerKind::McDropout {
+            p,
+            noise: DropoutNoise::Bernoulli,
+            length_scale: GAL_LENGTH_SCALE,
+        };
+        let mut best: Option<(f64, f64, f64)> = None;
+        for &p in &split.meta.dropout_rates {
+            for &tau in &split.meta.tau_values {
+                let noise = 1.0 / (tau.sqrt() * sy);
+                let model = fit(kind(p), &fit_rows, split, Some(noise), 1, split.seed)?;
+                let (val_ll, _) = evaluate(&model, &val_split);
+                if best.is_none_or(|b| val_ll > b.2) {
+                    best = Some((p, tau, val_ll));
+                }
+            }
+        }
+        let (p, tau, val_ll) = best.ok_or("empty dropout or τ grid")?;
+        let model = fit(
+            kind(p),
+            &split.train,
+            split,
+            Some(1.0 / (tau.sqrt() * sy)),
+            1,
+            split.seed,
+        )?;
+        let (test_ll, test_rmse) = evaluate(&model, split);
+        Ok(SplitOutcome {
+            test_ll,
+            test_rmse,
+            detail: format!("p = {p}, τ = {tau} (validation LL {val_ll:.3})"),
+        })
+    }
+}
+
+/// Options of one `uci` run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UciOptions {
+    /// Data sets.
+    pub datasets: Vec<UciDataset>,
+    /// Method names (empty: all registered).
+    pub methods: Vec<String>,
+    /// Splits per data set (default: all of the protocol's).
+    pub splits: Option<usize>,
+    /// Epochs (default: the protocol's `n_epochs × 10`, Gal's grid-search setting).
+    pub epochs: Option<usize>,
+    /// Seed.
+    pub seed: u64,
+    /// Quick mode: 3 splits and at most ~1500 optimiser steps per fit.
+    pub quick: bool,
+    /// Output folder.
+    pub out: PathBuf,
+    /// Data folder (default search when `None`).
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Minibatch size per data set (Haußmann 2021 §3.3, the PBP-protocol batch sizes).
+pub fn batch_size(d: UciDataset) -> usize {
+    match d {
+        UciDataset::Boston | UciDataset::Energy | UciDataset::Yacht => 16,
+        UciDataset::Concrete | UciDataset::Wine => 32,
+        UciDataset::Kin8nm | UciDataset::Naval | UciDataset::PowerPlant => 64,
+        UciDataset::Protein => 256,
+    }
+}
+
+/// The budget of a data set under `options`.
+pub fn budget(d: UciDataset, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
+    let batch = batch_size(d);
+    let mut epochs = options.epochs.unwrap_or(meta.n_epochs * 10);
+    if options.quick && options.epochs.is_none() {
+        let steps_per_epoch = n_train.div_ceil(batch).max(1);
+        epochs = epochs.min((1500 / steps_per_epoch).max(4));
+    }
+    Budget {
+        epochs,
+        batch_size: batch,
+        learning_rate: 3e-3,
+    }
+}
+
+/// Per-split results of one method on one data set.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MethodResult {
+    /// Method.
+    pub method: String,
+    /// Data set.
+    pub dataset: UciDataset,
+    /// Budget used.
+    pub budget: Budget,
+    /// One outcome per split, in split order.
+    pub splits: Vec<SplitOutcome>,
+    /// Wall time over all splits, seconds.
+    pub seconds: f64,
+}
+
+impl MethodResult {
+    /// Mean and standard error of the test LL.
+    pub fn ll(&self) -> (f64, f64) {
+        mean_and_standard_error(&self.splits.iter().map(|s| s.test_ll).collect::<Vec<_>>())
+    }
+
+    /// Mean and standard error of the test RMSE.
+    pub fn rmse(&self) -> (f64, f64) {
+        mean_and_standard_error(&self.splits.iter().map(|s| s.test_rmse).collect::<Vec<_>>())
+    }
+}
+
+fn git_revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Prepares split `k` of `data`: standardisation fitted on the training rows.
+pub fn prepare<'a>(
+    data: &'a UciData,
+    k: usize,
+    budget: Budget,
+    seed: u64,
+) -> Result<PreparedSplit<'a>, Box<dyn Error>> {
+    let split = data.split(k)?;
+    let (sx, sy) = split.train.fit_standardizers()?;
+    Ok(PreparedSplit {
+        dataset: data.dataset,
+        k,
+        train: split.train.standardized(&sx, &sy)?,
+        test_x: sx.transform(&split.test.x),
+        test_y: split.test.y,
+        y_scaler: sy,
+        meta: &data.meta,
+        budget,
+        seed,
+    })
+}
+
+/// Runs the protocol and writes `uci.json`, `uci.md` and `uci.svg` to `options.out`.
+pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
+    let start = Instant::now();
+    let all = registry();
+    let methods: Vec<&dyn UciMethod> = if options.methods.is_empty() {
+        all.iter().map(|m| m.as_ref()).collect()
+    } else {
+        options
+            .methods
+            .iter()
+            .map(|name| {
+                all.iter()
+                    .find(|m| m.name().eq_ignore_ascii_case(name))
+                    .map(|m| m.as_ref())
+                    .ok_or_else(|| {
+                        let names: Vec<_> = all.iter().map(|m| m.name()).collect();
+                        format!("unknown method {name:?}; known: {}", names.join(", "))
+                    })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let root = DataRoot::new(options.data_dir.as_deref());
+    // Load everything first: a missing or corrupt file stops the run before any training.
+    let data: Vec<UciData> = options
+        .datasets
+        .iter()
+        .map(|&d| UciData::load(d, &root))
+        .collect::<Result<_, _>>()?;
+    let mut results = Vec::new();
+    for (di, set) in data.iter().enumerate() {
+        let n_splits = options
+            .splits
+            .unwrap_or(if options.quick { 3 } else { set.meta.n_splits })
+            .min(set.meta.n_splits);
+        let n_train = set.split_indices(0)?.0.len();
+        let budget = budget(set.dataset, &set.meta, n_train, options);
+        for (mi, method) in methods.iter().enumerate() {
+            let t0 = Instant::now();
+            let mut splits = Vec::with_capacity(n_splits);
+            for k in 0..n_splits {
+                let seed = options
+                    .seed
+                    .wrapping_mul(1_000_003)
+                    .wrapping_add((di * 10_000 + mi * 100 + k) as u64);
+                let prepared = prepare(set, k, budget, seed)?;
+                let outcome = method.run(&prepared)?;
+                eprintln!(
+                    "[{}] {} split {}/{n_splits}: test LL {:.3}, RMSE {:.3} ({:.1} s) {}",
+                    set.dataset,
+                    method.name(),
+                    k + 1,
+                    outcome.test_ll,
+                    outcome.test_rmse,
+                    t0.elapsed().as_secs_f64(),
+                    outcome.detail
+                );
+                splits.push(outcome);
+            }
+            results.push(MethodResult {
+                method: method.name().to_string(),
+                dataset: set.dataset,
+                budget,
+                splits,
+                seconds: t0.elapsed().as_secs_f64(),
+            });
+        }
+    }
+    let wall = start.elapsed().as_secs_f64();
+    write_report(options, &results, wall)?;
+    Ok(results)
+}
+
+fn fmt_cell(c: Option<(f64, f64)>) -> String {
+    match c {
+        Some((m, se)) => format!("{m:.2} ± {se:.2}"),
+        None => "–".into(),
+    }
+}
+
+/// The Markdown tables: ours then the published columns, one row per data set.
+pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> String {
+    let methods: Vec<&str> = {
+        let mut m: Vec<&str> = Vec::new();
+        for r in results {
+            if !m.contains(&r.method.as_str()) {
+                m.push(&r.method);
+            }
+        }
+        m
+    };
+    let published = uci_published::all();
+    let mut md = format!(
+        "# UCI regression\n\n{} splits per set{}, seed {}, backend `{}`, wall time {:.0} s. \
+         Mean ± standard error over splits; ours first, then published columns (sources below).\n",
+        options
+            .splits
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| if options.quick {
+                "3".into()
+            } else {
+                "all".into()
+            }),
+        if options.quick { " (--quick)" } else { "" },
+        options.seed,
+        bnn_burn::backend_name(),
+        wall
+    );
+    let table = |title: &str,
+                 ours: &dyn Fn(&MethodResult) -> (f64, f64),
+                 theirs: &dyn Fn(&PublishedColumn, usize) -> uci_published::Cell,
+                 digits: usize| {
+        let mut t = format!("\n## {title}\n\n| data set | epochs |");
+        for m in &methods {
+            t += &format!(" {m} |");
+        }
+        for p in &published {
+            t += &format!(" {} |", p.name);
+        }
+        t += "\n|---|---:|";
+        t += &"---:|".repeat(methods.len() + published.len());
+        t += "\n";
+        for d in UciDataset::ALL {
+            let rows: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == d).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let idx = UciDataset::ALL
+                .iter()
+                .position(|x| *x == d)
+                .expect("in ALL");
+            t += &format!("| {d} | {} |", rows[0].budget.epochs);
+            for m in &methods {
+                let cell = rows
+                    .iter()
+                    .find(|r| r.method == *m)
+                    .map(|r| {
+                        let (v, se) = ours(r);
+                        format!("{v:.digits$} ± {se:.digits$}")
+                    })
+                    .unwrap_or_else(|| "–".into());
+                t += &format!(" {cell} |");
+            }
+            for p in &published {
+                t += &format!(" {} |", fmt_cell(theirs(p, idx)));
+            }
+            t += "\n";
+        }
+        t
+    };
+    md += &table(
+        "Test log-likelihood (higher is better)",
+        &|r| r.ll(),
+        &|p, i| p.test_ll[i],
+        2,
+    );
+    md += &table(
+        "Test RMSE (lower is better)",
+        &|r| r.rmse(),
+        &|p, i| p.test_rmse[i],
+        3,
+    );
+    md += "\nSources: ";
+    md += &published
+        .iter()
+        .map(|p| format!("{}: {}", p.name, p.source))
+        .collect::<Vec<_>>()
+        .join("; ");
+    md += ".\n";
+    md
+}
+
+fn write_report(
+    options: &UciOptions,
+    results: &[MethodResult],
+    wall: f64,
+) -> Result<(), Box<dyn Error>> {
+    std::fs::create_dir_all(&options.out)?;
+    let md = markdown(options, results, wall);
+    std::fs::write(options.out.join("uci.md"), &md)?;
+    let record = serde_json::json!({
+        "experiment": "uci",
+        "options": options,
+        "git_revision": git_revision(),
+        "backend": bnn_burn::backend_name(),
+        "prediction_samples": PREDICTION_SAMPLES,
+        "wall_seconds": wall,
+        "results": results,
+        "library_version": env!("CARGO_PKG_VERSION"),
+    });
+    std::fs::write(
+        options.out.join("uci.json"),
+        serde_json::to_string_pretty(&record)?,
+    )?;
+    plot(&options.out.join("uci.svg"), results)?;
+    println!("{md}");
+    Ok(())
+}
+
+/// Test LL per data set (one panel each) and method, with ±1 standard error bars.
+fn plot(path: &Path, results: &[MethodResult]) -> Result<(), Box<dyn Error>> {
+    use plotters::prelude::*;
+    let sets: Vec<UciDataset> = UciDataset::ALL
+        .into_iter()
+        .filter(|d| results.iter().any(|r| r.dataset == *d))
+        .collect();
+    let cols = 3usize;
+    let rows = sets.len().div_ceil(cols).max(1);
+    let root = SVGBackend::new(path, (330 * cols as u32, 260 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((rows, cols));
+    for (area, d) in panels.iter().zip(&sets) {
+        let rs: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == *d).collect();
+        let stats: Vec<(f64, f64)> = rs.iter().map(|r| r.ll()).collect();
+        let lo = stats
+            .iter()
+            .map(|(m, s)| m - s)
+            .fold(f64::INFINITY, f64::min);
+        let hi = stats
+            .iter()
+            .map(|(m, s)| m + s)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let pad = ((hi - lo) * 0.15).max(0.05);
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{d}: test LL"), ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(40)
+            .y_label_area_size(45)
+            .build_cartesian_2d(-0.5..(rs.len() as f64 - 0.5), (lo - pad)..(hi + pad))?;
+        let names: Vec<String> = rs.iter().map(|r| r.method.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(rs.len())
+            .x_label_formatter(&|x| {
+                let i = x.round() as usize;
+                names.get(i).cloned().unwrap_or_default()
+            })
+            .draw()?;
+        for (i, (m, s)) in stats.iter().enumerate() {
+            let x = i as f64;
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(x, m - s), (x, m + s)],
+                BLACK.stroke_width(2),
+            )))?;
+            chart.draw_series(std::iter::once(Circle::new((x, *m), 4, BLUE.filled())))?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnn_datasets::toy;
+
+    fn meta() -> UciMeta {
+        UciMeta {
+            n_splits: 1,
+            n_hidden: 20,
+            n_epochs: 40,
+            dropout_rates: vec![0.01, 0.1],
+            tau_values: vec![0.5, 2.0],
+        }
+    }
+
+    /// Every registered method fits a small noisy sine well above a constant predictor's LL,
+    /// and the same seed gives the same numbers.
+    #[test]
+    fn every_method_beats_the_constant_predictor_and_is_reproducible() {
+        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
+        let train_raw: RegressionData = toy::heteroscedastic(300, 1).into();
+        let test_raw: RegressionData = toy::heteroscedastic(200, 2).into();
+        let (sx, sy) = train_raw.fit_standardizers().unwrap();
+        let meta = meta();
+        let split = PreparedSplit {
+            dataset: UciDataset::Boston,
+            k: 0,
+            train: train_raw.standardized(&sx, &sy).unwrap(),
+            test_x: sx.transform(&test_raw.x),
+            test_y: test_raw.y.clone(),
+            y_scaler: sy.clone(),
+            meta: &meta,
+            budget: Budget {
+                epochs: 60,
+                batch_size: 32,
+                learning_rate: 1e-2,
+            },
+            seed: 3,
+        };
+        // A Gaussian at the training mean and std: the LL any fit must beat.
+        let constant_ll = mean(
+            &test_raw
+                .y
+                .iter()
+                .map(|y| {
+                    let z = (y - sy.mean[0]) / sy.std[0];
+                    -0.5 * z * z - sy.std[0].ln() - 0.5 * (2.0 * std::f64::consts::PI).ln()
+                })
+                .collect::<Vec<_>>(),
+        );
+        for m in registry() {
+            let a = m.run(&split).unwrap();
+            assert!(
+                a.test_ll > constant_ll + 0.3 && a.test_rmse < 0.8 * sy.std[0],
+                "{}: LL {} (constant {constant_ll}), RMSE {} (std {})",
+                m.name(),
+                a.test_ll,
+                a.test_rmse,
+                sy.std[0]
+            );
+            let b = m.run(&split).unwrap();
+            assert_eq!(
+                (a.test_ll, a.test_rmse),
+                (b.test_ll, b.test_rmse),
+                "{}",
+                m.name()
+            );
+        }
+    }
+
+    #[test]
+    fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
+        let meta = meta();
+        let mut o = UciOptions {
+            datasets: vec![UciDataset::Protein],
+            methods: vec![],
+            splits: None,
+            epochs: None,
+            seed: 0,
+            quick: true,
+            out: PathBuf::from("x"),
+            data_dir: None,
+        };
+        let b = budget(UciDataset::Protein, &meta, 41_157, &o);
+        assert_eq!(b.batch_size, 256);
+        assert!(b.epochs * 41_157usize.div_ceil(256) <= 1500 || b.epochs == 4);
+        o.quick = false;
+        assert_eq!(budget(UciDataset::Protein, &meta, 41_157, &o).epochs, 400);
+        let r = MethodResult {
+            method: "MAP".into(),
+            dataset: UciDataset::Yacht,
+            budget: b,
+            splits: vec![SplitOutcome {
+                test_ll: -1.0,
+                test_rmse: 0.5,
+                detail: String::new(),
+            }],
+            seconds: 1.0,
+        };
+        let md = markdown(&o, &[r], 1.0);
+        assert!(md.contains("| yacht |") && md.contains("-1.63 ± 0.02") && md.contains("PBP"));
+        assert!(md.contains("Gal & Ghahramani 2016"));
+    }
+}

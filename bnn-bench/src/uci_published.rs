@@ -1,0 +1,208 @@
+//! Published UCI results, as constants with their sources, printed beside ours.
+//!
+//! Order of every array: [`bnn_datasets::UciDataset::ALL`] (boston, concrete, energy, kin8nm,
+//! naval, power, protein, wine, yacht). `None` where the source has no entry.
+
+/// `(mean, standard error)` over splits.
+pub type Cell = Option<(f64, f64)>;
+
+/// One published column.
+pub struct PublishedColumn {
+    /// Column header.
+    pub name: &'static str,
+    /// Where the numbers come from.
+    pub source: &'static str,
+    /// Test log-likelihood per data set.
+    pub test_ll: [Cell; 9],
+    /// Test RMSE per data set.
+    pub test_rmse: [Cell; 9],
+}
+
+const fn c(m: f64, se: f64) -> Cell {
+    Some((m, se))
+}
+
+/// The published columns, in table order.
+pub const PUBLISHED: [PublishedColumn; 6] = [
+    // Hernández-Lobato & Adams 2015 (PBP); LL as in ../shared/spec/haussmann-thesis.md
+    // Table 3.1, RMSE as in Gal & Ghahramani 2016, Table 1.
+    PublishedColumn {
+        name: "PBP",
+        source: "Hernández-Lobato & Adams 2015 (via Haußmann 2021 Table 3.1; RMSE via Gal & Ghahramani 2016 Table 1)",
+        test_ll: [
+            c(-2.57, 0.09),
+            c(-3.16, 0.02),
+            c(-2.04, 0.02),
+            c(0.90, 0.01),
+            c(3.73, 0.01),
+            c(-2.84, 0.01),
+            c(-2.97, 0.00),
+            c(-0.97, 0.01),
+            c(-1.63, 0.02),
+        ],
+        test_rmse: [
+            c(3.01, 0.18),
+            c(5.67, 0.09),
+            c(1.80, 0.05),
+            c(0.10, 0.00),
+            c(0.01, 0.00),
+            c(4.12, 0.03),
+            c(4.73, 0.01),
+            c(0.64, 0.01),
+            c(1.02, 0.05),
+        ],
+    },
+    // Graves 2011 mean-field VI, as reported in Gal & Ghahramani 2016, Table 1 (transcribed
+    // from the paper; not in ../shared/spec).
+    PublishedColumn {
+        name: "VI (Graves)",
+        source: "Graves 2011, reported in Gal & Ghahramani 2016 Table 1",
+        test_ll: [
+            c(-2.90, 0.07),
+            c(-3.39, 0.02),
+            c(-2.39, 0.03),
+            c(0.90, 0.01),
+            c(3.73, 0.12),
+            c(-2.89, 0.01),
+            c(-2.99, 0.01),
+            c(-0.98, 0.01),
+            c(-3.43, 0.16),
+        ],
+        test_rmse: [
+            c(4.32, 0.29),
+            c(7.19, 0.12),
+            c(2.65, 0.08),
+            c(0.10, 0.00),
+            c(0.01, 0.00),
+            c(4.33, 0.04),
+            c(4.84, 0.03),
+            c(0.65, 0.01),
+            c(6.89, 0.67),
+        ],
+    },
+    // Gal & Ghahramani 2016, Table 1 (the "Dropout" column of
+    // ../shared/spec/farquhar-thesis.md Table 4.2 cites the same numbers).
+    PublishedColumn {
+        name: "MC dropout (Gal)",
+        source: "Gal & Ghahramani 2016 Table 1",
+        test_ll: [
+            c(-2.46, 0.25),
+            c(-3.04, 0.09),
+            c(-1.99, 0.09),
+            c(0.95, 0.03),
+            c(3.80, 0.05),
+            c(-2.80, 0.05),
+            c(-2.89, 0.01),
+            c(-0.93, 0.06),
+            c(-1.55, 0.12),
+        ],
+        test_rmse: [
+            c(2.97, 0.85),
+            c(5.23, 0.53),
+            c(1.66, 0.19),
+            c(0.10, 0.00),
+            c(0.01, 0.00),
+            c(4.02, 0.18),
+            c(4.36, 0.04),
+            c(0.62, 0.04),
+            c(1.11, 0.38),
+        ],
+    },
+    // ../shared/spec/haussmann-thesis.md Table 3.1 (LL only).
+    PublishedColumn {
+        name: "DVI",
+        source: "Wu et al. 2019, via Haußmann 2021 Table 3.1",
+        test_ll: [
+            c(-2.58, 0.04),
+            c(-3.23, 0.01),
+            c(-2.09, 0.06),
+            c(1.01, 0.01),
+            c(5.84, 0.06),
+            c(-2.82, 0.00),
+            c(-2.94, 0.00),
+            c(-0.96, 0.01),
+            c(-1.41, 0.03),
+        ],
+        test_rmse: [None; 9],
+    },
+    PublishedColumn {
+        name: "VBP",
+        source: "Haußmann 2021 Table 3.1",
+        test_ll: [
+            c(-2.59, 0.03),
+            c(-3.15, 0.02),
+            c(-1.11, 0.07),
+            c(1.04, 0.01),
+            c(5.79, 0.07),
+            c(-2.85, 0.01),
+            c(-2.92, 0.00),
+            c(-0.96, 0.01),
+            c(-1.54, 0.06),
+        ],
+        test_rmse: [None; 9],
+    },
+    // ../shared/spec/farquhar-thesis.md Table 4.2. Its regression likelihood was mis-set (Power
+    // LL −7.54 at RMSE 4.0), so these LLs are a floor, not a target.
+    PublishedColumn {
+        name: "Radial (Farquhar)",
+        source: "Farquhar 2022 Table 4.2",
+        test_ll: [
+            c(-2.58, 0.05),
+            c(-5.08, 0.01),
+            c(-0.91, 0.03),
+            c(1.35, 0.00),
+            c(-1.58, 0.01),
+            c(-7.54, 0.00),
+            c(-3.66, 0.00),
+            c(-3.15, 0.01),
+            c(-4.20, 0.05),
+        ],
+        test_rmse: [
+            c(3.36, 0.23),
+            c(5.62, 0.14),
+            c(0.66, 0.03),
+            c(0.16, 0.00),
+            c(0.01, 0.00),
+            c(4.04, 0.04),
+            c(4.34, 0.03),
+            c(0.64, 0.01),
+            c(1.86, 0.37),
+        ],
+    },
+];
+
+/// Farquhar 2022 Table 4.2's MFVI column (same caveat as his radial column).
+pub const FARQUHAR_MFVI: PublishedColumn = PublishedColumn {
+    name: "MFVI (Farquhar)",
+    source: "Farquhar 2022 Table 4.2",
+    test_ll: [
+        c(-2.58, 0.06),
+        c(-5.08, 0.01),
+        c(-1.05, 0.01),
+        c(1.08, 0.01),
+        c(-1.57, 0.01),
+        c(-7.54, 0.00),
+        c(-3.67, 0.00),
+        c(-3.15, 0.01),
+        c(-4.20, 0.05),
+    ],
+    test_rmse: [
+        c(3.42, 0.23),
+        c(5.71, 0.15),
+        c(0.81, 0.08),
+        c(0.37, 0.00),
+        c(0.01, 0.00),
+        c(4.02, 0.04),
+        c(4.40, 0.02),
+        c(0.65, 0.01),
+        c(1.75, 0.42),
+    ],
+};
+
+/// Every published column, Farquhar's MFVI included.
+pub fn all() -> Vec<&'static PublishedColumn> {
+    PUBLISHED
+        .iter()
+        .chain(std::iter::once(&FARQUHAR_MFVI))
+        .collect()
+}
