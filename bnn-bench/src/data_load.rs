@@ -6,7 +6,7 @@ use bnn_datasets::images::{MnistFamily, Split};
 use bnn_datasets::uci::{UciData, UciDataset};
 use bnn_datasets::{DataError, DataRoot};
 use std::error::Error;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 /// One measured load.
@@ -119,11 +119,6 @@ pub fn run(root: &DataRoot, rounds: usize, out: &Path) -> Result<Vec<LoadRow>, B
     )?;
     println!("{md}");
     Ok(rows)
-}
-
-/// The data root from `--data-dir`, else the default search.
-pub fn root(data_dir: Option<PathBuf>) -> DataRoot {
-    DataRoot::new(data_dir.as_deref())
 }
 
 #[cfg(test)]

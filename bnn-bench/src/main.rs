@@ -181,7 +181,12 @@ fn main() {
             out,
             data_dir,
             rounds,
-        } => data_load::run(&data_load::root(data_dir), rounds, &out).map(|_| ()),
+        } => data_load::run(
+            &bnn_datasets::DataRoot::new(data_dir.as_deref()),
+            rounds,
+            &out,
+        )
+        .map(|_| ()),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

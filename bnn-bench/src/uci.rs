@@ -223,14 +223,14 @@ impl UciMethod for GalDropout {
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut StdRng::seed_from_u64(split.seed));
         let n_fit = ((n as f64) * 0.8).round() as usize;
-        let fit_rows = split.train.select(&order[..n_fit])?;
         let val_rows = split.train.select(&order[n_fit..])?;
-        // Validation in original units, like the test: the same evaluation path.
+        // The 80 % fit rows with the 20 % as their "test" rows: validation goes through the
+        // same evaluation as the test, in original units.
         let val_split = PreparedSplit {
             dataset: split.dataset,
             k: split.k,
-            train: fit_rows.clone(),
-            test_x: val_rows.x.clone(),
+            train: split.train.select(&order[..n_fit])?,
+            test_x: val_rows.x,
             test_y: split.y_scaler.inverse(&val_rows.y),
             y_scaler: split.y_scaler.clone(),
             meta: split.meta,
@@ -247,14 +247,22 @@ impl UciMethod for GalDropout {
         for &p in &split.meta.dropout_rates {
             for &tau in &split.meta.tau_values {
                 let noise = 1.0 / (tau.sqrt() * sy);
-                let model = fit(kind(p), &fit_rows, split, Some(noise), 1, split.seed)?;
+                let model = fit(kind(p), &val_split.train, split, Some(noise), 1, split.seed)?;
                 let (val_ll, _) = evaluate(&model, &val_split);
                 if best.is_none_or(|b| val_ll > b.2) {
                     best = Some((p, tau, val_ll));
                 }
             }
         }
-        let (p, tau, val_ll) = best.ok_or("empty dropout or τ grid")?;
+        let (p, tau, val_ll) = best.ok_or_else(|| {
+            format!(
+                "{}: empty grid ({} dropout rates, {} τ values); see dropout_rates.txt and \
+                 tau_values.txt",
+                split.dataset,
+                split.meta.dropout_rates.len(),
+                split.meta.tau_values.len()
+            )
+        })?;
         let model = fit(
             kind(p),
             &split.train,

@@ -19,7 +19,7 @@
 //! # }
 //! ```
 
-use crate::images::{ImageSet, Normalization};
+use crate::images::{ImageSet, Normalization, extend_normalized};
 use crate::table::{ClassificationData, RegressionData};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, DatasetError};
@@ -198,12 +198,7 @@ impl ImageBatcher {
     /// A batcher applying `norm`.
     pub fn new(norm: Normalization) -> Self {
         Self {
-            tables: norm
-                .mean
-                .iter()
-                .zip(&norm.std)
-                .map(|(&m, &s)| std::array::from_fn(|p| (p as f32 / 255.0 - m) / s))
-                .collect(),
+            tables: norm.tables(),
         }
     }
 }
@@ -224,9 +219,7 @@ impl Batcher<ImageItem, ImageBatch> for ImageBatcher {
         let mut labels = Vec::with_capacity(b);
         for item in items {
             assert_eq!(item.shape, shape, "ImageBatcher: mixed image shapes");
-            for (c, chan) in item.pixels.chunks_exact(plane.max(1)).enumerate() {
-                x.extend(chan.iter().map(|&p| self.tables[c][p as usize]));
-            }
+            extend_normalized(&mut x, &item.pixels, plane, &self.tables);
             labels.push(item.label as i64);
         }
         ImageBatch {

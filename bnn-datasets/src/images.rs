@@ -92,8 +92,8 @@ impl Normalization {
         self.mean.len()
     }
 
-    /// A 256-entry lookup table per channel.
-    fn tables(&self) -> Vec<[f32; 256]> {
+    /// A 256-entry lookup table per channel: entry `p` is `(p/255 − mean_c)/std_c`.
+    pub(crate) fn tables(&self) -> Vec<[f32; 256]> {
         self.mean
             .iter()
             .zip(&self.std)
@@ -401,9 +401,7 @@ impl ImageSet {
         let mut out = Vec::with_capacity(indices.len() * self.image_size());
         for &i in indices {
             assert!(i < self.len(), "image index {i} >= {}", self.len());
-            for (c, chan) in self.image(i).chunks_exact(plane).enumerate() {
-                out.extend(chan.iter().map(|&p| tables[c][p as usize]));
-            }
+            extend_normalized(&mut out, self.image(i), plane, &tables);
         }
         out
     }
@@ -447,6 +445,19 @@ impl ImageSet {
             c[l as usize] += 1;
         }
         c
+    }
+}
+
+/// Appends one `[C, plane]` image, channel by channel, through the per-channel lookup tables
+/// of [`Normalization::tables`].
+pub(crate) fn extend_normalized(
+    out: &mut Vec<f32>,
+    image: &[u8],
+    plane: usize,
+    tables: &[[f32; 256]],
+) {
+    for (chan, table) in image.chunks_exact(plane.max(1)).zip(tables) {
+        out.extend(chan.iter().map(|&p| table[p as usize]));
     }
 }
 

@@ -222,7 +222,7 @@ pub fn sensitivity_2d(n: usize, seed: u64) -> crate::table::RegressionData {
     crate::table::RegressionData {
         x,
         y,
-        n_features: 1 + 1,
+        n_features: 2,
         n_targets: 1,
     }
 }

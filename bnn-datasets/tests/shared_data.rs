@@ -2,7 +2,7 @@
 //! prints why it is skipped when the folder is absent; CI always has it.
 
 use bnn_datasets::DataRoot;
-use bnn_datasets::images::{MnistFamily, Normalization, Split};
+use bnn_datasets::images::{MnistFamily, Split};
 use bnn_datasets::uci::{UciData, UciDataset};
 use std::path::PathBuf;
 
@@ -129,7 +129,6 @@ fn rotated_and_subset_mnist_keep_labels_and_pixels() {
     assert!(digits.labels.iter().all(|&l| l == 3 || l == 8));
     let counts = test.class_counts();
     assert_eq!(digits.len(), counts[3] + counts[8]);
-    let _ = Normalization::mnist();
 }
 
 #[test]
