@@ -84,7 +84,8 @@ enum Command {
         /// Splits per data set [default: the protocol's 20 (5 for protein); 3 with --quick].
         #[arg(long)]
         splits: Option<usize>,
-        /// Training epochs [default: the protocol's n_epochs × 10; capped with --quick].
+        /// Training epochs [default: the protocol's n_epochs, raised to 8000 optimiser steps, at
+        /// most 10 × n_epochs; capped at ~1500 steps with --quick].
         #[arg(long)]
         epochs: Option<usize>,
         /// Seed.

@@ -289,7 +289,7 @@ pub struct UciOptions {
     pub methods: Vec<String>,
     /// Splits per data set (default: all of the protocol's).
     pub splits: Option<usize>,
-    /// Epochs (default: the protocol's `n_epochs × 10`, Gal's grid-search setting).
+    /// Epochs (default: see [`budget`]).
     pub epochs: Option<usize>,
     /// Seed.
     pub seed: u64,
@@ -311,14 +311,26 @@ pub fn batch_size(d: UciDataset) -> usize {
     }
 }
 
-/// The budget of a data set under `options`.
+/// Fewest optimiser steps of a full-protocol fit (see [`budget`]).
+pub const MIN_STEPS: usize = 8000;
+
+/// The budget of a data set under `options`. Full protocol: the protocol's `n_epochs` (40; 20
+/// for protein, Hernández-Lobato & Adams 2015), raised until a fit takes at least [`MIN_STEPS`]
+/// optimiser steps and capped at Gal's `10 × n_epochs`. The variational methods converge per
+/// step, and 40 epochs are only 720 steps on yacht. `--quick` caps a fit at ~1500 steps (at
+/// least 4 epochs); `--epochs` overrides both.
 pub fn budget(d: UciDataset, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
     let batch = batch_size(d);
-    let mut epochs = options.epochs.unwrap_or(meta.n_epochs * 10);
-    if options.quick && options.epochs.is_none() {
-        let steps_per_epoch = n_train.div_ceil(batch).max(1);
-        epochs = epochs.min((1500 / steps_per_epoch).max(4));
-    }
+    let steps_per_epoch = n_train.div_ceil(batch).max(1);
+    let full = meta
+        .n_epochs
+        .max(MIN_STEPS.div_ceil(steps_per_epoch))
+        .min(meta.n_epochs * 10);
+    let epochs = match options.epochs {
+        Some(e) => e,
+        None if options.quick => full.min((1500 / steps_per_epoch).max(4)),
+        None => full,
+    };
     Budget {
         epochs,
         batch_size: batch,
@@ -459,10 +471,22 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
                 splits,
                 seconds: t0.elapsed().as_secs_f64(),
             });
+            // Rows finished so far survive an interrupted long run; the final report replaces
+            // this file.
+            std::fs::create_dir_all(&options.out)?;
+            std::fs::write(
+                options.out.join("uci.partial.json"),
+                serde_json::to_string_pretty(&record(
+                    options,
+                    &results,
+                    start.elapsed().as_secs_f64(),
+                ))?,
+            )?;
         }
     }
     let wall = start.elapsed().as_secs_f64();
     write_report(options, &results, wall)?;
+    let _ = std::fs::remove_file(options.out.join("uci.partial.json"));
     Ok(results)
 }
 
@@ -565,15 +589,9 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
     md
 }
 
-fn write_report(
-    options: &UciOptions,
-    results: &[MethodResult],
-    wall: f64,
-) -> Result<(), Box<dyn Error>> {
-    std::fs::create_dir_all(&options.out)?;
-    let md = markdown(options, results, wall);
-    std::fs::write(options.out.join("uci.md"), &md)?;
-    let record = serde_json::json!({
+/// The JSON record of a run: options, revision, backend, per-split results, wall time.
+fn record(options: &UciOptions, results: &[MethodResult], wall: f64) -> serde_json::Value {
+    serde_json::json!({
         "experiment": "uci",
         "options": options,
         "git_revision": git_revision(),
@@ -582,10 +600,20 @@ fn write_report(
         "wall_seconds": wall,
         "results": results,
         "library_version": env!("CARGO_PKG_VERSION"),
-    });
+    })
+}
+
+fn write_report(
+    options: &UciOptions,
+    results: &[MethodResult],
+    wall: f64,
+) -> Result<(), Box<dyn Error>> {
+    std::fs::create_dir_all(&options.out)?;
+    let md = markdown(options, results, wall);
+    std::fs::write(options.out.join("uci.md"), &md)?;
     std::fs::write(
         options.out.join("uci.json"),
-        serde_json::to_string_pretty(&record)?,
+        serde_json::to_string_pretty(&record(options, results, wall))?,
     )?;
     plot(&options.out.join("uci.svg"), results)?;
     println!("{md}");
@@ -732,7 +760,12 @@ mod tests {
         assert_eq!(b.batch_size, 256);
         assert!(b.epochs * 41_157usize.div_ceil(256) <= 1500 || b.epochs == 4);
         o.quick = false;
-        assert_eq!(budget(UciDataset::Protein, &meta, 41_157, &o).epochs, 400);
+        // 161 steps per epoch: 50 epochs reach 8000 steps, above n_epochs = 40.
+        assert_eq!(budget(UciDataset::Protein, &meta, 41_157, &o).epochs, 50);
+        // Yacht: 18 steps per epoch would need 445 epochs; capped at 10 × n_epochs.
+        assert_eq!(budget(UciDataset::Yacht, &meta, 277, &o).epochs, 400);
+        // Large sets keep the protocol's n_epochs when that already exceeds 8000 steps.
+        assert_eq!(budget(UciDataset::Kin8nm, &meta, 30_000, &o).epochs, 40);
         let r = MethodResult {
             method: "MAP".into(),
             dataset: UciDataset::Yacht,
