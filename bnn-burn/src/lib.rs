@@ -41,6 +41,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod convnet;
 pub mod device;
 pub mod error;
 pub mod host;
