@@ -365,26 +365,10 @@ impl MethodResult {
     }
 }
 
-fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// The seed of one (data set, method, split): independent of which other data sets and methods
 /// are in the run, so a row can be reproduced alone.
 pub fn split_seed(seed: u64, dataset: UciDataset, method: &str, k: usize) -> u64 {
-    // FNV-1a over the names: stable across runs and platforms.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in dataset.dir_name().bytes().chain([0]).chain(method.bytes()) {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (k as u64).wrapping_mul(0xff51_afd7_ed55_8ccd)
+    crate::seeds::derive(seed, &[dataset.dir_name(), method], k as u64)
 }
 
 /// Prepares split `k` of `data`: standardisation fitted on the training rows.
@@ -412,6 +396,7 @@ pub fn prepare<'a>(
 /// Runs the protocol and writes `uci.json`, `uci.md` and `uci.svg` to `options.out`.
 pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let start = Instant::now();
+    crate::seeds::git_revision();
     let all = registry();
     let methods: Vec<&dyn UciMethod> = if options.methods.is_empty() {
         all.iter().map(|m| m.as_ref()).collect()
@@ -594,7 +579,7 @@ fn record(options: &UciOptions, results: &[MethodResult], wall: f64) -> serde_js
     serde_json::json!({
         "experiment": "uci",
         "options": options,
-        "git_revision": git_revision(),
+        "git_revision": crate::seeds::git_revision(),
         "backend": bnn_burn::backend_name(),
         "prediction_samples": PREDICTION_SAMPLES,
         "wall_seconds": wall,
