@@ -2,11 +2,13 @@
 
 mod alloc;
 mod data_load;
+mod decomposition;
 mod mnist;
 mod mnist_published;
 mod perf;
 mod quickstart;
 mod seeds;
+mod toy;
 mod uci;
 mod uci_published;
 
@@ -135,6 +137,25 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// The decomposition pictures: every method on the heteroscedastic and bimodal toys of
+    /// Depeweg (2019) §6.1.3, predictive mean with ±2σ aleatoric and total bands, one figure.
+    Toy {
+        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial); repeatable [default: all].
+        #[arg(long = "method")]
+        methods: Vec<String>,
+        /// Training epochs [default: 2000; 300 with --quick].
+        #[arg(long)]
+        epochs: Option<usize>,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// 300 epochs per fit.
+        #[arg(long)]
+        quick: bool,
+        /// Output folder for toy.md, toy.json and toy.svg.
+        #[arg(long, default_value = "runs/toy")]
+        out: PathBuf,
+    },
     /// Wall time and peak heap of loading every real data set (MNIST, Fashion-MNIST from gzip
     /// IDX; the 9 UCI sets with a split), beside the size of the data itself.
     Data {
@@ -239,6 +260,20 @@ fn main() {
                 })
                 .map(|_| ())
             }),
+        Command::Toy {
+            methods,
+            epochs,
+            seed,
+            quick,
+            out,
+        } => toy::run(&toy::ToyOptions {
+            methods,
+            epochs,
+            seed,
+            quick,
+            out,
+        })
+        .map(|_| ()),
         Command::Data {
             out,
             data_dir,

@@ -211,7 +211,9 @@ impl UciMethod for BayesianFit {
             test_ll,
             test_rmse,
             detail: match self.early_stopping {
-                Some(_) => format!("learned noise std {noise:.4}, best validation epoch {best_epoch}"),
+                Some(_) => {
+                    format!("learned noise std {noise:.4}, best validation epoch {best_epoch}")
+                }
                 None => format!("learned noise std {noise:.4}"),
             },
         })

@@ -1,0 +1,228 @@
+//! 1-D regression pictures of the uncertainty decomposition, shared by `quickstart` and `toy`:
+//! train a heteroscedastic regressor, evaluate it on a test sample, and draw the predictive
+//! mean with its ±2σ aleatoric band inside the ±2σ total band (law of total variance,
+//! `Var[y] = E_w[σ²] + Var_w[μ]`; Depeweg 2019 §3.2).
+
+use bnn_burn::host::{matrix, to_vec};
+use bnn_burn::metrics::{mean, rmse};
+use bnn_burn::model::{LayerKind, Regressor};
+use bnn_burn::train::{TrainConfig, train};
+use bnn_burn::training_device;
+use bnn_datasets::Standardizer;
+use bnn_datasets::toy::Regression1d;
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+use plotters::prelude::*;
+use std::error::Error;
+use std::path::Path;
+
+/// Posterior samples per prediction.
+pub const PRED_SAMPLES: usize = 200;
+
+/// One fit's test metrics.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// Method.
+    pub method: String,
+    /// Mean test log-likelihood, original units.
+    pub test_ll: f64,
+    /// Test RMSE of the predictive mean, original units.
+    pub test_rmse: f64,
+    /// Training wall time, s.
+    pub train_seconds: f64,
+}
+
+/// Curves for a figure panel, in original units.
+pub struct Curves {
+    /// Grid of inputs.
+    pub x: Vec<f64>,
+    /// Predictive mean.
+    pub mean: Vec<f64>,
+    /// `√E_w[σ²]`.
+    pub aleatoric_std: Vec<f64>,
+    /// `√(E_w[σ²] + Var_w[μ])`.
+    pub total_std: Vec<f64>,
+}
+
+impl Curves {
+    /// `√Var_w[μ]` on the grid (total minus aleatoric variance).
+    pub fn epistemic_std(&self) -> Vec<f64> {
+        self.total_std
+            .iter()
+            .zip(&self.aleatoric_std)
+            .map(|(t, a)| (t * t - a * a).max(0.0).sqrt())
+            .collect()
+    }
+}
+
+/// Training settings of one fit.
+#[derive(Debug, Clone, Copy)]
+pub struct Fit {
+    /// Hidden widths.
+    pub hidden: [usize; 2],
+    /// Epochs.
+    pub epochs: usize,
+    /// Seed of initialisation, shuffling and sampling.
+    pub seed: u64,
+}
+
+/// Trains a heteroscedastic regressor of family `kind` on `train_set` (standardised with its
+/// statistics), returns its test metrics and its curves on `grid`.
+pub fn fit_and_draw(
+    kind: LayerKind,
+    train_set: &Regression1d,
+    test_set: &Regression1d,
+    grid: &[f64],
+    fit: Fit,
+) -> Result<(Row, Curves), Box<dyn Error>> {
+    let device = training_device();
+    let sx = Standardizer::fit(&train_set.x, 1)?;
+    let sy = Standardizer::fit(&train_set.y, 1)?;
+    let x = matrix(&sx.transform(&train_set.x), 1, &device);
+    let y = matrix(&sy.transform(&train_set.y), 1, &device);
+    let plain = device.clone().inner();
+    // Initialisation draws from the device RNG: seed it so that reruns are identical.
+    device.seed(fit.seed);
+    let model = Regressor::new(1, fit.hidden.to_vec(), 1, kind, true, &device)?;
+    let config = TrainConfig::new(fit.epochs)
+        .with_batch_size(100)
+        .with_learning_rate(3e-3)
+        .with_train_samples(1)
+        .with_seed(fit.seed);
+    eprintln!("training {} ({} epochs)", kind.name(), fit.epochs);
+    let (model, report) = train(model, x, y, &config)?;
+    let model = model.valid();
+    let (test_ll, test_rmse) = evaluate(&model, test_set, (&sx, &sy), &plain);
+    let pred = model.predict(matrix(&sx.transform(grid), 1, &plain), PRED_SAMPLES);
+    let std_of = |var: Tensor<2>| {
+        sy.inverse_scale(&to_vec(var).iter().map(|v| v.sqrt()).collect::<Vec<_>>())
+    };
+    let curves = Curves {
+        x: grid.to_vec(),
+        mean: sy.inverse(&to_vec(pred.predictive_mean())),
+        aleatoric_std: std_of(pred.aleatoric_variance()),
+        total_std: std_of(pred.predictive_variance()),
+    };
+    let row = Row {
+        method: kind.name().to_string(),
+        test_ll,
+        test_rmse,
+        train_seconds: report.seconds,
+    };
+    Ok((row, curves))
+}
+
+/// Test log-likelihood (mixture over samples, original units) and RMSE of the predictive mean.
+pub fn evaluate(
+    model: &Regressor,
+    test: &Regression1d,
+    (sx, sy): (&Standardizer, &Standardizer),
+    device: &Device,
+) -> (f64, f64) {
+    let pred = model.predict(matrix(&sx.transform(&test.x), 1, device), PRED_SAMPLES);
+    let y_std = sy.transform(&test.y);
+    let ll = to_vec(pred.log_likelihood(matrix(&y_std, 1, device)));
+    let ll = mean(&ll) + sy.log_jacobian();
+    let m = to_vec(pred.predictive_mean());
+    (ll, rmse(&m, &y_std, sy.std[0]))
+}
+
+/// One panel of a decomposition figure.
+pub struct Panel<'a> {
+    /// Caption.
+    pub title: String,
+    /// Training points drawn behind the bands.
+    pub data: &'a Regression1d,
+    /// The model's curves.
+    pub curves: &'a Curves,
+    /// x range.
+    pub x_range: (f64, f64),
+    /// y range.
+    pub y_range: (f64, f64),
+}
+
+/// Draws `panels` in a grid of `cols` columns: training points, ±2σ total band (orange, its
+/// excess over the inner band is epistemic), ±2σ aleatoric band (blue), predictive mean.
+pub fn plot(path: &Path, panels: &[Panel], cols: usize) -> Result<(), Box<dyn Error>> {
+    let cols = cols.clamp(1, panels.len().max(1));
+    let rows = panels.len().div_ceil(cols).max(1);
+    let root = SVGBackend::new(path, (420 * cols as u32, 380 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let areas = root.split_evenly((rows, cols));
+    for (area, p) in areas.iter().zip(panels) {
+        let c = p.curves;
+        let mut chart = ChartBuilder::on(area)
+            .caption(&p.title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d(p.x_range.0..p.x_range.1, p.y_range.0..p.y_range.1)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("x")
+            .y_desc("y")
+            .draw()?;
+        let (lo, hi) = p.y_range;
+        let band = |k: &dyn Fn(usize) -> f64, sign: f64| {
+            c.x.iter()
+                .enumerate()
+                .map(move |(i, x)| (*x, (c.mean[i] + sign * 2.0 * k(i)).clamp(lo, hi)))
+                .collect::<Vec<_>>()
+        };
+        let total = |i: usize| c.total_std[i];
+        let ale = |i: usize| c.aleatoric_std[i];
+        let mut outer = band(&total, 1.0);
+        outer.extend(band(&total, -1.0).into_iter().rev());
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                outer,
+                RGBColor(255, 160, 122).mix(0.6),
+            )))?
+            .label("±2σ total (epistemic part)")
+            .legend(|(x, y)| {
+                Rectangle::new(
+                    [(x, y - 5), (x + 12, y + 5)],
+                    RGBColor(255, 160, 122).filled(),
+                )
+            });
+        let mut inner = band(&ale, 1.0);
+        inner.extend(band(&ale, -1.0).into_iter().rev());
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                inner,
+                RGBColor(100, 149, 237).mix(0.6),
+            )))?
+            .label("±2σ aleatoric")
+            .legend(|(x, y)| {
+                Rectangle::new(
+                    [(x, y - 5), (x + 12, y + 5)],
+                    RGBColor(100, 149, 237).filled(),
+                )
+            });
+        chart.draw_series(
+            p.data
+                .x
+                .iter()
+                .zip(&p.data.y)
+                .step_by(2)
+                .filter(|(_, y)| (lo..=hi).contains(*y))
+                .map(|(x, y)| Circle::new((*x, *y), 1, BLACK.mix(0.4).filled())),
+        )?;
+        chart
+            .draw_series(LineSeries::new(
+                c.x.iter().zip(&c.mean).map(|(x, m)| (*x, m.clamp(lo, hi))),
+                BLACK.stroke_width(2),
+            ))?
+            .label("predictive mean")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], BLACK));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
