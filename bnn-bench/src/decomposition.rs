@@ -142,14 +142,15 @@ pub struct Panel<'a> {
 }
 
 /// Draws `panels` in a grid of `cols` columns: training points, ±2σ total band (orange, its
-/// excess over the inner band is epistemic), ±2σ aleatoric band (blue), predictive mean.
+/// excess over the inner band is epistemic), ±2σ aleatoric band (blue), predictive mean; the
+/// legend is in the first panel.
 pub fn plot(path: &Path, panels: &[Panel], cols: usize) -> Result<(), Box<dyn Error>> {
     let cols = cols.clamp(1, panels.len().max(1));
     let rows = panels.len().div_ceil(cols).max(1);
     let root = SVGBackend::new(path, (420 * cols as u32, 380 * rows as u32)).into_drawing_area();
     root.fill(&WHITE)?;
     let areas = root.split_evenly((rows, cols));
-    for (area, p) in areas.iter().zip(panels) {
+    for (k, (area, p)) in areas.iter().zip(panels).enumerate() {
         let c = p.curves;
         let mut chart = ChartBuilder::on(area)
             .caption(&p.title, ("sans-serif", 18))
@@ -216,9 +217,13 @@ pub fn plot(path: &Path, panels: &[Panel], cols: usize) -> Result<(), Box<dyn Er
             ))?
             .label("predictive mean")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], BLACK));
+        // One legend for the figure, where it hides no data in either toy.
+        if k > 0 {
+            continue;
+        }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::LowerLeft)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()?;
