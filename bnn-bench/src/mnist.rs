@@ -726,6 +726,13 @@ mod tests {
                 results.push(r);
             }
         }
+        // The same seed gives the same numbers.
+        let again = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1).unwrap();
+        let first = &results[Arch::ALL.len() * methods().len() - 1];
+        assert_eq!(
+            (again.error_pct, again.nll, again.ecdf_area, again.auroc_mi),
+            (first.error_pct, first.nll, first.ecdf_area, first.auroc_mi)
+        );
         write_report(&options, &data, &results, 1.0).unwrap();
         let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
         assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));

@@ -324,6 +324,22 @@ mod tests {
                 );
             }
         }
+        // The same seed gives the same numbers.
+        let again = run(&ToyOptions {
+            methods: vec!["Radial".into()],
+            ..options.clone()
+        })
+        .unwrap();
+        let first: Vec<_> = results
+            .iter()
+            .filter(|r| r.row.method == "Radial")
+            .collect();
+        for (a, b) in again.iter().zip(first) {
+            assert_eq!(
+                (a.row.test_ll, a.epistemic_sparse),
+                (b.row.test_ll, b.epistemic_sparse)
+            );
+        }
         let svg = std::fs::read_to_string(dir.join("toy.svg")).unwrap();
         assert!(svg.contains("polygon") && svg.contains("bimodal: Radial"));
         assert!(
