@@ -102,6 +102,14 @@ enum Command {
         /// Output folder for uci.md, uci.json and uci.svg.
         #[arg(long, default_value = "runs/uci")]
         out: PathBuf,
+        /// Worker processes, each running one (data set, method) row at a time; the numbers do
+        /// not depend on it (every split has its own seed).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        /// Reuse the finished rows of an interrupted run in --out (uci.partial.json) that have
+        /// the same seed, budget and split count.
+        #[arg(long)]
+        resume: bool,
         /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -212,6 +220,8 @@ fn main() {
             quick,
             out,
             data_dir,
+            jobs,
+            resume,
         } => datasets
             .iter()
             .map(|d| d.parse::<bnn_datasets::UciDataset>())
@@ -230,6 +240,8 @@ fn main() {
                     quick,
                     out,
                     data_dir,
+                    jobs,
+                    resume,
                 })
                 .map(|_| ())
             }),

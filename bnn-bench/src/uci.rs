@@ -28,7 +28,7 @@ use std::time::Instant;
 pub const PREDICTION_SAMPLES: usize = 200;
 
 /// Training budget of one fit.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Budget {
     /// Passes over the training data.
     pub epochs: usize,
@@ -62,7 +62,7 @@ pub struct PreparedSplit<'a> {
 }
 
 /// What a method reports for one split.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SplitOutcome {
     /// Mean test log-likelihood per point, original units.
     pub test_ll: f64,
@@ -324,6 +324,11 @@ pub struct UciOptions {
     pub out: PathBuf,
     /// Data folder (default search when `None`).
     pub data_dir: Option<PathBuf>,
+    /// Worker processes; each runs one (data set, method) row at a time.
+    pub jobs: usize,
+    /// Reuse the rows of an interrupted run (`uci.partial.json` in `out`) that have this run's
+    /// seed, budget and split count.
+    pub resume: bool,
 }
 
 /// Minibatch size per data set (Haußmann 2021 §3.3, the PBP-protocol batch sizes).
@@ -364,7 +369,7 @@ pub fn budget(d: UciDataset, meta: &UciMeta, n_train: usize, options: &UciOption
 }
 
 /// Per-split results of one method on one data set.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct MethodResult {
     /// Method.
     pub method: String,
@@ -418,10 +423,112 @@ pub fn prepare<'a>(
     })
 }
 
+/// One row of a run: a method on a data set.
+struct Unit<'a> {
+    set: &'a UciData,
+    method: &'a dyn UciMethod,
+    n_splits: usize,
+    budget: Budget,
+}
+
+/// Runs one row in this process, printing a line per split.
+fn run_unit(unit: &Unit, seed: u64) -> Result<MethodResult, Box<dyn Error>> {
+    let t0 = Instant::now();
+    let (set, method, n_splits) = (unit.set, unit.method, unit.n_splits);
+    let mut splits = Vec::with_capacity(n_splits);
+    for k in 0..n_splits {
+        let prepared = prepare(
+            set,
+            k,
+            unit.budget,
+            split_seed(seed, set.dataset, method.name(), k),
+        )?;
+        let outcome = method.run(&prepared)?;
+        eprintln!(
+            "[{}] {} split {}/{n_splits}: test LL {:.3}, RMSE {:.3} ({:.1} s) {}",
+            set.dataset,
+            method.name(),
+            k + 1,
+            outcome.test_ll,
+            outcome.test_rmse,
+            t0.elapsed().as_secs_f64(),
+            outcome.detail
+        );
+        splits.push(outcome);
+    }
+    Ok(MethodResult {
+        method: method.name().to_string(),
+        dataset: set.dataset,
+        budget: unit.budget,
+        splits,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The rows of an interrupted run in `out` that this run can reuse: same seed and prediction
+/// samples (the budget and split count are checked per row).
+fn resumable(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
+    let path = options.out.join("uci.partial.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display()).into()),
+    };
+    let record: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a uci run record ({e})", path.display()))?;
+    if record["options"]["seed"].as_u64() != Some(options.seed)
+        || record["prediction_samples"].as_u64() != Some(PREDICTION_SAMPLES as u64)
+    {
+        eprintln!(
+            "{}: another seed or prediction count; starting afresh",
+            path.display()
+        );
+        return Ok(Vec::new());
+    }
+    Ok(serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?)
+}
+
+/// Runs one row in a child process of this executable (same protocol, explicit budget and
+/// split count) and reads its record back.
+fn spawn_unit(
+    unit: &Unit,
+    options: &UciOptions,
+    dir: &Path,
+) -> std::io::Result<std::process::Child> {
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.args(["uci", "--dataset", unit.set.dataset.name(), "--method"])
+        .arg(unit.method.name())
+        .args(["--splits", &unit.n_splits.to_string()])
+        .args(["--epochs", &unit.budget.epochs.to_string()])
+        .args(["--seed", &options.seed.to_string()])
+        .arg("--out")
+        .arg(dir)
+        .stdout(std::process::Stdio::null());
+    if let Some(d) = &options.data_dir {
+        cmd.arg("--data-dir").arg(d);
+    }
+    cmd.spawn()
+}
+
+fn read_unit(dir: &Path) -> Result<MethodResult, Box<dyn Error>> {
+    let path = dir.join("uci.json");
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    let mut rows: Vec<MethodResult> = serde_json::from_value(record["results"].clone())?;
+    let row = rows
+        .pop()
+        .ok_or_else(|| format!("{}: a worker wrote no result", path.display()))?;
+    std::fs::remove_dir_all(dir)?;
+    Ok(row)
+}
+
 /// Runs the protocol and writes `uci.json`, `uci.md` and `uci.svg` to `options.out`.
 pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let start = Instant::now();
     crate::seeds::git_revision();
+    if options.jobs == 0 {
+        return Err("--jobs must be at least 1".into());
+    }
     let all = registry();
     let methods: Vec<&dyn UciMethod> = if options.methods.is_empty() {
         all.iter().map(|m| m.as_ref()).collect()
@@ -447,7 +554,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
         .iter()
         .map(|&d| UciData::load(d, &root))
         .collect::<Result<_, _>>()?;
-    let mut results = Vec::new();
+    let mut units = Vec::new();
     for set in &data {
         let n_splits = options
             .splits
@@ -455,45 +562,95 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
             .min(set.meta.n_splits);
         let n_train = set.split_indices(0)?.0.len();
         let budget = budget(set.dataset, &set.meta, n_train, options);
-        for method in &methods {
-            let t0 = Instant::now();
-            let mut splits = Vec::with_capacity(n_splits);
-            for k in 0..n_splits {
-                let seed = split_seed(options.seed, set.dataset, method.name(), k);
-                let prepared = prepare(set, k, budget, seed)?;
-                let outcome = method.run(&prepared)?;
-                eprintln!(
-                    "[{}] {} split {}/{n_splits}: test LL {:.3}, RMSE {:.3} ({:.1} s) {}",
-                    set.dataset,
-                    method.name(),
-                    k + 1,
-                    outcome.test_ll,
-                    outcome.test_rmse,
-                    t0.elapsed().as_secs_f64(),
-                    outcome.detail
-                );
-                splits.push(outcome);
-            }
-            results.push(MethodResult {
-                method: method.name().to_string(),
-                dataset: set.dataset,
+        for &method in &methods {
+            units.push(Unit {
+                set,
+                method,
+                n_splits,
                 budget,
-                splits,
-                seconds: t0.elapsed().as_secs_f64(),
             });
-            // Rows finished so far survive an interrupted long run; the final report replaces
-            // this file.
-            std::fs::create_dir_all(&options.out)?;
-            std::fs::write(
-                options.out.join("uci.partial.json"),
-                serde_json::to_string_pretty(&record(
-                    options,
-                    &results,
-                    start.elapsed().as_secs_f64(),
-                ))?,
-            )?;
         }
     }
+    let earlier = if options.resume {
+        resumable(options)?
+    } else {
+        Vec::new()
+    };
+    let mut done: Vec<Option<MethodResult>> = units
+        .iter()
+        .map(|u| {
+            earlier
+                .iter()
+                .find(|r| {
+                    r.dataset == u.set.dataset
+                        && r.method == u.method.name()
+                        && r.budget == u.budget
+                        && r.splits.len() == u.n_splits
+                })
+                .cloned()
+        })
+        .collect();
+    let reused = done.iter().flatten().count();
+    if options.resume {
+        eprintln!("resuming: {reused} of {} rows reused", units.len());
+    }
+    std::fs::create_dir_all(&options.out)?;
+    // Rows finished so far survive an interrupted long run; the final report replaces this file.
+    let save_partial = |done: &[Option<MethodResult>]| -> Result<(), Box<dyn Error>> {
+        let rows: Vec<MethodResult> = done.iter().flatten().cloned().collect();
+        std::fs::write(
+            options.out.join("uci.partial.json"),
+            serde_json::to_string_pretty(&record(options, &rows, start.elapsed().as_secs_f64()))?,
+        )?;
+        Ok(())
+    };
+    let todo: Vec<usize> = (0..units.len()).filter(|&i| done[i].is_none()).collect();
+    if options.jobs == 1 {
+        for i in todo {
+            done[i] = Some(run_unit(&units[i], options.seed)?);
+            save_partial(&done)?;
+        }
+    } else {
+        let workers = options.out.join("workers");
+        let mut queue = todo.into_iter();
+        let mut running: Vec<(usize, std::process::Child, PathBuf)> = Vec::new();
+        loop {
+            while running.len() < options.jobs {
+                let Some(i) = queue.next() else { break };
+                let dir = workers.join(format!(
+                    "{}-{}",
+                    units[i].set.dataset.dir_name(),
+                    units[i].method.name().replace(' ', "_")
+                ));
+                running.push((i, spawn_unit(&units[i], options, &dir)?, dir));
+            }
+            if running.is_empty() {
+                break;
+            }
+            let mut k = 0;
+            while k < running.len() {
+                if let Some(status) = running[k].1.try_wait()? {
+                    let (i, _, dir) = running.swap_remove(k);
+                    if !status.success() {
+                        return Err(format!(
+                            "the worker for {} / {} failed ({status}); rows done so far are in \
+                             uci.partial.json (rerun with --resume)",
+                            units[i].set.dataset,
+                            units[i].method.name()
+                        )
+                        .into());
+                    }
+                    done[i] = Some(read_unit(&dir)?);
+                    save_partial(&done)?;
+                } else {
+                    k += 1;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let _ = std::fs::remove_dir(&workers);
+    }
+    let results: Vec<MethodResult> = done.into_iter().flatten().collect();
     let wall = start.elapsed().as_secs_f64();
     write_report(options, &results, wall)?;
     let _ = std::fs::remove_file(options.out.join("uci.partial.json"));
@@ -520,8 +677,9 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
     };
     let published = uci_published::all();
     let mut md = format!(
-        "# UCI regression\n\n{} splits per set{}, seed {}, backend `{}`, wall time {:.0} s. \
-         Mean ± standard error over splits; ours first, then published columns (sources below).\n",
+        "# UCI regression\n\n{} splits per set{}, seed {}, backend `{}`, wall time {:.0} s \
+         ({} worker process{}; the rows' own times sum to {:.0} s). Mean ± standard error over \
+         splits; ours first, then published columns (sources below).\n",
         options
             .splits
             .map(|s| s.to_string())
@@ -533,7 +691,10 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         if options.quick { " (--quick)" } else { "" },
         options.seed,
         bnn_burn::backend_name(),
-        wall
+        wall,
+        options.jobs,
+        if options.jobs == 1 { "" } else { "es" },
+        results.iter().map(|r| r.seconds).sum::<f64>()
     );
     let table = |title: &str,
                  ours: &dyn Fn(&MethodResult) -> (f64, f64),
@@ -765,6 +926,8 @@ mod tests {
             quick: true,
             out: PathBuf::from("x"),
             data_dir: None,
+            jobs: 1,
+            resume: false,
         };
         let b = budget(UciDataset::Protein, &meta, 41_157, &o);
         assert_eq!(b.batch_size, 256);
