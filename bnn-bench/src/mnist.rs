@@ -634,14 +634,30 @@ fn plot_entropy(path: &Path, results: &[MnistResult]) -> Result<(), Box<dyn Erro
             .y_desc("density")
             .disable_mesh()
             .draw()?;
-        for (d, color) in [(&din, BLUE), (&dout, RED)] {
-            chart.draw_series(d.iter().enumerate().map(|(i, &v)| {
-                let x0 = i as f64 * width;
-                Rectangle::new(
-                    [(x0, 0.0), (x0 + width, v.min(top))],
-                    color.mix(0.4).filled(),
-                )
-            }))?;
+        for (d, color, label) in [
+            (&din, BLUE, "MNIST test (in)"),
+            (&dout, RED, "Fashion-MNIST (OOD)"),
+        ] {
+            chart
+                .draw_series(d.iter().enumerate().map(|(i, &v)| {
+                    let x0 = i as f64 * width;
+                    Rectangle::new(
+                        [(x0, 0.0), (x0 + width, v.min(top))],
+                        color.mix(0.4).filled(),
+                    )
+                }))?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.mix(0.4).filled())
+                });
+        }
+        if row == 0 && col == 0 {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
         }
     }
     root.present()?;
