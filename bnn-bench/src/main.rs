@@ -3,11 +3,11 @@
 mod alloc;
 mod data_load;
 mod decomposition;
+mod experiment;
 mod mnist;
 mod mnist_published;
 mod perf;
 mod quickstart;
-mod seeds;
 mod toy;
 mod uci;
 mod uci_published;

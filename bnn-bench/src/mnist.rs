@@ -4,8 +4,8 @@
 //! entropy and of mutual information, and the entropy-ECDF area of Haußmann §5 (Table 5.2),
 //! with reliability diagrams and entropy histograms.
 
+use crate::experiment;
 use crate::mnist_published;
-use crate::seeds;
 use bnn_burn::convnet::{BayesianConvNetConfig, ImageClassifier};
 use bnn_burn::host::to_vec;
 use bnn_burn::layers::{DropoutNoise, Estimator};
@@ -350,25 +350,12 @@ pub fn run_one(
 /// `reliability.svg` and `entropy.svg` to `options.out`.
 pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let start = Instant::now();
-    crate::seeds::git_revision();
+    crate::experiment::git_revision();
     let all = methods();
-    let selected: Vec<MnistMethod> = if options.methods.is_empty() {
-        all.clone()
-    } else {
-        options
-            .methods
-            .iter()
-            .map(|name| {
-                all.iter()
-                    .find(|m| m.name.eq_ignore_ascii_case(name))
-                    .copied()
-                    .ok_or_else(|| {
-                        let names: Vec<_> = all.iter().map(|m| m.name).collect();
-                        format!("unknown method {name:?}; known: {}", names.join(", "))
-                    })
-            })
-            .collect::<Result<_, _>>()?
-    };
+    let selected: Vec<MnistMethod> = experiment::select(&all, &options.methods, |m| m.name)?
+        .into_iter()
+        .copied()
+        .collect();
     let archs = if options.archs.is_empty() {
         Arch::ALL.to_vec()
     } else {
@@ -383,7 +370,7 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let mut results = Vec::new();
     for &arch in &archs {
         for method in &selected {
-            let seed = seeds::derive(options.seed, &[arch.name(), method.name], 0);
+            let seed = experiment::derive(options.seed, &[arch.name(), method.name], 0);
             eprintln!(
                 "[mnist] {} / {}: training {} epochs on {} images",
                 arch.name(),
@@ -494,19 +481,18 @@ fn write_report(
     std::fs::create_dir_all(&options.out)?;
     let md = markdown(options, data, results, wall);
     std::fs::write(options.out.join("mnist.md"), &md)?;
-    let record = serde_json::json!({
-        "experiment": "mnist",
-        "options": options,
-        "epochs": options.epochs(),
-        "n_train": data.train.len(),
-        "n_test": data.test.len(),
-        "n_ood": data.ood.len(),
-        "git_revision": seeds::git_revision(),
-        "backend": bnn_burn::backend_name(),
-        "wall_seconds": wall,
-        "results": results,
-        "library_version": env!("CARGO_PKG_VERSION"),
-    });
+    let record = experiment::record(
+        "mnist",
+        options,
+        wall,
+        &results,
+        serde_json::json!({
+            "epochs": options.epochs(),
+            "n_train": data.train.len(),
+            "n_test": data.test.len(),
+            "n_ood": data.ood.len(),
+        }),
+    );
     std::fs::write(
         options.out.join("mnist.json"),
         serde_json::to_string_pretty(&record)?,
@@ -517,39 +503,46 @@ fn write_report(
     Ok(())
 }
 
-/// Panel grid: one row per architecture, one column per method.
-fn grid(results: &[MnistResult]) -> (Vec<Arch>, Vec<String>) {
+type Area<'a> =
+    plotters::drawing::DrawingArea<plotters::prelude::SVGBackend<'a>, plotters::coord::Shift>;
+
+/// A white SVG with one panel per result: one row per architecture, one column per method.
+/// Returns the root (to present) and the results' panels, in result order.
+fn panel_grid<'a>(
+    path: &'a Path,
+    results: &[MnistResult],
+) -> Result<(Area<'a>, Vec<Area<'a>>), Box<dyn Error>> {
+    use plotters::prelude::*;
     let mut archs = Vec::new();
-    let mut methods: Vec<String> = Vec::new();
+    let mut methods: Vec<&str> = Vec::new();
     for r in results {
         if !archs.contains(&r.arch) {
             archs.push(r.arch);
         }
-        if !methods.contains(&r.method) {
-            methods.push(r.method.clone());
+        if !methods.contains(&r.method.as_str()) {
+            methods.push(&r.method);
         }
     }
-    (archs, methods)
+    let (rows, cols) = (archs.len().max(1), methods.len().max(1));
+    let root = SVGBackend::new(path, (300 * cols as u32, 300 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let cells = root.split_evenly((rows, cols));
+    let panels = results
+        .iter()
+        .map(|r| {
+            let row = archs.iter().position(|a| *a == r.arch).unwrap_or(0);
+            let col = methods.iter().position(|m| *m == r.method).unwrap_or(0);
+            cells[row * cols + col].clone()
+        })
+        .collect();
+    Ok((root, panels))
 }
 
 /// Reliability diagrams: accuracy per confidence bin against the diagonal.
 fn plot_reliability(path: &Path, results: &[MnistResult]) -> Result<(), Box<dyn Error>> {
     use plotters::prelude::*;
-    let (archs, methods) = grid(results);
-    let root = SVGBackend::new(
-        path,
-        (
-            300 * methods.len().max(1) as u32,
-            300 * archs.len().max(1) as u32,
-        ),
-    )
-    .into_drawing_area();
-    root.fill(&WHITE)?;
-    let panels = root.split_evenly((archs.len().max(1), methods.len().max(1)));
-    for r in results {
-        let row = archs.iter().position(|a| *a == r.arch).unwrap_or(0);
-        let col = methods.iter().position(|m| *m == r.method).unwrap_or(0);
-        let area = &panels[row * methods.len() + col];
+    let (root, panels) = panel_grid(path, results)?;
+    for (r, area) in results.iter().zip(&panels) {
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("{} {} (ECE {:.3})", short(r.arch), r.method, r.ece),
@@ -590,27 +583,14 @@ fn short(arch: Arch) -> &'static str {
 /// Predictive-entropy histograms, MNIST test (blue) against Fashion-MNIST (red), as densities.
 fn plot_entropy(path: &Path, results: &[MnistResult]) -> Result<(), Box<dyn Error>> {
     use plotters::prelude::*;
-    let (archs, methods) = grid(results);
-    let root = SVGBackend::new(
-        path,
-        (
-            300 * methods.len().max(1) as u32,
-            300 * archs.len().max(1) as u32,
-        ),
-    )
-    .into_drawing_area();
-    root.fill(&WHITE)?;
-    let panels = root.split_evenly((archs.len().max(1), methods.len().max(1)));
+    let (root, panels) = panel_grid(path, results)?;
     let max_h = (N_CLASSES as f64).ln();
     let width = max_h / ENTROPY_BINS as f64;
     let density = |h: &[usize]| -> Vec<f64> {
         let n = h.iter().sum::<usize>().max(1) as f64;
         h.iter().map(|&c| c as f64 / (n * width)).collect()
     };
-    for r in results {
-        let row = archs.iter().position(|a| *a == r.arch).unwrap_or(0);
-        let col = methods.iter().position(|m| *m == r.method).unwrap_or(0);
-        let area = &panels[row * methods.len() + col];
+    for (k, (r, area)) in results.iter().zip(&panels).enumerate() {
         let (din, dout) = (density(&r.entropy_hist_in), density(&r.entropy_hist_out));
         // Clip the y axis so the in-distribution spike at 0 does not flatten the OOD bars.
         let top = dout.iter().copied().fold(1.0, f64::max) * 1.2;
@@ -651,7 +631,7 @@ fn plot_entropy(path: &Path, results: &[MnistResult]) -> Result<(), Box<dyn Erro
                     Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.mix(0.4).filled())
                 });
         }
-        if row == 0 && col == 0 {
+        if k == 0 {
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::UpperRight)

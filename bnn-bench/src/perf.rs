@@ -353,6 +353,9 @@ mod tests {
 
     #[test]
     fn perf_measures_every_method_and_writes_its_report() {
+        // The heap counter is process-wide: hold the lock every training test holds, so no
+        // other test allocates or frees inside the measurement.
+        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
         let dir = std::env::temp_dir().join(format!("bnn-perf-test-{}", std::process::id()));
         let options = PerfOptions {
             steps: 1,

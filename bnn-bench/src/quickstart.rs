@@ -102,6 +102,7 @@ pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
 mod tests {
     #[test]
     fn quickstart_writes_its_table_record_and_figure() {
+        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
         let dir = std::env::temp_dir().join(format!("bnn-quickstart-{}", std::process::id()));
         super::run(&dir, 3, 5).expect("quick start runs");
         let table = std::fs::read_to_string(dir.join("results.md")).unwrap();

@@ -6,7 +6,7 @@
 //! 2), 750 points each. One figure, one row per toy and one panel per method.
 
 use crate::decomposition::{self, Curves, Fit, Panel, Row};
-use crate::seeds;
+use crate::experiment;
 use bnn_burn::Prior;
 use bnn_burn::layers::{DropoutNoise, Estimator};
 use bnn_burn::model::LayerKind;
@@ -146,25 +146,12 @@ pub fn density_split(curves: &Curves, train_x: &[f64]) -> (f64, f64, f64) {
 /// Runs every method on both toys; writes `toy.md`, `toy.json` and `toy.svg`.
 pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
     let start = Instant::now();
-    seeds::git_revision();
+    experiment::git_revision();
     let all = methods();
-    let selected: Vec<LayerKind> = if options.methods.is_empty() {
-        all
-    } else {
-        options
-            .methods
-            .iter()
-            .map(|name| {
-                all.iter()
-                    .find(|k| k.name().eq_ignore_ascii_case(name))
-                    .copied()
-                    .ok_or_else(|| {
-                        let names: Vec<_> = all.iter().map(|k| k.name()).collect();
-                        format!("unknown method {name:?}; known: {}", names.join(", "))
-                    })
-            })
-            .collect::<Result<_, _>>()?
-    };
+    let selected: Vec<LayerKind> = experiment::select(&all, &options.methods, |k| k.name())?
+        .into_iter()
+        .copied()
+        .collect();
     let epochs = options
         .epochs
         .unwrap_or(if options.quick { 300 } else { 2000 });
@@ -179,7 +166,7 @@ pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
             let fit = Fit {
                 hidden: [50, 50],
                 epochs,
-                seed: seeds::derive(options.seed, &[t.name, kind.name()], 0),
+                seed: experiment::derive(options.seed, &[t.name, kind.name()], 0),
             };
             let (row, c) = decomposition::fit_and_draw(*kind, &t.train, &t.test, &grid, fit)?;
             let (epistemic_dense, epistemic_sparse, aleatoric_dense) =
@@ -204,19 +191,18 @@ pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
     std::fs::create_dir_all(&options.out)?;
     let md = markdown(options, epochs, &results, wall);
     std::fs::write(options.out.join("toy.md"), &md)?;
-    let record = serde_json::json!({
-        "experiment": "toy",
-        "options": options,
-        "epochs": epochs,
-        "n_train": N_TRAIN,
-        "n_test": N_TEST,
-        "prediction_samples": decomposition::PRED_SAMPLES,
-        "git_revision": seeds::git_revision(),
-        "backend": bnn_burn::backend_name(),
-        "wall_seconds": wall,
-        "results": results,
-        "library_version": env!("CARGO_PKG_VERSION"),
-    });
+    let record = experiment::record(
+        "toy",
+        options,
+        wall,
+        &results,
+        serde_json::json!({
+            "epochs": epochs,
+            "n_train": N_TRAIN,
+            "n_test": N_TEST,
+            "prediction_samples": decomposition::PRED_SAMPLES,
+        }),
+    );
     std::fs::write(
         options.out.join("toy.json"),
         serde_json::to_string_pretty(&record)?,

@@ -398,7 +398,7 @@ impl MethodResult {
 /// The seed of one (data set, method, split): independent of which other data sets and methods
 /// are in the run, so a row can be reproduced alone.
 pub fn split_seed(seed: u64, dataset: UciDataset, method: &str, k: usize) -> u64 {
-    crate::seeds::derive(seed, &[dataset.dir_name(), method], k as u64)
+    crate::experiment::derive(seed, &[dataset.dir_name(), method], k as u64)
 }
 
 /// Prepares split `k` of `data`: standardisation fitted on the training rows.
@@ -525,28 +525,16 @@ fn read_unit(dir: &Path) -> Result<MethodResult, Box<dyn Error>> {
 /// Runs the protocol and writes `uci.json`, `uci.md` and `uci.svg` to `options.out`.
 pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let start = Instant::now();
-    crate::seeds::git_revision();
+    crate::experiment::git_revision();
     if options.jobs == 0 {
         return Err("--jobs must be at least 1".into());
     }
     let all = registry();
-    let methods: Vec<&dyn UciMethod> = if options.methods.is_empty() {
-        all.iter().map(|m| m.as_ref()).collect()
-    } else {
-        options
-            .methods
-            .iter()
-            .map(|name| {
-                all.iter()
-                    .find(|m| m.name().eq_ignore_ascii_case(name))
-                    .map(|m| m.as_ref())
-                    .ok_or_else(|| {
-                        let names: Vec<_> = all.iter().map(|m| m.name()).collect();
-                        format!("unknown method {name:?}; known: {}", names.join(", "))
-                    })
-            })
-            .collect::<Result<_, _>>()?
-    };
+    let methods: Vec<&dyn UciMethod> =
+        crate::experiment::select(&all, &options.methods, |m| m.name())?
+            .into_iter()
+            .map(|m| m.as_ref())
+            .collect();
     let root = DataRoot::new(options.data_dir.as_deref());
     // Load everything first: a missing or corrupt file stops the run before any training.
     let data: Vec<UciData> = options
@@ -762,16 +750,13 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
 
 /// The JSON record of a run: options, revision, backend, per-split results, wall time.
 fn record(options: &UciOptions, results: &[MethodResult], wall: f64) -> serde_json::Value {
-    serde_json::json!({
-        "experiment": "uci",
-        "options": options,
-        "git_revision": crate::seeds::git_revision(),
-        "backend": bnn_burn::backend_name(),
-        "prediction_samples": PREDICTION_SAMPLES,
-        "wall_seconds": wall,
-        "results": results,
-        "library_version": env!("CARGO_PKG_VERSION"),
-    })
+    crate::experiment::record(
+        "uci",
+        options,
+        wall,
+        &results,
+        serde_json::json!({ "prediction_samples": PREDICTION_SAMPLES }),
+    )
 }
 
 fn write_report(
