@@ -10,7 +10,7 @@ use bnn_burn::convnet::{BayesianConvNetConfig, ImageClassifier};
 use bnn_burn::host::to_vec;
 use bnn_burn::layers::{DropoutNoise, Estimator};
 use bnn_burn::metrics::{
-    ReliabilityBin, accuracy, auroc, brier, ece, entropy_ecdf_area, reliability_curve,
+    ReliabilityBin, accuracy, auroc, brier, ece, entropy_ecdf_area, nll, reliability_curve,
 };
 use bnn_burn::model::{BayesianMlpConfig, Classifier, LayerKind};
 use bnn_burn::train::{TrainConfig, train};
@@ -195,9 +195,11 @@ impl Trained {
     }
 }
 
-/// Per-image predictive probabilities `[n, C]`, predictive entropies and mutual informations.
+/// Per-image predictive probabilities `[n, C]`, log-likelihoods of the labels, predictive
+/// entropies and mutual informations.
 struct Predictions {
     probs: Vec<f64>,
+    log_likelihood: Vec<f64>,
     entropy: Vec<f64>,
     mi: Vec<f64>,
 }
@@ -211,6 +213,7 @@ fn predict_set(
 ) -> Predictions {
     let mut p = Predictions {
         probs: Vec::with_capacity(set.len() * N_CLASSES),
+        log_likelihood: Vec::with_capacity(set.len()),
         entropy: Vec::with_capacity(set.len()),
         mi: Vec::with_capacity(set.len()),
     };
@@ -219,6 +222,8 @@ fn predict_set(
         let batch = set.batch(chunk, norm, device);
         let pred = model.predict(batch.images, samples);
         p.probs.extend(to_vec(pred.predictive()));
+        p.log_likelihood
+            .extend(to_vec(pred.log_likelihood(batch.labels)));
         p.entropy.extend(to_vec(pred.predictive_entropy()));
         p.mi.extend(to_vec(pred.mutual_information()));
     }
@@ -318,12 +323,6 @@ pub fn run_one(
         &plain,
     );
     let labels: Vec<usize> = data.test.labels.iter().map(|&l| l as usize).collect();
-    let nll = -labels
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| inn.probs[i * N_CLASSES + l].max(f64::MIN_POSITIVE).ln())
-        .sum::<f64>()
-        / labels.len() as f64;
     let max_entropy = (N_CLASSES as f64).ln();
     Ok(MnistResult {
         arch,
@@ -331,7 +330,7 @@ pub fn run_one(
         epochs,
         seed,
         error_pct: 100.0 * (1.0 - accuracy(&inn.probs, N_CLASSES, &labels)),
-        nll,
+        nll: nll(&inn.log_likelihood),
         ece: ece(&inn.probs, N_CLASSES, &labels, ECE_BINS),
         brier: brier(&inn.probs, N_CLASSES, &labels),
         auroc_entropy: auroc(&inn.entropy, &out.entropy),

@@ -610,7 +610,14 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
                     units[i].set.dataset.dir_name(),
                     units[i].method.name().replace(' ', "_")
                 ));
-                running.push((i, spawn_unit(&units[i], options, &dir)?, dir));
+                let child = spawn_unit(&units[i], options, &dir).map_err(|e| {
+                    format!(
+                        "could not start the worker for {} / {}: {e}",
+                        units[i].set.dataset,
+                        units[i].method.name()
+                    )
+                })?;
+                running.push((i, child, dir));
             }
             if running.is_empty() {
                 break;
@@ -620,6 +627,11 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
                 if let Some(status) = running[k].1.try_wait()? {
                     let (i, _, dir) = running.swap_remove(k);
                     if !status.success() {
+                        // Stop the other workers rather than leave them running unwatched.
+                        for (_, other, _) in &mut running {
+                            let _ = other.kill();
+                            let _ = other.wait();
+                        }
                         return Err(format!(
                             "the worker for {} / {} failed ({status}); rows done so far are in \
                              uci.partial.json (rerun with --resume)",

@@ -6,9 +6,9 @@
 use crate::error::{Check, ConfigError};
 use crate::layers::{
     Conv2dGeometry, DropConnectConv2d, DropoutConv2dConfig, McDropoutConv2d, MeanFieldConv2d,
-    MeanFieldConv2dConfig, RadialConv2d, RadialConv2dConfig,
+    MeanFieldConv2dConfig, RadialConv2d, RadialConv2dConfig, check_channels,
 };
-use crate::model::{LayerKind, StochasticLinear};
+use crate::model::{LayerKind, StochasticLinear, gaussian_penalty};
 use crate::objective::Categorical;
 use crate::prior::KlDivergence;
 use crate::uncertainty::ClassPrediction;
@@ -35,7 +35,7 @@ pub struct MapConv2d {
 
 impl KlDivergence for MapConv2d {
     fn kl(&self) -> Tensor<1> {
-        (self.weight.val().square().sum() / (2.0 * self.prior_std * self.prior_std)).reshape([1])
+        gaussian_penalty(self.weight.val(), self.prior_std)
     }
 }
 
@@ -127,14 +127,8 @@ impl StochasticConv2d {
     pub fn forward_samples(&self, x: Tensor<5>) -> Tensor<5> {
         match self {
             StochasticConv2d::Map(l) => {
+                check_channels("MapConv2d", &x.dims(), l.weight.dims()[1], 2);
                 let [s, b, c, h, w] = x.dims();
-                let cin = l.weight.dims()[1];
-                assert!(
-                    c == cin,
-                    "MapConv2d: input shape {:?} has {c} channels on axis 2, but the layer \
-                     expects {cin} input channels",
-                    x.dims()
-                );
                 let y = conv2d(
                     x.reshape([s * b, c, h, w]),
                     l.weight.val(),

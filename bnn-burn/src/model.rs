@@ -96,9 +96,15 @@ pub struct MapLinear {
     pub prior_std: f64,
 }
 
+/// The MAP "KL" of a weight tensor under a zero-mean Gaussian prior of std σ₀:
+/// `−ln p(W) = ‖W‖² / (2σ₀²)` up to a constant.
+pub(crate) fn gaussian_penalty<const D: usize>(weight: Tensor<D>, prior_std: f64) -> Tensor<1> {
+    (weight.square().sum() / (2.0 * prior_std * prior_std)).reshape([1])
+}
+
 impl KlDivergence for MapLinear {
     fn kl(&self) -> Tensor<1> {
-        (self.weight.val().square().sum() / (2.0 * self.prior_std * self.prior_std)).reshape([1])
+        gaussian_penalty(self.weight.val(), self.prior_std)
     }
 }
 

@@ -9,6 +9,7 @@ pub use mean_field::{
     Estimator, MeanFieldConv2d, MeanFieldConv2dConfig, MeanFieldLinear, MeanFieldLinearConfig,
 };
 pub use ops::Conv2dGeometry;
+pub(crate) use ops::check_channels;
 pub use param::PosteriorParam;
 pub mod radial;
 pub use radial::{RadialConv2d, RadialConv2dConfig, RadialLinear, RadialLinearConfig};
