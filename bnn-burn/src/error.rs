@@ -52,6 +52,15 @@ impl Check {
         }
     }
 
+    /// `value` must be finite and `>= 0`.
+    pub fn non_negative(&self, field: &'static str, value: f64) -> Result<(), ConfigError> {
+        if value.is_finite() && value >= 0.0 {
+            Ok(())
+        } else {
+            Err(self.err(field, value, "a finite number >= 0"))
+        }
+    }
+
     /// `value` must lie in `[0, 1)` (a drop probability).
     pub fn probability(&self, field: &'static str, value: f64) -> Result<(), ConfigError> {
         if value.is_finite() && (0.0..1.0).contains(&value) {

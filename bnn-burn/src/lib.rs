@@ -43,12 +43,15 @@
 
 pub mod convnet;
 pub mod device;
+pub mod dist;
 pub mod error;
 pub mod host;
 pub mod layers;
+pub mod linalg;
 pub mod metrics;
 pub mod model;
 pub mod objective;
+pub mod posterior;
 pub mod prior;
 pub mod special;
 pub mod testing;

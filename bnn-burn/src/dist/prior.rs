@@ -1,0 +1,210 @@
+//! Priors over weight tensors.
+//!
+//! [`Prior`] is the serialisable choice (scalar hyperparameters) that a layer configuration holds;
+//! at initialisation it becomes a [`WeightPrior`] per tensor, whose parameters are tensors. A
+//! tensor-valued prior is what continual learning needs: the posterior of one task, moment-matched
+//! by [`WeightPrior::from_posterior`], is the prior of the next (VCL, Farquhar 2022 ch. 6).
+//!
+//! * Gaussian `N(μ₀, σ₀²)` entrywise: the prior cross-entropy of any posterior with mean `m` and
+//!   marginal variance `v` is closed form, `E_q[−ln p(w)] = Σ (v + (m − μ₀)²)/(2σ₀²) + ln σ₀ +
+//!   ½ ln 2π`, because `−ln p` is quadratic.
+//! * Scale mixture `π N(0, σ₁²) + (1 − π) N(0, σ₂²)` (Blundell et al. 2015, eq. 7): no closed form;
+//!   the cross-entropy is a Monte Carlo average over reparameterised draws of the posterior, and
+//!   the density is evaluated in log space (a two-term logsumexp).
+
+use crate::dist::gaussian_log_density;
+use crate::error::{Check, ConfigError};
+use crate::posterior::PosteriorDist;
+use crate::special::{HALF_LN_2PI, logsumexp};
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+
+/// The serialisable prior of a layer's weights: scalar hyperparameters shared by every entry.
+#[derive(Config, Debug, PartialEq, Copy)]
+pub enum Prior {
+    /// Independent Gaussians `N(mean, std²)`.
+    Gaussian {
+        /// Prior mean μ₀.
+        mean: f64,
+        /// Prior standard deviation σ₀ (> 0).
+        std: f64,
+    },
+    /// Scale mixture `pi · N(0, sigma1²) + (1 − pi) · N(0, sigma2²)` (Blundell et al. 2015).
+    ScaleMixture {
+        /// Weight of the first component, in (0, 1).
+        pi: f64,
+        /// Standard deviation of the first (wide) component (> 0).
+        sigma1: f64,
+        /// Standard deviation of the second (narrow) component (> 0).
+        sigma2: f64,
+    },
+}
+
+impl Default for Prior {
+    /// The unit Gaussian `N(0, 1)`.
+    fn default() -> Self {
+        Prior::gaussian(1.0)
+    }
+}
+
+impl Prior {
+    /// A zero-mean Gaussian prior with standard deviation `std`.
+    pub fn gaussian(std: f64) -> Self {
+        Prior::Gaussian { mean: 0.0, std }
+    }
+
+    /// Gal's prior `N(0, I/l²)` of prior length-scale `l` (Gal 2016, §3.2): `σ₀ = 1/l`.
+    pub fn from_length_scale(length_scale: f64) -> Self {
+        Prior::gaussian(1.0 / length_scale)
+    }
+
+    /// Checks the hyperparameters; `config` names the configuration holding this prior.
+    pub fn validate(&self, config: &'static str) -> Result<(), ConfigError> {
+        let check = Check(config);
+        match *self {
+            Prior::Gaussian { mean, std } => {
+                check.finite("prior.mean", mean)?;
+                check.positive("prior.std", std)
+            }
+            Prior::ScaleMixture { pi, sigma1, sigma2 } => {
+                check.open_unit("prior.pi", pi)?;
+                check.positive("prior.sigma1", sigma1)?;
+                check.positive("prior.sigma2", sigma2)
+            }
+        }
+    }
+
+    /// The prior of one `D`-dimensional tensor: scalar parameters stored as broadcastable
+    /// `[1; D]` tensors; `mc_samples` draws estimate a cross-entropy without closed form.
+    pub fn weight_prior<const D: usize>(
+        &self,
+        mc_samples: usize,
+        device: &Device,
+    ) -> WeightPrior<D> {
+        match *self {
+            Prior::Gaussian { mean, std } => WeightPrior::Gaussian(GaussianPrior {
+                mean: Tensor::full([1; D], mean, device),
+                std: Tensor::full([1; D], std, device),
+            }),
+            Prior::ScaleMixture { pi, sigma1, sigma2 } => {
+                WeightPrior::ScaleMixture(ScaleMixturePrior {
+                    pi,
+                    sigma1,
+                    sigma2,
+                    mc_samples: mc_samples.max(1),
+                })
+            }
+        }
+    }
+}
+
+/// An entrywise Gaussian `N(mean, std²)` whose parameters are tensors, either of the weight's
+/// shape or `[1; D]` (broadcast). They are constants of the module: moved with it, never trained.
+#[derive(Module, Debug)]
+pub struct GaussianPrior<const D: usize> {
+    /// μ₀.
+    pub mean: Tensor<D>,
+    /// σ₀ (> 0).
+    pub std: Tensor<D>,
+}
+
+/// The scale-mixture prior of Blundell et al. (2015), with the number of posterior draws that
+/// estimate its cross-entropy.
+#[derive(Module, Debug, Copy)]
+pub struct ScaleMixturePrior {
+    /// Weight of the first component.
+    pub pi: f64,
+    /// Standard deviation of the first component.
+    pub sigma1: f64,
+    /// Standard deviation of the second component.
+    pub sigma2: f64,
+    /// Monte Carlo draws per cross-entropy estimate.
+    pub mc_samples: usize,
+}
+
+/// The prior over one weight tensor.
+#[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum WeightPrior<const D: usize> {
+    /// Entrywise Gaussian with tensor parameters.
+    Gaussian(GaussianPrior<D>),
+    /// Two-component scale mixture.
+    ScaleMixture(ScaleMixturePrior),
+}
+
+/// `[S, n]` or `[1, n]` view of a tensor for broadcasting against flat draws `[S, n]`.
+fn row<const D: usize>(t: Tensor<D>) -> Tensor<2> {
+    t.reshape([1, -1])
+}
+
+impl<const D: usize> WeightPrior<D> {
+    /// A Gaussian prior with tensor mean and standard deviation (each of the weight's shape or
+    /// `[1; D]`), e.g. centred on pretrained weights (MOPED-style priors).
+    pub fn gaussian(mean: Tensor<D>, std: Tensor<D>) -> Self {
+        WeightPrior::Gaussian(GaussianPrior { mean, std })
+    }
+
+    /// The Gaussian that matches `q`'s mean and marginal variance, detached from the graph:
+    /// the next task's prior in variational continual learning (exact for mean-field `q`).
+    ///
+    /// # Errors
+    /// When `q` has no marginal variance, or a variance that is not positive (a point mass).
+    pub fn from_posterior<Q: PosteriorDist<D> + ?Sized>(q: &Q) -> Result<Self, ConfigError> {
+        let bad = |value: String| ConfigError {
+            config: "WeightPrior::from_posterior",
+            field: "posterior marginal variance",
+            value,
+            expected: "a posterior with a positive marginal variance everywhere",
+        };
+        let var = q.marginal_variance().ok_or_else(|| bad("none".into()))?;
+        let min = crate::host::to_vec(var.clone().min())[0];
+        if !(min > 0.0 && min.is_finite()) {
+            return Err(bad(format!("min {min}")));
+        }
+        Ok(Self::gaussian(q.mean().detach(), var.sqrt().detach()))
+    }
+
+    /// `ln p(w_s)` summed over the entries of each flat draw: `w [S, n]` → `[S]`.
+    pub fn log_prob(&self, w: Tensor<2>) -> Tensor<1> {
+        let s = w.dims()[0];
+        let elementwise = match self {
+            WeightPrior::Gaussian(g) => {
+                gaussian_log_density(w, row(g.mean.clone()), row(g.std.clone()).square())
+            }
+            WeightPrior::ScaleMixture(m) => {
+                let device = w.device();
+                let zero = Tensor::<2>::zeros([1, 1], &device);
+                let var = |sd: f64| Tensor::<2>::full([1, 1], sd * sd, &device);
+                let a = gaussian_log_density(w.clone(), zero.clone(), var(m.sigma1)) + m.pi.ln();
+                let b = gaussian_log_density(w, zero, var(m.sigma2)) + (1.0 - m.pi).ln();
+                let both = Tensor::stack::<3>(vec![a, b], 0);
+                logsumexp(both, 0).squeeze_dim(0)
+            }
+        };
+        elementwise.sum_dim(1).reshape([s])
+    }
+
+    /// The prior cross-entropy `E_q[−ln p(w)]` (one element): closed form for a Gaussian prior
+    /// and a posterior with a marginal variance; otherwise a Monte Carlo average over
+    /// reparameterised draws of `q` (unbiased and differentiable).
+    pub fn cross_entropy<Q: PosteriorDist<D> + ?Sized>(&self, q: &Q) -> Tensor<1> {
+        if let (WeightPrior::Gaussian(g), Some(var)) = (self, q.marginal_variance()) {
+            let mean = q.mean();
+            let n = mean.shape().num_elements();
+            let centred = mean - g.mean.clone();
+            let quadratic = ((var + centred.square()) / (g.std.clone().square() * 2.0)).sum();
+            let broadcast = (n / g.std.shape().num_elements()) as f64;
+            return quadratic + g.std.clone().log().sum() * broadcast + n as f64 * HALF_LN_2PI;
+        }
+        let samples = match self {
+            WeightPrior::ScaleMixture(m) => m.mc_samples,
+            WeightPrior::Gaussian(_) => 1,
+        };
+        (self.log_prob(q.sample(samples)).mean()).neg()
+    }
+}
+
+#[cfg(test)]
+#[path = "prior_tests.rs"]
+mod tests;

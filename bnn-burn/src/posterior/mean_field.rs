@@ -1,0 +1,106 @@
+//! Mean-field Gaussian posterior (Bayes by Backprop, Blundell et al. 2015): every weight has an
+//! independent `q(w) = N(μ, σ²)`, `σ = softplus(ρ)`; `H[q] = Σ ln σ + n(½ ln 2π + ½)`.
+
+use super::{
+    LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
+    WeightPosterior, numel, row,
+};
+use crate::dist::gaussian_log_density;
+use crate::error::ConfigError;
+use crate::special::HALF_LN_2PI;
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Distribution, Tensor};
+
+/// Configuration of the mean-field family.
+#[derive(Config, Debug, PartialEq)]
+pub struct MeanFieldConfig {
+    /// Initial scales.
+    #[config(default = "ScaleInit::new()")]
+    pub scale: ScaleInit,
+}
+
+/// Mean-field Gaussian parameters of one tensor.
+#[derive(Module, Debug)]
+pub struct MeanFieldPosterior<const D: usize> {
+    /// `μ` and `ρ`.
+    pub loc: LocationScale<D>,
+}
+
+/// `N(μ, diag σ²)` for one step.
+#[derive(Debug, Clone)]
+pub struct MeanFieldDist<const D: usize> {
+    /// Mean `μ`.
+    pub mu: Tensor<D>,
+    /// Standard deviation `σ`.
+    pub sigma: Tensor<D>,
+}
+
+impl PosteriorFamily for MeanFieldConfig {
+    type Posterior<const D: usize> = MeanFieldPosterior<D>;
+
+    fn name(&self) -> &'static str {
+        "mean-field"
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.scale.validate("MeanFieldConfig")
+    }
+
+    fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> MeanFieldPosterior<D> {
+        MeanFieldPosterior {
+            loc: LocationScale::init(mean, &self.scale),
+        }
+    }
+}
+
+impl<const D: usize> WeightPosterior<D> for MeanFieldPosterior<D> {
+    type Dist = MeanFieldDist<D>;
+
+    fn dist(&self) -> MeanFieldDist<D> {
+        let (mu, sigma) = self.loc.evaluate();
+        MeanFieldDist { mu, sigma }
+    }
+}
+
+impl<const D: usize> MeanFieldDist<D> {
+    fn noise(&self, n: usize) -> Tensor<2> {
+        let shape = [n, numel(self.mu.dims())];
+        Tensor::random(shape, Distribution::Normal(0.0, 1.0), &self.mu.device())
+    }
+}
+
+impl<const D: usize> PosteriorDist<D> for MeanFieldDist<D> {
+    fn family(&self) -> &'static str {
+        "mean-field"
+    }
+
+    fn mean(&self) -> Tensor<D> {
+        self.mu.clone()
+    }
+
+    fn marginal_variance(&self) -> Option<Tensor<D>> {
+        Some(self.sigma.clone().square())
+    }
+
+    fn sample(&self, n: usize) -> Tensor<2> {
+        row(self.mu.clone()) + self.perturbation(n)
+    }
+
+    fn perturbation(&self, n: usize) -> Tensor<2> {
+        row(self.sigma.clone()) * self.noise(n)
+    }
+
+    fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
+        let s = w.dims()[0];
+        let var = row(self.sigma.clone()).square();
+        Ok(gaussian_log_density(w, row(self.mu.clone()), var)
+            .sum_dim(1)
+            .reshape([s]))
+    }
+
+    fn entropy(&self) -> Tensor<1> {
+        let n = numel(self.mu.dims()) as f64;
+        self.sigma.clone().log().sum() + n * (HALF_LN_2PI + 0.5)
+    }
+}

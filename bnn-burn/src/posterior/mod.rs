@@ -1,0 +1,297 @@
+//! Posteriors over weight tensors: one trait, one file per family.
+//!
+//! A [`WeightPosterior`] is the module holding a family's variational parameters for one tensor;
+//! [`WeightPosterior::dist`] evaluates them once per step into a [`PosteriorDist`], the
+//! distribution `q(w)` whose mean, marginal variance, samples, `ln q(w)`, entropy and KL to a
+//! [`WeightPrior`] the layers and objectives use (σ = softplus(ρ) is computed once and shared by
+//! the forward pass and the KL). Layers are generic over the family, so every gradient estimator
+//! (reparameterisation, local reparameterisation, Flipout) works for every family with a
+//! marginal variance.
+//!
+//! | family | `q(w)` | source |
+//! |---|---|---|
+//! | [`PointConfig`] | `δ(w − w₀)` (MAP; KL slot = `−ln p(w₀)`) | Brack 2022 §3 |
+//! | [`MeanFieldConfig`] | `N(μ, diag σ²)` | Blundell et al. 2015 |
+//! | [`RadialConfig`] | `μ + σ ⊙ (ε/‖ε‖)·r` | Farquhar 2022 eq. 4.6 |
+//! | [`DropoutConfig`] | `M ⊙ z`, Bernoulli or Gaussian `z` on units or weights | Gal 2016 ch. 3 |
+//! | [`LowRankConfig`] | `N(μ, F Fᵀ + diag σ²)` | Brack 2022 §3 |
+//!
+//! Adding a family is one new file (a config implementing [`PosteriorFamily`], a module
+//! implementing [`WeightPosterior`], a distribution implementing [`PosteriorDist`]) and one line
+//! in the `posterior_families!` list below.
+
+mod dropout;
+mod low_rank;
+mod mean_field;
+mod point;
+mod radial;
+mod scale;
+
+pub use dropout::{
+    DropoutConfig, DropoutDist, DropoutMask, DropoutNoise, DropoutPosterior, McDropout,
+    model_precision, prior_length_scale_for_weight_decay, weight_decay_for_prior,
+};
+pub use low_rank::{LowRankConfig, LowRankDist, LowRankPosterior};
+pub use mean_field::{MeanFieldConfig, MeanFieldDist, MeanFieldPosterior};
+pub use point::{PointConfig, PointDist, PointPosterior};
+pub use radial::{RadialConfig, RadialDist, RadialPosterior, radial_entropy_constant};
+pub use scale::{LocationScale, ScaleInit};
+
+use crate::dist::WeightPrior;
+use crate::error::ConfigError;
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::Tensor;
+
+/// A quantity a family does not define (e.g. the density of a point mass).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{family} posterior: {what}")]
+pub struct Unsupported {
+    /// The family.
+    pub family: &'static str,
+    /// What it cannot give, and why.
+    pub what: &'static str,
+}
+
+/// The tensor a posterior lives on: its shape, and which axis indexes the layer's input units
+/// (`None` for a bias). Dropout's unit masks act along that axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorSpec<const D: usize> {
+    /// Shape of the weight tensor.
+    pub shape: [usize; D],
+    /// Axis of the input units (0 for a `[d_in, d_out]` dense weight, 1 for a `[C_out, C_in,
+    /// kH, kW]` kernel), `None` for a bias.
+    pub input_axis: Option<usize>,
+}
+
+/// `q(w)` over one tensor for one step, its tensors evaluated once.
+///
+/// Draws are flat: `sample(n)` returns `[n, numel]` in the row-major order of `shape`, which the
+/// layer reshapes to `[n, ...shape]`.
+pub trait PosteriorDist<const D: usize> {
+    /// The family's name, for errors.
+    fn family(&self) -> &'static str;
+
+    /// `E_q[w]`, shaped like the weight.
+    fn mean(&self) -> Tensor<D>;
+
+    /// `Var_q[w]` entrywise, where the family defines one.
+    fn marginal_variance(&self) -> Option<Tensor<D>>;
+
+    /// `n` independent reparameterised draws, `[n, numel]`.
+    fn sample(&self, n: usize) -> Tensor<2>;
+
+    /// `n` draws of `w − E_q[w]`, `[n, numel]` (Flipout's shared perturbation).
+    fn perturbation(&self, n: usize) -> Tensor<2> {
+        self.sample(n) - self.mean().reshape([1, -1])
+    }
+
+    /// `ln q(w_s)` of flat draws `w [S, numel]`, `[S]` (black-box α needs it).
+    ///
+    /// # Errors
+    /// When `q` has no density (a point mass, a dropout mask).
+    fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported>;
+
+    /// The differential entropy `H[q] = −E_q ln q(w)` (one element). The degenerate families
+    /// (points, dropout masks) use 0: their KL is then the prior cross-entropy, MAP's penalty.
+    fn entropy(&self) -> Tensor<1>;
+
+    /// `KL(q ‖ p) = E_q[−ln p(w)] − H[q]` (one element): closed form where the prior's
+    /// cross-entropy is, Monte Carlo otherwise (see [`WeightPrior::cross_entropy`]).
+    fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
+        prior.cross_entropy(self) - self.entropy()
+    }
+}
+
+/// A learnable distribution over one weight tensor.
+pub trait WeightPosterior<const D: usize>: Module {
+    /// The distribution of one step.
+    type Dist: PosteriorDist<D>;
+
+    /// Evaluates the parameters (e.g. `σ = softplus(ρ)`) into `q(w)` for one step.
+    fn dist(&self) -> Self::Dist;
+
+    /// Whether `q` is a point mass (every draw equals the mean): layers then skip the noise.
+    fn is_point(&self) -> bool {
+        false
+    }
+
+    /// The multiplicative noise on the input units when `q` is `W = diag(z)·M` (dropout on the
+    /// layer input): per-example draws are then `(x ⊙ z) M`, exact and cheap.
+    fn unit_noise(&self) -> Option<McDropout> {
+        None
+    }
+}
+
+/// The configuration of one family: validation, initialisation around a given mean, a name.
+pub trait PosteriorFamily: Clone {
+    /// The module this family initialises for a `D`-dimensional tensor.
+    type Posterior<const D: usize>: WeightPosterior<D>;
+
+    /// Name for tables and errors.
+    fn name(&self) -> &'static str;
+
+    /// Checks every field; the error names the field and the allowed range.
+    fn validate(&self) -> Result<(), ConfigError>;
+
+    /// A posterior centred on `mean` (the layer draws it with its `Initializer`).
+    fn init<const D: usize>(&self, mean: Tensor<D>, spec: &TensorSpec<D>) -> Self::Posterior<D>;
+
+    /// The family used for the layer's bias (dropout does not drop biases).
+    fn for_bias(&self) -> Self {
+        self.clone()
+    }
+
+    /// Whether [`PosteriorDist::marginal_variance`] is defined (local reparameterisation and
+    /// Flipout need it).
+    fn has_marginal_variance(&self) -> bool {
+        true
+    }
+}
+
+/// Generates the serialisable [`PosteriorConfig`] and the runtime [`AnyPosterior`] from one list.
+macro_rules! posterior_families {
+    ($($(#[$doc:meta])* $variant:ident($config:ident => $module:ident),)*) => {
+        /// The posterior family of a layer's weights: the user-facing, serialisable choice.
+        #[derive(Config, Debug, PartialEq)]
+        pub enum PosteriorConfig {
+            $($(#[$doc])* $variant($config),)*
+        }
+
+        /// A posterior of any family, chosen at run time by a [`PosteriorConfig`].
+        #[derive(Module, Debug)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum AnyPosterior<const D: usize> {
+            $($(#[$doc])* $variant($module<D>),)*
+        }
+
+        impl PosteriorConfig {
+            /// The family's name, for tables and errors.
+            pub fn name(&self) -> &'static str {
+                match self { $(Self::$variant(c) => c.name(),)* }
+            }
+
+            /// Checks every field of the family's configuration.
+            pub fn validate(&self) -> Result<(), ConfigError> {
+                match self { $(Self::$variant(c) => c.validate(),)* }
+            }
+
+            /// The posterior of one tensor, centred on `mean`.
+            pub fn init<const D: usize>(&self, mean: Tensor<D>, spec: &TensorSpec<D>) -> AnyPosterior<D> {
+                match self { $(Self::$variant(c) => AnyPosterior::$variant(c.init(mean, spec)),)* }
+            }
+
+            /// The configuration of the layer's bias.
+            pub fn for_bias(&self) -> Self {
+                match self { $(Self::$variant(c) => Self::$variant(c.for_bias()),)* }
+            }
+
+            /// Whether the family has a marginal variance.
+            pub fn has_marginal_variance(&self) -> bool {
+                match self { $(Self::$variant(c) => c.has_marginal_variance(),)* }
+            }
+        }
+
+        impl<const D: usize> WeightPosterior<D> for AnyPosterior<D> {
+            type Dist = Box<dyn PosteriorDist<D>>;
+
+            fn dist(&self) -> Self::Dist {
+                match self { $(Self::$variant(p) => Box::new(p.dist()),)* }
+            }
+
+            fn is_point(&self) -> bool {
+                match self { $(Self::$variant(p) => p.is_point(),)* }
+            }
+
+            fn unit_noise(&self) -> Option<McDropout> {
+                match self { $(Self::$variant(p) => p.unit_noise(),)* }
+            }
+        }
+    };
+}
+
+posterior_families! {
+    /// Point estimate (MAP).
+    Point(PointConfig => PointPosterior),
+    /// Mean-field Gaussian.
+    MeanField(MeanFieldConfig => MeanFieldPosterior),
+    /// Radial.
+    Radial(RadialConfig => RadialPosterior),
+    /// Dropout masks (MC dropout, DropConnect).
+    Dropout(DropoutConfig => DropoutPosterior),
+    /// Low-rank plus diagonal Gaussian.
+    LowRank(LowRankConfig => LowRankPosterior),
+}
+
+impl PosteriorConfig {
+    /// A point estimate (MAP).
+    pub fn point() -> Self {
+        Self::Point(PointConfig::new())
+    }
+
+    /// Mean-field Gaussian with ρ₀ = −5 (σ ≈ 0.0067).
+    pub fn mean_field() -> Self {
+        Self::MeanField(MeanFieldConfig::new())
+    }
+
+    /// Radial with ρ₀ = −5.
+    pub fn radial() -> Self {
+        Self::Radial(RadialConfig::new())
+    }
+
+    /// Gal's MC dropout: Bernoulli masks of drop rate `p` on every layer's input units.
+    pub fn mc_dropout(p: f64) -> Self {
+        Self::Dropout(DropoutConfig::new(p))
+    }
+
+    /// DropConnect: a Bernoulli mask of drop rate `p` on every weight.
+    pub fn drop_connect(p: f64) -> Self {
+        Self::Dropout(DropoutConfig::new(p).with_mask(DropoutMask::Weights))
+    }
+
+    /// Low-rank plus diagonal Gaussian of rank `rank` per tensor.
+    pub fn low_rank(rank: usize) -> Self {
+        Self::LowRank(LowRankConfig::new().with_rank(rank))
+    }
+}
+
+impl<const D: usize> PosteriorDist<D> for Box<dyn PosteriorDist<D>> {
+    fn family(&self) -> &'static str {
+        (**self).family()
+    }
+    fn mean(&self) -> Tensor<D> {
+        (**self).mean()
+    }
+    fn marginal_variance(&self) -> Option<Tensor<D>> {
+        (**self).marginal_variance()
+    }
+    fn sample(&self, n: usize) -> Tensor<2> {
+        (**self).sample(n)
+    }
+    fn perturbation(&self, n: usize) -> Tensor<2> {
+        (**self).perturbation(n)
+    }
+    fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
+        (**self).log_q(w)
+    }
+    fn entropy(&self) -> Tensor<1> {
+        (**self).entropy()
+    }
+    fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
+        (**self).kl(prior)
+    }
+}
+
+/// The number of entries of a shape.
+pub(crate) fn numel<const D: usize>(shape: [usize; D]) -> usize {
+    shape.iter().product()
+}
+
+/// A flat `[1, numel]` row of a weight-shaped tensor, to broadcast against draws `[n, numel]`.
+pub(crate) fn row<const D: usize>(t: Tensor<D>) -> Tensor<2> {
+    t.reshape([1, -1])
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

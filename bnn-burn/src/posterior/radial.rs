@@ -1,0 +1,131 @@
+//! Radial posterior (Farquhar, Osborne & Gal 2020; Farquhar 2022 §4.2, eq. 4.6):
+//! `w = μ + σ ⊙ (ε/‖ε‖)·r`, `ε ~ N(0, I_n)`, `r ~ N(0, 1)`, one direction and one radius per
+//! tensor and draw (a layer's weight and bias are separate blocks).
+//!
+//! The marginal variance of one weight is `σ²/n`, so radial σ values are not comparable with
+//! mean-field ones. The entropy is `Σ ln σ` minus the exact constant of eq. 4.8
+//! ([`radial_entropy_constant`]); the prior cross-entropy is closed form for a Gaussian prior.
+
+use super::{
+    LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
+    WeightPosterior, numel, row,
+};
+use crate::error::ConfigError;
+use crate::special::{EULER_GAMMA, HALF_LN_2PI, lgamma_scalar};
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Distribution, Tensor};
+
+/// `ln S_n`, `S_n = 2π^{n/2}/Γ(n/2)` the surface area of the unit sphere in `Rⁿ`.
+fn ln_unit_sphere_area(n: f64) -> f64 {
+    std::f64::consts::LN_2 + 0.5 * n * std::f64::consts::PI.ln() - lgamma_scalar(0.5 * n)
+}
+
+/// `E_q[ln q(w)] + Σ ln σ` for one radial block of dimension `n`:
+/// `ln 2 − ½ ln 2π − ½ − ln S_n + (n−1)(γ + ln 2)/2` (the density of `v = u·|r|` is
+/// `2φ(‖v‖)/(S_n ‖v‖^{n−1})`).
+pub fn radial_entropy_constant(n: usize) -> f64 {
+    let n = n as f64;
+    std::f64::consts::LN_2 - HALF_LN_2PI - 0.5 - ln_unit_sphere_area(n)
+        + (n - 1.0) * (EULER_GAMMA + std::f64::consts::LN_2) / 2.0
+}
+
+/// Configuration of the radial family.
+#[derive(Config, Debug, PartialEq)]
+pub struct RadialConfig {
+    /// Initial scales.
+    #[config(default = "ScaleInit::new()")]
+    pub scale: ScaleInit,
+}
+
+/// Radial parameters of one tensor.
+#[derive(Module, Debug)]
+pub struct RadialPosterior<const D: usize> {
+    /// `μ` and `ρ`.
+    pub loc: LocationScale<D>,
+}
+
+/// The radial distribution of one tensor for one step.
+#[derive(Debug, Clone)]
+pub struct RadialDist<const D: usize> {
+    /// Mean `μ`.
+    pub mu: Tensor<D>,
+    /// Scale `σ`.
+    pub sigma: Tensor<D>,
+}
+
+impl PosteriorFamily for RadialConfig {
+    type Posterior<const D: usize> = RadialPosterior<D>;
+
+    fn name(&self) -> &'static str {
+        "radial"
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.scale.validate("RadialConfig")
+    }
+
+    fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> RadialPosterior<D> {
+        RadialPosterior {
+            loc: LocationScale::init(mean, &self.scale),
+        }
+    }
+}
+
+impl<const D: usize> WeightPosterior<D> for RadialPosterior<D> {
+    type Dist = RadialDist<D>;
+
+    fn dist(&self) -> RadialDist<D> {
+        let (mu, sigma) = self.loc.evaluate();
+        RadialDist { mu, sigma }
+    }
+}
+
+impl<const D: usize> RadialDist<D> {
+    fn n(&self) -> usize {
+        numel(self.mu.dims())
+    }
+}
+
+impl<const D: usize> PosteriorDist<D> for RadialDist<D> {
+    fn family(&self) -> &'static str {
+        "radial"
+    }
+
+    fn mean(&self) -> Tensor<D> {
+        self.mu.clone()
+    }
+
+    fn marginal_variance(&self) -> Option<Tensor<D>> {
+        Some(self.sigma.clone().square() / self.n() as f64)
+    }
+
+    fn sample(&self, n: usize) -> Tensor<2> {
+        row(self.mu.clone()) + self.perturbation(n)
+    }
+
+    fn perturbation(&self, n: usize) -> Tensor<2> {
+        let device = self.mu.device();
+        let eps = Tensor::<2>::random([n, self.n()], Distribution::Normal(0.0, 1.0), &device);
+        let norm = eps.clone().square().sum_dim(1).sqrt();
+        let r = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 1.0), &device);
+        row(self.sigma.clone()) * eps * (r / norm)
+    }
+
+    /// `ln q(w) = ln 2 − ½ ln 2π − ‖v‖²/2 − ln S_n − (n−1) ln‖v‖ − Σ ln σ`, `v = (w − μ)/σ`.
+    fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
+        let s = w.dims()[0];
+        let n = self.n() as f64;
+        let v = (w - row(self.mu.clone())) / row(self.sigma.clone());
+        let norm_sq = v.square().sum_dim(1).reshape([s]);
+        let base = std::f64::consts::LN_2 - HALF_LN_2PI - ln_unit_sphere_area(n);
+        Ok(
+            norm_sq.clone() * (-0.5) - norm_sq.log() * ((n - 1.0) / 2.0) + base
+                - self.sigma.clone().log().sum(),
+        )
+    }
+
+    fn entropy(&self) -> Tensor<1> {
+        self.sigma.clone().log().sum() - radial_entropy_constant(self.n())
+    }
+}

@@ -1,0 +1,68 @@
+//! What the Gaussian-based families share: the initial scale `ρ` (σ = softplus(ρ), Blundell et
+//! al. 2015; Farquhar 2022 App. B.3) and the location-scale parameters `(μ, ρ)`.
+
+use crate::error::{Check, ConfigError};
+use crate::special::softplus;
+use burn::config::Config;
+use burn::module::{Module, Param};
+use burn::tensor::{Distribution, Tensor};
+
+/// Initialisation of the unconstrained scale `ρ ~ N(rho, rho_std²)`, `σ = softplus(ρ)`: the one
+/// sub-configuration every scale-carrying family validates the same way.
+#[derive(Config, Debug, PartialEq, Copy)]
+pub struct ScaleInit {
+    /// Mean of the initial `ρ` (−5 gives σ ≈ 0.0067; Farquhar uses −4 to −6).
+    #[config(default = -5.0)]
+    pub rho: f64,
+    /// Standard deviation of the jitter on the initial `ρ` (0 for a constant).
+    #[config(default = 0.1)]
+    pub rho_std: f64,
+}
+
+impl ScaleInit {
+    /// Checks `rho` is finite and `rho_std` finite and ≥ 0; `config` names the holder.
+    pub fn validate(&self, config: &'static str) -> Result<(), ConfigError> {
+        let check = Check(config);
+        check.finite("scale.rho", self.rho)?;
+        check.non_negative("scale.rho_std", self.rho_std)
+    }
+
+    /// An initial `ρ` of `shape`.
+    pub fn rho<const D: usize>(
+        &self,
+        shape: [usize; D],
+        device: &burn::tensor::Device,
+    ) -> Tensor<D> {
+        if self.rho_std > 0.0 {
+            Tensor::random(shape, Distribution::Normal(self.rho, self.rho_std), device)
+        } else {
+            Tensor::full(shape, self.rho, device)
+        }
+    }
+}
+
+/// Mean `μ` and unconstrained scale `ρ` of one tensor (mean-field and radial differ only in the
+/// noise they draw around `μ`).
+#[derive(Module, Debug)]
+pub struct LocationScale<const D: usize> {
+    /// Posterior mean `μ`.
+    pub mu: Param<Tensor<D>>,
+    /// Unconstrained scale; `σ = softplus(ρ)`.
+    pub rho: Param<Tensor<D>>,
+}
+
+impl<const D: usize> LocationScale<D> {
+    /// `μ = mean`, `ρ` drawn by `scale`.
+    pub fn init(mean: Tensor<D>, scale: &ScaleInit) -> Self {
+        let rho = scale.rho(mean.dims(), &mean.device());
+        Self {
+            mu: Param::from_tensor(mean),
+            rho: Param::from_tensor(rho),
+        }
+    }
+
+    /// `(μ, σ)` evaluated once.
+    pub fn evaluate(&self) -> (Tensor<D>, Tensor<D>) {
+        (self.mu.val(), softplus(self.rho.val()))
+    }
+}
