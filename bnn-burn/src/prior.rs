@@ -122,15 +122,7 @@ pub fn gaussian_log_prob<const D: usize>(w: Tensor<D>, mean: f64, std: f64) -> T
     ((w - mean) / std).square() * (-0.5) - (std.ln() + HALF_LN_2PI)
 }
 
-/// A stochastic layer or model whose posterior has a KL divergence to its prior.
-///
-/// Layers implement it for their own parameters; models implement it as the sum over their
-/// parts, so that an objective never needs to know a model's insides.
-pub trait KlDivergence {
-    /// `KL(q ‖ p)` summed over every parameter, as a one-element tensor (an unbiased Monte Carlo
-    /// estimate where no closed form exists).
-    fn kl(&self) -> Tensor<1>;
-}
+pub use crate::posterior::KlDivergence;
 
 #[cfg(test)]
 mod tests {

@@ -23,16 +23,7 @@ use burn::tensor::{Device, Tensor};
 /// Added to sampled variances before the square root so that its gradient stays finite.
 const VAR_FLOOR: f64 = 1e-16;
 
-/// How a mean-field layer draws its stochastic output.
-#[derive(Config, Debug, PartialEq, Copy)]
-pub enum Estimator {
-    /// One weight sample per forward pass, shared by the batch.
-    Reparameterization,
-    /// Gaussian pre-activations `N(xμ, x²σ²)` sampled per example (Kingma et al. 2015).
-    LocalReparameterization,
-    /// Sign-flipped shared perturbation, per-example decorrelated (Wen et al. 2018).
-    Flipout,
-}
+pub use super::estimator::Estimator;
 
 /// Configuration of a [`MeanFieldLinear`] layer.
 #[derive(Config, Debug)]

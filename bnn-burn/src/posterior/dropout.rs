@@ -164,6 +164,10 @@ impl<const D: usize> WeightPosterior<D> for DropoutPosterior<D> {
         }
     }
 
+    fn shape(&self) -> [usize; D] {
+        self.weight.dims()
+    }
+
     fn is_point(&self) -> bool {
         self.dropout.p == 0.0
     }

@@ -99,6 +99,10 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
             sigma: softplus(self.rho.val()),
         }
     }
+
+    fn shape(&self) -> [usize; D] {
+        self.mu.dims()
+    }
 }
 
 impl<const D: usize> LowRankDist<D> {

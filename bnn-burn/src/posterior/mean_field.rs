@@ -61,6 +61,10 @@ impl<const D: usize> WeightPosterior<D> for MeanFieldPosterior<D> {
         let (mu, sigma) = self.loc.evaluate();
         MeanFieldDist { mu, sigma }
     }
+
+    fn shape(&self) -> [usize; D] {
+        self.loc.mu.dims()
+    }
 }
 
 impl<const D: usize> MeanFieldDist<D> {

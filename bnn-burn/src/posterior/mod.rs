@@ -111,6 +111,9 @@ pub trait WeightPosterior<const D: usize>: Module {
     /// Evaluates the parameters (e.g. `σ = softplus(ρ)`) into `q(w)` for one step.
     fn dist(&self) -> Self::Dist;
 
+    /// Shape of the weight tensor.
+    fn shape(&self) -> [usize; D];
+
     /// Whether `q` is a point mass (every draw equals the mean): layers then skip the noise.
     fn is_point(&self) -> bool {
         false
@@ -165,29 +168,26 @@ macro_rules! posterior_families {
             $($(#[$doc])* $variant($module<D>),)*
         }
 
-        impl PosteriorConfig {
-            /// The family's name, for tables and errors.
-            pub fn name(&self) -> &'static str {
+        impl PosteriorFamily for PosteriorConfig {
+            type Posterior<const D: usize> = AnyPosterior<D>;
+
+            fn name(&self) -> &'static str {
                 match self { $(Self::$variant(c) => c.name(),)* }
             }
 
-            /// Checks every field of the family's configuration.
-            pub fn validate(&self) -> Result<(), ConfigError> {
+            fn validate(&self) -> Result<(), ConfigError> {
                 match self { $(Self::$variant(c) => c.validate(),)* }
             }
 
-            /// The posterior of one tensor, centred on `mean`.
-            pub fn init<const D: usize>(&self, mean: Tensor<D>, spec: &TensorSpec<D>) -> AnyPosterior<D> {
+            fn init<const D: usize>(&self, mean: Tensor<D>, spec: &TensorSpec<D>) -> AnyPosterior<D> {
                 match self { $(Self::$variant(c) => AnyPosterior::$variant(c.init(mean, spec)),)* }
             }
 
-            /// The configuration of the layer's bias.
-            pub fn for_bias(&self) -> Self {
+            fn for_bias(&self) -> Self {
                 match self { $(Self::$variant(c) => Self::$variant(c.for_bias()),)* }
             }
 
-            /// Whether the family has a marginal variance.
-            pub fn has_marginal_variance(&self) -> bool {
+            fn has_marginal_variance(&self) -> bool {
                 match self { $(Self::$variant(c) => c.has_marginal_variance(),)* }
             }
         }
@@ -197,6 +197,10 @@ macro_rules! posterior_families {
 
             fn dist(&self) -> Self::Dist {
                 match self { $(Self::$variant(p) => Box::new(p.dist()),)* }
+            }
+
+            fn shape(&self) -> [usize; D] {
+                match self { $(Self::$variant(p) => p.shape(),)* }
             }
 
             fn is_point(&self) -> bool {
@@ -280,6 +284,16 @@ impl<const D: usize> PosteriorDist<D> for Box<dyn PosteriorDist<D>> {
     fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
         (**self).kl(prior)
     }
+}
+
+/// A stochastic layer or model whose posterior has a KL divergence to its prior.
+///
+/// Layers implement it for their own parameters; models implement it as the sum over their
+/// parts, so that an objective never needs to know a model's insides.
+pub trait KlDivergence {
+    /// `KL(q ‖ p)` summed over every parameter, as a one-element tensor (a Monte Carlo estimate
+    /// where no closed form exists).
+    fn kl(&self) -> Tensor<1>;
 }
 
 /// The number of entries of a shape.

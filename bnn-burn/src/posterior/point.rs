@@ -53,6 +53,10 @@ impl<const D: usize> WeightPosterior<D> for PointPosterior<D> {
         }
     }
 
+    fn shape(&self) -> [usize; D] {
+        self.weight.dims()
+    }
+
     fn is_point(&self) -> bool {
         true
     }

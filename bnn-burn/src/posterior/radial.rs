@@ -79,6 +79,10 @@ impl<const D: usize> WeightPosterior<D> for RadialPosterior<D> {
         let (mu, sigma) = self.loc.evaluate();
         RadialDist { mu, sigma }
     }
+
+    fn shape(&self) -> [usize; D] {
+        self.loc.mu.dims()
+    }
 }
 
 impl<const D: usize> RadialDist<D> {

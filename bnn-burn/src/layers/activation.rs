@@ -1,0 +1,77 @@
+//! Activations between layers. Moment propagation (Haußmann 2021 ch. 3–4) will give each a
+//! moment rule beside its pointwise form.
+
+use burn::config::Config;
+use burn::tensor::Tensor;
+use burn::tensor::activation;
+
+/// A pointwise nonlinearity.
+#[derive(Config, Debug, PartialEq, Copy)]
+pub enum Activation {
+    /// `max(0, x)`.
+    Relu,
+    /// `x` for `x > 0`, `slope · x` below.
+    LeakyRelu {
+        /// Negative slope.
+        slope: f64,
+    },
+    /// `x` for `x > 0`, `α(eˣ − 1)` below (Clevert et al. 2016).
+    Elu {
+        /// α.
+        alpha: f64,
+    },
+    /// `tanh x`.
+    Tanh,
+    /// `λ·ELU_α(x)` with λ ≈ 1.0507, α ≈ 1.6733 (Klambauer et al. 2017).
+    Selu,
+    /// `x`.
+    Identity,
+}
+
+impl Activation {
+    /// Applies the activation elementwise.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        match *self {
+            Activation::Relu => activation::relu(x),
+            Activation::LeakyRelu { slope } => activation::leaky_relu(x, slope),
+            Activation::Elu { alpha } => activation::elu(x, alpha),
+            Activation::Tanh => activation::tanh(x),
+            Activation::Selu => activation::selu(x),
+            Activation::Identity => x,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{test_device, to_vec};
+
+    #[test]
+    fn every_activation_has_its_pointwise_form() {
+        let device = test_device();
+        let xs = [-2.0f64, -0.5, 0.0, 0.7, 3.0];
+        let x = Tensor::<1>::from_floats([-2.0, -0.5, 0.0, 0.7, 3.0], &device);
+        let cases: [(Activation, fn(f64) -> f64); 6] = [
+            (Activation::Relu, |v| v.max(0.0)),
+            (Activation::LeakyRelu { slope: 0.1 }, |v| {
+                if v > 0.0 { v } else { 0.1 * v }
+            }),
+            (Activation::Elu { alpha: 0.5 }, |v| {
+                if v > 0.0 { v } else { 0.5 * v.exp_m1() }
+            }),
+            (Activation::Tanh, f64::tanh),
+            (Activation::Selu, |v| {
+                let (l, a) = (1.050_700_987_355_480_5, 1.673_263_242_354_377_3);
+                l * if v > 0.0 { v } else { a * v.exp_m1() }
+            }),
+            (Activation::Identity, |v| v),
+        ];
+        for (act, f) in cases {
+            let got = to_vec(act.forward(x.clone()));
+            for (g, v) in got.iter().zip(xs) {
+                assert!((g - f(v)).abs() < 1e-5, "{act:?}({v}) = {g}, want {}", f(v));
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The Bayesian linear layer over any posterior family: `y = x W + b`, `W ~ q(W)`, `b ~ q(b)`.
+
+use super::estimator::{Stochastic, WeightOp};
+use super::ops::{check_last_dim, random_signs};
+use super::pass::{LayerDraw, Pass};
+use super::weights::WeightConfig;
+use crate::dist::WeightPrior;
+use crate::error::{Check, ConfigError};
+use crate::posterior::{AnyPosterior, KlDivergence, PosteriorFamily, TensorSpec, WeightPosterior};
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::module::linear;
+use burn::tensor::{Device, Tensor};
+
+/// Configuration of a [`BayesianLinear`] layer.
+#[derive(Config, Debug)]
+pub struct BayesianLinearConfig {
+    /// Input width.
+    pub d_input: usize,
+    /// Output width.
+    pub d_output: usize,
+    /// Whether the layer has a bias.
+    #[config(default = true)]
+    pub bias: bool,
+    /// Posterior family, prior, estimator and initialiser.
+    #[config(default = "WeightConfig::new()")]
+    pub weights: WeightConfig,
+}
+
+/// A Bayesian dense layer: a posterior over the `[d_input, d_output]` weight and one over the
+/// bias, each with its prior. Generic over the families; [`BayesianLinearConfig`] builds the run-time
+/// choice ([`AnyPosterior`]).
+#[derive(Module, Debug)]
+pub struct BayesianLinear<W: Module = AnyPosterior<2>, B: Module = AnyPosterior<1>> {
+    /// Posterior over the weight.
+    pub weight: W,
+    /// Posterior over the bias.
+    pub bias: Option<B>,
+    /// Prior over the weight.
+    pub weight_prior: WeightPrior<2>,
+    /// Prior over the bias.
+    pub bias_prior: Option<WeightPrior<1>>,
+    /// Gradient estimator.
+    #[module(skip)]
+    pub estimator: super::Estimator,
+}
+
+impl BayesianLinearConfig {
+    /// The layer of the configured family (weight means from the configured initialiser, bias
+    /// means 0).
+    pub fn init(&self, device: &Device) -> Result<BayesianLinear, ConfigError> {
+        self.init_with(&self.weights.posterior, device)
+    }
+
+    /// The layer with `family` in place of the configured posterior: a statically typed layer,
+    /// e.g. `BayesianLinear<MeanFieldPosterior<2>, MeanFieldPosterior<1>>`.
+    #[allow(clippy::type_complexity)]
+    pub fn init_with<F: PosteriorFamily>(
+        &self,
+        family: &F,
+        device: &Device,
+    ) -> Result<BayesianLinear<F::Posterior<2>, F::Posterior<1>>, ConfigError> {
+        let check = Check("BayesianLinearConfig");
+        check.at_least_one("d_input", self.d_input)?;
+        check.at_least_one("d_output", self.d_output)?;
+        self.weights.validate_with(family, "BayesianLinearConfig")?;
+        let spec = TensorSpec {
+            shape: [self.d_input, self.d_output],
+            input_axis: Some(0),
+        };
+        let fans = [self.d_input, self.d_output];
+        let (weight, weight_prior) = self.weights.weight(family, spec, fans, device);
+        let (bias, bias_prior) = match self.bias {
+            true => {
+                let (b, p) = self.weights.bias(family, self.d_output, device);
+                (Some(b), Some(p))
+            }
+            false => (None, None),
+        };
+        Ok(BayesianLinear {
+            weight,
+            bias,
+            weight_prior,
+            bias_prior,
+            estimator: self.weights.estimator,
+        })
+    }
+}
+
+/// `x W` on `[S, B, d_in]` activations.
+struct LinearOp {
+    shape: [usize; 2],
+}
+
+impl WeightOp<3, 2> for LinearOp {
+    fn weight_shape(&self) -> [usize; 2] {
+        self.shape
+    }
+    fn apply(&self, x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
+        linear(x, w, None)
+    }
+    fn apply_per_sample(&self, x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
+        let s = w.dims()[0];
+        x.matmul(w.reshape([s, self.shape[0], self.shape[1]]))
+    }
+    fn add_bias(&self, y: Tensor<3>, b: Tensor<2>) -> Tensor<3> {
+        y + b.unsqueeze_dim(1)
+    }
+    fn input_signs(&self, x: &Tensor<3>) -> Tensor<3> {
+        random_signs(x)
+    }
+    fn output_signs(&self, y: &Tensor<3>) -> Tensor<3> {
+        random_signs(y)
+    }
+}
+
+impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {
+    fn stochastic(&self) -> Stochastic<'_, W, B, 2> {
+        Stochastic {
+            weight: &self.weight,
+            bias: self.bias.as_ref(),
+            weight_prior: &self.weight_prior,
+            bias_prior: self.bias_prior.as_ref(),
+            estimator: self.estimator,
+        }
+    }
+
+    /// `[d_input, d_output]`.
+    pub fn shape(&self) -> [usize; 2] {
+        self.weight.shape()
+    }
+
+    /// The layer's output for a pass: `[S, B, d_input]` → `[S, B, d_output]`.
+    ///
+    /// # Panics
+    /// If the last axis is not `d_input` (both shapes are named).
+    pub fn run(&self, x: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
+        let shape = self.shape();
+        check_last_dim("BayesianLinear", &x, shape[0]);
+        self.stochastic().run(&LinearOp { shape }, x, pass)
+    }
+
+    /// `S` posterior samples in one call: `[S, B, d_input]` → `[S, B, d_output]`.
+    pub fn forward_samples(&self, x: Tensor<3>) -> Tensor<3> {
+        let s = x.dims()[0];
+        self.run(x, &mut Pass::predict(s))
+    }
+
+    /// One stochastic pass on `[..., d_input]`, returning `[..., d_output]` (burn's `Linear`
+    /// convention).
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let mut dims = x.dims();
+        let rows: usize = dims[..D - 1].iter().product();
+        let flat = x.reshape([1, rows, dims[D - 1]]);
+        let y = self.forward_samples(flat);
+        dims[D - 1] = y.dims()[2];
+        y.reshape(dims)
+    }
+
+    /// One sampled weight and bias to hold fixed.
+    pub fn draw(&self) -> LayerDraw {
+        self.stochastic().draw()
+    }
+
+    /// The same layer with `q` of every tensor, moment-matched, as its prior (VCL's next task).
+    ///
+    /// # Errors
+    /// When a posterior has no positive marginal variance (e.g. a point estimate).
+    pub fn with_posterior_as_prior(mut self) -> Result<Self, ConfigError> {
+        self.weight_prior = WeightPrior::from_posterior(&self.weight.dist())?;
+        if let Some(b) = &self.bias {
+            self.bias_prior = Some(WeightPrior::from_posterior(&b.dist())?);
+        }
+        Ok(self)
+    }
+
+    /// Whether every draw equals the mean.
+    pub fn is_point(&self) -> bool {
+        self.weight.is_point() && self.bias.as_ref().is_none_or(|b| b.is_point())
+    }
+}
+
+impl<W: WeightPosterior<2>, B: WeightPosterior<1>> KlDivergence for BayesianLinear<W, B> {
+    fn kl(&self) -> Tensor<1> {
+        self.stochastic().kl()
+    }
+}

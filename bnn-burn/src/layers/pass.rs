@@ -1,0 +1,124 @@
+//! One pass through a network: how many Monte Carlo samples it carries, whether the weights are
+//! drawn afresh or held fixed, and which training terms the layers add up on the way.
+//!
+//! Every network has one forward loop; prediction, a training step and a fixed network draw are
+//! the same loop with a different [`Pass`].
+
+use crate::posterior::Unsupported;
+use burn::tensor::Tensor;
+
+/// One sampled weight tensor and bias of a layer, held fixed across forward calls (a network
+/// draw for roll-outs and SDE paths).
+#[derive(Debug, Clone)]
+pub struct LayerDraw {
+    /// Flat weight draw, `[1, numel]`.
+    pub weight: Tensor<2>,
+    /// Flat bias draw, `[1, d_out]`.
+    pub bias: Option<Tensor<2>>,
+}
+
+/// The state of one pass through a network.
+#[derive(Debug)]
+pub struct Pass<'a> {
+    samples: usize,
+    fixed: Option<&'a [LayerDraw]>,
+    next: usize,
+    collect_kl: bool,
+    want_log_ratio: bool,
+    kl: Option<Tensor<1>>,
+    log_ratio: Option<Tensor<1>>,
+    failure: Option<Unsupported>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(samples: usize, collect_kl: bool, want_log_ratio: bool) -> Self {
+        assert!(samples >= 1, "a pass needs at least one sample");
+        Self {
+            samples,
+            fixed: None,
+            next: 0,
+            collect_kl,
+            want_log_ratio,
+            kl: None,
+            log_ratio: None,
+            failure: None,
+        }
+    }
+
+    /// Prediction: `samples` fresh posterior draws, no training terms.
+    pub fn predict(samples: usize) -> Self {
+        Self::new(samples, false, false)
+    }
+
+    /// A training step: `samples` draws; the KL is summed over layers, and with `log_ratio` the
+    /// per-sample `ln q(w_s) − ln p(w_s)` too (black-box α needs it).
+    pub fn train(samples: usize, log_ratio: bool) -> Self {
+        Self::new(samples, true, log_ratio)
+    }
+
+    /// One pass with every layer's weights taken from `draws`, in layer order.
+    pub fn fixed(draws: &'a [LayerDraw]) -> Self {
+        Self {
+            fixed: Some(draws),
+            ..Self::new(1, false, false)
+        }
+    }
+
+    /// Monte Carlo samples carried by the pass (the leading axis of its activations).
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    /// The next layer's fixed draw, if the pass holds a network draw.
+    pub(crate) fn next_draw(&mut self) -> Option<&'a LayerDraw> {
+        let draws = self.fixed?;
+        let draw = draws.get(self.next).unwrap_or_else(|| {
+            panic!(
+                "a network draw of {} layers was used on a network with more layers",
+                draws.len()
+            )
+        });
+        self.next += 1;
+        Some(draw)
+    }
+
+    pub(crate) fn collects_kl(&self) -> bool {
+        self.collect_kl
+    }
+
+    pub(crate) fn wants_log_ratio(&self) -> bool {
+        self.want_log_ratio && self.failure.is_none()
+    }
+
+    pub(crate) fn add_kl(&mut self, kl: Tensor<1>) {
+        self.kl = Some(match self.kl.take() {
+            Some(k) => k + kl,
+            None => kl,
+        });
+    }
+
+    pub(crate) fn add_log_ratio(&mut self, ratio: Tensor<1>) {
+        self.log_ratio = Some(match self.log_ratio.take() {
+            Some(r) => r + ratio,
+            None => ratio,
+        });
+    }
+
+    pub(crate) fn fail(&mut self, why: Unsupported) {
+        self.failure.get_or_insert(why);
+    }
+
+    /// The summed KL (zero for a network without stochastic layers) and, when requested, the
+    /// per-sample log-ratio `[S]` or the reason a layer could not give it.
+    pub fn into_terms(
+        self,
+        device: &burn::tensor::Device,
+    ) -> (Tensor<1>, Result<Option<Tensor<1>>, Unsupported>) {
+        let kl = self.kl.unwrap_or_else(|| Tensor::zeros([1], device));
+        let ratio = match self.failure {
+            Some(why) => Err(why),
+            None => Ok(self.log_ratio),
+        };
+        (kl, ratio)
+    }
+}

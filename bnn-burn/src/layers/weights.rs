@@ -1,0 +1,97 @@
+//! How a layer models its weights, shared by the dense and the convolutional layer: the
+//! posterior family, the prior, the gradient estimator and the initialiser of the means.
+
+use super::Estimator;
+use crate::dist::{Prior, WeightPrior};
+use crate::error::{Check, ConfigError};
+use crate::posterior::{PosteriorConfig, PosteriorFamily, TensorSpec};
+use burn::config::Config;
+use burn::module::Initializer;
+use burn::tensor::{Device, Tensor};
+
+/// The weight model of a layer.
+#[derive(Config, Debug, PartialEq)]
+pub struct WeightConfig {
+    /// Posterior family of the weights (the bias uses [`PosteriorConfig::for_bias`]).
+    #[config(default = "PosteriorConfig::mean_field()")]
+    pub posterior: PosteriorConfig,
+    /// Prior over weights and bias.
+    #[config(default = "Prior::Gaussian { mean: 0.0, std: 1.0 }")]
+    pub prior: Prior,
+    /// Gradient estimator of the expected log-likelihood.
+    #[config(default = "Estimator::Reparameterization")]
+    pub estimator: Estimator,
+    /// Initialiser of the weight means (He normal by default; bias means start at 0).
+    #[config(
+        default = "Initializer::KaimingNormal { gain: std::f64::consts::SQRT_2, fan_out_only: false }"
+    )]
+    pub initializer: Initializer,
+    /// Posterior draws per Monte Carlo estimate of a prior cross-entropy without closed form.
+    #[config(default = 1)]
+    pub kl_samples: usize,
+}
+
+impl WeightConfig {
+    /// Weights of the given family, everything else default.
+    pub fn of(posterior: PosteriorConfig) -> Self {
+        Self::new().with_posterior(posterior)
+    }
+
+    /// Checks every field; `config` names the layer configuration holding this one.
+    pub fn validate(&self, config: &'static str) -> Result<(), ConfigError> {
+        self.validate_with(&self.posterior, config)
+    }
+
+    /// [`Self::validate`] with `family` in place of the configured posterior.
+    pub fn validate_with<F: PosteriorFamily>(
+        &self,
+        family: &F,
+        config: &'static str,
+    ) -> Result<(), ConfigError> {
+        let check = Check(config);
+        family.validate()?;
+        self.prior.validate(config)?;
+        check.at_least_one("weights.kl_samples", self.kl_samples)?;
+        if self.estimator != Estimator::Reparameterization && !family.has_marginal_variance() {
+            return Err(ConfigError {
+                config,
+                field: "weights.estimator",
+                value: format!("{:?} with the {} family", self.estimator, family.name()),
+                expected: "Reparameterization for a family without a marginal variance",
+            });
+        }
+        Ok(())
+    }
+
+    /// The posterior (of `family`) and prior of a weight tensor with the given fans.
+    pub(crate) fn weight<F: PosteriorFamily, const D: usize>(
+        &self,
+        family: &F,
+        spec: TensorSpec<D>,
+        fans: [usize; 2],
+        device: &Device,
+    ) -> (F::Posterior<D>, WeightPrior<D>) {
+        let mean = self
+            .initializer
+            .init_with::<D, _>(spec.shape, Some(fans[0]), Some(fans[1]), device)
+            .val();
+        let posterior = family.init(mean, &spec);
+        (posterior, self.prior.weight_prior(self.kl_samples, device))
+    }
+
+    /// The posterior (of `family`'s bias configuration) and prior of a bias of `n` entries
+    /// (means start at 0).
+    pub(crate) fn bias<F: PosteriorFamily>(
+        &self,
+        family: &F,
+        n: usize,
+        device: &Device,
+    ) -> (F::Posterior<1>, WeightPrior<1>) {
+        let spec = TensorSpec {
+            shape: [n],
+            input_axis: None,
+        };
+        let posterior = family.for_bias().init(Tensor::zeros([n], device), &spec);
+        (posterior, self.prior.weight_prior(self.kl_samples, device))
+    }
+}
