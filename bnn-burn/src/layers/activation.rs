@@ -52,7 +52,8 @@ mod tests {
         let device = test_device();
         let xs = [-2.0f64, -0.5, 0.0, 0.7, 3.0];
         let x = Tensor::<1>::from_floats([-2.0, -0.5, 0.0, 0.7, 3.0], &device);
-        let cases: [(Activation, fn(f64) -> f64); 6] = [
+        type Reference = fn(f64) -> f64;
+        let cases: [(Activation, Reference); 6] = [
             (Activation::Relu, |v| v.max(0.0)),
             (Activation::LeakyRelu { slope: 0.1 }, |v| {
                 if v > 0.0 { v } else { 0.1 * v }
