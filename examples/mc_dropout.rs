@@ -10,11 +10,14 @@
 //!
 //! `cargo run --release --example mc_dropout`
 
+use bnn_burn::Prior;
 use bnn_burn::host::{labels, matrix, to_vec};
-use bnn_burn::layers::{DropoutNoise, weight_decay_for_prior};
-use bnn_burn::metrics::{accuracy, auroc, interval_coverage, mean, rmse};
-use bnn_burn::model::{BayesianMlpConfig, Classifier, LayerKind, RegressionLikelihood, Regressor};
-use bnn_burn::objective::GaussianLikelihoodConfig;
+use bnn_burn::layers::{Estimator, WeightConfig};
+use bnn_burn::likelihood::{Categorical, GaussianLikelihoodConfig};
+use bnn_burn::metrics::{accuracy, auroc, interval_coverage, mean};
+use bnn_burn::nets::{Classifier, MlpConfig, Regressor};
+use bnn_burn::posterior::{PosteriorConfig, weight_decay_for_prior};
+use bnn_burn::predict::{Predict, PredictMode};
 use bnn_burn::train::{TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::Standardizer;
@@ -34,22 +37,22 @@ fn main() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// MC dropout of rate `p` on every layer input (per-example masks), prior `N(0, 1/l²)`.
+fn dropout(p: f64) -> WeightConfig {
+    WeightConfig::of(PosteriorConfig::mc_dropout(p))
+        .with_estimator(Estimator::LocalReparameterization)
+        .with_prior(Prior::from_length_scale(LENGTH_SCALE))
+}
+
 /// A 1-50-1 MC dropout regressor whose Gaussian noise is fixed at precision `tau`.
 fn dropout_regressor(p: f64, tau: f64, device: &Device) -> Result<Regressor, Box<dyn Error>> {
-    let kind = LayerKind::McDropout {
-        p,
-        noise: DropoutNoise::Bernoulli,
-        length_scale: LENGTH_SCALE,
-    };
-    Ok(Regressor {
-        net: BayesianMlpConfig::new(1, vec![50], 1, kind).init(device)?,
-        likelihood: RegressionLikelihood::Homoscedastic(
-            GaussianLikelihoodConfig::new()
-                .with_noise_std(tau.powf(-0.5))
-                .with_learned(false)
-                .init(device)?,
-        ),
-    })
+    let likelihood = GaussianLikelihoodConfig::new()
+        .with_noise_std(tau.powf(-0.5))
+        .with_learned(false)
+        .init(device)?;
+    Ok(MlpConfig::new(1, vec![50], 1)
+        .with_weights(dropout(p))
+        .init(likelihood, device)?)
 }
 
 fn regression() -> Result<(), Box<dyn Error>> {
@@ -65,17 +68,15 @@ fn regression() -> Result<(), Box<dyn Error>> {
     let n = train_set.x.len();
 
     // Gal's predictive log-likelihood in original units, its RMSE, and the 95 % coverage.
-    let evaluate = |model: &Regressor, set: &toy::Regression1d| {
-        let pred = model.predict(matrix(&sx.transform(&set.x), 1, &plain), T);
+    let evaluate = |model: &Regressor, set: &toy::Regression1d| -> Result<_, Box<dyn Error>> {
+        let x = matrix(&sx.transform(&set.x), 1, &plain);
+        let pred = model.predict(x, PredictMode::Samples(T))?;
         let y_std = sy.transform(&set.y);
-        let ll = mean(&to_vec(pred.log_likelihood(matrix(&y_std, 1, &plain)))) + sy.log_jacobian();
-        let m = to_vec(pred.predictive_mean());
-        let sd: Vec<f64> = to_vec(pred.predictive_variance())
-            .iter()
-            .map(|v| v.sqrt())
-            .collect();
+        let scores = pred.scores(matrix(&y_std, 1, &plain), &sy.std);
+        let m = to_vec(pred.mean());
+        let sd: Vec<f64> = to_vec(pred.variance()).iter().map(|v| v.sqrt()).collect();
         let coverage = interval_coverage(&m, &sd, &y_std, 0.95);
-        (ll, rmse(&m, &y_std, sy.std[0]), coverage, pred)
+        Ok((scores.log_likelihood, scores.rmse, coverage))
     };
 
     println!("== MC dropout regression: cubic toy, 20 training points, 1-50-1 ReLU net");
@@ -91,9 +92,9 @@ fn regression() -> Result<(), Box<dyn Error>> {
                 .with_batch_size(n)
                 .with_learning_rate(3e-3)
                 .with_seed(7);
-            let (model, _) = train(model, x.clone(), y.clone(), &config)?;
+            let (model, _) = train(model, (x.clone(), y.clone()), &config)?;
             let model = model.valid();
-            let (ll, ..) = evaluate(&model, &valid_set);
+            let (ll, ..) = evaluate(&model, &valid_set)?;
             let lambda = weight_decay_for_prior(LENGTH_SCALE, p, n, tau);
             println!("| {p:>4} | {tau:>6} | {lambda:>14.2e} | {ll:>13.3} |");
             if best.as_ref().is_none_or(|b| ll > b.0) {
@@ -102,7 +103,7 @@ fn regression() -> Result<(), Box<dyn Error>> {
         }
     }
     let (_, p, tau, model) = best.expect("the grid is not empty");
-    let (ll, err, coverage, _) = evaluate(&model, &test_set);
+    let (ll, err, coverage) = evaluate(&model, &test_set)?;
     let oracle = -CUBIC_NOISE_STD.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln() - 0.5;
     println!("\nchosen p = {p}, τ = {tau}; on 1000 test points:");
     println!("  test log-likelihood (Gal's estimator)  {ll:.3}   (true model: {oracle:.3})");
@@ -112,9 +113,12 @@ fn regression() -> Result<(), Box<dyn Error>> {
     // Predictive std = sqrt(1/τ + Var_t[f_t(x)]): τ⁻¹ is the aleatoric floor, the rest grows
     // away from the data (the training inputs lie in [−4, 4]).
     let probe = [-6.0, -2.0, 0.0, 2.0, 6.0];
-    let pred = model.predict(matrix(&sx.transform(&probe), 1, &plain), T);
+    let pred = model.predict(
+        matrix(&sx.transform(&probe), 1, &plain),
+        PredictMode::Samples(T),
+    )?;
     let total = sy.inverse_scale(
-        &to_vec(pred.predictive_variance())
+        &to_vec(pred.variance())
             .iter()
             .map(|v| v.sqrt())
             .collect::<Vec<_>>(),
@@ -154,35 +158,32 @@ fn classification() -> Result<(), Box<dyn Error>> {
         .collect();
 
     device.seed(3);
-    let kind = LayerKind::McDropout {
-        p: 0.1,
-        noise: DropoutNoise::Bernoulli,
-        length_scale: LENGTH_SCALE,
-    };
-    let model = Classifier {
-        net: BayesianMlpConfig::new(2, vec![100, 100], 2, kind).init(&device)?,
-    };
+    let model: Classifier = MlpConfig::new(2, vec![100, 100], 2)
+        .with_weights(dropout(0.1))
+        .init(Categorical, &device)?;
     let config = TrainConfig::new(200)
         .with_batch_size(100)
         .with_learning_rate(3e-3)
         .with_seed(3);
     let x = matrix(&sx.transform(&flat(&train_set.x)), 2, &device);
-    let (model, _) = train(model, x, labels(&train_set.label, &device), &config)?;
+    let (model, _) = train(model, (x, labels(&train_set.label, &device)), &config)?;
     let model = model.valid();
 
-    let measures = |pts: &[[f64; 2]]| {
-        let pred = model.predict(matrix(&sx.transform(&flat(pts)), 2, &plain), T);
-        (
-            to_vec(pred.predictive()),
+    let measures = |pts: &[[f64; 2]]| -> Result<_, Box<dyn Error>> {
+        let x = matrix(&sx.transform(&flat(pts)), 2, &plain);
+        let pred = model.predict(x, PredictMode::Samples(T))?;
+        let samples = pred.samples().ok_or("MC dropout predicts samples")?;
+        Ok((
+            to_vec(pred.mean()),
             [
-                to_vec(pred.predictive_entropy()),
-                to_vec(pred.mutual_information()),
-                to_vec(pred.variation_ratio()),
+                to_vec(pred.entropy()),
+                to_vec(pred.epistemic_entropy()),
+                to_vec(samples.variation_ratio()),
             ],
-        )
+        ))
     };
-    let (probs, inside) = measures(&test_set.x);
-    let (_, outside) = measures(&far);
+    let (probs, inside) = measures(&test_set.x)?;
+    let (_, outside) = measures(&far)?;
     println!("== MC dropout classification: two moons, 2-100-100-2 ReLU net, p = 0.1, T = {T}");
     println!(
         "test accuracy {:.3}\n",

@@ -11,31 +11,41 @@
 //! `cargo run --release --example mfvi_vs_radial`
 
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::layers::{Estimator, PosteriorParam};
-use bnn_burn::metrics::{mean, rmse};
-use bnn_burn::model::{LayerKind, Regressor, StochasticLinear};
+use bnn_burn::layers::{Pass, WeightConfig};
+use bnn_burn::likelihood::{GaussianLikelihoodConfig, HeteroscedasticGaussian, Likelihood};
+use bnn_burn::metrics::mean;
+use bnn_burn::nets::MlpConfig;
+use bnn_burn::posterior::{
+    AnyPosterior, MeanFieldConfig, MeanFieldDist, PosteriorConfig, PosteriorDist, RadialConfig,
+    RadialDist, ScaleInit,
+};
+use bnn_burn::predict::{Predict, PredictMode};
 use bnn_burn::special::inverse_softplus;
-use bnn_burn::train::{Supervised, TrainConfig, train};
-use bnn_burn::{Prior, device, training_device};
+use bnn_burn::train::{TrainConfig, train};
+use bnn_burn::{device, training_device};
 use bnn_datasets::Standardizer;
 use bnn_datasets::toy;
 use burn::module::Module;
 use burn::tensor::Tensor;
 use std::error::Error;
 
-fn mean_field(rho_init: f64) -> LayerKind {
-    LayerKind::MeanField {
-        estimator: Estimator::Reparameterization,
-        prior: Prior::gaussian(1.0),
-        rho_init,
-    }
-}
-
-fn radial(rho_init: f64) -> LayerKind {
-    LayerKind::Radial {
-        prior: Prior::gaussian(1.0),
-        rho_init,
-    }
+/// The two families, initial ρ given, N(0, 1) priors, reparameterisation.
+fn families(rho: f64) -> [(&'static str, WeightConfig); 2] {
+    let scale = ScaleInit::new().with_rho(rho);
+    [
+        (
+            "MFVI",
+            WeightConfig::of(PosteriorConfig::MeanField(
+                MeanFieldConfig::new().with_scale(scale),
+            )),
+        ),
+        (
+            "Radial",
+            WeightConfig::of(PosteriorConfig::Radial(
+                RadialConfig::new().with_scale(scale),
+            )),
+        ),
+    ]
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -54,7 +64,15 @@ fn soap_bubble() {
     println!("| D | MFVI ‖w−μ‖ | MFVI ‖w−w'‖ | radial ‖w−μ‖ | radial ‖w−w'‖ | σ√D |");
     println!("|---:|---:|---:|---:|---:|---:|");
     for d in [10usize, 100, 1_000, 10_000, 100_000] {
-        let param = PosteriorParam::<1>::init([d], 0.0, inverse_softplus(1.0), 0.0, &device);
+        let (mu, sigma) = (
+            Tensor::<1>::zeros([d], &device),
+            Tensor::<1>::ones([d], &device),
+        );
+        let gaussian = MeanFieldDist {
+            mu: mu.clone(),
+            sigma: sigma.clone(),
+        };
+        let radial = RadialDist { mu, sigma };
         let stats = |w: Tensor<2>| {
             let radius = mean(&to_vec(w.clone().square().sum_dim(1).sqrt()));
             let a = w.clone().slice([0..S - 1, 0..d]);
@@ -62,8 +80,8 @@ fn soap_bubble() {
             let spread = mean(&to_vec((a - b).square().sum_dim(1).sqrt()));
             (radius, spread)
         };
-        let (gr, gs) = stats(param.sample_gaussian_n::<2>(S));
-        let (rr, rs) = stats(param.sample_radial_n::<2>(S));
+        let (gr, gs) = stats(gaussian.sample(S));
+        let (rr, rs) = stats(radial.sample(S));
         println!(
             "| {d} | {gr:.2} | {gs:.2} | {rr:.2} | {rs:.2} | {:.2} |",
             (d as f64).sqrt()
@@ -92,16 +110,22 @@ fn gradient_variance() -> Result<(), Box<dyn Error>> {
     for sigma in [0.01, 0.03, 0.1, 0.3, 1.0] {
         let rho = inverse_softplus(sigma);
         let mut row = Vec::new();
-        for kind in [mean_field(rho), radial(rho)] {
+        for (_, weights) in families(rho) {
             device.seed(11);
-            let model = Regressor::new(1, vec![200, 200], 1, kind, false, &device)?;
+            let likelihood = GaussianLikelihoodConfig::new()
+                .with_noise_std(0.5)
+                .init(&device)?;
+            let model = MlpConfig::new(1, vec![200, 200], 1)
+                .with_weights(weights)
+                .init(likelihood, &device)?;
             let mut grads = Vec::with_capacity(DRAWS);
             for _ in 0..DRAWS {
-                let nll = model.nll(x.clone(), y.clone(), 1).mean();
+                let out = model.forward(x.clone(), &mut Pass::predict(1));
+                let nll = model.likelihood.log_likelihood(out, y.clone()).mean().neg();
                 let g = nll.backward();
-                let mu = match &model.net.layers[1] {
-                    StochasticLinear::MeanField(l) => &l.weight.mu,
-                    StochasticLinear::Radial(l) => &l.weight.mu,
+                let mu = match &model.body.layers[1].params.weight {
+                    AnyPosterior::MeanField(p) => &p.loc.mu,
+                    AnyPosterior::Radial(p) => &p.loc.mu,
                     _ => unreachable!("only the two families are compared"),
                 };
                 grads.push(to_vec(mu.val().grad(&g).expect("μ receives a gradient")));
@@ -147,24 +171,22 @@ fn training() -> Result<(), Box<dyn Error>> {
     println!("|---:|---|---:|---:|---:|");
     for sigma in [0.0067, 0.3] {
         let rho = inverse_softplus(sigma);
-        for kind in [mean_field(rho), radial(rho)] {
+        for (name, weights) in families(rho) {
             device.seed(5);
-            let model = Regressor::new(1, vec![100, 100], 1, kind, true, &device)?;
+            let model = MlpConfig::new(1, vec![100, 100], 1)
+                .with_weights(weights)
+                .init(HeteroscedasticGaussian, &device)?;
             let config = TrainConfig::new(EPOCHS)
                 .with_batch_size(100)
                 .with_learning_rate(3e-3)
                 .with_seed(5);
-            let (model, report) = train(model, x.clone(), y.clone(), &config)?;
+            let (model, report) = train(model, (x.clone(), y.clone()), &config)?;
             let model = model.valid();
-            let pred = model.predict(x_test.clone(), 200);
-            let ll =
-                mean(&to_vec(pred.log_likelihood(matrix(&y_test, 1, &plain)))) + sy.log_jacobian();
-            let err = rmse(&to_vec(pred.predictive_mean()), &y_test, sy.std[0]);
+            let pred = model.predict(x_test.clone(), PredictMode::Samples(200))?;
+            let scores = pred.scores(matrix(&y_test, 1, &plain), &sy.std);
+            let (ll, err) = (scores.log_likelihood, scores.rmse);
             let kl = report.history.last().map(|e| e.kl).unwrap_or(f64::NAN) / 1000.0;
-            println!(
-                "| {sigma} | {} | {ll:.3} | {err:.3} | {kl:.3} |",
-                kind.name()
-            );
+            println!("| {sigma} | {name} | {ll:.3} | {err:.3} | {kl:.3} |");
         }
     }
     println!(

@@ -3,9 +3,11 @@
 //! mean with its ±2σ aleatoric band inside the ±2σ total band (law of total variance,
 //! `Var[y] = E_w[σ²] + Var_w[μ]`; Depeweg 2019 §3.2).
 
+use crate::methods::Method;
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::metrics::{mean, rmse};
-use bnn_burn::model::{LayerKind, Regressor};
+use bnn_burn::likelihood::HeteroscedasticGaussian;
+use bnn_burn::nets::{HeteroscedasticRegressor, MlpConfig};
+use bnn_burn::predict::{Predict, PredictMode};
 use bnn_burn::train::{TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::Standardizer;
@@ -66,10 +68,10 @@ pub struct Fit {
     pub seed: u64,
 }
 
-/// Trains a heteroscedastic regressor of family `kind` on `train_set` (standardised with its
+/// Trains a heteroscedastic regressor of `method` on `train_set` (standardised with its
 /// statistics), returns its test metrics and its curves on `grid`.
 pub fn fit_and_draw(
-    kind: LayerKind,
+    method: &Method,
     train_set: &Regression1d,
     test_set: &Regression1d,
     grid: &[f64],
@@ -83,28 +85,31 @@ pub fn fit_and_draw(
     let plain = device.clone().inner();
     // Initialisation draws from the device RNG: seed it so that reruns are identical.
     device.seed(fit.seed);
-    let model = Regressor::new(1, fit.hidden.to_vec(), 1, kind, true, &device)?;
+    let model = MlpConfig::new(1, fit.hidden.to_vec(), 1)
+        .with_weights(method.weights.clone())
+        .init(HeteroscedasticGaussian, &device)?;
     let config = TrainConfig::new(fit.epochs)
         .with_batch_size(100)
         .with_learning_rate(3e-3)
         .with_train_samples(1)
         .with_seed(fit.seed);
-    eprintln!("training {} ({} epochs)", kind.name(), fit.epochs);
-    let (model, report) = train(model, x, y, &config)?;
+    eprintln!("training {} ({} epochs)", method.name, fit.epochs);
+    let (model, report) = train(model, (x, y), &config)?;
     let model = model.valid();
-    let (test_ll, test_rmse) = evaluate(&model, test_set, (&sx, &sy), &plain);
-    let pred = model.predict(matrix(&sx.transform(grid), 1, &plain), PRED_SAMPLES);
+    let (test_ll, test_rmse) = evaluate(&model, test_set, (&sx, &sy), &plain)?;
+    let grid_x = matrix(&sx.transform(grid), 1, &plain);
+    let pred = model.predict(grid_x, PredictMode::Samples(PRED_SAMPLES))?;
     let std_of = |var: Tensor<2>| {
         sy.inverse_scale(&to_vec(var).iter().map(|v| v.sqrt()).collect::<Vec<_>>())
     };
     let curves = Curves {
         x: grid.to_vec(),
-        mean: sy.inverse(&to_vec(pred.predictive_mean())),
+        mean: sy.inverse(&to_vec(pred.mean())),
         aleatoric_std: std_of(pred.aleatoric_variance()),
-        total_std: std_of(pred.predictive_variance()),
+        total_std: std_of(pred.variance()),
     };
     let row = Row {
-        method: kind.name().to_string(),
+        method: method.name.to_string(),
         test_ll,
         test_rmse,
         train_seconds: report.seconds,
@@ -112,19 +117,17 @@ pub fn fit_and_draw(
     Ok((row, curves))
 }
 
-/// Test log-likelihood (mixture over samples, original units) and RMSE of the predictive mean.
+/// Test log-likelihood (mixture over samples) and RMSE of the predictive mean, original units.
 pub fn evaluate(
-    model: &Regressor,
+    model: &HeteroscedasticRegressor,
     test: &Regression1d,
     (sx, sy): (&Standardizer, &Standardizer),
     device: &Device,
-) -> (f64, f64) {
-    let pred = model.predict(matrix(&sx.transform(&test.x), 1, device), PRED_SAMPLES);
-    let y_std = sy.transform(&test.y);
-    let ll = to_vec(pred.log_likelihood(matrix(&y_std, 1, device)));
-    let ll = mean(&ll) + sy.log_jacobian();
-    let m = to_vec(pred.predictive_mean());
-    (ll, rmse(&m, &y_std, sy.std[0]))
+) -> Result<(f64, f64), Box<dyn Error>> {
+    let x = matrix(&sx.transform(&test.x), 1, device);
+    let pred = model.predict(x, PredictMode::Samples(PRED_SAMPLES))?;
+    let scores = pred.scores(matrix(&sy.transform(&test.y), 1, device), &sy.std);
+    Ok((scores.log_likelihood, scores.rmse))
 }
 
 /// One panel of a decomposition figure.

@@ -4,6 +4,7 @@ mod alloc;
 mod data_load;
 mod decomposition;
 mod experiment;
+mod methods;
 mod mnist;
 mod mnist_published;
 mod perf;

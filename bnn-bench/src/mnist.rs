@@ -5,17 +5,18 @@
 //! with reliability diagrams and entropy histograms.
 
 use crate::experiment;
+use crate::methods::Method;
 use crate::mnist_published;
-use bnn_burn::convnet::{BayesianConvNetConfig, ImageClassifier};
 use bnn_burn::host::to_vec;
-use bnn_burn::layers::{DropoutNoise, Estimator};
+use bnn_burn::layers::Estimator;
+use bnn_burn::likelihood::Categorical;
 use bnn_burn::metrics::{
     ReliabilityBin, accuracy, auroc, brier, ece, entropy_ecdf_area, nll, reliability_curve,
 };
-use bnn_burn::model::{BayesianMlpConfig, Classifier, LayerKind};
+use bnn_burn::nets::{Classifier, ConvNetConfig, ImageClassifier, MlpConfig};
+use bnn_burn::predict::{ClassPrediction, Predict, PredictError, PredictMode};
 use bnn_burn::train::{TrainConfig, train};
-use bnn_burn::uncertainty::ClassPrediction;
-use bnn_burn::{Prior, training_device};
+use bnn_burn::training_device;
 use bnn_datasets::{DataRoot, ImageSet, MnistFamily, Normalization, Split};
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
@@ -66,48 +67,15 @@ impl FromStr for Arch {
     }
 }
 
-/// One method: a name and the posterior family of every layer.
-#[derive(Debug, Clone, Copy)]
-pub struct MnistMethod {
-    /// Table name.
-    pub name: &'static str,
-    /// Layer family.
-    pub kind: LayerKind,
-}
-
 /// Every method, in table order. Deterministic: MAP with a N(0, 1) prior; MC dropout with
 /// p = 0.2 on every layer input and Gal's length-scale 10⁻²; mean-field (local
 /// reparameterisation) and radial with N(0, 1) priors and ρ₀ = −5.
-pub fn methods() -> Vec<MnistMethod> {
-    let prior = Prior::gaussian(1.0);
+pub fn methods() -> Vec<Method> {
     vec![
-        MnistMethod {
-            name: "Deterministic",
-            kind: LayerKind::Deterministic { prior_std: 1.0 },
-        },
-        MnistMethod {
-            name: "MC dropout",
-            kind: LayerKind::McDropout {
-                p: 0.2,
-                noise: DropoutNoise::Bernoulli,
-                length_scale: 1e-2,
-            },
-        },
-        MnistMethod {
-            name: "MFVI",
-            kind: LayerKind::MeanField {
-                estimator: Estimator::LocalReparameterization,
-                prior,
-                rho_init: -5.0,
-            },
-        },
-        MnistMethod {
-            name: "Radial",
-            kind: LayerKind::Radial {
-                prior,
-                rho_init: -5.0,
-            },
-        },
+        Method::map(1.0).named("Deterministic"),
+        Method::mc_dropout(0.2, 1e-2),
+        Method::mean_field(Estimator::LocalReparameterization).named("MFVI"),
+        Method::radial(),
     ]
 }
 
@@ -184,13 +152,14 @@ enum Trained {
 }
 
 impl Trained {
-    fn predict(&self, images: Tensor<4>, samples: usize) -> ClassPrediction {
+    fn predict(&self, images: Tensor<4>, samples: usize) -> Result<ClassPrediction, PredictError> {
+        let mode = PredictMode::Samples(samples);
         match self {
             Trained::Mlp(m) => {
                 let [b, c, h, w] = images.dims();
-                m.predict(images.reshape([b, c * h * w]), samples)
+                m.predict(images.reshape([b, c * h * w]), mode)
             }
-            Trained::Conv(m) => m.predict(images, samples),
+            Trained::Conv(m) => m.predict(images, mode),
         }
     }
 }
@@ -210,7 +179,7 @@ fn predict_set(
     norm: &Normalization,
     samples: usize,
     device: &Device,
-) -> Predictions {
+) -> Result<Predictions, PredictError> {
     let mut p = Predictions {
         probs: Vec::with_capacity(set.len() * N_CLASSES),
         log_likelihood: Vec::with_capacity(set.len()),
@@ -220,14 +189,13 @@ fn predict_set(
     let indices: Vec<usize> = (0..set.len()).collect();
     for chunk in indices.chunks(CHUNK) {
         let batch = set.batch(chunk, norm, device);
-        let pred = model.predict(batch.images, samples);
-        p.probs.extend(to_vec(pred.predictive()));
-        p.log_likelihood
-            .extend(to_vec(pred.log_likelihood(batch.labels)));
-        p.entropy.extend(to_vec(pred.predictive_entropy()));
-        p.mi.extend(to_vec(pred.mutual_information()));
+        let pred = model.predict(batch.images, samples)?;
+        p.probs.extend(to_vec(pred.mean()));
+        p.log_likelihood.extend(to_vec(pred.log_prob(batch.labels)));
+        p.entropy.extend(to_vec(pred.entropy()));
+        p.mi.extend(to_vec(pred.epistemic_entropy()));
     }
-    p
+    Ok(p)
 }
 
 /// Counts of `values` in `bins` equal bins on `[0, max]` (the top edge goes in the last bin).
@@ -271,7 +239,7 @@ impl MnistData {
 /// Trains one method on one architecture and measures it.
 pub fn run_one(
     arch: Arch,
-    method: &MnistMethod,
+    method: &Method,
     data: &MnistData,
     epochs: usize,
     samples: usize,
@@ -292,28 +260,24 @@ pub fn run_one(
     let t0 = Instant::now();
     let model = match arch {
         Arch::Mlp => {
-            let net = BayesianMlpConfig::new(c * h * w, vec![400, 400], N_CLASSES, method.kind)
-                .init(&device)?;
+            let net: Classifier = MlpConfig::new(c * h * w, vec![400, 400], N_CLASSES)
+                .with_weights(method.weights.clone())
+                .init(Categorical, &device)?;
             let x = batch.images.reshape([data.train.len(), c * h * w]);
-            let (m, _) = train(Classifier { net }, x, labels, &config)?;
+            let (m, _) = train(net, (x, labels), &config)?;
             Trained::Mlp(m.valid())
         }
         Arch::LeNet5 => {
-            let net =
-                BayesianConvNetConfig::lenet5([c, h, w], N_CLASSES, method.kind).init(&device)?;
-            let (m, _) = train(ImageClassifier { net }, batch.images, labels, &config)?;
+            let net: ImageClassifier = ConvNetConfig::lenet5([c, h, w], N_CLASSES)
+                .with_weights(method.weights.clone())
+                .init(Categorical, &device)?;
+            let (m, _) = train(net, (batch.images, labels), &config)?;
             Trained::Conv(m.valid())
         }
     };
     let train_seconds = t0.elapsed().as_secs_f64();
-    // A point estimate gives the same answer every pass: one sample is exact.
-    let samples = if matches!(method.kind, LayerKind::Deterministic { .. }) {
-        1
-    } else {
-        samples
-    };
     let plain = device.inner();
-    let inn = predict_set(&model, &data.test, &mnist, samples, &plain);
+    let inn = predict_set(&model, &data.test, &mnist, samples, &plain)?;
     // Each set is normalised with its own statistics, as in the thesis code.
     let out = predict_set(
         &model,
@@ -321,7 +285,7 @@ pub fn run_one(
         &MnistFamily::FashionMnist.normalization(),
         samples,
         &plain,
-    );
+    )?;
     let labels: Vec<usize> = data.test.labels.iter().map(|&l| l as usize).collect();
     let max_entropy = (N_CLASSES as f64).ln();
     Ok(MnistResult {
@@ -351,10 +315,7 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let start = Instant::now();
     crate::experiment::git_revision();
     let all = methods();
-    let selected: Vec<MnistMethod> = experiment::select(&all, &options.methods, |m| m.name)?
-        .into_iter()
-        .copied()
-        .collect();
+    let selected = experiment::select(&all, &options.methods, |m| m.name)?;
     let archs = if options.archs.is_empty() {
         Arch::ALL.to_vec()
     } else {

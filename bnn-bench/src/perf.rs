@@ -9,9 +9,10 @@
 //! is reported.
 
 use crate::alloc;
-use bnn_burn::layers::{DropoutNoise, Estimator};
-use bnn_burn::model::{BayesianMlp, BayesianMlpConfig, LayerKind};
-use bnn_burn::prior::Prior;
+use crate::methods::Method;
+use bnn_burn::layers::{Estimator, Pass};
+use bnn_burn::likelihood::Categorical;
+use bnn_burn::nets::{Classifier, MlpConfig};
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams};
@@ -143,42 +144,24 @@ fn measure<M: Module>(
 }
 
 /// The posterior families measured, with the settings the benchmarks use.
-fn bayesian_kinds() -> Vec<LayerKind> {
-    let prior = Prior::Gaussian {
-        mean: 0.0,
-        std: 1.0,
-    };
-    let mut kinds: Vec<LayerKind> = [
-        Estimator::Reparameterization,
-        Estimator::LocalReparameterization,
-        Estimator::Flipout,
+fn bayesian_methods() -> Vec<Method> {
+    vec![
+        Method::mean_field(Estimator::Reparameterization),
+        Method::mean_field(Estimator::LocalReparameterization),
+        Method::mean_field(Estimator::Flipout),
+        Method::radial(),
+        Method::mc_dropout(0.1, 1.0),
+        Method::drop_connect(0.1, 1.0),
+        Method::low_rank(2),
     ]
-    .into_iter()
-    .map(|estimator| LayerKind::MeanField {
-        estimator,
-        prior,
-        rho_init: -5.0,
-    })
-    .collect();
-    kinds.push(LayerKind::Radial {
-        prior,
-        rho_init: -5.0,
-    });
-    kinds.push(LayerKind::McDropout {
-        p: 0.1,
-        noise: DropoutNoise::Bernoulli,
-        length_scale: 1.0,
-    });
-    kinds.push(LayerKind::DropConnect {
-        p: 0.1,
-        length_scale: 1.0,
-    });
-    kinds
 }
 
-fn bayesian_loss(model: &BayesianMlp, x: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
-    let (out, kl) = model.forward_samples_kl(x, 1);
-    let out: Tensor<2> = out.squeeze_dim(0);
+/// `mean (o − y)² + KL/N` of one posterior draw; the KL comes from the same evaluation of the
+/// posteriors as the forward pass (σ = softplus(ρ) once per step).
+fn bayesian_loss(model: &Classifier, x: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
+    let mut pass = Pass::train(1, false);
+    let out: Tensor<2> = model.forward(x, &mut pass).squeeze_dim(0);
+    let (kl, _) = pass.into_terms(&out.device());
     (out - y).square().mean() + kl / N_TRAIN
 }
 
@@ -249,13 +232,14 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
     let wanted = |name: &str| {
         options.methods.is_empty() || options.methods.iter().any(|m| m.eq_ignore_ascii_case(name))
     };
-    for kind in bayesian_kinds().into_iter().filter(|k| wanted(k.name())) {
+    for method in bayesian_methods().into_iter().filter(|m| wanted(m.name)) {
         device.seed(options.seed);
         alloc::reset_peak();
         let base = alloc::live_bytes();
-        let model = BayesianMlpConfig::new(WIDTHS[0], WIDTHS[1..3].to_vec(), WIDTHS[3], kind)
-            .init(&device)?;
-        rows.push(measure(kind.name(), model, bayesian_loss, options, base));
+        let model = MlpConfig::new(WIDTHS[0], WIDTHS[1..3].to_vec(), WIDTHS[3])
+            .with_weights(method.weights)
+            .init(Categorical, &device)?;
+        rows.push(measure(method.name, model, bayesian_loss, options, base));
     }
 
     let mut peer_notes = Vec::new();
@@ -368,7 +352,7 @@ mod tests {
             methods: vec![],
         };
         let rows = run(&options).unwrap();
-        assert_eq!(rows.len(), 1 + bayesian_kinds().len());
+        assert_eq!(rows.len(), 1 + bayesian_methods().len());
         for r in &rows {
             assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
             // Three weight matrices alone are 1.4 MiB of f32; Adam keeps two more copies.

@@ -1,9 +1,8 @@
 //! The quick start: three posterior families on the heteroscedastic toy, one table, one figure.
 
 use crate::decomposition::{self, Fit, Panel};
-use bnn_burn::Prior;
-use bnn_burn::layers::{DropoutNoise, Estimator};
-use bnn_burn::model::LayerKind;
+use crate::methods::Method;
+use bnn_burn::layers::Estimator;
 use bnn_datasets::toy;
 use std::error::Error;
 use std::path::Path;
@@ -11,22 +10,11 @@ use std::path::Path;
 const N_TRAIN: usize = 1000;
 const N_TEST: usize = 1000;
 
-fn methods() -> Vec<LayerKind> {
+fn methods() -> Vec<Method> {
     vec![
-        LayerKind::MeanField {
-            estimator: Estimator::LocalReparameterization,
-            prior: Prior::gaussian(1.0),
-            rho_init: -5.0,
-        },
-        LayerKind::Radial {
-            prior: Prior::gaussian(1.0),
-            rho_init: -5.0,
-        },
-        LayerKind::McDropout {
-            p: 0.05,
-            noise: DropoutNoise::Bernoulli,
-            length_scale: 0.1,
-        },
+        Method::mean_field(Estimator::LocalReparameterization),
+        Method::radial(),
+        Method::mc_dropout(0.05, 0.1),
     ]
 }
 
@@ -38,13 +26,13 @@ pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
 
     let mut rows = Vec::new();
     let mut curves = Vec::new();
-    for (i, kind) in methods().into_iter().enumerate() {
+    for (i, method) in methods().iter().enumerate() {
         let fit = Fit {
             hidden: [50, 50],
             epochs,
             seed: seed + i as u64,
         };
-        let (row, c) = decomposition::fit_and_draw(kind, &train_set, &test_set, &grid, fit)?;
+        let (row, c) = decomposition::fit_and_draw(method, &train_set, &test_set, &grid, fit)?;
         rows.push(row);
         curves.push(c);
     }

@@ -7,9 +7,8 @@
 
 use crate::decomposition::{self, Curves, Fit, Panel, Row};
 use crate::experiment;
-use bnn_burn::Prior;
-use bnn_burn::layers::{DropoutNoise, Estimator};
-use bnn_burn::model::LayerKind;
+use crate::methods::Method;
+use bnn_burn::layers::Estimator;
 use bnn_datasets::toy::{self, Regression1d};
 use std::error::Error;
 use std::path::PathBuf;
@@ -23,24 +22,12 @@ pub const N_TEST: usize = 2000;
 const WINDOW: f64 = 0.25;
 
 /// Every method, in figure order: the quick start's settings plus a point estimate.
-pub fn methods() -> Vec<LayerKind> {
-    let prior = Prior::gaussian(1.0);
+pub fn methods() -> Vec<Method> {
     vec![
-        LayerKind::Deterministic { prior_std: 1.0 },
-        LayerKind::McDropout {
-            p: 0.05,
-            noise: DropoutNoise::Bernoulli,
-            length_scale: 0.1,
-        },
-        LayerKind::MeanField {
-            estimator: Estimator::LocalReparameterization,
-            prior,
-            rho_init: -5.0,
-        },
-        LayerKind::Radial {
-            prior,
-            rho_init: -5.0,
-        },
+        Method::map(1.0),
+        Method::mc_dropout(0.05, 0.1),
+        Method::mean_field(Estimator::LocalReparameterization),
+        Method::radial(),
     ]
 }
 
@@ -148,10 +135,7 @@ pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
     let start = Instant::now();
     experiment::git_revision();
     let all = methods();
-    let selected: Vec<LayerKind> = experiment::select(&all, &options.methods, |k| k.name())?
-        .into_iter()
-        .copied()
-        .collect();
+    let selected = experiment::select(&all, &options.methods, |m| m.name)?;
     let epochs = options
         .epochs
         .unwrap_or(if options.quick { 300 } else { 2000 });
@@ -162,13 +146,13 @@ pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
         let grid: Vec<f64> = (0..=240)
             .map(|i| t.x_range.0 + (t.x_range.1 - t.x_range.0) * i as f64 / 240.0)
             .collect();
-        for kind in &selected {
+        for method in &selected {
             let fit = Fit {
                 hidden: [50, 50],
                 epochs,
-                seed: experiment::derive(options.seed, &[t.name, kind.name()], 0),
+                seed: experiment::derive(options.seed, &[t.name, method.name], 0),
             };
-            let (row, c) = decomposition::fit_and_draw(*kind, &t.train, &t.test, &grid, fit)?;
+            let (row, c) = decomposition::fit_and_draw(method, &t.train, &t.test, &grid, fit)?;
             let (epistemic_dense, epistemic_sparse, aleatoric_dense) =
                 density_split(&c, &t.train.x);
             eprintln!(

@@ -6,14 +6,16 @@
 //!
 //! A method is one [`UciMethod`] implementation registered by name in [`registry`].
 
+use crate::methods::Method;
 use crate::uci_published::{self, PublishedColumn};
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::layers::{DropoutNoise, Estimator};
-use bnn_burn::metrics::{mean, mean_and_standard_error, rmse};
-use bnn_burn::model::{LayerKind, RegressionLikelihood, Regressor};
-use bnn_burn::objective::GaussianLikelihoodConfig;
-use bnn_burn::train::{EarlyStopping, TrainConfig, train};
-use bnn_burn::{Prior, training_device};
+use bnn_burn::layers::{Estimator, WeightConfig};
+use bnn_burn::likelihood::GaussianLikelihoodConfig;
+use bnn_burn::metrics::mean_and_standard_error;
+use bnn_burn::nets::{MlpConfig, Regressor};
+use bnn_burn::predict::{Predict, PredictMode};
+use bnn_burn::train::{EarlyStoppingConfig, TrainConfig, train};
+use bnn_burn::training_device;
 use bnn_datasets::uci::{UciData, UciDataset, UciMeta};
 use bnn_datasets::{DataRoot, RegressionData, Standardizer};
 use burn::module::Module;
@@ -82,84 +84,57 @@ pub trait UciMethod {
 
 /// Every registered method, in table order.
 pub fn registry() -> Vec<Box<dyn UciMethod>> {
-    let gaussian = Prior::gaussian(1.0);
+    let fit = |method: Method| BayesianFit {
+        method,
+        train_samples: 1,
+        early_stopping: None,
+    };
     vec![
         // A point estimate overfits a 50-unit net within the budget (noise learned far below
         // the test residuals): it keeps the epoch of best NLL on 10 % of the training rows.
         Box::new(BayesianFit {
-            name: "MAP",
-            kind: LayerKind::Deterministic { prior_std: 1.0 },
-            train_samples: 1,
-            early_stopping: Some(EarlyStopping::new().with_patience(20)),
+            early_stopping: Some(EarlyStoppingConfig::new().with_patience(20)),
+            ..fit(Method::map(1.0))
         }),
         Box::new(GalDropout),
-        Box::new(BayesianFit {
-            name: "MFVI",
-            kind: LayerKind::MeanField {
-                estimator: Estimator::Reparameterization,
-                prior: gaussian,
-                rho_init: -5.0,
-            },
-            train_samples: 1,
-            early_stopping: None,
-        }),
-        Box::new(BayesianFit {
-            name: "MFVI-LRT",
-            kind: LayerKind::MeanField {
-                estimator: Estimator::LocalReparameterization,
-                prior: gaussian,
-                rho_init: -5.0,
-            },
-            train_samples: 1,
-            early_stopping: None,
-        }),
-        Box::new(BayesianFit {
-            name: "Radial",
-            kind: LayerKind::Radial {
-                prior: gaussian,
-                rho_init: -5.0,
-            },
-            train_samples: 1,
-            early_stopping: None,
-        }),
+        Box::new(fit(Method::mean_field(Estimator::Reparameterization))),
+        Box::new(fit(Method::mean_field(Estimator::LocalReparameterization))),
+        Box::new(fit(Method::radial())),
+        Box::new(fit(Method::low_rank(2))),
     ]
 }
 
 /// Test LL (mixture over posterior samples, original units) and RMSE of the predictive mean.
-pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> (f64, f64) {
+pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), Box<dyn Error>> {
     let device = model.devices()[0].clone();
     let d = split.train.n_features;
-    let pred = model.predict(matrix(&split.test_x, d, &device), PREDICTION_SAMPLES);
-    let y_std = split.y_scaler.transform(&split.test_y);
-    let ll = mean(&to_vec(pred.log_likelihood(matrix(&y_std, 1, &device))))
-        + split.y_scaler.log_jacobian();
-    let m = to_vec(pred.predictive_mean());
-    (ll, rmse(&m, &y_std, split.y_scaler.std[0]))
+    let x = matrix(&split.test_x, d, &device);
+    let pred = model.predict(x, PredictMode::Samples(PREDICTION_SAMPLES))?;
+    let y = matrix(&split.y_scaler.transform(&split.test_y), 1, &device);
+    let scores = pred.scores(y, &split.y_scaler.std);
+    Ok((scores.log_likelihood, scores.rmse))
 }
 
-/// Trains a one-hidden-layer regressor of `kind` on `data`; `fixed_noise_std` (standardised
-/// units) fixes the Gaussian noise, `None` learns it.
+/// Trains a one-hidden-layer regressor with `weights` on `data`; `fixed_noise_std`
+/// (standardised units) fixes the Gaussian noise, `None` learns it from 0.5.
 fn fit(
-    kind: LayerKind,
+    weights: &WeightConfig,
     data: &RegressionData,
     split: &PreparedSplit,
     fixed_noise_std: Option<f64>,
     train_samples: usize,
-    early_stopping: Option<EarlyStopping>,
+    early_stopping: Option<EarlyStoppingConfig>,
     seed: u64,
 ) -> Result<(Regressor, usize), Box<dyn Error>> {
     let device = training_device();
     device.seed(seed);
-    let hidden = vec![split.meta.n_hidden];
-    let mut model = Regressor::new(data.n_features, hidden, 1, kind, false, &device)?;
-    if let Some(s) = fixed_noise_std {
-        model.likelihood = RegressionLikelihood::Homoscedastic(
-            GaussianLikelihoodConfig::new()
-                .with_noise_std(s)
-                .with_learned(false)
-                .init(&device)?,
-        );
-    }
+    let likelihood = GaussianLikelihoodConfig::new()
+        .with_noise_std(fixed_noise_std.unwrap_or(0.5))
+        .with_learned(fixed_noise_std.is_none())
+        .init(&device)?;
+    let model = MlpConfig::new(data.n_features, vec![split.meta.n_hidden], 1)
+        .with_weights(weights.clone())
+        .init(likelihood, &device)?;
     let config = TrainConfig::new(split.budget.epochs)
         .with_batch_size(split.budget.batch_size)
         .with_learning_rate(split.budget.learning_rate)
@@ -169,30 +144,28 @@ fn fit(
         .with_progress(false);
     let x = matrix(&data.x, data.n_features, &device);
     let y = matrix(&data.y, 1, &device);
-    let (model, report) = train(model, x, y, &config)?;
+    let (model, report) = train(model, (x, y), &config)?;
     Ok((model.valid(), report.best_epoch))
 }
 
-/// A regressor of one posterior family with a learned homoscedastic noise.
+/// A regressor of one weight model with a learned homoscedastic noise.
 pub struct BayesianFit {
-    /// Table name.
-    pub name: &'static str,
-    /// Layer family.
-    pub kind: LayerKind,
+    /// The method (its name is the table's).
+    pub method: Method,
     /// Posterior samples per training point.
     pub train_samples: usize,
     /// Early stopping on held-out training rows (`None`: the whole budget).
-    pub early_stopping: Option<EarlyStopping>,
+    pub early_stopping: Option<EarlyStoppingConfig>,
 }
 
 impl UciMethod for BayesianFit {
     fn name(&self) -> &'static str {
-        self.name
+        self.method.name
     }
 
     fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
         let (model, best_epoch) = fit(
-            self.kind,
+            &self.method.weights,
             &split.train,
             split,
             None,
@@ -200,13 +173,8 @@ impl UciMethod for BayesianFit {
             self.early_stopping.clone(),
             split.seed,
         )?;
-        let noise = match &model.likelihood {
-            RegressionLikelihood::Homoscedastic(l) => {
-                to_vec(l.log_std.val().exp())[0] * split.y_scaler.std[0]
-            }
-            RegressionLikelihood::Heteroscedastic(_) => f64::NAN,
-        };
-        let (test_ll, test_rmse) = evaluate(&model, split);
+        let noise = to_vec(model.likelihood.noise_std())[0] * split.y_scaler.std[0];
+        let (test_ll, test_rmse) = evaluate(&model, split)?;
         Ok(SplitOutcome {
             test_ll,
             test_rmse,
@@ -254,17 +222,13 @@ impl UciMethod for GalDropout {
             seed: split.seed,
         };
         let sy = split.y_scaler.std[0];
-        let kind = |p: f64| LayerKind::McDropout {
-            p,
-            noise: DropoutNoise::Bernoulli,
-            length_scale: GAL_LENGTH_SCALE,
-        };
+        let weights = |p: f64| Method::mc_dropout(p, GAL_LENGTH_SCALE).weights;
         let mut best: Option<(f64, f64, f64)> = None;
         for &p in &split.meta.dropout_rates {
             for &tau in &split.meta.tau_values {
                 let noise = 1.0 / (tau.sqrt() * sy);
                 let (model, _) = fit(
-                    kind(p),
+                    &weights(p),
                     &val_split.train,
                     split,
                     Some(noise),
@@ -272,7 +236,7 @@ impl UciMethod for GalDropout {
                     None,
                     split.seed,
                 )?;
-                let (val_ll, _) = evaluate(&model, &val_split);
+                let (val_ll, _) = evaluate(&model, &val_split)?;
                 if best.is_none_or(|b| val_ll > b.2) {
                     best = Some((p, tau, val_ll));
                 }
@@ -288,7 +252,7 @@ impl UciMethod for GalDropout {
             )
         })?;
         let (model, _) = fit(
-            kind(p),
+            &weights(p),
             &split.train,
             split,
             Some(1.0 / (tau.sqrt() * sy)),
@@ -296,7 +260,7 @@ impl UciMethod for GalDropout {
             None,
             split.seed,
         )?;
-        let (test_ll, test_rmse) = evaluate(&model, split);
+        let (test_ll, test_rmse) = evaluate(&model, split)?;
         Ok(SplitOutcome {
             test_ll,
             test_rmse,
@@ -881,7 +845,7 @@ mod tests {
             seed: 3,
         };
         // A Gaussian at the training mean and std: the LL any fit must beat.
-        let constant_ll = mean(
+        let constant_ll = bnn_burn::metrics::mean(
             &test_raw
                 .y
                 .iter()

@@ -1,63 +1,49 @@
 //! # bnn-burn
 //!
-//! Bayesian neural networks as ordinary [burn](https://burn.dev) modules: stochastic layers
-//! with their KL terms, likelihoods and the ELBO, uncertainty decompositions, metrics and a
-//! training loop. The backend is a cargo feature (see [`device`]).
+//! Bayesian neural networks as ordinary [burn](https://burn.dev) modules: posteriors over weight
+//! tensors, layers generic over them, networks with a body/head split, likelihoods, objectives,
+//! a training loop, predictions with aleatoric/epistemic decompositions, and metrics. The
+//! backend is a cargo feature (see [`device`]). The README's example is compiled and run as a
+//! doctest of this crate.
 //!
-//! ```
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use bnn_burn::layers::Estimator;
-//! use bnn_burn::model::{LayerKind, Regressor};
-//! use bnn_burn::train::{train, TrainConfig};
-//! use bnn_burn::{training_device, Prior};
-//! use burn::module::Module;
-//! use burn::tensor::{Distribution, Tensor};
-//!
-//! let device = training_device();
-//! let x = Tensor::<2>::random([512, 1], Distribution::Uniform(-4.0, 4.0), &device);
-//! let y = x.clone().sin() * 2.0 + Tensor::random([512, 1], Distribution::Normal(0.0, 0.3), &device);
-//!
-//! // Mean-field Gaussian weights (local reparameterisation), N(0, 1) prior, learned noise head.
-//! let layer = LayerKind::MeanField {
-//!     estimator: Estimator::LocalReparameterization,
-//!     prior: Prior::gaussian(1.0),
-//!     rho_init: -5.0,
-//! };
-//! let model = Regressor::new(1, vec![50, 50], 1, layer, true, &device)?;
-//! // loss = mean NLL + KL / N  (= −ELBO / N), Adam, seeded minibatches.
-//! let config = TrainConfig::new(30).with_learning_rate(3e-3).with_progress(false);
-//! let (model, report) = train(model, x, y, &config)?;
-//!
-//! // 100 posterior samples → law of total variance.
-//! let query = Tensor::<2>::from_floats([[0.0], [6.0]], &device.inner());
-//! let pred = model.valid().predict(query, 100);
-//! let aleatoric = pred.aleatoric_variance(); // E_w[σ²(x, w)]: noise in the data
-//! let epistemic = pred.epistemic_variance(); // Var_w[μ(x, w)]: grows away from the data
-//! assert_eq!(aleatoric.dims(), [2, 1]);
-//! assert!(report.history.last().unwrap().loss < report.history[0].loss);
-//! # let _ = epistemic;
-//! # Ok(())
-//! # }
-//! ```
+//! | module | what |
+//! |---|---|
+//! | [`posterior`] | `WeightPosterior` / `PosteriorDist`: point, mean-field, radial, dropout masks, low-rank |
+//! | [`dist`] | the Gaussian log-density; priors as tensors (a posterior can be the next prior) |
+//! | [`layers`] | `BayesianLinear`, `BayesianConv2d`, estimators, activations, pooling, `Pass` |
+//! | [`nets`] | `Bnn` = body + head + likelihood; MLP and conv bodies; fixed network draws |
+//! | [`likelihood`] | Gaussian, heteroscedastic Gaussian, categorical |
+//! | [`objective`] | `Objective` over a step's terms; the ELBO with KL schedules |
+//! | [`predict`] | `Predict::predict(x, mode)`; class, Dirichlet and Gaussian predictions |
+//! | [`train`] | `train` / `Trainer`: data sources, optimisers, parameter groups, callbacks |
+//! | [`metrics`], [`special`], [`linalg`] | host metrics; lgamma, digamma, normal cdf; small SPD algebra |
+
 #![warn(missing_docs)]
 
-pub mod convnet;
 pub mod device;
 pub mod dist;
 pub mod error;
 pub mod host;
 pub mod layers;
+pub mod likelihood;
 pub mod linalg;
 pub mod metrics;
-pub mod model;
+pub mod nets;
 pub mod objective;
 pub mod posterior;
-pub mod prior;
+pub mod predict;
 pub mod special;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub mod testing;
 pub mod train;
-pub mod uncertainty;
 
 pub use device::{backend_name, device, training_device};
+pub use dist::Prior;
 pub use error::ConfigError;
-pub use prior::{KlDivergence, Prior};
+pub use posterior::KlDivergence;
+
+/// The README's Rust examples, compiled and run as doctests exactly as printed.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

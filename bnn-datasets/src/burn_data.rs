@@ -68,6 +68,13 @@ pub struct RegressionBatch {
     pub y: Tensor<2>,
 }
 
+/// `(x, y)`: what a training loop over a burn `Dataset` takes (bnn-burn's `DatasetSource`).
+impl From<RegressionBatch> for (Tensor<2>, Tensor<2>) {
+    fn from(batch: RegressionBatch) -> Self {
+        (batch.x, batch.y)
+    }
+}
+
 /// Stacks [`RegressionItem`]s into a [`RegressionBatch`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RegressionBatcher;
@@ -129,6 +136,13 @@ pub struct ClassificationBatch {
     pub labels: Tensor<1, Int>,
 }
 
+/// `(x, labels)`.
+impl From<ClassificationBatch> for (Tensor<2>, Tensor<1, Int>) {
+    fn from(batch: ClassificationBatch) -> Self {
+        (batch.x, batch.labels)
+    }
+}
+
 /// Stacks [`ClassificationItem`]s into a [`ClassificationBatch`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClassificationBatcher;
@@ -186,6 +200,13 @@ pub struct ImageBatch {
     pub images: Tensor<4>,
     /// Classes.
     pub labels: Tensor<1, Int>,
+}
+
+/// `(images, labels)`.
+impl From<ImageBatch> for (Tensor<4>, Tensor<1, Int>) {
+    fn from(batch: ImageBatch) -> Self {
+        (batch.images, batch.labels)
+    }
 }
 
 /// Turns `u8` [`ImageItem`]s into a normalised `f32` [`ImageBatch`]: `(p/255 − mean_c)/std_c`.

@@ -11,8 +11,9 @@
 //!   across examples by random signs on inputs and outputs, `y = x ∗ E[w] + ((x ⊙ s) ∗ ΔW) ⊙ r`;
 //!   exact for sign-symmetric perturbations (mean-field, radial), first two moments otherwise.
 
-use super::pass::{LayerDraw, Pass};
-use crate::dist::WeightPrior;
+use super::params::LayerParams;
+use super::pass::Pass;
+use crate::posterior::McDropout;
 use crate::posterior::{PosteriorDist, Unsupported, WeightPosterior, row};
 use burn::config::Config;
 use burn::tensor::{Distribution, Tensor};
@@ -48,159 +49,148 @@ pub(crate) trait WeightOp<const DX: usize, const DW: usize> {
     fn output_signs(&self, y: &Tensor<DX>) -> Tensor<DX>;
 }
 
-/// A layer's posteriors and priors, borrowed for one pass.
-pub(crate) struct Stochastic<'a, W, B, const DW: usize> {
-    pub weight: &'a W,
-    pub bias: Option<&'a B>,
-    pub weight_prior: &'a WeightPrior<DW>,
-    pub bias_prior: Option<&'a WeightPrior<1>>,
-    pub estimator: Estimator,
+/// The evaluated posteriors of one layer for one pass.
+struct Evaluated<W: PosteriorDist<DW>, B: PosteriorDist<1>, const DW: usize> {
+    weight: W,
+    bias: Option<B>,
+    weight_point: bool,
+    bias_point: bool,
+    unit_noise: Option<McDropout>,
 }
 
-impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> Stochastic<'_, W, B, DW> {
-    /// One sampled weight and bias, `[1, numel]` each.
-    pub fn draw(&self) -> LayerDraw {
-        LayerDraw {
-            weight: self.weight.dist().sample(1),
-            bias: self.bias.map(|b| b.dist().sample(1)),
-        }
-    }
+/// Weight draws `[S, numel]` and bias draws `[S, out]`, when the estimator made them.
+type Draws = Option<(Tensor<2>, Option<Tensor<2>>)>;
 
-    /// `KL(q ‖ p)` of weight and bias (one element).
-    pub fn kl(&self) -> Tensor<1> {
-        let kl = self.weight.dist().kl(self.weight_prior);
-        match (self.bias, self.bias_prior) {
-            (Some(b), Some(p)) => kl + b.dist().kl(p),
-            _ => kl,
-        }
-    }
-
-    /// The layer's output under `pass`, adding its training terms to the pass.
-    pub fn run<const DX: usize>(
-        &self,
-        op: &impl WeightOp<DX, DW>,
-        x: Tensor<DX>,
-        pass: &mut Pass,
-    ) -> Tensor<DX> {
-        if let Some(draw) = pass.next_draw() {
-            let y = op.apply(x, draw.weight.clone().reshape(op.weight_shape()));
-            return match &draw.bias {
-                Some(b) => op.add_bias(y, b.clone()),
-                None => y,
-            };
-        }
-        let wd = self.weight.dist();
-        let bd = self.bias.map(|b| b.dist());
-        let want_draws = pass.wants_log_ratio();
-        let (y, draws) = self.forward(op, x, &wd, bd.as_ref(), want_draws);
-        if pass.collects_kl() {
-            let mut kl = wd.kl(self.weight_prior);
-            if let (Some(bd), Some(p)) = (&bd, self.bias_prior) {
-                kl = kl + bd.kl(p);
-            }
-            pass.add_kl(kl);
-        }
-        if want_draws {
-            match draws.map(|d| self.log_ratio(&wd, bd.as_ref(), d)) {
-                Some(Ok(ratio)) => pass.add_log_ratio(ratio),
-                Some(Err(why)) => pass.fail(why),
-                None => pass.fail(Unsupported {
-                    family: wd.family(),
-                    what: "ln q(w) − ln p(w) needs one weight draw per sample: use \
-                           Estimator::Reparameterization",
-                }),
-            }
-        }
-        y
-    }
-
-    /// `ln q(w_s) − ln p(w_s)` of the draws of weight and bias, `[S]`.
-    fn log_ratio(
-        &self,
-        wd: &W::Dist,
-        bd: Option<&B::Dist>,
-        (w, b): (Tensor<2>, Option<Tensor<2>>),
-    ) -> Result<Tensor<1>, Unsupported> {
-        let mut ratio = wd.log_q(w.clone())? - self.weight_prior.log_prob(w);
-        if let (Some(bd), Some(b), Some(p)) = (bd, b, self.bias_prior) {
-            ratio = ratio + bd.log_q(b.clone())? - p.log_prob(b);
-        }
-        Ok(ratio)
-    }
-
-    /// The estimator's output, and the weight draws when it made (or was asked for) them.
-    #[allow(clippy::type_complexity)]
-    fn forward<const DX: usize>(
-        &self,
-        op: &impl WeightOp<DX, DW>,
-        x: Tensor<DX>,
-        wd: &W::Dist,
-        bd: Option<&B::Dist>,
-        want_draws: bool,
-    ) -> (Tensor<DX>, Option<(Tensor<2>, Option<Tensor<2>>)>) {
-        let s = x.dims()[0];
-        let bias_point = self.bias.is_none_or(|b| b.is_point());
-        let point = self.weight.is_point() && bias_point;
-        // Points draw only to report their missing density; other estimators never draw.
-        let draw = match self.estimator {
-            Estimator::Reparameterization => !point || want_draws,
-            _ => point && want_draws,
+/// The layer's output under `pass`, adding its training terms (KL, log-ratio) to the pass.
+pub(crate) fn run<W, B, const DW: usize, const DX: usize>(
+    params: &LayerParams<W, B, DW>,
+    op: &impl WeightOp<DX, DW>,
+    x: Tensor<DX>,
+    pass: &mut Pass,
+) -> Tensor<DX>
+where
+    W: WeightPosterior<DW>,
+    B: WeightPosterior<1>,
+{
+    if let Some(draw) = pass.next_draw() {
+        let y = op.apply(x, draw.weight.clone().reshape(op.weight_shape()));
+        return match &draw.bias {
+            Some(b) => op.add_bias(y, b.clone()),
+            None => y,
         };
-        if !draw {
-            let y = match self.estimator {
-                _ if point => self.mean_output(op, x, wd, bd),
-                Estimator::Flipout => self.flipout(op, x, wd, bd, bias_point),
-                _ => self.local(op, x, wd, bd, bias_point),
-            };
-            return (y, None);
-        }
-        let w = wd.sample(s);
-        let b = bd.map(|b| b.sample(s));
-        let mut y = op.apply_per_sample(x, w.clone());
-        if let Some(b) = &b {
-            y = op.add_bias(y, b.clone());
-        }
-        (y, Some((w, b)))
     }
+    let q = Evaluated {
+        weight: params.weight.dist(),
+        bias: params.bias.as_ref().map(|b| b.dist()),
+        weight_point: params.weight.is_point(),
+        bias_point: params.bias.as_ref().is_none_or(|b| b.is_point()),
+        unit_noise: params.weight.unit_noise(),
+    };
+    let want_draws = pass.wants_log_ratio();
+    let (y, draws) = forward(&q, params.estimator, op, x, want_draws);
+    if pass.collects_kl() {
+        let mut kl = q.weight.kl(&params.weight_prior);
+        if let (Some(bd), Some(p)) = (&q.bias, &params.bias_prior) {
+            kl = kl + bd.kl(p);
+        }
+        pass.add_kl(kl);
+    }
+    if want_draws {
+        match draws.map(|d| log_ratio(&q, params, d)) {
+            Some(Ok(ratio)) => pass.add_log_ratio(ratio),
+            Some(Err(why)) => pass.fail(why),
+            None => pass.fail(Unsupported {
+                family: q.weight.family(),
+                what: "ln q(w) − ln p(w) needs one weight draw per sample: use \
+                       Estimator::Reparameterization",
+            }),
+        }
+    }
+    y
+}
 
+/// `ln q(w_s) − ln p(w_s)` of the draws of weight and bias, `[S]`.
+fn log_ratio<W, B, const DW: usize>(
+    q: &Evaluated<W::Dist, B::Dist, DW>,
+    params: &LayerParams<W, B, DW>,
+    (w, b): (Tensor<2>, Option<Tensor<2>>),
+) -> Result<Tensor<1>, Unsupported>
+where
+    W: WeightPosterior<DW>,
+    B: WeightPosterior<1>,
+{
+    let mut ratio = q.weight.log_q(w.clone())? - params.weight_prior.log_prob(w);
+    if let (Some(bd), Some(b), Some(p)) = (&q.bias, b, &params.bias_prior) {
+        ratio = ratio + bd.log_q(b.clone())? - p.log_prob(b);
+    }
+    Ok(ratio)
+}
+
+/// The estimator's output, and the weight draws when it made (or was asked for) them.
+fn forward<W, B, const DW: usize, const DX: usize>(
+    q: &Evaluated<W, B, DW>,
+    estimator: Estimator,
+    op: &impl WeightOp<DX, DW>,
+    x: Tensor<DX>,
+    want_draws: bool,
+) -> (Tensor<DX>, Draws)
+where
+    W: PosteriorDist<DW>,
+    B: PosteriorDist<1>,
+{
+    let point = q.weight_point && q.bias_point;
+    // Points draw only to report their missing density; other estimators never draw.
+    let draw = match estimator {
+        Estimator::Reparameterization => !point || want_draws,
+        _ => point && want_draws,
+    };
+    if !draw {
+        let y = match estimator {
+            _ if point => q.mean_output(op, x),
+            Estimator::Flipout => q.flipout(op, x),
+            _ => q.local(op, x),
+        };
+        return (y, None);
+    }
+    let s = x.dims()[0];
+    let w = q.weight.sample(s);
+    let b = q.bias.as_ref().map(|b| b.sample(s));
+    let mut y = op.apply_per_sample(x, w.clone());
+    if let Some(b) = &b {
+        y = op.add_bias(y, b.clone());
+    }
+    (y, Some((w, b)))
+}
+
+impl<W: PosteriorDist<DW>, B: PosteriorDist<1>, const DW: usize> Evaluated<W, B, DW> {
     fn mean_output<const DX: usize>(
         &self,
         op: &impl WeightOp<DX, DW>,
         x: Tensor<DX>,
-        wd: &W::Dist,
-        bd: Option<&B::Dist>,
     ) -> Tensor<DX> {
-        let y = op.apply(x, wd.mean());
-        match bd {
+        let y = op.apply(x, self.weight.mean());
+        match &self.bias {
             Some(bd) => op.add_bias(y, row(bd.mean())),
             None => y,
         }
     }
 
-    fn local<const DX: usize>(
-        &self,
-        op: &impl WeightOp<DX, DW>,
-        x: Tensor<DX>,
-        wd: &W::Dist,
-        bd: Option<&B::Dist>,
-        bias_point: bool,
-    ) -> Tensor<DX> {
-        let (mut mean, mut var) = match self.weight.unit_noise() {
-            Some(dropout) => (op.apply(dropout.forward(x), wd.mean()), None),
-            None if self.weight.is_point() => (op.apply(x, wd.mean()), None),
+    fn local<const DX: usize>(&self, op: &impl WeightOp<DX, DW>, x: Tensor<DX>) -> Tensor<DX> {
+        let (mut mean, mut var) = match self.unit_noise {
+            Some(dropout) => (op.apply(dropout.forward(x), self.weight.mean()), None),
+            None if self.weight_point => (op.apply(x, self.weight.mean()), None),
             None => {
-                let v = wd
+                let v = self
+                    .weight
                     .marginal_variance()
                     .expect("WeightConfig::validate admits only families with a marginal variance");
-                (
-                    op.apply(x.clone(), wd.mean()),
-                    Some(op.apply(x.square(), v)),
-                )
+                let var = op.apply(x.clone().square(), v);
+                (op.apply(x, self.weight.mean()), Some(var))
             }
         };
-        if let Some(bd) = bd {
+        if let Some(bd) = &self.bias {
             mean = op.add_bias(mean, row(bd.mean()));
-            if !bias_point {
+            if !self.bias_point {
                 let bv = row(bd
                     .marginal_variance()
                     .expect("validated as for the weights"));
@@ -217,19 +207,12 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> Stochastic<
         }
     }
 
-    fn flipout<const DX: usize>(
-        &self,
-        op: &impl WeightOp<DX, DW>,
-        x: Tensor<DX>,
-        wd: &W::Dist,
-        bd: Option<&B::Dist>,
-        bias_point: bool,
-    ) -> Tensor<DX> {
+    fn flipout<const DX: usize>(&self, op: &impl WeightOp<DX, DW>, x: Tensor<DX>) -> Tensor<DX> {
         let s = x.dims()[0];
-        let mean = self.mean_output(op, x.clone(), wd, bd);
+        let mean = self.mean_output(op, x.clone());
         let signs_in = op.input_signs(&x);
-        let mut perturbation = op.apply_per_sample(x * signs_in, wd.perturbation(s));
-        if let (Some(bd), false) = (bd, bias_point) {
+        let mut perturbation = op.apply_per_sample(x * signs_in, self.weight.perturbation(s));
+        if let (Some(bd), false) = (&self.bias, self.bias_point) {
             perturbation = op.add_bias(perturbation, bd.perturbation(s));
         }
         let signs_out = op.output_signs(&perturbation);

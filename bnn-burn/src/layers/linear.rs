@@ -1,10 +1,10 @@
 //! The Bayesian linear layer over any posterior family: `y = x W + b`, `W ~ q(W)`, `b ~ q(b)`.
 
-use super::estimator::{Stochastic, WeightOp};
+use super::estimator::WeightOp;
 use super::ops::{check_last_dim, random_signs};
-use super::pass::{LayerDraw, Pass};
+use super::params::LayerParams;
+use super::pass::Pass;
 use super::weights::WeightConfig;
-use crate::dist::WeightPrior;
 use crate::error::{Check, ConfigError};
 use crate::posterior::{AnyPosterior, KlDivergence, PosteriorFamily, TensorSpec, WeightPosterior};
 use burn::config::Config;
@@ -19,30 +19,18 @@ pub struct BayesianLinearConfig {
     pub d_input: usize,
     /// Output width.
     pub d_output: usize,
-    /// Whether the layer has a bias.
-    #[config(default = true)]
-    pub bias: bool,
-    /// Posterior family, prior, estimator and initialiser.
+    /// Posterior family, prior, estimator, initialiser, bias.
     #[config(default = "WeightConfig::new()")]
     pub weights: WeightConfig,
 }
 
 /// A Bayesian dense layer: a posterior over the `[d_input, d_output]` weight and one over the
-/// bias, each with its prior. Generic over the families; [`BayesianLinearConfig`] builds the run-time
-/// choice ([`AnyPosterior`]).
+/// bias, each with its prior. Generic over the families; [`BayesianLinearConfig`] builds the
+/// run-time choice ([`AnyPosterior`]).
 #[derive(Module, Debug)]
 pub struct BayesianLinear<W: Module = AnyPosterior<2>, B: Module = AnyPosterior<1>> {
-    /// Posterior over the weight.
-    pub weight: W,
-    /// Posterior over the bias.
-    pub bias: Option<B>,
-    /// Prior over the weight.
-    pub weight_prior: WeightPrior<2>,
-    /// Prior over the bias.
-    pub bias_prior: Option<WeightPrior<1>>,
-    /// Gradient estimator.
-    #[module(skip)]
-    pub estimator: super::Estimator,
+    /// Posteriors, priors and estimator.
+    pub params: LayerParams<W, B, 2>,
 }
 
 impl BayesianLinearConfig {
@@ -69,20 +57,9 @@ impl BayesianLinearConfig {
             input_axis: Some(0),
         };
         let fans = [self.d_input, self.d_output];
-        let (weight, weight_prior) = self.weights.weight(family, spec, fans, device);
-        let (bias, bias_prior) = match self.bias {
-            true => {
-                let (b, p) = self.weights.bias(family, self.d_output, device);
-                (Some(b), Some(p))
-            }
-            false => (None, None),
-        };
+        let bias = self.weights.bias.then_some(self.d_output);
         Ok(BayesianLinear {
-            weight,
-            bias,
-            weight_prior,
-            bias_prior,
-            estimator: self.weights.estimator,
+            params: LayerParams::init(&self.weights, family, spec, fans, bias, device),
         })
     }
 }
@@ -115,19 +92,9 @@ impl WeightOp<3, 2> for LinearOp {
 }
 
 impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {
-    fn stochastic(&self) -> Stochastic<'_, W, B, 2> {
-        Stochastic {
-            weight: &self.weight,
-            bias: self.bias.as_ref(),
-            weight_prior: &self.weight_prior,
-            bias_prior: self.bias_prior.as_ref(),
-            estimator: self.estimator,
-        }
-    }
-
     /// `[d_input, d_output]`.
     pub fn shape(&self) -> [usize; 2] {
-        self.weight.shape()
+        self.params.shape()
     }
 
     /// The layer's output for a pass: `[S, B, d_input]` → `[S, B, d_output]`.
@@ -137,7 +104,7 @@ impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {
     pub fn run(&self, x: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
         let shape = self.shape();
         check_last_dim("BayesianLinear", &x, shape[0]);
-        self.stochastic().run(&LinearOp { shape }, x, pass)
+        self.params.run(&LinearOp { shape }, x, pass)
     }
 
     /// `S` posterior samples in one call: `[S, B, d_input]` → `[S, B, d_output]`.
@@ -156,32 +123,10 @@ impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {
         dims[D - 1] = y.dims()[2];
         y.reshape(dims)
     }
-
-    /// One sampled weight and bias to hold fixed.
-    pub fn draw(&self) -> LayerDraw {
-        self.stochastic().draw()
-    }
-
-    /// The same layer with `q` of every tensor, moment-matched, as its prior (VCL's next task).
-    ///
-    /// # Errors
-    /// When a posterior has no positive marginal variance (e.g. a point estimate).
-    pub fn with_posterior_as_prior(mut self) -> Result<Self, ConfigError> {
-        self.weight_prior = WeightPrior::from_posterior(&self.weight.dist())?;
-        if let Some(b) = &self.bias {
-            self.bias_prior = Some(WeightPrior::from_posterior(&b.dist())?);
-        }
-        Ok(self)
-    }
-
-    /// Whether every draw equals the mean.
-    pub fn is_point(&self) -> bool {
-        self.weight.is_point() && self.bias.as_ref().is_none_or(|b| b.is_point())
-    }
 }
 
 impl<W: WeightPosterior<2>, B: WeightPosterior<1>> KlDivergence for BayesianLinear<W, B> {
     fn kl(&self) -> Tensor<1> {
-        self.stochastic().kl()
+        self.params.kl()
     }
 }

@@ -1,39 +1,26 @@
-//! Stochastic layers: posteriors over weights that are sampled in every forward pass.
+//! Bayesian layers over any posterior family: [`BayesianLinear`] and [`BayesianConv2d`], their
+//! shared weight model ([`WeightConfig`]), the gradient [`Estimator`]s, activations, pooling,
+//! and the [`Pass`] that carries samples, fixed draws and training terms through a network.
 
 mod activation;
 mod conv;
 mod estimator;
 mod linear;
 mod ops;
-mod param;
+mod params;
 mod pass;
 mod pool;
 mod weights;
 
 pub use activation::Activation;
 pub use conv::{BayesianConv2d, BayesianConv2dConfig};
+pub use estimator::Estimator;
 pub use linear::{BayesianLinear, BayesianLinearConfig};
+pub use ops::Conv2dGeometry;
+pub use params::LayerParams;
 pub use pass::{LayerDraw, Pass};
 pub use pool::Pool;
 pub use weights::WeightConfig;
-
-pub mod mean_field;
-
-pub use estimator::Estimator;
-pub use mean_field::{
-    MeanFieldConv2d, MeanFieldConv2dConfig, MeanFieldLinear, MeanFieldLinearConfig,
-};
-pub use ops::Conv2dGeometry;
-pub(crate) use ops::check_channels;
-pub use param::PosteriorParam;
-pub mod radial;
-pub use radial::{RadialConv2d, RadialConv2dConfig, RadialLinear, RadialLinearConfig};
-pub mod dropout;
-pub use dropout::{
-    DropConnectConv2d, DropConnectLinear, DropoutConv2dConfig, DropoutLinearConfig, DropoutNoise,
-    McDropout, McDropoutConfig, McDropoutConv2d, McDropoutLinear, model_precision,
-    prior_length_scale_for_weight_decay, weight_decay_for_prior,
-};
 
 #[cfg(test)]
 mod tests;

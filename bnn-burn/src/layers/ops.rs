@@ -1,5 +1,5 @@
-//! Shared mechanics of the stochastic layers: applying one weight draw per Monte Carlo sample,
-//! and the input checks that name both shapes when they disagree.
+//! Shared mechanics of the Bayesian layers: the convolution with one kernel draw per Monte Carlo
+//! sample, random signs, the convolution geometry, and the input checks that name both shapes.
 
 use burn::tensor::Tensor;
 use burn::tensor::module::conv2d;
@@ -24,15 +24,6 @@ pub(crate) fn check_channels(layer: &str, dims: &[usize], channels: usize, axis:
          {channels} input channels",
         dims[axis],
     );
-}
-
-/// `x [S, B, in] · w [S, in, out] + b [S, out]` → `[S, B, out]`: one weight draw per sample.
-pub(crate) fn linear_per_sample(x: Tensor<3>, w: Tensor<3>, b: Option<Tensor<2>>) -> Tensor<3> {
-    let out = x.matmul(w);
-    match b {
-        Some(b) => out + b.unsqueeze_dim(1),
-        None => out,
-    }
 }
 
 /// Convolution with one weight draw per sample, as a single grouped convolution.
@@ -63,11 +54,6 @@ pub(crate) fn random_signs<const D: usize>(shape_of: &Tensor<D>) -> Tensor<D> {
         .random_like(burn::tensor::Distribution::Bernoulli(0.5))
         .mul_scalar(2.0)
         .sub_scalar(1.0)
-}
-
-/// Standard normal noise shaped like `shape_of`.
-pub(crate) fn std_normal_like<const D: usize>(shape_of: &Tensor<D>) -> Tensor<D> {
-    shape_of.random_like(burn::tensor::Distribution::Normal(0.0, 1.0))
 }
 
 /// Convolution geometry shared by the Conv2d layers (stride, padding, dilation; one group).

@@ -30,9 +30,9 @@ const ESTIMATORS: [Estimator; 3] = [
 /// Host moments of `y = x·w + b` for independent entries: `Σ x E[w] + E[b]`, `Σ x² Var[w] + Var[b]`.
 fn analytic(x: &[f64], layer: &BayesianLinear) -> (Vec<f64>, Vec<f64>) {
     let [din, dout] = layer.shape();
-    let wd = layer.weight.dist();
+    let wd = layer.params.weight.dist();
     let (m, v) = (to_vec(wd.mean()), to_vec(wd.marginal_variance().unwrap()));
-    let bd = layer.bias.as_ref().unwrap().dist();
+    let bd = layer.params.bias.as_ref().unwrap().dist();
     let (bm, bv) = (to_vec(bd.mean()), to_vec(bd.marginal_variance().unwrap()));
     let mean = (0..dout)
         .map(|j| (0..din).map(|i| x[i] * m[i * dout + j]).sum::<f64>() + bm[j])
@@ -124,10 +124,10 @@ fn a_fixed_draw_gives_the_same_network_every_call() {
         .init(&device)
         .unwrap();
     let x = Tensor::<3>::random([1, 5, 3], Distribution::Normal(0.0, 1.0), &device);
-    let draw = [layer.draw()];
+    let draw = [layer.params.draw()];
     let run = |d: &[LayerDraw]| to_vec(layer.run(x.clone(), &mut Pass::fixed(d)));
     assert_eq!(run(&draw), run(&draw));
-    assert_ne!(run(&draw), run(&[layer.draw()]));
+    assert_ne!(run(&draw), run(&[layer.params.draw()]));
 }
 
 /// `ln q − ln p` of the weight draws comes from the reparameterisation estimator; the local
@@ -171,13 +171,13 @@ fn a_statically_typed_layer_and_the_posterior_as_the_next_prior() {
             .init_with(&family, &device)
             .unwrap();
     assert!(to_vec(layer.kl())[0] > 1.0);
-    let layer = layer.with_posterior_as_prior().unwrap();
-    assert!(to_vec(layer.kl())[0].abs() < 1e-4, "KL(q ‖ q) = 0");
+    let params = layer.params.with_posterior_as_prior().unwrap();
+    assert!(to_vec(params.kl())[0].abs() < 1e-4, "KL(q ‖ q) = 0");
     let point = BayesianLinearConfig::new(4, 3)
         .with_weights(WeightConfig::of(PosteriorConfig::point()))
         .init(&device)
         .unwrap();
-    assert!(point.with_posterior_as_prior().is_err());
+    assert!(point.params.with_posterior_as_prior().is_err());
 }
 
 #[test]
@@ -251,9 +251,9 @@ fn convolution_estimators_match_the_output_moments() {
                 .init(&device)
                 .unwrap();
             let y = to_vec(layer.forward_samples(input.clone()));
-            let wd = layer.weight.dist();
+            let wd = layer.params.weight.dist();
             let (m, v) = (to_vec(wd.mean()), to_vec(wd.marginal_variance().unwrap()));
-            let bd = layer.bias.as_ref().unwrap().dist();
+            let bd = layer.params.bias.as_ref().unwrap().dist();
             let want_mean = (0..8).map(|i| x[i] * m[i]).sum::<f64>() + to_vec(bd.mean())[0];
             let want_var = (0..8).map(|i| x[i] * x[i] * v[i]).sum::<f64>()
                 + to_vec(bd.marginal_variance().unwrap())[0];

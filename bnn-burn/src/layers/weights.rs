@@ -1,5 +1,6 @@
 //! How a layer models its weights, shared by the dense and the convolutional layer: the
-//! posterior family, the prior, the gradient estimator and the initialiser of the means.
+//! posterior family, the prior, the gradient estimator, the initialiser of the means, and
+//! whether there is a bias.
 
 use super::Estimator;
 use crate::dist::{Prior, WeightPrior};
@@ -29,6 +30,9 @@ pub struct WeightConfig {
     /// Posterior draws per Monte Carlo estimate of a prior cross-entropy without closed form.
     #[config(default = 1)]
     pub kl_samples: usize,
+    /// Whether the layers have biases.
+    #[config(default = true)]
+    pub bias: bool,
 }
 
 impl WeightConfig {

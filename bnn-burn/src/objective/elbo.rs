@@ -1,14 +1,15 @@
 //! The evidence lower bound, scaled per data point.
 //!
-//! `loss = mean_{s,b}[NLL_sb] + w(epoch) · KL / N_train  (= −ELBO / N for w = 1)`
+//! `loss = mean_{s,b}[−ln p(y_b | w_s)] + w(epoch) · (KL/N + mean_b KL_b)  (= −ELBO/N for w = 1)`
 //!
-//! The NLL is averaged over the batch and the `S` training samples (an unbiased estimate of the
-//! expected per-point NLL); the KL is the whole model's, divided by the training-set size, never
-//! averaged per weight (Blundell et al. 2015; Farquhar 2022 §1.4 of the digest).
+//! The NLL is averaged over the batch and the `S` training draws (an unbiased estimate of the
+//! expected per-point NLL); the global KL is the whole model's, divided by the training-set size,
+//! never averaged per weight (Blundell et al. 2015; Farquhar 2022 §1.4 of the digest). Local KLs
+//! of per-row latents are averaged over the batch.
 
+use super::{Loss, Objective, StepContext, StepTerms};
 use crate::error::{Check, ConfigError};
 use burn::config::Config;
-use burn::tensor::Tensor;
 
 /// Weight on the KL term as a function of the epoch (0-based).
 #[derive(Config, Debug, PartialEq, Copy)]
@@ -34,66 +35,58 @@ impl KlSchedule {
             KlSchedule::LinearWarmup { epochs } => ((epoch + 1) as f64 / epochs as f64).min(1.0),
         }
     }
+
+    /// Checks the weight is finite and ≥ 0, or the warm-up at least one epoch.
+    pub fn validate(&self, config: &'static str) -> Result<(), ConfigError> {
+        let check = Check(config);
+        match *self {
+            KlSchedule::Constant { weight } => check.non_negative("kl_schedule.weight", weight),
+            KlSchedule::LinearWarmup { epochs } => check.at_least_one("kl_schedule.epochs", epochs),
+        }
+    }
 }
 
 /// Configuration of [`Elbo`].
 #[derive(Config, Debug)]
 pub struct ElboConfig {
-    /// Number of training points `N`.
-    pub n_train: usize,
     /// KL weight schedule.
     #[config(default = "KlSchedule::Constant { weight: 1.0 }")]
     pub kl_schedule: KlSchedule,
 }
 
-/// The three numbers of one ELBO evaluation, each a one-element tensor.
-#[derive(Debug, Clone)]
-pub struct ElboTerms {
-    /// Mean NLL over the batch and the samples.
-    pub nll: Tensor<1>,
-    /// The model's total KL divergence.
-    pub kl: Tensor<1>,
-    /// `nll + w · kl / N`, the quantity to minimise.
-    pub loss: Tensor<1>,
-}
-
 /// The negative ELBO per training point.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct Elbo {
-    n_train: usize,
     kl_schedule: KlSchedule,
 }
 
 impl ElboConfig {
-    /// Checks `n_train ≥ 1` and the schedule.
+    /// Checks the schedule.
     pub fn init(&self) -> Result<Elbo, ConfigError> {
-        let check = Check("ElboConfig");
-        check.at_least_one("n_train", self.n_train)?;
-        match self.kl_schedule {
-            KlSchedule::Constant { weight } => check.finite("kl_schedule.weight", weight)?,
-            KlSchedule::LinearWarmup { epochs } => {
-                check.at_least_one("kl_schedule.epochs", epochs)?
-            }
-        }
+        self.kl_schedule.validate("ElboConfig")?;
         Ok(Elbo {
-            n_train: self.n_train,
             kl_schedule: self.kl_schedule,
         })
     }
 }
 
-impl Elbo {
-    /// Combines per-sample NLLs `[S, B]` and the model KL at `epoch`.
-    pub fn terms(&self, nll: Tensor<2>, kl: Tensor<1>, epoch: usize) -> ElboTerms {
-        let nll = nll.mean().reshape([1]);
-        let weight = self.kl_schedule.weight(epoch) / self.n_train as f64;
-        let loss = nll.clone() + kl.clone() * weight;
-        ElboTerms { nll, kl, loss }
+impl Objective for Elbo {
+    fn name(&self) -> &'static str {
+        "ELBO"
     }
 
-    /// Training-set size `N`.
-    pub fn n_train(&self) -> usize {
-        self.n_train
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
+        let nll = terms.log_likelihood.mean().neg().reshape([1]);
+        let weight = self.kl_schedule.weight(context.epoch);
+        let mut penalty = terms.kl.clone() / context.n_train as f64;
+        if let Some(local) = terms.local_kl {
+            penalty = penalty + local.mean().reshape([1]);
+        }
+        Loss {
+            loss: nll.clone() + penalty * weight,
+            nll,
+            kl: terms.kl,
+        }
     }
 }
 
@@ -101,17 +94,33 @@ impl Elbo {
 mod tests {
     use super::*;
     use crate::testing::{test_device, to_vec};
+    use burn::tensor::Tensor;
 
     #[test]
-    fn loss_is_mean_nll_plus_kl_over_n() {
+    fn loss_is_mean_nll_plus_kl_over_n_plus_mean_local_kl() {
         let device = test_device();
-        let elbo = ElboConfig::new(200).init().unwrap();
-        let nll = Tensor::<2>::from_floats([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]], &device);
-        let kl = Tensor::<1>::from_floats([50.0], &device);
-        let t = elbo.terms(nll, kl, 0);
+        let elbo = ElboConfig::new().init().unwrap();
+        let ll = Tensor::<2>::from_floats([[-1.0, -2.0, -3.0], [-3.0, -4.0, -5.0]], &device);
+        let terms = StepTerms {
+            log_likelihood: ll,
+            kl: Tensor::<1>::from_floats([50.0], &device),
+            local_kl: None,
+            log_ratio: None,
+        };
+        let context = StepContext {
+            epoch: 0,
+            n_train: 200,
+            batch_size: 3,
+        };
+        let t = elbo.loss(terms.clone(), &context);
         assert!((to_vec(t.nll)[0] - 3.0).abs() < 1e-6);
         assert!((to_vec(t.kl)[0] - 50.0).abs() < 1e-6);
         assert!((to_vec(t.loss)[0] - 3.25).abs() < 1e-6);
+        let local = StepTerms {
+            local_kl: Some(Tensor::<1>::from_floats([0.5, 1.0, 1.5], &device)),
+            ..terms
+        };
+        assert!((to_vec(elbo.loss(local, &context).loss)[0] - 4.25).abs() < 1e-6);
     }
 
     #[test]
@@ -119,6 +128,10 @@ mod tests {
         let s = KlSchedule::LinearWarmup { epochs: 4 };
         let w: Vec<f64> = (0..6).map(|e| s.weight(e)).collect();
         assert_eq!(w, vec![0.25, 0.5, 0.75, 1.0, 1.0, 1.0]);
-        assert_eq!(ElboConfig::new(0).init().unwrap_err().field, "n_train");
+        let err = ElboConfig::new()
+            .with_kl_schedule(KlSchedule::LinearWarmup { epochs: 0 })
+            .init()
+            .unwrap_err();
+        assert_eq!(err.field, "kl_schedule.epochs");
     }
 }

@@ -1,10 +1,70 @@
-//! Objectives: likelihoods that turn network outputs into per-sample NLLs and predictive
-//! distributions, and the ELBO that adds the KL term.
+//! Objectives: what turns a model's step terms into the loss to minimise.
+//!
+//! A model's training step returns its [`StepTerms`] (per-draw log-likelihoods `[S, B]`, the
+//! global KL, an optional local KL per row, an optional per-draw `ln q(w_s) − ln p(w_s)`); an
+//! [`Objective`] combines them. The ELBO is one; black-box α (Depeweg 2019) and PAC-Bayes
+//! bounds (Haußmann 2021) are others, without a change to the training loop.
 
-pub mod elbo;
-pub mod likelihood;
+mod elbo;
 
-pub use elbo::{Elbo, ElboConfig, ElboTerms, KlSchedule};
-pub use likelihood::{
-    Categorical, GaussianLikelihood, GaussianLikelihoodConfig, HeteroscedasticGaussian,
-};
+pub use elbo::{Elbo, ElboConfig, KlSchedule};
+
+use burn::tensor::Tensor;
+
+/// What a training step must compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepRequest {
+    /// Posterior draws per example.
+    pub samples: usize,
+    /// Whether the per-draw `ln q(w_s) − ln p(w_s)` is needed.
+    pub log_ratio: bool,
+}
+
+/// The terms of one training step.
+#[derive(Debug, Clone)]
+pub struct StepTerms {
+    /// `ln p(y_b | x_b, w_s)`, `[S, B]`.
+    pub log_likelihood: Tensor<2>,
+    /// `KL(q(w) ‖ p(w))` of the global parameters (one element).
+    pub kl: Tensor<1>,
+    /// Per-row KL of local latent variables, `[B]` (BNN+LV's `q(z_n)`).
+    pub local_kl: Option<Tensor<1>>,
+    /// `ln q(w_s) − ln p(w_s)` per draw, `[S]`, when requested.
+    pub log_ratio: Option<Tensor<1>>,
+}
+
+/// Where a step stands in training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepContext {
+    /// Epoch (0-based).
+    pub epoch: usize,
+    /// Training examples `N`.
+    pub n_train: usize,
+    /// Examples in this minibatch.
+    pub batch_size: usize,
+}
+
+/// An objective's value, and its two parts for reports.
+#[derive(Debug, Clone)]
+pub struct Loss {
+    /// The quantity to minimise (one element).
+    pub loss: Tensor<1>,
+    /// Mean negative log-likelihood per example (one element).
+    pub nll: Tensor<1>,
+    /// The KL term as the objective weighs it, before division by `N` (one element).
+    pub kl: Tensor<1>,
+}
+
+/// A training objective.
+pub trait Objective {
+    /// A name for reports.
+    fn name(&self) -> &'static str;
+
+    /// Whether the objective needs [`StepTerms::log_ratio`].
+    fn needs_log_ratio(&self) -> bool {
+        false
+    }
+
+    /// The loss of one step.
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss;
+}

@@ -1,6 +1,7 @@
 //! Mean-field Gaussian posterior (Bayes by Backprop, Blundell et al. 2015): every weight has an
 //! independent `q(w) = N(μ, σ²)`, `σ = softplus(ρ)`; `H[q] = Σ ln σ + n(½ ln 2π + ½)`.
 
+use super::scale::location_scale_family;
 use super::{
     LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
     WeightPosterior, numel, row,
@@ -8,64 +9,15 @@ use super::{
 use crate::dist::gaussian_log_density;
 use crate::error::ConfigError;
 use crate::special::HALF_LN_2PI;
-use burn::config::Config;
-use burn::module::Module;
 use burn::tensor::{Distribution, Tensor};
 
-/// Configuration of the mean-field family.
-#[derive(Config, Debug, PartialEq)]
-pub struct MeanFieldConfig {
-    /// Initial scales.
-    #[config(default = "ScaleInit::new()")]
-    pub scale: ScaleInit,
-}
-
-/// Mean-field Gaussian parameters of one tensor.
-#[derive(Module, Debug)]
-pub struct MeanFieldPosterior<const D: usize> {
-    /// `μ` and `ρ`.
-    pub loc: LocationScale<D>,
-}
-
-/// `N(μ, diag σ²)` for one step.
-#[derive(Debug, Clone)]
-pub struct MeanFieldDist<const D: usize> {
-    /// Mean `μ`.
-    pub mu: Tensor<D>,
-    /// Standard deviation `σ`.
-    pub sigma: Tensor<D>,
-}
-
-impl PosteriorFamily for MeanFieldConfig {
-    type Posterior<const D: usize> = MeanFieldPosterior<D>;
-
-    fn name(&self) -> &'static str {
-        "mean-field"
-    }
-
-    fn validate(&self) -> Result<(), ConfigError> {
-        self.scale.validate("MeanFieldConfig")
-    }
-
-    fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> MeanFieldPosterior<D> {
-        MeanFieldPosterior {
-            loc: LocationScale::init(mean, &self.scale),
-        }
-    }
-}
-
-impl<const D: usize> WeightPosterior<D> for MeanFieldPosterior<D> {
-    type Dist = MeanFieldDist<D>;
-
-    fn dist(&self) -> MeanFieldDist<D> {
-        let (mu, sigma) = self.loc.evaluate();
-        MeanFieldDist { mu, sigma }
-    }
-
-    fn shape(&self) -> [usize; D] {
-        self.loc.mu.dims()
-    }
-}
+location_scale_family!(
+    "mean-field",
+    /// Configuration of the mean-field family.
+    MeanFieldConfig,
+    MeanFieldPosterior,
+    MeanFieldDist
+);
 
 impl<const D: usize> MeanFieldDist<D> {
     fn noise(&self, n: usize) -> Tensor<2> {

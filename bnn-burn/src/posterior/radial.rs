@@ -6,14 +6,13 @@
 //! mean-field ones. The entropy is `Σ ln σ` minus the exact constant of eq. 4.8
 //! ([`radial_entropy_constant`]); the prior cross-entropy is closed form for a Gaussian prior.
 
+use super::scale::location_scale_family;
 use super::{
     LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
     WeightPosterior, numel, row,
 };
 use crate::error::ConfigError;
 use crate::special::{EULER_GAMMA, HALF_LN_2PI, lgamma_scalar};
-use burn::config::Config;
-use burn::module::Module;
 use burn::tensor::{Distribution, Tensor};
 
 /// `ln S_n`, `S_n = 2π^{n/2}/Γ(n/2)` the surface area of the unit sphere in `Rⁿ`.
@@ -30,60 +29,13 @@ pub fn radial_entropy_constant(n: usize) -> f64 {
         + (n - 1.0) * (EULER_GAMMA + std::f64::consts::LN_2) / 2.0
 }
 
-/// Configuration of the radial family.
-#[derive(Config, Debug, PartialEq)]
-pub struct RadialConfig {
-    /// Initial scales.
-    #[config(default = "ScaleInit::new()")]
-    pub scale: ScaleInit,
-}
-
-/// Radial parameters of one tensor.
-#[derive(Module, Debug)]
-pub struct RadialPosterior<const D: usize> {
-    /// `μ` and `ρ`.
-    pub loc: LocationScale<D>,
-}
-
-/// The radial distribution of one tensor for one step.
-#[derive(Debug, Clone)]
-pub struct RadialDist<const D: usize> {
-    /// Mean `μ`.
-    pub mu: Tensor<D>,
-    /// Scale `σ`.
-    pub sigma: Tensor<D>,
-}
-
-impl PosteriorFamily for RadialConfig {
-    type Posterior<const D: usize> = RadialPosterior<D>;
-
-    fn name(&self) -> &'static str {
-        "radial"
-    }
-
-    fn validate(&self) -> Result<(), ConfigError> {
-        self.scale.validate("RadialConfig")
-    }
-
-    fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> RadialPosterior<D> {
-        RadialPosterior {
-            loc: LocationScale::init(mean, &self.scale),
-        }
-    }
-}
-
-impl<const D: usize> WeightPosterior<D> for RadialPosterior<D> {
-    type Dist = RadialDist<D>;
-
-    fn dist(&self) -> RadialDist<D> {
-        let (mu, sigma) = self.loc.evaluate();
-        RadialDist { mu, sigma }
-    }
-
-    fn shape(&self) -> [usize; D] {
-        self.loc.mu.dims()
-    }
-}
+location_scale_family!(
+    "radial",
+    /// Configuration of the radial family.
+    RadialConfig,
+    RadialPosterior,
+    RadialDist
+);
 
 impl<const D: usize> RadialDist<D> {
     fn n(&self) -> usize {

@@ -66,3 +66,66 @@ impl<const D: usize> LocationScale<D> {
         (self.mu.val(), softplus(self.rho.val()))
     }
 }
+
+/// The configuration, module and per-step distribution of a `(μ, ρ)` family. Mean-field and
+/// radial differ only in the noise they draw around `μ`: each file invokes this and writes its
+/// own `PosteriorDist`.
+macro_rules! location_scale_family {
+    ($name:literal, $(#[$doc:meta])* $config:ident, $posterior:ident, $dist:ident) => {
+        $(#[$doc])*
+        #[derive(burn::config::Config, Debug, PartialEq)]
+        pub struct $config {
+            /// Initial scales.
+            #[config(default = "ScaleInit::new()")]
+            pub scale: ScaleInit,
+        }
+
+        #[doc = concat!("The ", $name, " family's parameters of one tensor.")]
+        #[derive(burn::module::Module, Debug)]
+        pub struct $posterior<const D: usize> {
+            /// `μ` and `ρ`.
+            pub loc: LocationScale<D>,
+        }
+
+        #[doc = concat!("The ", $name, " distribution of one tensor for one step.")]
+        #[derive(Debug, Clone)]
+        pub struct $dist<const D: usize> {
+            /// Mean `μ`.
+            pub mu: Tensor<D>,
+            /// Scale `σ = softplus(ρ)`.
+            pub sigma: Tensor<D>,
+        }
+
+        impl PosteriorFamily for $config {
+            type Posterior<const D: usize> = $posterior<D>;
+
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            fn validate(&self) -> Result<(), ConfigError> {
+                self.scale.validate(stringify!($config))
+            }
+
+            fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> $posterior<D> {
+                $posterior {
+                    loc: LocationScale::init(mean, &self.scale),
+                }
+            }
+        }
+
+        impl<const D: usize> WeightPosterior<D> for $posterior<D> {
+            type Dist = $dist<D>;
+
+            fn dist(&self) -> $dist<D> {
+                let (mu, sigma) = self.loc.evaluate();
+                $dist { mu, sigma }
+            }
+
+            fn shape(&self) -> [usize; D] {
+                self.loc.mu.dims()
+            }
+        }
+    };
+}
+pub(crate) use location_scale_family;

@@ -1,0 +1,103 @@
+//! What every Bayesian layer holds: the posteriors of its weight tensor and bias, their priors
+//! and the gradient estimator. The dense and the convolutional layer differ only in their
+//! [`WeightOp`](super::estimator::WeightOp) and shapes.
+
+use super::estimator::{self, Estimator, WeightOp};
+use super::pass::{LayerDraw, Pass};
+use super::weights::WeightConfig;
+use crate::dist::WeightPrior;
+use crate::error::ConfigError;
+use crate::posterior::{PosteriorDist, PosteriorFamily, TensorSpec, WeightPosterior};
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+
+/// The posteriors and priors of a layer's weight (a `DW`-dimensional tensor) and bias.
+#[derive(Module, Debug)]
+pub struct LayerParams<W: Module, B: Module, const DW: usize> {
+    /// Posterior over the weight.
+    pub weight: W,
+    /// Posterior over the bias.
+    pub bias: Option<B>,
+    /// Prior over the weight.
+    pub weight_prior: WeightPrior<DW>,
+    /// Prior over the bias.
+    pub bias_prior: Option<WeightPrior<1>>,
+    /// Gradient estimator.
+    #[module(skip)]
+    pub estimator: Estimator,
+}
+
+impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams<W, B, DW> {
+    /// The weight of `spec` (means from `weights.initializer` with the given fans) and a bias of
+    /// `bias` entries (means 0), both of `family`, with `weights.prior`.
+    pub(crate) fn init<F>(
+        weights: &WeightConfig,
+        family: &F,
+        spec: TensorSpec<DW>,
+        fans: [usize; 2],
+        bias: Option<usize>,
+        device: &Device,
+    ) -> Self
+    where
+        F: PosteriorFamily<Posterior<DW> = W, Posterior<1> = B>,
+    {
+        let (weight, weight_prior) = weights.weight(family, spec, fans, device);
+        let (bias, bias_prior) = bias.map(|n| weights.bias(family, n, device)).unzip();
+        Self {
+            weight,
+            bias,
+            weight_prior,
+            bias_prior,
+            estimator: weights.estimator,
+        }
+    }
+
+    /// Shape of the weight tensor.
+    pub fn shape(&self) -> [usize; DW] {
+        self.weight.shape()
+    }
+
+    /// Whether every draw equals the mean.
+    pub fn is_point(&self) -> bool {
+        self.weight.is_point() && self.bias.as_ref().is_none_or(|b| b.is_point())
+    }
+
+    /// One sampled weight and bias, `[1, numel]` each, to hold fixed.
+    pub fn draw(&self) -> LayerDraw {
+        LayerDraw {
+            weight: self.weight.dist().sample(1),
+            bias: self.bias.as_ref().map(|b| b.dist().sample(1)),
+        }
+    }
+
+    /// `KL(q ‖ p)` of weight and bias (one element).
+    pub fn kl(&self) -> Tensor<1> {
+        let kl = self.weight.dist().kl(&self.weight_prior);
+        match (&self.bias, &self.bias_prior) {
+            (Some(b), Some(p)) => kl + b.dist().kl(p),
+            _ => kl,
+        }
+    }
+
+    /// The same parameters with `q` of every tensor, moment-matched, as its prior (VCL).
+    ///
+    /// # Errors
+    /// When a posterior has no positive marginal variance (e.g. a point estimate).
+    pub fn with_posterior_as_prior(mut self) -> Result<Self, ConfigError> {
+        self.weight_prior = WeightPrior::from_posterior(&self.weight.dist())?;
+        if let Some(b) = &self.bias {
+            self.bias_prior = Some(WeightPrior::from_posterior(&b.dist())?);
+        }
+        Ok(self)
+    }
+
+    /// The layer's output under `pass` (see [`estimator`]), adding its terms to the pass.
+    pub(crate) fn run<const DX: usize>(
+        &self,
+        op: &impl WeightOp<DX, DW>,
+        x: Tensor<DX>,
+        pass: &mut Pass,
+    ) -> Tensor<DX> {
+        estimator::run(self, op, x, pass)
+    }
+}

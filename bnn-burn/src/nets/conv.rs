@@ -1,0 +1,226 @@
+//! The convolutional body: Bayesian convolutions (each followed by the activation and an
+//! optional pooling), flattened into Bayesian dense layers. The strided LeNet5 of Haußmann
+//! (2021, Table 3.4) is [`ConvNetConfig::lenet5`]: `Conv5×5(20, s2) → Conv5×5(50, s2) →
+//! Linear(800→500) → Linear(500→C)`, ReLU everywhere, no pooling, no padding.
+
+use super::{Bnn, Body, MlpBody, MlpConfig};
+use crate::error::{Check, ConfigError};
+use crate::layers::{
+    BayesianConv2d, BayesianConv2dConfig, Conv2dGeometry, LayerDraw, Pass, Pool, WeightConfig,
+};
+use crate::likelihood::Likelihood;
+use crate::posterior::KlDivergence;
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+
+/// One convolution of a [`ConvNetConfig`]: square kernel, stride, zero padding, optional pool.
+#[derive(Config, Debug, PartialEq)]
+pub struct ConvSpec {
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel side.
+    pub kernel: usize,
+    /// Stride (both axes).
+    #[config(default = 1)]
+    pub stride: usize,
+    /// Zero padding on every side.
+    #[config(default = 0)]
+    pub padding: usize,
+    /// Pooling after the activation.
+    #[config(default = "None")]
+    pub pool: Option<Pool>,
+}
+
+/// Configuration of a convolutional [`Bnn`]: convolutions, then the dense layers of `dense`
+/// on the flattened maps. `dense` also sets the weight model and activation of every
+/// convolution; its `d_input` must be the flattened width ([`conv_features`]).
+#[derive(Config, Debug)]
+pub struct ConvNetConfig {
+    /// Input `[channels, height, width]`.
+    pub input: [usize; 3],
+    /// Convolutions, input to output.
+    pub convs: Vec<ConvSpec>,
+    /// The dense layers after flattening, and every layer's weights and activation.
+    pub dense: MlpConfig,
+}
+
+/// `[C, H, W]` after the convolutions and pools of `convs` on `input` images, or an error
+/// naming the first layer that leaves no pixels.
+pub fn conv_features(input: [usize; 3], convs: &[ConvSpec]) -> Result<[usize; 3], ConfigError> {
+    let check = Check("ConvNetConfig");
+    let [mut c, mut h, mut w] = input;
+    check.at_least_one("input[0]", c)?;
+    for spec in convs {
+        check.at_least_one("convs.out_channels", spec.out_channels)?;
+        check.at_least_one("convs.kernel", spec.kernel)?;
+        check.at_least_one("convs.stride", spec.stride)?;
+        let side = |n: usize| (n + 2 * spec.padding + 1).checked_sub(spec.kernel);
+        let (Some(hh), Some(ww)) = (side(h), side(w)) else {
+            return Err(ConfigError {
+                config: "ConvNetConfig",
+                field: "input",
+                value: format!("{input:?}"),
+                expected: "images at least as large as every kernel (the image is smaller than \
+                           a kernel)",
+            });
+        };
+        check.at_least_one("input (the image is smaller than a kernel)", hh.min(ww))?;
+        h = (hh - 1) / spec.stride + 1;
+        w = (ww - 1) / spec.stride + 1;
+        c = spec.out_channels;
+        if let Some(pool) = &spec.pool {
+            let (Some(ph), Some(pw)) = (pool.output_side(h), pool.output_side(w)) else {
+                return Err(ConfigError {
+                    config: "ConvNetConfig",
+                    field: "convs.pool",
+                    value: format!("{pool:?} on {h}x{w} maps"),
+                    expected: "a pooling window no larger than the maps and stride >= 1",
+                });
+            };
+            (h, w) = (ph, pw);
+        }
+    }
+    Ok([c, h, w])
+}
+
+/// A convolution, then the activation, then an optional pooling.
+#[derive(Module, Debug)]
+pub struct ConvBlock {
+    /// The convolution.
+    pub conv: BayesianConv2d,
+    /// Pooling after the activation.
+    #[module(skip)]
+    pub pool: Option<Pool>,
+}
+
+/// Convolution blocks, then dense layers on the flattened maps.
+#[derive(Module, Debug)]
+pub struct ConvBody {
+    /// Convolution blocks, input to output.
+    pub blocks: Vec<ConvBlock>,
+    /// Dense layers after flattening (the same loop as an MLP body).
+    pub dense: MlpBody,
+    /// Input `[channels, height, width]`.
+    #[module(skip)]
+    pub input: [usize; 3],
+}
+
+impl ConvNetConfig {
+    /// The strided LeNet5 of Haußmann (2021, Table 3.4) for `[C, H, W]` images: 28×28 →
+    /// 12×12×20 → 4×4×50 = 800 → 500 → `n_classes`.
+    pub fn lenet5(input: [usize; 3], n_classes: usize) -> Self {
+        let convs = vec![
+            ConvSpec::new(20, 5).with_stride(2),
+            ConvSpec::new(50, 5).with_stride(2),
+        ];
+        // An input too small for the kernels leaves 0 here; `init` names the geometry error.
+        let width = conv_features(input, &convs).map_or(0, |[c, h, w]| c * h * w);
+        Self::new(input, convs, MlpConfig::new(width, vec![500], n_classes))
+    }
+
+    /// The same network with `weights` in every layer.
+    pub fn with_weights(mut self, weights: WeightConfig) -> Self {
+        self.dense.weights = weights;
+        self
+    }
+
+    /// `[C, H, W]` after the convolutions and pools.
+    pub fn feature_shape(&self) -> Result<[usize; 3], ConfigError> {
+        conv_features(self.input, &self.convs)
+    }
+
+    /// The network with `likelihood`.
+    pub fn init<L: Likelihood>(
+        &self,
+        likelihood: L,
+        device: &Device,
+    ) -> Result<Bnn<ConvBody, L>, ConfigError> {
+        let [cf, hf, wf] = self.feature_shape()?;
+        if self.dense.d_input != cf * hf * wf {
+            return Err(ConfigError {
+                config: "ConvNetConfig",
+                field: "dense.d_input",
+                value: format!(
+                    "{} (the convolutions give {cf}x{hf}x{wf} = {} features)",
+                    self.dense.d_input,
+                    cf * hf * wf
+                ),
+                expected: "the width of the flattened convolution output (see conv_features)",
+            });
+        }
+        let mut cin = self.input[0];
+        let mut blocks = Vec::with_capacity(self.convs.len());
+        for spec in &self.convs {
+            let geometry = Conv2dGeometry::new()
+                .with_stride([spec.stride; 2])
+                .with_padding([spec.padding; 2]);
+            let conv = BayesianConv2dConfig::new([cin, spec.out_channels], [spec.kernel; 2])
+                .with_geometry(geometry)
+                .with_weights(self.dense.weights.clone())
+                .init(device)?;
+            blocks.push(ConvBlock {
+                conv,
+                pool: spec.pool,
+            });
+            cin = spec.out_channels;
+        }
+        let Bnn {
+            body: dense,
+            head,
+            likelihood,
+        } = self.dense.init(likelihood, device)?;
+        let body = ConvBody {
+            blocks,
+            dense,
+            input: self.input,
+        };
+        Ok(Bnn::new(body, head, likelihood))
+    }
+}
+
+impl Body for ConvBody {
+    type Input = Tensor<4>;
+
+    fn features(&self, x: Tensor<4>, pass: &mut Pass) -> Tensor<3> {
+        let [b, c, h, w] = x.dims();
+        assert!(
+            [c, h, w] == self.input,
+            "ConvBody: input shape {:?} does not match the configured images [B, {}, {}, {}]",
+            x.dims(),
+            self.input[0],
+            self.input[1],
+            self.input[2]
+        );
+        let s = pass.samples();
+        let mut z = x.unsqueeze::<5>().repeat_dim(0, s);
+        for block in &self.blocks {
+            z = self.dense.activation.forward(block.conv.run(z, pass));
+            if let Some(pool) = &block.pool {
+                z = pool.forward(z);
+            }
+        }
+        let [_, _, cf, hf, wf] = z.dims();
+        self.dense.propagate(z.reshape([s, b, cf * hf * wf]), pass)
+    }
+
+    fn feature_dim(&self) -> usize {
+        self.dense.feature_dim()
+    }
+
+    fn draw(&self) -> Vec<LayerDraw> {
+        let mut draws: Vec<LayerDraw> = self.blocks.iter().map(|b| b.conv.params.draw()).collect();
+        draws.extend(self.dense.draw());
+        draws
+    }
+
+    fn is_point(&self) -> bool {
+        self.blocks.iter().all(|b| b.conv.params.is_point()) && self.dense.is_point()
+    }
+
+    fn layer_kls(&self) -> Vec<Tensor<1>> {
+        let mut kls: Vec<Tensor<1>> = self.blocks.iter().map(|b| b.conv.kl()).collect();
+        kls.extend(self.dense.layer_kls());
+        kls
+    }
+}

@@ -1,0 +1,139 @@
+//! The multilayer perceptron body: Bayesian linear layers with an activation after each.
+
+use super::{Bnn, Body};
+use crate::error::{Check, ConfigError};
+use crate::layers::{
+    Activation, BayesianLinear, BayesianLinearConfig, LayerDraw, Pass, WeightConfig,
+};
+use crate::likelihood::Likelihood;
+use crate::posterior::KlDivergence;
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+
+/// Configuration of an MLP [`Bnn`].
+#[derive(Config, Debug)]
+pub struct MlpConfig {
+    /// Input width.
+    pub d_input: usize,
+    /// Hidden widths (the body); the head maps the last to the outputs.
+    pub hidden: Vec<usize>,
+    /// Target dimensions (regression) or classes (classification).
+    pub d_output: usize,
+    /// Weight model of every layer.
+    #[config(default = "WeightConfig::new()")]
+    pub weights: WeightConfig,
+    /// Activation after every hidden layer.
+    #[config(default = "Activation::Relu")]
+    pub activation: Activation,
+}
+
+/// Hidden Bayesian linear layers, each followed by the activation.
+#[derive(Module, Debug)]
+pub struct MlpBody {
+    /// The layers, input to output.
+    pub layers: Vec<BayesianLinear>,
+    /// Activation after every layer.
+    #[module(skip)]
+    pub activation: Activation,
+    /// Input width.
+    #[module(skip)]
+    pub d_input: usize,
+}
+
+impl MlpConfig {
+    /// The network with `likelihood`; its head has `d_output × outputs_per_target` units.
+    pub fn init<L: Likelihood>(
+        &self,
+        likelihood: L,
+        device: &Device,
+    ) -> Result<Bnn<MlpBody, L>, ConfigError> {
+        let check = Check("MlpConfig");
+        check.at_least_one("d_output", self.d_output)?;
+        let body = MlpBody::new(
+            self.d_input,
+            &self.hidden,
+            &self.weights,
+            self.activation,
+            device,
+        )?;
+        let head = BayesianLinearConfig::new(
+            body.feature_dim(),
+            self.d_output * likelihood.outputs_per_target(),
+        )
+        .with_weights(self.weights.clone())
+        .init(device)?;
+        Ok(Bnn::new(body, head, likelihood))
+    }
+}
+
+impl MlpBody {
+    /// Layers `d_input → hidden[0] → … → hidden[last]`.
+    pub fn new(
+        d_input: usize,
+        hidden: &[usize],
+        weights: &WeightConfig,
+        activation: Activation,
+        device: &Device,
+    ) -> Result<Self, ConfigError> {
+        let check = Check("MlpConfig");
+        check.at_least_one("d_input", d_input)?;
+        for &h in hidden {
+            check.at_least_one("hidden", h)?;
+        }
+        let mut widths = vec![d_input];
+        widths.extend(hidden);
+        let layers = widths
+            .windows(2)
+            .map(|w| {
+                BayesianLinearConfig::new(w[0], w[1])
+                    .with_weights(weights.clone())
+                    .init(device)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            layers,
+            activation,
+            d_input,
+        })
+    }
+
+    /// `[S, B, d_input]` through every layer and activation: the one forward loop of dense
+    /// layers, also used after the convolutions of a [`super::ConvBody`].
+    pub fn propagate(&self, mut h: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
+        for layer in &self.layers {
+            h = self.activation.forward(layer.run(h, pass));
+        }
+        h
+    }
+}
+
+impl Body for MlpBody {
+    type Input = Tensor<2>;
+
+    fn features(&self, x: Tensor<2>, pass: &mut Pass) -> Tensor<3> {
+        let [b, d] = x.dims();
+        assert!(
+            d == self.d_input,
+            "MlpBody: input shape [{b}, {d}] has width {d}, but the network expects d_input = {}",
+            self.d_input
+        );
+        self.propagate(x.unsqueeze::<3>().repeat_dim(0, pass.samples()), pass)
+    }
+
+    fn feature_dim(&self) -> usize {
+        self.layers.last().map_or(self.d_input, |l| l.shape()[1])
+    }
+
+    fn draw(&self) -> Vec<LayerDraw> {
+        self.layers.iter().map(|l| l.params.draw()).collect()
+    }
+
+    fn is_point(&self) -> bool {
+        self.layers.iter().all(|l| l.params.is_point())
+    }
+
+    fn layer_kls(&self) -> Vec<Tensor<1>> {
+        self.layers.iter().map(KlDivergence::kl).collect()
+    }
+}

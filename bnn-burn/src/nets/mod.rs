@@ -1,0 +1,190 @@
+//! Networks: a body (feature extractor), a head (the last Bayesian linear layer) and a
+//! likelihood, in one type [`Bnn`] for every task.
+//!
+//! The body/head split lets last-layer methods (last-layer Laplace, evidential heads) work on
+//! the features. Every network has one forward loop: prediction, training steps and fixed
+//! network draws differ only in the [`Pass`] they carry.
+
+mod conv;
+mod mlp;
+
+pub use conv::{ConvBlock, ConvBody, ConvNetConfig, ConvSpec, conv_features};
+pub use mlp::{MlpBody, MlpConfig};
+
+use crate::layers::{BayesianLinear, LayerDraw, Pass};
+use crate::likelihood::{Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood};
+use crate::objective::{StepRequest, StepTerms};
+use crate::posterior::{KlDivergence, Unsupported};
+use crate::predict::{Predict, PredictError, PredictMode};
+use crate::train::{Batch, Minibatch, Model};
+use burn::module::{Module, ModuleDisplay};
+use burn::tensor::Tensor;
+
+/// The part of a network before its last layer.
+pub trait Body: Module + ModuleDisplay + 'static {
+    /// Inputs, first axis examples.
+    type Input: Batch;
+
+    /// Features `[S, B, F]` of the pass's `S` draws.
+    fn features(&self, input: Self::Input, pass: &mut Pass) -> Tensor<3>;
+
+    /// Feature width `F`.
+    fn feature_dim(&self) -> usize;
+
+    /// One fixed draw of every layer, in the order [`Body::features`] uses them.
+    fn draw(&self) -> Vec<LayerDraw>;
+
+    /// Whether every layer is a point estimate.
+    fn is_point(&self) -> bool;
+
+    /// The KL of every layer (one element each; empty for a body without layers).
+    fn layer_kls(&self) -> Vec<Tensor<1>>;
+}
+
+/// A Bayesian neural network: body, head and likelihood.
+#[derive(Module, Debug)]
+pub struct Bnn<B: Module, L: Module> {
+    /// Feature extractor.
+    pub body: B,
+    /// Last layer: features → the likelihood's parameters.
+    pub head: BayesianLinear,
+    /// Observation model.
+    pub likelihood: L,
+}
+
+/// A regressor with a homoscedastic Gaussian likelihood.
+pub type Regressor = Bnn<MlpBody, GaussianLikelihood>;
+/// A regressor with a heteroscedastic Gaussian head.
+pub type HeteroscedasticRegressor = Bnn<MlpBody, HeteroscedasticGaussian>;
+/// An MLP classifier.
+pub type Classifier = Bnn<MlpBody, Categorical>;
+/// A convolutional image classifier.
+pub type ImageClassifier = Bnn<ConvBody, Categorical>;
+
+impl<B: Body, L: Likelihood> Bnn<B, L> {
+    /// The network from its parts.
+    ///
+    /// # Panics
+    /// If the head's input width is not the body's feature width (both are named).
+    pub fn new(body: B, head: BayesianLinear, likelihood: L) -> Self {
+        let [head_in, _] = head.shape();
+        assert_eq!(
+            head_in,
+            body.feature_dim(),
+            "Bnn: the head takes {head_in} features, the body gives {}",
+            body.feature_dim()
+        );
+        Self {
+            body,
+            head,
+            likelihood,
+        }
+    }
+
+    /// The head's outputs (the likelihood's parameters) of the pass's draws, `[S, B, k]`.
+    pub fn forward(&self, input: B::Input, pass: &mut Pass) -> Tensor<3> {
+        let features = self.body.features(input, pass);
+        self.head.run(features, pass)
+    }
+
+    /// Features of `samples` draws, `[S, B, F]` (for last-layer methods).
+    pub fn features(&self, input: B::Input, samples: usize) -> Tensor<3> {
+        self.body.features(input, &mut Pass::predict(samples))
+    }
+
+    /// Whether every layer is a point estimate (one draw is then the whole posterior).
+    pub fn is_point(&self) -> bool {
+        self.body.is_point() && self.head.params.is_point()
+    }
+
+    /// One weight draw of the whole network, held fixed across calls (roll-outs, SDE paths).
+    pub fn draw(&self) -> NetDraw<B, L> {
+        let mut draws = self.body.draw();
+        draws.push(self.head.params.draw());
+        NetDraw {
+            model: self.clone(),
+            draws,
+        }
+    }
+}
+
+/// A network with one fixed weight draw.
+#[derive(Debug, Clone)]
+pub struct NetDraw<B: Body, L: Likelihood> {
+    model: Bnn<B, L>,
+    draws: Vec<LayerDraw>,
+}
+
+impl<B: Body, L: Likelihood> NetDraw<B, L> {
+    /// The head's outputs under the fixed weights, `[B, k]`.
+    pub fn forward(&self, input: B::Input) -> Tensor<2> {
+        self.model
+            .forward(input, &mut Pass::fixed(&self.draws))
+            .squeeze_dim(0)
+    }
+
+    /// The likelihood's prediction under the fixed weights (one draw).
+    pub fn predict(&self, input: B::Input) -> L::Prediction {
+        let out = self.model.forward(input, &mut Pass::fixed(&self.draws));
+        self.model.likelihood.predict(out)
+    }
+}
+
+impl<B: Body, L: Likelihood> KlDivergence for Bnn<B, L> {
+    fn kl(&self) -> Tensor<1> {
+        self.body
+            .layer_kls()
+            .into_iter()
+            .fold(self.head.kl(), |acc, kl| acc + kl)
+    }
+}
+
+impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
+    type Input = B::Input;
+    type Prediction = L::Prediction;
+
+    fn predict(&self, input: B::Input, mode: PredictMode) -> Result<L::Prediction, PredictError> {
+        let samples = match mode {
+            PredictMode::Samples(0) => return Err(PredictError::NoSamples),
+            PredictMode::Samples(_) if self.is_point() => 1,
+            PredictMode::Samples(n) => n,
+            PredictMode::Moments => {
+                return Err(PredictError::Unsupported {
+                    model: "Bnn",
+                    mode,
+                    reason: "these layers do not propagate moments; predict with \
+                             PredictMode::Samples(n)",
+                });
+            }
+        };
+        let out = self.forward(input, &mut Pass::predict(samples));
+        Ok(self.likelihood.predict(out))
+    }
+}
+
+impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
+    type Input = B::Input;
+    type Target = L::Target;
+
+    fn step(
+        &self,
+        batch: Minibatch<B::Input, L::Target>,
+        request: StepRequest,
+    ) -> Result<StepTerms, Unsupported> {
+        let mut pass = Pass::train(request.samples, request.log_ratio);
+        let out = self.forward(batch.input, &mut pass);
+        let device = out.device();
+        let log_likelihood = self.likelihood.log_likelihood(out, batch.target);
+        let (kl, log_ratio) = pass.into_terms(&device);
+        Ok(StepTerms {
+            log_likelihood,
+            kl,
+            local_kl: None,
+            log_ratio: log_ratio?,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

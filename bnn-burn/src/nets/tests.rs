@@ -1,0 +1,203 @@
+use super::*;
+use crate::layers::{Estimator, Pool, WeightConfig};
+use crate::likelihood::{Categorical, GaussianLikelihoodConfig};
+use crate::posterior::PosteriorConfig;
+use crate::predict::{PredictError, PredictMode};
+use crate::testing::{seeded, to_vec};
+use crate::train::{TrainConfig, train};
+use crate::{device, training_device};
+use burn::tensor::{Distribution, Int};
+
+fn families() -> Vec<WeightConfig> {
+    vec![
+        WeightConfig::of(PosteriorConfig::point()),
+        WeightConfig::of(PosteriorConfig::mean_field())
+            .with_estimator(Estimator::LocalReparameterization),
+        WeightConfig::of(PosteriorConfig::mean_field()),
+        WeightConfig::of(PosteriorConfig::radial()),
+        WeightConfig::of(PosteriorConfig::mc_dropout(0.2))
+            .with_estimator(Estimator::LocalReparameterization),
+        WeightConfig::of(PosteriorConfig::drop_connect(0.2)),
+        WeightConfig::of(PosteriorConfig::low_rank(2)),
+    ]
+}
+
+#[test]
+fn lenet5_has_the_thesis_shapes_for_every_family() {
+    let _guard = seeded(&device(), 0);
+    let d = device();
+    for weights in families() {
+        let config = ConvNetConfig::lenet5([1, 28, 28], 10).with_weights(weights.clone());
+        assert_eq!(config.feature_shape().unwrap(), [50, 4, 4]);
+        let net = config.init(Categorical, &d).unwrap();
+        let x = Tensor::<4>::random([3, 1, 28, 28], Distribution::Normal(0.0, 1.0), &d);
+        assert_eq!(net.forward(x, &mut Pass::predict(2)).dims(), [2, 3, 10]);
+        assert!(to_vec(net.kl())[0].is_finite());
+    }
+    // 20·1·25 + 20, 50·20·25 + 50, 800·500 + 500, 500·10 + 10 parameters; twice for mean-field.
+    let weights = 520 + 25_050 + 400_500 + 5_010;
+    for (family, factor) in [
+        (PosteriorConfig::point(), 1),
+        (PosteriorConfig::mean_field(), 2),
+    ] {
+        let net = ConvNetConfig::lenet5([1, 28, 28], 10)
+            .with_weights(WeightConfig::of(family))
+            .init(Categorical, &d)
+            .unwrap();
+        assert_eq!(net.num_params(), factor * weights);
+    }
+}
+
+#[test]
+fn pooling_and_padding_shape_the_features() {
+    let d = device();
+    let max = Pool::Max {
+        kernel: 2,
+        stride: 2,
+    };
+    let avg = Pool::Avg {
+        kernel: 2,
+        stride: 2,
+    };
+    let convs = vec![
+        ConvSpec::new(4, 5).with_pool(Some(max)),
+        ConvSpec::new(6, 3).with_padding(1).with_pool(Some(avg)),
+    ];
+    assert_eq!(conv_features([1, 28, 28], &convs).unwrap(), [6, 6, 6]);
+    let wrong = ConvNetConfig::new([1, 28, 28], convs.clone(), MlpConfig::new(200, vec![16], 3));
+    let err = wrong.init(Categorical, &d).unwrap_err();
+    assert_eq!(err.field, "dense.d_input");
+    assert!(err.to_string().contains("6x6x6 = 216"), "{err}");
+    let config = ConvNetConfig::new([1, 28, 28], convs, MlpConfig::new(216, vec![16], 3));
+    let net = config.init(Categorical, &d).unwrap();
+    let x = Tensor::<4>::ones([2, 1, 28, 28], &d);
+    assert_eq!(net.features(x, 3).dims(), [3, 2, 16]);
+    let too_big = [ConvSpec::new(2, 3).with_pool(Some(Pool::Max {
+        kernel: 3,
+        stride: 1,
+    }))];
+    assert_eq!(
+        conv_features([1, 4, 4], &too_big).unwrap_err().field,
+        "convs.pool"
+    );
+}
+
+#[test]
+fn an_image_smaller_than_a_kernel_is_a_config_error() {
+    let err = ConvNetConfig::lenet5([1, 8, 8], 10)
+        .init(Categorical, &device())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ConvNetConfig") && err.contains("kernel"),
+        "{err}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "input shape [2, 3, 28, 28]")]
+fn a_wrong_image_shape_names_both_shapes() {
+    let net = ConvNetConfig::lenet5([1, 28, 28], 10)
+        .init(Categorical, &device())
+        .unwrap();
+    net.features(Tensor::zeros([2, 3, 28, 28], &device()), 1);
+}
+
+#[test]
+#[should_panic(expected = "expects d_input = 3")]
+fn a_wrong_input_width_names_both_shapes() {
+    let net = MlpConfig::new(3, vec![4], 1)
+        .init(Categorical, &device())
+        .unwrap();
+    net.features(Tensor::zeros([2, 5], &device()), 1);
+}
+
+#[test]
+fn prediction_modes_and_point_estimates() {
+    let d = device();
+    let net = MlpConfig::new(2, vec![8], 3).init(Categorical, &d).unwrap();
+    let x = Tensor::<2>::ones([4, 2], &d);
+    assert_eq!(
+        net.predict(x.clone(), PredictMode::Samples(0)).unwrap_err(),
+        PredictError::NoSamples
+    );
+    let err = net.predict(x.clone(), PredictMode::Moments).unwrap_err();
+    assert!(err.to_string().contains("Samples"), "{err}");
+    let p = net.predict(x.clone(), PredictMode::Samples(5)).unwrap();
+    assert_eq!(p.samples().unwrap().probs.dims(), [5, 4, 3]);
+    // A point estimate answers with one draw: they would all be equal.
+    let map = MlpConfig::new(2, vec![8], 3)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .init(Categorical, &d)
+        .unwrap();
+    let p = map.predict(x, PredictMode::Samples(50)).unwrap();
+    assert_eq!(p.samples().unwrap().probs.dims(), [1, 4, 3]);
+}
+
+/// A network draw is one fixed function: the same outputs call after call, for roll-outs.
+#[test]
+fn a_network_draw_is_held_fixed() {
+    let d = device();
+    let _guard = seeded(&d, 5);
+    let lik = GaussianLikelihoodConfig::new().init(&d).unwrap();
+    let weights =
+        WeightConfig::of(PosteriorConfig::mean_field()).with_estimator(Estimator::Flipout);
+    let net = MlpConfig::new(2, vec![16, 16], 2)
+        .with_weights(weights)
+        .with_activation(crate::layers::Activation::Tanh)
+        .init(lik, &d)
+        .unwrap();
+    let draw = net.draw();
+    let mut state = Tensor::<2>::ones([3, 2], &d);
+    let first = to_vec(draw.forward(state.clone()));
+    for _ in 0..5 {
+        state = draw.forward(state);
+    }
+    assert_eq!(first, to_vec(draw.forward(Tensor::ones([3, 2], &d))));
+    assert_ne!(first, to_vec(net.draw().forward(Tensor::ones([3, 2], &d))));
+    assert_eq!(to_vec(draw.predict(Tensor::ones([3, 2], &d)).mean()), first);
+}
+
+/// Two classes of 8×8 images (a bright left or right half) are learned by every family.
+#[test]
+fn every_family_learns_a_two_class_image_task() {
+    let _guard = seeded(&device(), 1);
+    let d = training_device();
+    let n = 128;
+    let mut pixels = vec![0f32; n * 64];
+    let mut labels = vec![0i64; n];
+    for i in 0..n {
+        labels[i] = (i % 2) as i64;
+        for r in 0..8 {
+            for c in 0..8 {
+                let bright = (c < 4) == (i % 2 == 0);
+                let noise = (((i * 64 + r * 8 + c) * 2_654_435_761) % 1000) as f32 / 1000.0;
+                pixels[i * 64 + r * 8 + c] = if bright { 1.0 } else { 0.0 } + 0.5 * noise;
+            }
+        }
+    }
+    let x = Tensor::<1>::from_floats(pixels.as_slice(), &d).reshape([n, 1, 8, 8]);
+    let y = Tensor::<1, Int>::from_ints(labels.as_slice(), &d);
+    for weights in families() {
+        let name = weights.posterior.clone();
+        let convs = vec![ConvSpec::new(4, 3).with_stride(2)];
+        let net = ConvNetConfig::new([1, 8, 8], convs, MlpConfig::new(36, vec![16], 2))
+            .with_weights(weights)
+            .init(Categorical, &d)
+            .unwrap();
+        let config = TrainConfig::new(30)
+            .with_batch_size(32)
+            .with_learning_rate(1e-2)
+            .with_progress(false);
+        let (model, _) = train(net, (x.clone(), y.clone()), &config).unwrap();
+        let pred = model
+            .valid()
+            .predict(x.clone().without_autodiff(), PredictMode::Samples(8))
+            .unwrap();
+        let probs = to_vec(pred.mean());
+        let correct = (0..n)
+            .filter(|&i| (probs[2 * i + 1] > 0.5) == (labels[i] == 1))
+            .count();
+        assert!(correct >= n * 95 / 100, "{name:?}: {correct}/{n}");
+    }
+}

@@ -1,0 +1,162 @@
+//! Classification predictions: probability samples or Dirichlet parameters, and their entropy
+//! and variance decompositions into aleatoric and epistemic parts.
+
+use super::P_FLOOR;
+use crate::special::digamma;
+use burn::tensor::{Int, Tensor};
+
+/// `−Σ_c p_c ln p_c` over the last axis (kept with size 1).
+fn entropy_last_dim<const D: usize>(p: Tensor<D>) -> Tensor<D> {
+    (p.clone() * p.clamp_min(P_FLOOR).log())
+        .sum_dim(D - 1)
+        .neg()
+}
+
+/// Class probabilities of `S` posterior draws.
+#[derive(Debug, Clone)]
+pub struct ClassSamples {
+    /// `p_s(c | x_b)`, `[S, B, C]`; rows sum to one.
+    pub probs: Tensor<3>,
+}
+
+/// A Dirichlet over class probabilities per input (evidential models, Sensoy et al. 2018).
+#[derive(Debug, Clone)]
+pub struct DirichletPrediction {
+    /// Concentrations `α > 0`, `[B, C]`.
+    pub alpha: Tensor<2>,
+}
+
+/// A classification prediction.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
+pub enum ClassPrediction {
+    /// Probability samples.
+    Samples(ClassSamples),
+    /// Dirichlet parameters.
+    Dirichlet(DirichletPrediction),
+}
+
+impl ClassSamples {
+    /// From logits `[S, B, C]` (softmax over classes).
+    pub fn from_logits(logits: Tensor<3>) -> Self {
+        Self {
+            probs: burn::tensor::activation::softmax(logits, 2),
+        }
+    }
+
+    fn batch(&self) -> usize {
+        self.probs.dims()[1]
+    }
+
+    /// Variation ratio `1 − f/S`, `f` the count of the modal sampled label, `[B]` (Gal 2016).
+    pub fn variation_ratio(&self) -> Tensor<1> {
+        let [s, b, c] = self.probs.dims();
+        let labels = self.probs.clone().argmax(2).reshape([s, b]);
+        let counts = labels.one_hot::<3>(c).float().sum_dim(0).reshape([b, c]);
+        counts
+            .max_dim(1)
+            .reshape([b])
+            .div_scalar(s as f64)
+            .neg()
+            .add_scalar(1.0)
+    }
+}
+
+impl DirichletPrediction {
+    fn total(&self) -> Tensor<2> {
+        self.alpha.clone().sum_dim(1)
+    }
+}
+
+impl ClassPrediction {
+    /// From logits of `S` draws.
+    pub fn from_logits(logits: Tensor<3>) -> Self {
+        Self::Samples(ClassSamples::from_logits(logits))
+    }
+
+    /// Predictive probabilities `p̄ = E[π]`, `[B, C]`.
+    pub fn mean(&self) -> Tensor<2> {
+        match self {
+            Self::Samples(s) => s.probs.clone().mean_dim(0).squeeze_dim(0),
+            Self::Dirichlet(d) => d.alpha.clone() / d.total(),
+        }
+    }
+
+    /// Total (predictive) entropy `H[p̄]`, `[B]`.
+    pub fn entropy(&self) -> Tensor<1> {
+        entropy_last_dim(self.mean()).squeeze_dim(1)
+    }
+
+    /// Aleatoric entropy `E[H[π]]`, `[B]`: the average entropy of the draws, or for a Dirichlet
+    /// `ψ(α₀ + 1) − Σ_c (α_c/α₀) ψ(α_c + 1)`.
+    pub fn aleatoric_entropy(&self) -> Tensor<1> {
+        match self {
+            Self::Samples(s) => entropy_last_dim(s.probs.clone())
+                .mean_dim(0)
+                .reshape([s.batch()]),
+            Self::Dirichlet(d) => {
+                let a0 = d.total();
+                let weighted = (d.alpha.clone() / a0.clone()) * digamma(d.alpha.clone() + 1.0);
+                (digamma(a0 + 1.0) - weighted.sum_dim(1)).squeeze_dim(1)
+            }
+        }
+    }
+
+    /// Epistemic entropy, the mutual information `I[y, π] = H[p̄] − E[H[π]]` (BALD), `[B]`;
+    /// clamped at 0 where rounding makes the difference negative.
+    pub fn epistemic_entropy(&self) -> Tensor<1> {
+        (self.entropy() - self.aleatoric_entropy()).clamp_min(0.0)
+    }
+
+    /// Aleatoric variance `E[π_c(1 − π_c)]` per class, `[B, C]`.
+    pub fn aleatoric_variance(&self) -> Tensor<2> {
+        match self {
+            Self::Samples(s) => {
+                let p = s.probs.clone();
+                (p.clone() * (p.neg() + 1.0)).mean_dim(0).squeeze_dim(0)
+            }
+            Self::Dirichlet(d) => {
+                let a0 = d.total();
+                let p = self.mean();
+                p.clone() * (p.neg() + 1.0) * a0.clone() / (a0 + 1.0)
+            }
+        }
+    }
+
+    /// Epistemic variance `Var[π_c]` per class (population form over draws), `[B, C]`.
+    pub fn epistemic_variance(&self) -> Tensor<2> {
+        match self {
+            Self::Samples(s) => {
+                let p = s.probs.clone();
+                let m = p.clone().mean_dim(0);
+                (p - m).square().mean_dim(0).squeeze_dim(0)
+            }
+            Self::Dirichlet(d) => {
+                let p = self.mean();
+                p.clone() * (p.neg() + 1.0) / (d.total() + 1.0)
+            }
+        }
+    }
+
+    /// `ln p̄(y_b | x_b)` of integer labels `[B]`, `[B]`.
+    pub fn log_prob(&self, labels: Tensor<1, Int>) -> Tensor<1> {
+        let b = labels.dims()[0];
+        self.mean()
+            .gather(1, labels.reshape([b, 1]))
+            .clamp_min(P_FLOOR)
+            .log()
+            .reshape([b])
+    }
+
+    /// The probability samples, when the prediction has them.
+    pub fn samples(&self) -> Option<&ClassSamples> {
+        match self {
+            Self::Samples(s) => Some(s),
+            Self::Dirichlet(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "class_tests.rs"]
+mod tests;

@@ -1,0 +1,67 @@
+//! Prediction: one call for every method, `predict(x, mode)`, returning a distribution.
+//!
+//! | type | what | from |
+//! |---|---|---|
+//! | [`ClassPrediction::Samples`] | class probabilities of `S` posterior draws `[S, B, C]` | sampling classifiers |
+//! | [`ClassPrediction::Dirichlet`] | Dirichlet parameters `[B, C]` | evidential heads |
+//! | [`GaussianPrediction::Samples`] | per-draw Gaussians `[S, B, D]` | sampling regressors |
+//! | [`GaussianPrediction::Moments`] | mean, aleatoric and epistemic variance `[B, D]` | moment propagation |
+//!
+//! Decompositions follow Fortuna's names: `aleatoric_entropy`, `epistemic_entropy` (the mutual
+//! information, BALD), `aleatoric_variance`, `epistemic_variance`, and `entropy`/`variance` for
+//! the totals (Depeweg 2019 §3.2; Gal 2016 §3.3).
+
+mod class;
+mod gaussian;
+
+pub use class::{ClassPrediction, ClassSamples, DirichletPrediction};
+pub use gaussian::{GaussianMoments, GaussianPrediction, GaussianSamples, RegressionScores};
+
+/// How a model is asked to predict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum PredictMode {
+    /// `n ≥ 1` posterior draws (a point estimate answers with one: every draw is the same).
+    Samples(usize),
+    /// Propagated moments, without sampling.
+    Moments,
+}
+
+/// Why a model could not predict.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PredictError {
+    /// `Samples(0)`.
+    #[error("PredictMode::Samples(0): a prediction needs at least one posterior sample")]
+    NoSamples,
+    /// The model cannot predict in this mode.
+    #[error("{model} cannot predict in mode {mode:?}: {reason}")]
+    Unsupported {
+        /// The model.
+        model: &'static str,
+        /// The mode asked for.
+        mode: PredictMode,
+        /// Why, and what to use instead.
+        reason: &'static str,
+    },
+}
+
+/// A model that predicts a distribution for a batch of inputs.
+pub trait Predict {
+    /// Inputs, first axis examples.
+    type Input;
+    /// The predictive distribution.
+    type Prediction;
+
+    /// The predictive distribution of `input` in `mode`.
+    ///
+    /// # Errors
+    /// [`PredictError::NoSamples`] for `Samples(0)`; [`PredictError::Unsupported`] for a mode
+    /// the model cannot do.
+    fn predict(
+        &self,
+        input: Self::Input,
+        mode: PredictMode,
+    ) -> Result<Self::Prediction, PredictError>;
+}
+
+/// `p ln p` is 0 at `p = 0`: probabilities are floored inside logarithms.
+pub(crate) const P_FLOOR: f64 = 1e-30;

@@ -1,0 +1,192 @@
+//! What the training loop trains on: tensors, or any burn `Dataset` with a `Batcher` (the
+//! library's `RegressionData`, `ImageSet`, `ClassificationData` among them), gathered into
+//! minibatches that carry their row indices and the training-set size.
+
+use super::TrainError;
+use crate::objective::{StepRequest, StepTerms};
+use crate::posterior::Unsupported;
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor};
+use std::marker::PhantomData;
+
+/// Rows of data that can be gathered into minibatches (the first axis indexes examples).
+pub trait Batch: Clone {
+    /// Number of examples.
+    fn len(&self) -> usize;
+    /// Whether there are no examples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The examples at `indices`, in that order.
+    fn rows(&self, indices: Tensor<1, Int>) -> Self;
+    /// The same data on `device`.
+    fn to(self, device: &Device) -> Self;
+    /// The same data without autodiff tracking (for evaluation).
+    fn plain(self) -> Self;
+}
+
+macro_rules! tensor_batch {
+    ($($kind:ty),*) => {$(
+        impl<const D: usize> Batch for Tensor<D, $kind> {
+            fn len(&self) -> usize {
+                self.dims()[0]
+            }
+            fn rows(&self, indices: Tensor<1, Int>) -> Self {
+                self.clone().select(0, indices)
+            }
+            fn to(self, device: &Device) -> Self {
+                self.to_device(device)
+            }
+            fn plain(self) -> Self {
+                self.without_autodiff()
+            }
+        }
+    )*};
+}
+tensor_batch!(burn::tensor::Float, Int);
+
+/// One minibatch: inputs, targets, the rows they came from and the training-set size `N`
+/// (models with per-row latent tables look their rows up by index).
+#[derive(Debug, Clone)]
+pub struct Minibatch<I, T> {
+    /// Inputs.
+    pub input: I,
+    /// Targets.
+    pub target: T,
+    /// Row indices into the training data, `[B]`.
+    pub rows: Tensor<1, Int>,
+    /// Training examples `N`.
+    pub n_train: usize,
+}
+
+/// What the training loop needs from a model: its terms for one minibatch.
+pub trait Model: Module + 'static {
+    /// Inputs.
+    type Input: Batch;
+    /// Targets.
+    type Target: Batch;
+
+    /// The log-likelihoods, KL and any requested extra terms of one minibatch.
+    ///
+    /// # Errors
+    /// When the model cannot compute a requested term (e.g. `ln q` of a point estimate).
+    fn step(
+        &self,
+        batch: Minibatch<Self::Input, Self::Target>,
+        request: StepRequest,
+    ) -> Result<StepTerms, Unsupported>;
+}
+
+/// A training set.
+pub trait TrainData {
+    /// Inputs of a minibatch.
+    type Input: Batch;
+    /// Targets of a minibatch.
+    type Target: Batch;
+
+    /// Number of examples.
+    ///
+    /// # Errors
+    /// When inputs and targets disagree on it.
+    fn len(&self) -> Result<usize, TrainError>;
+
+    /// Whether there are no examples (or the parts disagree on their number).
+    fn is_empty(&self) -> bool {
+        self.len().is_ok_and(|n| n == 0)
+    }
+
+    /// The data on the training device (called once, before the first step).
+    fn into_device(self, device: &Device) -> Self
+    where
+        Self: Sized;
+
+    /// The examples at `rows`, on `device`.
+    ///
+    /// # Errors
+    /// When an example cannot be read.
+    fn batch(
+        &self,
+        rows: &[usize],
+        device: &Device,
+    ) -> Result<(Self::Input, Self::Target), TrainError>;
+}
+
+impl<I: Batch, T: Batch> TrainData for (I, T) {
+    type Input = I;
+    type Target = T;
+
+    fn len(&self) -> Result<usize, TrainError> {
+        let (inputs, targets) = (self.0.len(), self.1.len());
+        if inputs != targets {
+            return Err(TrainError::LengthMismatch { inputs, targets });
+        }
+        Ok(inputs)
+    }
+
+    fn into_device(self, device: &Device) -> Self {
+        (self.0.to(device), self.1.to(device))
+    }
+
+    fn batch(&self, rows: &[usize], device: &Device) -> Result<(I, T), TrainError> {
+        let idx = crate::host::labels(rows, device);
+        Ok((self.0.rows(idx.clone()), self.1.rows(idx)))
+    }
+}
+
+/// A burn [`Dataset`] and a [`Batcher`] whose batches convert into `(input, target)`: e.g.
+/// `DatasetSource::new(regression_data, RegressionBatcher)` or
+/// `DatasetSource::new(images, ImageBatcher::new(Normalization::mnist()))`.
+pub struct DatasetSource<Ds, Bt, Item, Out, I, T> {
+    dataset: Ds,
+    batcher: Bt,
+    types: Types<Item, Out, I, T>,
+}
+
+/// The item, batch, input and target types a [`DatasetSource`] converts between.
+type Types<Item, Out, I, T> = PhantomData<fn() -> (Item, Out, I, T)>;
+
+impl<Ds, Bt, Item, Out, I, T> DatasetSource<Ds, Bt, Item, Out, I, T>
+where
+    Ds: Dataset<Item>,
+    Bt: Batcher<Item, Out>,
+    Out: Into<(I, T)>,
+{
+    /// The source.
+    pub fn new(dataset: Ds, batcher: Bt) -> Self {
+        Self {
+            dataset,
+            batcher,
+            types: PhantomData,
+        }
+    }
+}
+
+impl<Ds, Bt, Item, Out, I, T> TrainData for DatasetSource<Ds, Bt, Item, Out, I, T>
+where
+    Ds: Dataset<Item>,
+    Bt: Batcher<Item, Out>,
+    Out: Into<(I, T)>,
+    I: Batch,
+    T: Batch,
+{
+    type Input = I;
+    type Target = T;
+
+    fn len(&self) -> Result<usize, TrainError> {
+        Ok(self.dataset.len())
+    }
+
+    fn into_device(self, _device: &Device) -> Self {
+        self
+    }
+
+    fn batch(&self, rows: &[usize], device: &Device) -> Result<(I, T), TrainError> {
+        let items = self
+            .dataset
+            .get_many(rows.to_vec())
+            .map_err(|e| TrainError::Data(e.to_string()))?;
+        Ok(self.batcher.batch(items, device).into())
+    }
+}

@@ -1,0 +1,428 @@
+//! [`Trainer`]: the training loop behind [`super::train`].
+
+use super::callbacks::{Callback, EarlyStopping, Flow, StepInfo};
+use super::data::{Batch, Minibatch, Model, TrainData};
+use super::{EpochStats, TrainConfig, TrainError, TrainReport};
+use crate::objective::{ElboConfig, Objective, StepContext, StepRequest};
+use burn::lr_scheduler::module_lr_scheduler::ModuleLrScheduler;
+use burn::module::{ModuleVisitor, Param};
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Tensor};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+/// Rows per evaluation chunk (validation NLL, the final check).
+const EVAL_CHUNK: usize = 1024;
+
+/// The training loop with its objective and callbacks.
+pub struct Trainer<M> {
+    config: TrainConfig,
+    objective: Option<Box<dyn Objective>>,
+    callbacks: Vec<Box<dyn Callback<M>>>,
+}
+
+impl<M: Model> Trainer<M> {
+    /// A trainer with the ELBO of `config.kl_schedule` and no callbacks (early stopping is
+    /// added when `config.early_stopping` is set).
+    pub fn new(config: TrainConfig) -> Self {
+        Self {
+            config,
+            objective: None,
+            callbacks: Vec::new(),
+        }
+    }
+
+    /// Minimises `objective` instead of the ELBO.
+    pub fn with_objective(mut self, objective: impl Objective + 'static) -> Self {
+        self.objective = Some(Box::new(objective));
+        self
+    }
+
+    /// Adds a callback (run in the order added, after early stopping).
+    pub fn with_callback(mut self, callback: impl Callback<M> + 'static) -> Self {
+        self.callbacks.push(Box::new(callback));
+        self
+    }
+
+    /// Trains `model` on `data`; see [`super::train`].
+    ///
+    /// # Errors
+    /// See [`super::train`].
+    pub fn fit<D: TrainData<Input = M::Input, Target = M::Target>>(
+        mut self,
+        mut model: M,
+        data: D,
+    ) -> Result<(M, TrainReport), TrainError> {
+        let config = self.config.clone();
+        config.validate()?;
+        let objective: Box<dyn Objective> = match self.objective.take() {
+            Some(o) => o,
+            None => Box::new(
+                ElboConfig::new()
+                    .with_kl_schedule(config.kl_schedule)
+                    .init()?,
+            ),
+        };
+        let n = data.len()?;
+        if n == 0 {
+            return Err(TrainError::Empty);
+        }
+        let device = model
+            .devices()
+            .into_iter()
+            .next()
+            .ok_or(TrainError::NoParameters)?;
+        if !device.is_autodiff() {
+            return Err(TrainError::NotAutodiff {
+                device: format!("{device:?}"),
+            });
+        }
+        let start = std::time::Instant::now();
+        let data = data.into_device(&device);
+        device.seed(config.seed);
+        let mut rng = StdRng::seed_from_u64(config.seed);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.shuffle(&mut rng);
+        let n_val = match &config.early_stopping {
+            Some(es) if n > 1 => {
+                ((n as f64 * es.validation_fraction).round() as usize).clamp(1, n - 1)
+            }
+            _ => 0,
+        };
+        let (val_rows, train_rows) = order.split_at(n_val);
+        let (val_rows, mut train_rows) = (val_rows.to_vec(), train_rows.to_vec());
+        if let Some(es) = &config.early_stopping {
+            self.callbacks
+                .insert(0, Box::new(EarlyStopping::new(es.patience)));
+        }
+
+        let mut optim = config.optimizer.init();
+        let mut lr = config
+            .param_groups
+            .iter()
+            .fold(ModuleLrScheduler::new(config.learning_rate), |s, g| {
+                s.with_group(g.group.clone(), g.learning_rate)
+            });
+        let request = StepRequest {
+            samples: config.train_samples,
+            log_ratio: objective.needs_log_ratio(),
+        };
+        let n_train = train_rows.len();
+        let bar = progress_bar(&config);
+        let mut history = Vec::with_capacity(config.epochs);
+        let (mut global_step, mut last) = (0, (0, 0));
+        let mut divergence = Divergence::default();
+
+        for epoch in 0..config.epochs {
+            train_rows.shuffle(&mut rng);
+            let mut sums = Vec::new();
+            for (step, rows) in train_rows.chunks(config.batch_size).enumerate() {
+                let batch = minibatch(&data, rows, n_train, &device)?;
+                let terms = model.step(batch, request)?;
+                let context = StepContext {
+                    epoch,
+                    n_train,
+                    batch_size: rows.len(),
+                };
+                let loss = objective.loss(terms, &context);
+                sums.push(Tensor::cat(
+                    vec![
+                        loss.loss.clone().detach(),
+                        loss.nll.detach(),
+                        loss.kl.detach(),
+                    ],
+                    0,
+                ));
+                let grads = GradientsParams::from_grads(loss.loss.backward(), &model);
+                model = optim.step(lr.step(), model, grads);
+                last = (epoch, step);
+                let info = StepInfo {
+                    epoch,
+                    step,
+                    global_step,
+                };
+                global_step += 1;
+                for callback in &mut self.callbacks {
+                    callback.on_step(&model, &info)?;
+                }
+            }
+            // Every step's loss, read once per epoch (one device sync).
+            let values = crate::host::to_vec(Tensor::cat(sums, 0));
+            if let Some((step, v)) = values
+                .chunks(3)
+                .enumerate()
+                .find(|(_, v)| !v[0].is_finite())
+            {
+                bar.abandon();
+                return Err(TrainError::NonFinite {
+                    epoch,
+                    step,
+                    value: v[0],
+                });
+            }
+            let per_point: Vec<(f64, usize)> = values
+                .chunks(3)
+                .zip(train_rows.chunks(config.batch_size))
+                .map(|(v, rows)| (v[1] + v[2] / n_train as f64, rows.len()))
+                .collect();
+            if let Err((step, detail)) = divergence.check_epoch(&per_point) {
+                bar.abandon();
+                return Err(TrainError::Diverged {
+                    epoch,
+                    step,
+                    detail,
+                });
+            }
+            let steps = (values.len() / 3) as f64;
+            let mean = |k: usize| values.iter().skip(k).step_by(3).sum::<f64>() / steps;
+            let val_nll = match val_rows.is_empty() {
+                true => None,
+                false => {
+                    let samples = config.train_samples.max(8);
+                    let v = validation_nll(&model, &data, &val_rows, n_train, samples, &device)?;
+                    if !v.is_finite() {
+                        bar.abandon();
+                        return Err(TrainError::Diverged {
+                            epoch,
+                            step: last.1,
+                            detail: format!("the validation NLL is {v}"),
+                        });
+                    }
+                    Some(v)
+                }
+            };
+            let stats = EpochStats {
+                epoch,
+                loss: mean(0),
+                nll: mean(1),
+                kl: mean(2),
+                val_nll,
+            };
+            bar.set_message(format!(
+                "loss {:.4}  nll {:.4}  kl {:.1}{}",
+                stats.loss,
+                stats.nll,
+                stats.kl,
+                val_nll.map(|v| format!("  val {v:.4}")).unwrap_or_default()
+            ));
+            bar.inc(1);
+            let mut flow = Flow::Continue;
+            for callback in &mut self.callbacks {
+                if callback.on_epoch_end(&model, &stats)? == Flow::Stop {
+                    flow = Flow::Stop;
+                }
+            }
+            history.push(stats);
+            if flow == Flow::Stop {
+                break;
+            }
+        }
+        bar.finish_and_clear();
+        // The last update was never followed by a loss: check what it left.
+        let check_rows = &train_rows[..train_rows.len().min(config.batch_size)];
+        let check = final_check(
+            &model,
+            objective.as_ref(),
+            &data,
+            check_rows,
+            n_train,
+            request,
+        )
+        .and_then(|per_point| divergence.check_final(per_point));
+        if let Err(detail) = check {
+            return Err(TrainError::Diverged {
+                epoch: last.0,
+                step: last.1,
+                detail,
+            });
+        }
+        let mut report = TrainReport {
+            best_epoch: history.len() - 1,
+            history,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        for callback in &mut self.callbacks {
+            model = callback.on_train_end(model, &mut report);
+        }
+        Ok((model, report))
+    }
+}
+
+/// The minibatch of `rows` on the data's device.
+fn minibatch<D: TrainData>(
+    data: &D,
+    rows: &[usize],
+    n_train: usize,
+    device: &Device,
+) -> Result<Minibatch<D::Input, D::Target>, TrainError> {
+    let (input, target) = data.batch(rows, device)?;
+    Ok(Minibatch {
+        input,
+        target,
+        rows: crate::host::labels(rows, device),
+        n_train,
+    })
+}
+
+/// The minibatch of `rows` without autodiff, for evaluating a `valid()` model.
+fn plain_minibatch<D: TrainData>(
+    data: &D,
+    rows: &[usize],
+    n_train: usize,
+    device: &Device,
+) -> Result<Minibatch<D::Input, D::Target>, TrainError> {
+    let batch = minibatch(data, rows, n_train, device)?;
+    Ok(Minibatch {
+        input: batch.input.plain(),
+        target: batch.target.plain(),
+        rows: batch.rows.without_autodiff(),
+        n_train,
+    })
+}
+
+/// Mean per-example NLL (averaged over `samples` draws) of `rows`, without gradients.
+fn validation_nll<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
+    model: &M,
+    data: &D,
+    rows: &[usize],
+    n_train: usize,
+    samples: usize,
+    device: &Device,
+) -> Result<f64, TrainError> {
+    let valid = model.valid();
+    let request = StepRequest {
+        samples,
+        log_ratio: false,
+    };
+    let mut total = 0.0;
+    for chunk in rows.chunks(EVAL_CHUNK) {
+        let terms = valid.step(plain_minibatch(data, chunk, n_train, device)?, request)?;
+        let nll = terms.log_likelihood.mean_dim(0).sum().neg();
+        total += crate::host::to_vec(nll)[0];
+    }
+    Ok(total / rows.len() as f64)
+}
+
+/// Divergence: the per-point objective `NLL + KL/N` (unweighted, so a KL warm-up cannot
+/// trigger it) of an epoch, or after the last update, more than `RISE · (|L₀| + 1)` nats above
+/// its value `L₀` for the untrained model at the first step. Training lowers it; a divergent
+/// run (learning rate 10 or 10⁶) multiplies it while every value may stay finite, leaving noise
+/// variances of 10²⁰ and more. Epoch means, not single minibatches, are compared: a small
+/// remainder batch early in a healthy run can sit several times above the best one.
+#[derive(Debug, Default)]
+struct Divergence {
+    initial: Option<f64>,
+}
+
+impl Divergence {
+    const RISE: f64 = 1.0;
+
+    fn limit(&mut self, first: f64) -> (f64, f64) {
+        let initial = *self.initial.get_or_insert(first);
+        (initial, initial + Self::RISE * (initial.abs() + 1.0))
+    }
+
+    /// Checks one epoch's per-step values `(per-point objective, batch size)`; the error names
+    /// the first step above the limit.
+    fn check_epoch(&mut self, steps: &[(f64, usize)]) -> Result<(), (usize, String)> {
+        let (initial, limit) = self.limit(steps[0].0);
+        let rows: usize = steps.iter().map(|s| s.1).sum();
+        let mean = steps.iter().map(|(v, b)| v * *b as f64).sum::<f64>() / rows as f64;
+        if mean.is_finite() && mean <= limit {
+            return Ok(());
+        }
+        let step = steps
+            .iter()
+            .position(|s| !s.0.is_finite() || s.0 > limit)
+            .unwrap_or(steps.len() - 1);
+        Err((
+            step,
+            format!(
+                "the per-point objective NLL + KL/N rose from {initial:.4} at the first step to \
+                 an epoch mean of {mean:.4e}"
+            ),
+        ))
+    }
+
+    /// Checks the value after the last update.
+    fn check_final(&mut self, value: f64) -> Result<(), String> {
+        let (initial, limit) = self.limit(value);
+        match value.is_finite() && value <= limit {
+            true => Ok(()),
+            false => Err(format!(
+                "the per-point objective NLL + KL/N rose from {initial:.4} at the first step to \
+                 {value:.4e} after the last update"
+            )),
+        }
+    }
+}
+
+/// Finite parameters and objective on one minibatch after the last update; returns the
+/// per-point `NLL + KL/N` there.
+fn final_check<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
+    model: &M,
+    objective: &dyn Objective,
+    data: &D,
+    rows: &[usize],
+    n_train: usize,
+    request: StepRequest,
+) -> Result<f64, String> {
+    let mut finite = FiniteParams(Ok(()));
+    model.visit(&mut finite);
+    finite.0?;
+    let device = model.devices().into_iter().next().ok_or("no parameters")?;
+    let batch = plain_minibatch(data, rows, n_train, &device).map_err(|e| e.to_string())?;
+    let terms = model
+        .valid()
+        .step(batch, request)
+        .map_err(|e| e.to_string())?;
+    let context = StepContext {
+        epoch: 0,
+        n_train,
+        batch_size: rows.len(),
+    };
+    let loss = objective.loss(terms, &context);
+    let value = crate::host::to_vec(Tensor::cat(vec![loss.loss, loss.nll, loss.kl], 0));
+    match value[0].is_finite() {
+        true => Ok(value[1] + value[2] / n_train as f64),
+        false => Err(format!(
+            "the objective on a training minibatch is {}",
+            value[0]
+        )),
+    }
+}
+
+/// Visits every float parameter; records the first that holds a NaN or an infinity.
+struct FiniteParams(Result<(), String>);
+
+impl ModuleVisitor for FiniteParams {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if self.0.is_ok() {
+            let value = param.val();
+            let dims = value.dims();
+            let all = value.is_finite().all().into_data().try_to_vec::<bool>();
+            if all.ok().and_then(|v| v.first().copied()) != Some(true) {
+                self.0 = Err(format!(
+                    "a parameter of shape {dims:?} holds NaN or infinity"
+                ));
+            }
+        }
+    }
+}
+
+fn progress_bar(config: &TrainConfig) -> indicatif::ProgressBar {
+    if !config.progress {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(config.epochs as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("epoch {pos}/{len} [{elapsed_precise}] {msg}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}

@@ -1,0 +1,141 @@
+//! The training loop: seeded minibatches, any [`Objective`] (the ELBO by default), a choice of
+//! optimiser with per-group learning rates, callbacks, and a check of every step so that it never
+//! returns a model that predicts NaN.
+//!
+//! ```text
+//! for each epoch: shuffle; for each minibatch:
+//!     terms = model.step(batch)             log-likelihoods [S, B], KL, extras
+//!     loss  = objective.loss(terms)         e.g. mean NLL + KL/N
+//!     model = optimiser.step(∇loss)         callbacks.on_step
+//! check every step's loss; validation NLL; callbacks.on_epoch_end (early stopping, checkpoints)
+//! after the last update: the parameters and the loss of a minibatch must be finite
+//! ```
+
+mod callbacks;
+mod checkpoint;
+mod data;
+mod error;
+mod fit;
+mod optim;
+
+pub use callbacks::{Callback, Checkpointing, EarlyStopping, Flow, StepInfo};
+pub use checkpoint::{CheckpointError, load_checkpoint, save_checkpoint};
+pub use data::{Batch, DatasetSource, Minibatch, Model, TrainData};
+pub use error::TrainError;
+pub use fit::Trainer;
+pub use optim::{LrGroup, OptimizerConfig};
+
+use crate::error::{Check, ConfigError};
+use crate::objective::KlSchedule;
+use burn::config::Config;
+
+/// Early stopping on a held-out part of the training data.
+#[derive(Config, Debug, PartialEq)]
+pub struct EarlyStoppingConfig {
+    /// Fraction of the training data held out for validation, in (0, 1).
+    #[config(default = 0.1)]
+    pub validation_fraction: f64,
+    /// Epochs without improvement of the validation NLL before stopping.
+    #[config(default = 10)]
+    pub patience: usize,
+}
+
+/// Configuration of [`train`] and [`Trainer`].
+#[derive(Config, Debug)]
+pub struct TrainConfig {
+    /// Passes over the training data.
+    pub epochs: usize,
+    /// Minibatch size.
+    #[config(default = 128)]
+    pub batch_size: usize,
+    /// Base learning rate.
+    #[config(default = 1e-3)]
+    pub learning_rate: f64,
+    /// Learning rates of parameter groups (e.g. the noise of the likelihood).
+    #[config(default = "Vec::new()")]
+    pub param_groups: Vec<LrGroup>,
+    /// The optimiser.
+    #[config(default = "OptimizerConfig::adam()")]
+    pub optimizer: OptimizerConfig,
+    /// Posterior samples per training example.
+    #[config(default = 1)]
+    pub train_samples: usize,
+    /// KL weight schedule of the default objective (the ELBO).
+    #[config(default = "KlSchedule::Constant { weight: 1.0 }")]
+    pub kl_schedule: KlSchedule,
+    /// Seed for shuffling, the validation split and the device RNG.
+    #[config(default = 0)]
+    pub seed: u64,
+    /// Early stopping; `None` trains for all epochs.
+    pub early_stopping: Option<EarlyStoppingConfig>,
+    /// Show a progress bar on stderr.
+    #[config(default = true)]
+    pub progress: bool,
+}
+
+impl TrainConfig {
+    /// Checks every field; the error names the field and the allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let check = Check("TrainConfig");
+        check.at_least_one("epochs", self.epochs)?;
+        check.at_least_one("batch_size", self.batch_size)?;
+        check.at_least_one("train_samples", self.train_samples)?;
+        check.positive("learning_rate", self.learning_rate)?;
+        for g in &self.param_groups {
+            check.non_negative("param_groups.learning_rate", g.learning_rate)?;
+        }
+        self.optimizer.validate()?;
+        self.kl_schedule.validate("TrainConfig")?;
+        if let Some(es) = &self.early_stopping {
+            check.open_unit("early_stopping.validation_fraction", es.validation_fraction)?;
+            check.at_least_one("early_stopping.patience", es.patience)?;
+        }
+        Ok(())
+    }
+}
+
+/// Averages of one epoch.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EpochStats {
+    /// Epoch (0-based).
+    pub epoch: usize,
+    /// Mean loss over minibatches.
+    pub loss: f64,
+    /// Mean NLL per example.
+    pub nll: f64,
+    /// Model KL (mean over minibatches).
+    pub kl: f64,
+    /// Validation NLL per example, when early stopping is on.
+    pub val_nll: Option<f64>,
+}
+
+/// What happened during training.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TrainReport {
+    /// One entry per epoch run.
+    pub history: Vec<EpochStats>,
+    /// The epoch whose parameters were returned.
+    pub best_epoch: usize,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// Trains `model` on `data` by minimising the ELBO (`mean NLL + KL/N`) with the configured
+/// optimiser: [`Trainer::new`]`(config).fit(model, data)`.
+///
+/// The model must live on an autodiff device ([`crate::training_device`]); the data is moved
+/// there. Everything random follows `config.seed`.
+///
+/// # Errors
+/// A [`TrainError`] for a bad configuration, empty or mismatched data, a model without
+/// autodiff, or a loss or parameter that stops being finite (naming the epoch and step).
+pub fn train<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
+    model: M,
+    data: D,
+    config: &TrainConfig,
+) -> Result<(M, TrainReport), TrainError> {
+    Trainer::new(config.clone()).fit(model, data)
+}
+
+#[cfg(test)]
+mod tests;

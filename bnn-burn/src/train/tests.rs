@@ -1,0 +1,400 @@
+use super::*;
+use crate::layers::{Estimator, WeightConfig};
+use crate::likelihood::{GaussianLikelihood, GaussianLikelihoodConfig};
+use crate::nets::{MlpConfig, Regressor};
+use crate::objective::{Loss, Objective, StepContext, StepTerms};
+use crate::posterior::{PosteriorConfig, PosteriorDist, WeightPosterior};
+use crate::predict::{Predict, PredictMode};
+use crate::testing::{seeded, test_device, to_vec};
+use crate::train::{Minibatch, Model};
+use burn::module::{Module, ParamGroup};
+use burn::tensor::{Device, Distribution, Tensor};
+
+fn linear_data(device: &Device, n: usize) -> (Tensor<2>, Tensor<2>) {
+    let x = Tensor::<2>::random([n, 1], Distribution::Uniform(-2.0, 2.0), device);
+    let noise = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 0.1), device);
+    let y = x.clone() * 2.0 + noise;
+    (x, y)
+}
+
+fn mfvi() -> WeightConfig {
+    WeightConfig::of(PosteriorConfig::mean_field())
+        .with_estimator(Estimator::LocalReparameterization)
+}
+
+fn regressor(weights: WeightConfig, hidden: usize, device: &Device) -> Regressor {
+    let likelihood: GaussianLikelihood = GaussianLikelihoodConfig::new()
+        .with_noise_std(0.5)
+        .init(device)
+        .unwrap();
+    MlpConfig::new(1, vec![hidden], 1)
+        .with_weights(weights)
+        .init(likelihood, device)
+        .unwrap()
+}
+
+fn quiet(epochs: usize) -> TrainConfig {
+    TrainConfig::new(epochs)
+        .with_batch_size(32)
+        .with_learning_rate(1e-2)
+        .with_progress(false)
+}
+
+#[test]
+fn training_fits_a_line_and_learns_the_noise() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 1);
+    let data = linear_data(&device, 256);
+    let model = regressor(mfvi(), 16, &device);
+    let (model, report) = train(model, data, &quiet(150)).unwrap();
+    assert_eq!(report.history.len(), 150);
+    assert!(report.history[149].loss < report.history[0].loss);
+    let (xt, yt) = linear_data(&device.clone().inner(), 200);
+    let model = model.valid();
+    let pred = model.predict(xt, PredictMode::Samples(16)).unwrap();
+    let rmse = pred.scores(yt, &[1.0]).rmse;
+    // Noise std is 0.1: a fitted line has RMSE near 0.1.
+    assert!(rmse < 0.2, "rmse {rmse}");
+    let noise = to_vec(model.likelihood.noise_std())[0];
+    assert!((0.05..0.2).contains(&noise), "learned noise std {noise}");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_parameters() {
+    let run = || {
+        let device = test_device().autodiff();
+        let _guard = seeded(&device, 3);
+        let data = linear_data(&device, 64);
+        let model = regressor(mfvi(), 8, &device);
+        let (model, _) = train(model, data, &quiet(3).with_seed(9)).unwrap();
+        to_vec(model.head.params.weight.dist().mean())
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn checkpoint_round_trip_is_bit_exact() {
+    let device = test_device();
+    let model = regressor(mfvi(), 5, &device);
+    let dir = std::env::temp_dir().join(format!("bnn-burn-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.bpk");
+    save_checkpoint(&model, &path).unwrap();
+    let loaded = load_checkpoint(regressor(mfvi(), 5, &device), &path).unwrap();
+    let bits = |m: &Regressor| {
+        m.head
+            .params
+            .weight
+            .dist()
+            .mean()
+            .into_data()
+            .try_into_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&model), bits(&loaded));
+    let err = load_checkpoint(model, dir.join("missing.bpk")).unwrap_err();
+    assert!(err.to_string().contains("missing.bpk"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn early_stopping_returns_the_best_epoch() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 2);
+    let data = linear_data(&device, 200);
+    let config = quiet(40).with_early_stopping(Some(EarlyStoppingConfig::new().with_patience(3)));
+    let (_, report) = train(regressor(mfvi(), 16, &device), data, &config).unwrap();
+    let vals: Vec<f64> = report.history.iter().map(|e| e.val_nll.unwrap()).collect();
+    let best = vals.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert_eq!(vals[report.best_epoch], best);
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let device = test_device().autodiff();
+    // train() reseeds the global RNG: hold the lock so no sampling test sees its stream restart.
+    let _guard = seeded(&device, 0);
+    let model = regressor(mfvi(), 4, &device);
+    let x = Tensor::<2>::zeros([10, 1], &device);
+    let y = Tensor::<2>::zeros([9, 1], &device);
+    let err = train(model.clone(), (x.clone(), y), &quiet(1)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TrainError::LengthMismatch {
+                inputs: 10,
+                targets: 9
+            }
+        ),
+        "{err}"
+    );
+    let err = train(model.clone(), (x.clone(), x.clone()), &quiet(0)).unwrap_err();
+    assert!(err.to_string().contains("epochs"), "{err}");
+    let nan = Tensor::<2>::full([10, 1], f32::NAN, &device);
+    let err = train(model, (x, nan), &quiet(1)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TrainError::NonFinite {
+                epoch: 0,
+                step: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// A model built on a device without autodiff is an error that says what to do.
+#[test]
+fn a_model_without_autodiff_is_an_error_not_a_panic() {
+    let device = test_device();
+    let data = linear_data(&device, 16);
+    let err = train(regressor(mfvi(), 4, &device), data, &quiet(1)).unwrap_err();
+    assert!(matches!(err, TrainError::NotAutodiff { .. }), "{err}");
+    assert!(err.to_string().contains("training_device()"), "{err}");
+}
+
+/// A divergence in the very last update (whose loss is never computed during training) is
+/// caught: a learning rate of 10⁶ for one step, and of 10 for two epochs.
+#[test]
+fn a_divergent_final_step_is_an_error_naming_epoch_and_step() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 4);
+    let data = linear_data(&device, 64);
+    let one_step = TrainConfig::new(1)
+        .with_batch_size(64)
+        .with_learning_rate(1e6)
+        .with_progress(false);
+    let err = train(regressor(mfvi(), 16, &device), data.clone(), &one_step).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TrainError::Diverged {
+                epoch: 0,
+                step: 0,
+                ..
+            }
+        ),
+        "one step at lr 1e6: {err}"
+    );
+    let two_epochs = quiet(2).with_learning_rate(10.0);
+    let err = train(regressor(mfvi(), 16, &device), data, &two_epochs).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TrainError::Diverged { .. } | TrainError::NonFinite { .. }
+        ),
+        "two epochs at lr 10: {err}"
+    );
+}
+
+#[test]
+fn sgd_with_momentum_and_adamw_train_too() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 6);
+    let data = linear_data(&device, 128);
+    // Momentum 0.9 multiplies the step by ten: SGD takes a tenth of Adam's rate.
+    for (optimizer, lr) in [
+        (
+            OptimizerConfig::Sgd {
+                momentum: 0.9,
+                nesterov: true,
+            },
+            1e-3,
+        ),
+        (
+            OptimizerConfig::AdamW {
+                beta_1: 0.9,
+                beta_2: 0.999,
+                epsilon: 1e-8,
+                weight_decay: 1e-4,
+            },
+            1e-2,
+        ),
+    ] {
+        let config = quiet(40)
+            .with_learning_rate(lr)
+            .with_optimizer(optimizer.clone());
+        let (_, report) = train(regressor(mfvi(), 8, &device), data.clone(), &config).unwrap();
+        let (first, last) = (report.history[0].loss, report.history[39].loss);
+        assert!(last < first - 0.5, "{optimizer:?}: loss {first} → {last}");
+    }
+}
+
+/// A parameter group with learning rate 0 stays where it was; the others move.
+#[test]
+fn per_group_learning_rates_apply_to_their_parameters() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 7);
+    let model = regressor(mfvi(), 8, &device);
+    let frozen = ParamGroup::ids_from_module(model.likelihood.clone());
+    let config = quiet(3).with_param_groups(vec![LrGroup::new(frozen, 0.0)]);
+    let before = (
+        to_vec(model.likelihood.log_std.val()),
+        to_vec(model.head.params.weight.dist().mean()),
+    );
+    let (trained, _) = train(model, linear_data(&device, 64), &config).unwrap();
+    assert_eq!(to_vec(trained.likelihood.log_std.val()), before.0);
+    assert_ne!(to_vec(trained.head.params.weight.dist().mean()), before.1);
+}
+
+/// Counts steps and epochs, and stops training after the second epoch.
+struct Counter {
+    steps: std::rc::Rc<std::cell::Cell<usize>>,
+    epochs: usize,
+}
+
+impl<M> Callback<M> for Counter {
+    fn on_step(&mut self, _: &M, info: &StepInfo) -> Result<(), TrainError> {
+        assert_eq!(info.global_step, self.steps.get());
+        self.steps.set(self.steps.get() + 1);
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, _: &M, stats: &EpochStats) -> Result<Flow, TrainError> {
+        self.epochs += 1;
+        assert_eq!(stats.epoch + 1, self.epochs);
+        Ok(if self.epochs == 2 {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        })
+    }
+}
+
+#[test]
+fn callbacks_see_every_step_and_can_stop_training() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 8);
+    let steps = std::rc::Rc::new(std::cell::Cell::new(0));
+    let dir = std::env::temp_dir().join(format!("bnn-burn-cb-{}", std::process::id()));
+    let (_, report) = Trainer::new(quiet(10))
+        .with_callback(Counter {
+            steps: steps.clone(),
+            epochs: 0,
+        })
+        .with_callback(Checkpointing::new(&dir, 1))
+        .fit(regressor(mfvi(), 4, &device), linear_data(&device, 100))
+        .unwrap();
+    assert_eq!(report.history.len(), 2);
+    assert_eq!(
+        steps.get(),
+        2 * 4,
+        "100 rows in batches of 32: 4 steps per epoch"
+    );
+    assert!(dir.join("epoch-0000.bpk").exists() && dir.join("epoch-0001.bpk").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// An objective that needs `ln q − ln p` (black-box α will) gets it from the reparameterisation
+/// estimator, and a clear error from the local one.
+struct NeedsLogRatio;
+
+impl Objective for NeedsLogRatio {
+    fn name(&self) -> &'static str {
+        "log-ratio test objective"
+    }
+    fn needs_log_ratio(&self) -> bool {
+        true
+    }
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
+        let ratio = terms.log_ratio.expect("requested").mean().reshape([1]);
+        let nll = terms.log_likelihood.mean().neg().reshape([1]);
+        Loss {
+            loss: nll.clone() + ratio / context.n_train as f64,
+            nll,
+            kl: terms.kl,
+        }
+    }
+}
+
+#[test]
+fn an_objective_plugs_in_without_touching_the_loop() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 9);
+    let data = linear_data(&device, 64);
+    let reparam = WeightConfig::of(PosteriorConfig::mean_field());
+    let (_, report) = Trainer::new(quiet(20))
+        .with_objective(NeedsLogRatio)
+        .fit(regressor(reparam, 8, &device), data.clone())
+        .unwrap();
+    assert!(report.history[19].nll < report.history[0].nll);
+    let err = Trainer::new(quiet(1))
+        .with_objective(NeedsLogRatio)
+        .fit(regressor(mfvi(), 8, &device), data)
+        .unwrap_err();
+    assert!(matches!(err, TrainError::Unsupported(_)), "{err}");
+}
+
+/// A burn `Dataset` with a `Batcher` trains like tensors.
+#[test]
+fn a_burn_dataset_trains_like_tensors() {
+    use burn::data::dataloader::batcher::Batcher;
+    use burn::data::dataset::InMemDataset;
+    struct Pairs;
+    impl Batcher<(f32, f32), (Tensor<2>, Tensor<2>)> for Pairs {
+        fn batch(&self, items: Vec<(f32, f32)>, device: &Device) -> (Tensor<2>, Tensor<2>) {
+            let n = items.len();
+            let (x, y): (Vec<f32>, Vec<f32>) = items.into_iter().unzip();
+            (
+                Tensor::<1>::from_floats(x.as_slice(), device).reshape([n, 1]),
+                Tensor::<1>::from_floats(y.as_slice(), device).reshape([n, 1]),
+            )
+        }
+    }
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 10);
+    let items: Vec<(f32, f32)> = (0..200)
+        .map(|i| {
+            let x = i as f32 / 50.0 - 2.0;
+            (x, 2.0 * x)
+        })
+        .collect();
+    let data = DatasetSource::new(InMemDataset::new(items), Pairs);
+    let (_, report) = train(regressor(mfvi(), 8, &device), data, &quiet(30)).unwrap();
+    assert!(report.history[29].nll < report.history[0].nll - 0.5);
+}
+
+/// A model that checks every minibatch carries its own row indices and the training-set size
+/// (the inputs are the row numbers), then trains as the wrapped regressor.
+#[derive(Module, Debug)]
+struct RowCheck {
+    inner: Regressor,
+}
+
+impl Model for RowCheck {
+    type Input = Tensor<2>;
+    type Target = Tensor<2>;
+
+    fn step(
+        &self,
+        batch: Minibatch<Tensor<2>, Tensor<2>>,
+        request: crate::objective::StepRequest,
+    ) -> Result<StepTerms, crate::posterior::Unsupported> {
+        let rows: Vec<f64> = to_vec(batch.rows.clone().float());
+        assert_eq!(
+            to_vec(batch.input.clone()),
+            rows,
+            "inputs are their row numbers"
+        );
+        assert_eq!(batch.n_train, 45, "50 rows, 5 held out for validation");
+        self.inner.step(batch, request)
+    }
+}
+
+#[test]
+fn minibatches_carry_their_rows_and_the_training_set_size() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 11);
+    let x = Tensor::<1, burn::tensor::Int>::arange(0..50, &device)
+        .float()
+        .reshape([50, 1]);
+    let config = quiet(2).with_early_stopping(Some(EarlyStoppingConfig::new().with_patience(5)));
+    let model = RowCheck {
+        inner: regressor(mfvi(), 4, &device),
+    };
+    train(model, (x.clone(), x.zeros_like()), &config).unwrap();
+}
