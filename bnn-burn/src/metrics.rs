@@ -26,23 +26,28 @@ pub fn mean_and_standard_error(x: &[f64]) -> (f64, f64) {
     (m, (var / x.len() as f64).sqrt())
 }
 
-/// Root-mean-square error, multiplied by `target_std` to report standardised predictions in
-/// original units (pass 1 if the inputs are already in original units).
-pub fn rmse(pred: &[f64], target: &[f64], target_std: f64) -> f64 {
-    assert_eq!(
-        pred.len(),
-        target.len(),
-        "rmse: {} predictions for {} targets",
+/// Root-mean-square error of row-major predictions of `D = target_std.len()` dimensions, each
+/// multiplied by its `target_std[d]` to report standardised predictions in original units
+/// (pass `&[1.0]` for values already in original units):
+/// `sqrt((1/(B·D)) Σ_{b,d} s_d² (ŷ_bd − y_bd)²)`.
+///
+/// # Panics
+/// If the slices differ in length or are not rows of `D` values.
+pub fn rmse(pred: &[f64], target: &[f64], target_std: &[f64]) -> f64 {
+    let d = target_std.len();
+    assert!(
+        pred.len() == target.len() && d > 0 && pred.len().is_multiple_of(d),
+        "rmse: {} predictions for {} targets in rows of {d}",
         pred.len(),
         target.len()
     );
-    let mse = pred
+    let sse: f64 = pred
         .iter()
         .zip(target)
-        .map(|(p, t)| (p - t).powi(2))
-        .sum::<f64>()
-        / pred.len() as f64;
-    mse.sqrt() * target_std
+        .enumerate()
+        .map(|(i, (p, t))| (target_std[i % d] * (p - t)).powi(2))
+        .sum();
+    (sse / pred.len() as f64).sqrt()
 }
 
 /// A log-density of standardised targets `y' = (y − m)/s` turned into one of original targets:
@@ -381,6 +386,9 @@ mod tests {
         assert_eq!(interval_coverage(&mean, &std, &y, 0.95), 0.5);
         let (m, se) = mean_and_standard_error(&[1.0, 2.0, 3.0, 4.0]);
         assert!((m - 2.5).abs() < 1e-12 && (se - (5.0f64 / 12.0).sqrt()).abs() < 1e-12);
-        assert!((rmse(&[1.0, 3.0], &[0.0, 3.0], 2.0) - 2.0f64.sqrt()).abs() < 1e-12);
+        assert!((rmse(&[1.0, 3.0], &[0.0, 3.0], &[2.0]) - 2.0f64.sqrt()).abs() < 1e-12);
+        // Two dimensions with their own scales: errors (1, 0) and (0, 2), scales (3, 1).
+        let r = rmse(&[1.0, 0.0, 0.0, 2.0], &[0.0; 4], &[3.0, 1.0]);
+        assert!((r - (13.0f64 / 4.0).sqrt()).abs() < 1e-12);
     }
 }

@@ -81,6 +81,24 @@ pub trait PosteriorDist<const D: usize> {
     /// `n` independent reparameterised draws, `[n, numel]`.
     fn sample(&self, n: usize) -> Tensor<2>;
 
+    /// `n` draws shaped `[n, ...shape]`, the sample axis first (`E = D + 1`).
+    ///
+    /// # Panics
+    /// If `E` is not `D + 1`.
+    fn sample_shaped<const E: usize>(&self, n: usize) -> Tensor<E>
+    where
+        Self: Sized,
+    {
+        assert_eq!(
+            E,
+            D + 1,
+            "a stack of draws has one more axis than the weight"
+        );
+        let mut shape = [n; E];
+        shape[1..].copy_from_slice(&self.mean().dims());
+        self.sample(n).reshape(shape)
+    }
+
     /// `n` draws of `w − E_q[w]`, `[n, numel]` (Flipout's shared perturbation).
     fn perturbation(&self, n: usize) -> Tensor<2> {
         self.sample(n) - self.mean().reshape([1, -1])

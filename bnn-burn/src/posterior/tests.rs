@@ -226,6 +226,14 @@ fn host_forward(l: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
     y
 }
 
+#[test]
+fn shaped_draws_put_the_sample_axis_first() {
+    let device = test_device();
+    let q = posterior(&PosteriorConfig::mean_field(), &device).dist();
+    let w: Tensor<3> = q.sample_shaped(5);
+    assert_eq!(w.dims(), [5, 3, 4]);
+}
+
 /// A unit mask drops whole rows of a dense weight (input units); DropConnect drops entries.
 #[test]
 fn unit_masks_drop_rows_and_weight_masks_drop_entries() {

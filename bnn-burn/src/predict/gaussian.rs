@@ -3,6 +3,7 @@
 //! test scores in the targets' original units.
 
 use crate::dist::gaussian_log_density;
+use crate::metrics::{log_likelihood_in_original_units, rmse};
 use crate::special::log_mean_exp;
 use burn::tensor::Tensor;
 
@@ -103,29 +104,21 @@ impl GaussianPrediction {
     /// # Panics
     /// If `target_std` does not have one entry per target dimension.
     pub fn scores(&self, y_standardised: Tensor<2>, target_std: &[f64]) -> RegressionScores {
-        let [b, d] = y_standardised.dims();
+        let d = y_standardised.dims()[1];
         assert_eq!(
             target_std.len(),
             d,
             "GaussianPrediction::scores: {} target scales for {d} target dimensions",
             target_std.len()
         );
-        let ll = crate::host::to_vec(self.log_prob(y_standardised.clone()).mean())[0]
-            - target_std.iter().map(|s| s.ln()).sum::<f64>();
-        let sq = crate::host::to_vec(
-            (self.mean() - y_standardised)
-                .square()
-                .sum_dim(0)
-                .reshape([d]),
+        let ll = crate::host::to_vec(self.log_prob(y_standardised.clone()).mean())[0];
+        let (pred, y) = (
+            crate::host::to_vec(self.mean()),
+            crate::host::to_vec(y_standardised),
         );
-        let mse: f64 = sq
-            .iter()
-            .zip(target_std)
-            .map(|(e, s)| e * s * s)
-            .sum::<f64>();
         RegressionScores {
-            log_likelihood: ll,
-            rmse: (mse / (b * d) as f64).sqrt(),
+            log_likelihood: log_likelihood_in_original_units(ll, target_std),
+            rmse: rmse(&pred, &y, target_std),
         }
     }
 }

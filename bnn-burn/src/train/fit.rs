@@ -92,7 +92,7 @@ impl<M: Model> Trainer<M> {
         };
         let (val_rows, train_rows) = order.split_at(n_val);
         let (val_rows, mut train_rows) = (val_rows.to_vec(), train_rows.to_vec());
-        if let Some(es) = &config.early_stopping {
+        if let (Some(es), false) = (&config.early_stopping, val_rows.is_empty()) {
             self.callbacks
                 .insert(0, Box::new(EarlyStopping::new(es.patience)));
         }
