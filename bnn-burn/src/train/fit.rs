@@ -393,7 +393,9 @@ fn final_check<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     }
 }
 
-/// Visits every float parameter; records the first that holds a NaN or an infinity.
+/// Visits every float parameter; records the first that holds a NaN or an infinity. `x − x` is
+/// 0 for every finite entry and NaN otherwise, so its sum is one float per parameter to read
+/// (a float reduction: boolean tensors do not read back alike on every backend).
 struct FiniteParams(Result<(), String>);
 
 impl ModuleVisitor for FiniteParams {
@@ -401,8 +403,8 @@ impl ModuleVisitor for FiniteParams {
         if self.0.is_ok() {
             let value = param.val();
             let dims = value.dims();
-            let all = value.is_finite().all().into_data().try_to_vec::<bool>();
-            if all.ok().and_then(|v| v.first().copied()) != Some(true) {
+            let zero = crate::host::to_vec((value.clone() - value).sum())[0];
+            if zero != 0.0 {
                 self.0 = Err(format!(
                     "a parameter of shape {dims:?} holds NaN or infinity"
                 ));
