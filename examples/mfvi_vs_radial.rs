@@ -68,11 +68,8 @@ fn soap_bubble() {
             Tensor::<1>::zeros([d], &device),
             Tensor::<1>::ones([d], &device),
         );
-        let gaussian = MeanFieldDist {
-            mu: mu.clone(),
-            sigma: sigma.clone(),
-        };
-        let radial = RadialDist { mu, sigma };
+        let gaussian = MeanFieldDist::new(mu.clone(), sigma.clone());
+        let radial = RadialDist::new(mu, sigma);
         let stats = |w: Tensor<2>| {
             let radius = mean(&to_vec(w.clone().square().sum_dim(1).sqrt()));
             let a = w.clone().slice([0..S - 1, 0..d]);

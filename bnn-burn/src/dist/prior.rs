@@ -86,6 +86,7 @@ impl Prior {
             Prior::Gaussian { mean, std } => WeightPrior::Gaussian(GaussianPrior {
                 mean: Tensor::full([1; D], mean, device),
                 std: Tensor::full([1; D], std, device),
+                scalar: Some((mean, std)),
             }),
             Prior::ScaleMixture { pi, sigma1, sigma2 } => {
                 WeightPrior::ScaleMixture(ScaleMixturePrior {
@@ -107,6 +108,45 @@ pub struct GaussianPrior<const D: usize> {
     pub mean: Tensor<D>,
     /// σ₀ (> 0).
     pub std: Tensor<D>,
+    /// `(μ₀, σ₀)` when both are scalars: the cross-entropy then takes two reductions.
+    #[module(skip)]
+    pub scalar: Option<(f64, f64)>,
+}
+
+impl<const D: usize> GaussianPrior<D> {
+    /// `E_q[−ln p(w)]` for a `q` with this entrywise `mean` and marginal variance `var` (`None`:
+    /// a point mass): `Σ (v + (m − μ₀)²)/(2σ₀²) + Σ ln σ₀ + (n/2) ln 2π`.
+    pub fn cross_entropy_moments(&self, mean: Tensor<D>, var: Option<Tensor<D>>) -> Tensor<1> {
+        let n = mean.shape().num_elements() as f64;
+        if let Some((m0, s0)) = self.scalar {
+            let centred = if m0 == 0.0 { mean } else { mean - m0 };
+            let quadratic = match var {
+                Some(v) => centred.square().sum() + v.sum(),
+                None => centred.square().sum(),
+            };
+            return quadratic / (2.0 * s0 * s0) + n * (s0.ln() + HALF_LN_2PI);
+        }
+        let centred = (mean - self.mean.clone()).square();
+        let spread = match var {
+            Some(v) => v + centred,
+            None => centred,
+        };
+        let broadcast = n / self.std.shape().num_elements() as f64;
+        (spread / (self.std.clone().square() * 2.0)).sum()
+            + self.std.clone().log().sum() * broadcast
+            + n * HALF_LN_2PI
+    }
+
+    /// `−ln p(w')` at the point `w' = μ₀ + scale·(w − μ₀)` (MAP's penalty at `scale = 1`; Gal's
+    /// dropout KL at `scale = √(1−p)`).
+    pub fn point_cross_entropy(&self, w: Tensor<D>, scale: f64) -> Tensor<1> {
+        let shrunk = match (self.scalar, scale) {
+            (_, 1.0) => w,
+            (Some((0.0, _)), _) => w * scale,
+            _ => self.mean.clone() + (w - self.mean.clone()) * scale,
+        };
+        self.cross_entropy_moments(shrunk, None)
+    }
 }
 
 /// The scale-mixture prior of Blundell et al. (2015), with the number of posterior draws that
@@ -142,7 +182,11 @@ impl<const D: usize> WeightPrior<D> {
     /// A Gaussian prior with tensor mean and standard deviation (each of the weight's shape or
     /// `[1; D]`), e.g. centred on pretrained weights (MOPED-style priors).
     pub fn gaussian(mean: Tensor<D>, std: Tensor<D>) -> Self {
-        WeightPrior::Gaussian(GaussianPrior { mean, std })
+        WeightPrior::Gaussian(GaussianPrior {
+            mean,
+            std,
+            scalar: None,
+        })
     }
 
     /// The Gaussian that matches `q`'s mean and marginal variance, detached from the graph:
@@ -190,12 +234,7 @@ impl<const D: usize> WeightPrior<D> {
     /// reparameterised draws of `q` (unbiased and differentiable).
     pub fn cross_entropy<Q: PosteriorDist<D> + ?Sized>(&self, q: &Q) -> Tensor<1> {
         if let (WeightPrior::Gaussian(g), Some(var)) = (self, q.marginal_variance()) {
-            let mean = q.mean();
-            let n = mean.shape().num_elements();
-            let centred = mean - g.mean.clone();
-            let quadratic = ((var + centred.square()) / (g.std.clone().square() * 2.0)).sum();
-            let broadcast = (n / g.std.shape().num_elements()) as f64;
-            return quadratic + g.std.clone().log().sum() * broadcast + n as f64 * HALF_LN_2PI;
+            return g.cross_entropy_moments(q.mean(), Some(var));
         }
         let samples = match self {
             WeightPrior::ScaleMixture(m) => m.mc_samples,

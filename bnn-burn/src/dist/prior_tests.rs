@@ -35,10 +35,10 @@ fn mixture_log_prob_is_stable_far_in_the_tail() {
 fn gaussian_cross_entropy_matches_monte_carlo() {
     let device = test_device();
     let _guard = seeded(&device, 7);
-    let point = crate::posterior::MeanFieldDist {
-        mu: Tensor::<1>::from_floats([-1.0, 0.0, 0.5, 2.0], &device),
-        sigma: Tensor::<1>::from_floats([0.1, 0.5, 1.0, 2.5], &device),
-    };
+    let point = crate::posterior::MeanFieldDist::new(
+        Tensor::<1>::from_floats([-1.0, 0.0, 0.5, 2.0], &device),
+        Tensor::<1>::from_floats([0.1, 0.5, 1.0, 2.5], &device),
+    );
     let priors = [
         Prior::Gaussian {
             mean: 0.3,

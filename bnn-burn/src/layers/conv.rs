@@ -82,9 +82,9 @@ impl WeightOp<5, 4> for ConvOp {
     fn weight_shape(&self) -> [usize; 4] {
         self.shape
     }
-    fn apply(&self, x: Tensor<5>, w: Tensor<4>) -> Tensor<5> {
+    fn apply(&self, x: Tensor<5>, w: Tensor<4>, bias: Option<Tensor<1>>) -> Tensor<5> {
         let [s, b, c, h, wd] = x.dims();
-        let y = conv2d(x.reshape([s * b, c, h, wd]), w, None, self.options.clone());
+        let y = conv2d(x.reshape([s * b, c, h, wd]), w, bias, self.options.clone());
         let [_, o, ho, wo] = y.dims();
         y.reshape([s, b, o, ho, wo])
     }

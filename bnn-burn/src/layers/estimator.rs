@@ -37,8 +37,8 @@ pub enum Estimator {
 pub(crate) trait WeightOp<const DX: usize, const DW: usize> {
     /// Shape of the weight tensor.
     fn weight_shape(&self) -> [usize; DW];
-    /// The operation with one weight for every sample.
-    fn apply(&self, x: Tensor<DX>, w: Tensor<DW>) -> Tensor<DX>;
+    /// The operation with one weight (and bias `[out]`) for every sample, in one op.
+    fn apply(&self, x: Tensor<DX>, w: Tensor<DW>, b: Option<Tensor<1>>) -> Tensor<DX>;
     /// The operation with one flat weight draw `[S, numel]` per sample.
     fn apply_per_sample(&self, x: Tensor<DX>, w: Tensor<2>) -> Tensor<DX>;
     /// Adds a bias `[1, out]` (shared) or `[S, out]` (one per sample).
@@ -73,11 +73,8 @@ where
     B: WeightPosterior<1>,
 {
     if let Some(draw) = pass.next_draw() {
-        let y = op.apply(x, draw.weight.clone().reshape(op.weight_shape()));
-        return match &draw.bias {
-            Some(b) => op.add_bias(y, b.clone()),
-            None => y,
-        };
+        let w = draw.weight.clone().reshape(op.weight_shape());
+        return op.apply(x, w, draw.bias.clone().map(|b| b.reshape([-1])));
     }
     let q = Evaluated {
         weight: params.weight.dist(),
@@ -168,36 +165,39 @@ impl<W: PosteriorDist<DW>, B: PosteriorDist<1>, const DW: usize> Evaluated<W, B,
         op: &impl WeightOp<DX, DW>,
         x: Tensor<DX>,
     ) -> Tensor<DX> {
-        let y = op.apply(x, self.weight.mean());
-        match &self.bias {
-            Some(bd) => op.add_bias(y, row(bd.mean())),
-            None => y,
-        }
+        op.apply(x, self.weight.mean(), self.bias.as_ref().map(|b| b.mean()))
     }
 
     fn local<const DX: usize>(&self, op: &impl WeightOp<DX, DW>, x: Tensor<DX>) -> Tensor<DX> {
-        let (mut mean, mut var) = match self.unit_noise {
-            Some(dropout) => (op.apply(dropout.forward(x), self.weight.mean()), None),
-            None if self.weight_point => (op.apply(x, self.weight.mean()), None),
+        let bias_mean = self.bias.as_ref().map(|b| b.mean());
+        // A stochastic bias adds its variance to the pre-activations' (through `apply`'s bias).
+        let bias_var = match (&self.bias, self.bias_point) {
+            (Some(bd), false) => Some(
+                bd.marginal_variance()
+                    .expect("validated as for the weights"),
+            ),
+            _ => None,
+        };
+        let (mean, var) = match self.unit_noise {
+            Some(dropout) => {
+                let mean = op.apply(dropout.forward(x), self.weight.mean(), bias_mean);
+                let var = bias_var.map(|v| op.add_bias(mean.zeros_like(), row(v)));
+                (mean, var)
+            }
+            None if self.weight_point => {
+                let mean = op.apply(x, self.weight.mean(), bias_mean);
+                let var = bias_var.map(|v| op.add_bias(mean.zeros_like(), row(v)));
+                (mean, var)
+            }
             None => {
                 let v = self
                     .weight
                     .marginal_variance()
                     .expect("WeightConfig::validate admits only families with a marginal variance");
-                let var = op.apply(x.clone().square(), v);
-                (op.apply(x, self.weight.mean()), Some(var))
+                let var = op.apply(x.clone().square(), v, bias_var);
+                (op.apply(x, self.weight.mean(), bias_mean), Some(var))
             }
         };
-        if let Some(bd) = &self.bias {
-            mean = op.add_bias(mean, row(bd.mean()));
-            if !self.bias_point {
-                let bv = row(bd
-                    .marginal_variance()
-                    .expect("validated as for the weights"));
-                let base = var.unwrap_or_else(|| mean.zeros_like());
-                var = Some(op.add_bias(base, bv));
-            }
-        }
         match var {
             Some(v) => {
                 let eps = mean.random_like(Distribution::Normal(0.0, 1.0));

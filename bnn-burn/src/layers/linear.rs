@@ -73,8 +73,8 @@ impl WeightOp<3, 2> for LinearOp {
     fn weight_shape(&self) -> [usize; 2] {
         self.shape
     }
-    fn apply(&self, x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
-        linear(x, w, None)
+    fn apply(&self, x: Tensor<3>, w: Tensor<2>, b: Option<Tensor<1>>) -> Tensor<3> {
+        linear(x, w, b)
     }
     fn apply_per_sample(&self, x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
         let s = w.dims()[0];

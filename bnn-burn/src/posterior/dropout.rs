@@ -10,7 +10,6 @@
 //! term is `−ln p(b)`. With prior length-scale `l` (σ₀ = 1/l) this is `L_dropout` with
 //! `λ = l²(1−p)/(2Nτ)` ([`weight_decay_for_prior`]).
 
-use super::point::PointDist;
 use super::{PosteriorDist, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior, numel, row};
 use crate::dist::WeightPrior;
 use crate::error::{Check, ConfigError};
@@ -240,9 +239,7 @@ impl<const D: usize> PosteriorDist<D> for DropoutDist<D> {
     fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
         match prior {
             WeightPrior::Gaussian(g) => {
-                let shrink = (1.0 - self.dropout.p).sqrt();
-                let weight = g.mean.clone() + (self.weight.clone() - g.mean.clone()) * shrink;
-                prior.cross_entropy(&PointDist { weight })
+                g.point_cross_entropy(self.weight.clone(), (1.0 - self.dropout.p).sqrt())
             }
             WeightPrior::ScaleMixture(_) => prior.cross_entropy(self),
         }

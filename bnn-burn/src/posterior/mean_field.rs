@@ -20,6 +20,11 @@ location_scale_family!(
 );
 
 impl<const D: usize> MeanFieldDist<D> {
+    /// `σ²`.
+    fn marginal(sigma: &Tensor<D>) -> Tensor<D> {
+        sigma.clone().square()
+    }
+
     fn noise(&self, n: usize) -> Tensor<2> {
         let shape = [n, numel(self.mu.dims())];
         Tensor::random(shape, Distribution::Normal(0.0, 1.0), &self.mu.device())
@@ -36,7 +41,7 @@ impl<const D: usize> PosteriorDist<D> for MeanFieldDist<D> {
     }
 
     fn marginal_variance(&self) -> Option<Tensor<D>> {
-        Some(self.sigma.clone().square())
+        Some(self.var.clone())
     }
 
     fn sample(&self, n: usize) -> Tensor<2> {

@@ -3,6 +3,7 @@
 //! Brack 2022 §3).
 
 use super::{PosteriorDist, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior, numel, row};
+use crate::dist::WeightPrior;
 use crate::error::ConfigError;
 use burn::config::Config;
 use burn::module::{Module, Param};
@@ -92,5 +93,13 @@ impl<const D: usize> PosteriorDist<D> for PointDist<D> {
 
     fn entropy(&self) -> Tensor<1> {
         Tensor::zeros([1], &self.weight.device())
+    }
+
+    /// `−ln p(w₀)`, exactly (no draws, no zero variances).
+    fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
+        match prior {
+            WeightPrior::Gaussian(g) => g.point_cross_entropy(self.weight.clone(), 1.0),
+            WeightPrior::ScaleMixture(_) => prior.log_prob(row(self.weight.clone())).neg(),
+        }
     }
 }

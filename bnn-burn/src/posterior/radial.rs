@@ -41,6 +41,11 @@ impl<const D: usize> RadialDist<D> {
     fn n(&self) -> usize {
         numel(self.mu.dims())
     }
+
+    /// `σ²/n`: a radial draw spreads `σ²` over the `n` coordinates of the block.
+    fn marginal(sigma: &Tensor<D>) -> Tensor<D> {
+        sigma.clone().square() / numel(sigma.dims()) as f64
+    }
 }
 
 impl<const D: usize> PosteriorDist<D> for RadialDist<D> {
@@ -53,7 +58,7 @@ impl<const D: usize> PosteriorDist<D> for RadialDist<D> {
     }
 
     fn marginal_variance(&self) -> Option<Tensor<D>> {
-        Some(self.sigma.clone().square() / self.n() as f64)
+        Some(self.var.clone())
     }
 
     fn sample(&self, n: usize) -> Tensor<2> {

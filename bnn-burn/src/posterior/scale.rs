@@ -94,6 +94,16 @@ macro_rules! location_scale_family {
             pub mu: Tensor<D>,
             /// Scale `σ = softplus(ρ)`.
             pub sigma: Tensor<D>,
+            /// Marginal variance, computed once per step (the forward pass and the KL share it).
+            pub var: Tensor<D>,
+        }
+
+        impl<const D: usize> $dist<D> {
+            /// The distribution of mean `mu` and scale `sigma`.
+            pub fn new(mu: Tensor<D>, sigma: Tensor<D>) -> Self {
+                let var = Self::marginal(&sigma);
+                Self { mu, sigma, var }
+            }
         }
 
         impl PosteriorFamily for $config {
@@ -119,7 +129,7 @@ macro_rules! location_scale_family {
 
             fn dist(&self) -> $dist<D> {
                 let (mu, sigma) = self.loc.evaluate();
-                $dist { mu, sigma }
+                $dist::new(mu, sigma)
             }
 
             fn shape(&self) -> [usize; D] {

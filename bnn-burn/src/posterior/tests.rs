@@ -282,10 +282,18 @@ fn dropout_kl_is_gals_weight_decay_and_point_kl_is_the_negative_log_prior() {
     let kl = to_vec(dropout.kl(&prior))[0];
     let want = 0.9 * 0.25 / 2.0 * m2 + constant;
     assert!((kl - want).abs() < 1e-5, "{kl} vs {want}");
+    // The same prior as tensors (no scalar shortcut) gives the same KL.
+    let tensors = WeightPrior::gaussian(
+        Tensor::<2>::zeros([2, 2], &device),
+        Tensor::<2>::full([2, 2], 2.0, &device),
+    );
+    let kl_tensors = to_vec(dropout.kl(&tensors))[0];
+    assert!((kl_tensors - want).abs() < 1e-5, "{kl_tensors} vs {want}");
     let point = PosteriorConfig::point().init(m, &spec).dist();
     let kl = to_vec(point.kl(&prior))[0];
     let want = 0.25 / 2.0 * m2 + constant;
     assert!((kl - want).abs() < 1e-5, "{kl} vs {want}");
+    assert!((to_vec(point.kl(&tensors))[0] - want).abs() < 1e-5);
 }
 
 #[test]
