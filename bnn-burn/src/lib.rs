@@ -3,7 +3,7 @@
 //! Bayesian neural networks as ordinary [burn](https://burn.dev) modules: posteriors over weight
 //! tensors, layers generic over them, networks with a body/head split, likelihoods, objectives,
 //! a training loop, predictions with aleatoric/epistemic decompositions, and metrics. The
-//! backend is a cargo feature (see [`device`]). The README's example is compiled and run as a
+//! backend is a cargo feature (see [`mod@device`]). The README's example is compiled and run as a
 //! doctest of this crate.
 //!
 //! | module | what |

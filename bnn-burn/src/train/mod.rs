@@ -1,4 +1,4 @@
-//! The training loop: seeded minibatches, any [`Objective`] (the ELBO by default), a choice of
+//! The training loop: seeded minibatches, any [`Objective`](crate::objective::Objective) (the ELBO by default), a choice of
 //! optimiser with per-group learning rates, callbacks, and a check of every step so that it never
 //! returns a model that predicts NaN.
 //!
