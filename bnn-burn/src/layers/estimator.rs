@@ -86,11 +86,7 @@ where
     let want_draws = pass.wants_log_ratio();
     let (y, draws) = forward(&q, params.estimator, op, x, want_draws);
     if pass.collects_kl() {
-        let mut kl = q.weight.kl(&params.weight_prior);
-        if let (Some(bd), Some(p)) = (&q.bias, &params.bias_prior) {
-            kl = kl + bd.kl(p);
-        }
-        pass.add_kl(kl);
+        pass.add_kl(layer_kl(&q.weight, q.bias.as_ref(), params));
     }
     if want_draws {
         match draws.map(|d| log_ratio(&q, params, d)) {
@@ -104,6 +100,23 @@ where
         }
     }
     y
+}
+
+/// `KL(q ‖ p)` of a layer's weight and bias from their evaluated posteriors (one element).
+pub(crate) fn layer_kl<W, B, const DW: usize>(
+    weight: &W::Dist,
+    bias: Option<&B::Dist>,
+    params: &LayerParams<W, B, DW>,
+) -> Tensor<1>
+where
+    W: WeightPosterior<DW>,
+    B: WeightPosterior<1>,
+{
+    let kl = weight.kl(&params.weight_prior);
+    match (bias, &params.bias_prior) {
+        (Some(b), Some(p)) => kl + b.kl(p),
+        _ => kl,
+    }
 }
 
 /// `ln q(w_s) − ln p(w_s)` of the draws of weight and bias, `[S]`.

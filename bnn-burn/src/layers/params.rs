@@ -72,11 +72,8 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
 
     /// `KL(q ‖ p)` of weight and bias (one element).
     pub fn kl(&self) -> Tensor<1> {
-        let kl = self.weight.dist().kl(&self.weight_prior);
-        match (&self.bias, &self.bias_prior) {
-            (Some(b), Some(p)) => kl + b.dist().kl(p),
-            _ => kl,
-        }
+        let bias = self.bias.as_ref().map(|b| b.dist());
+        estimator::layer_kl(&self.weight.dist(), bias.as_ref(), self)
     }
 
     /// The same parameters with `q` of every tensor, moment-matched, as its prior (VCL).
