@@ -161,19 +161,7 @@ impl<M: Model> Trainer<M> {
                     value: v[0],
                 });
             }
-            let per_point: Vec<(f64, usize)> = values
-                .chunks(3)
-                .zip(train_rows.chunks(config.batch_size))
-                .map(|(v, rows)| (v[1] + v[2] / n_train as f64, rows.len()))
-                .collect();
-            if let Err((step, detail)) = divergence.check_epoch(&per_point) {
-                bar.abandon();
-                return Err(TrainError::Diverged {
-                    epoch,
-                    step,
-                    detail,
-                });
-            }
+            divergence.start(values[1] + values[2] / n_train as f64);
             let steps = (values.len() / 3) as f64;
             let mean = |k: usize| values.iter().skip(k).step_by(3).sum::<f64>() / steps;
             let val_nll = match val_rows.is_empty() {
@@ -304,12 +292,13 @@ fn validation_nll<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     Ok(total / rows.len() as f64)
 }
 
-/// Divergence: the per-point objective `NLL + KL/N` (unweighted, so a KL warm-up cannot
-/// trigger it) of an epoch, or after the last update, more than `RISE · (|L₀| + 1)` nats above
-/// its value `L₀` for the untrained model at the first step. Training lowers it; a divergent
-/// run (learning rate 10 or 10⁶) multiplies it while every value may stay finite, leaving noise
-/// variances of 10²⁰ and more. Epoch means, not single minibatches, are compared: a small
-/// remainder batch early in a healthy run can sit several times above the best one.
+/// Divergence after the last update, judged on the per-point objective `NLL + KL/N`
+/// (unweighted, so a KL warm-up cannot trigger it): above `L₀ + (|L₀| + 1)`, with `L₀` its value
+/// for the untrained model at the first step, training ended worse than twice where it started.
+/// A learning rate of 10 ends there with noise variances of 10²⁰ and every value finite; a
+/// healthy run ends far below `L₀`. Mid-training spikes are not judged: a run from a large
+/// initial σ, or a small problem with a fixed high precision, can spike by orders of magnitude
+/// early and then recover.
 #[derive(Debug, Default)]
 struct Divergence {
     initial: Option<f64>,
@@ -318,36 +307,15 @@ struct Divergence {
 impl Divergence {
     const RISE: f64 = 1.0;
 
-    fn limit(&mut self, first: f64) -> (f64, f64) {
-        let initial = *self.initial.get_or_insert(first);
-        (initial, initial + Self::RISE * (initial.abs() + 1.0))
-    }
-
-    /// Checks one epoch's per-step values `(per-point objective, batch size)`; the error names
-    /// the first step above the limit.
-    fn check_epoch(&mut self, steps: &[(f64, usize)]) -> Result<(), (usize, String)> {
-        let (initial, limit) = self.limit(steps[0].0);
-        let rows: usize = steps.iter().map(|s| s.1).sum();
-        let mean = steps.iter().map(|(v, b)| v * *b as f64).sum::<f64>() / rows as f64;
-        if mean.is_finite() && mean <= limit {
-            return Ok(());
-        }
-        let step = steps
-            .iter()
-            .position(|s| !s.0.is_finite() || s.0 > limit)
-            .unwrap_or(steps.len() - 1);
-        Err((
-            step,
-            format!(
-                "the per-point objective NLL + KL/N rose from {initial:.4} at the first step to \
-                 an epoch mean of {mean:.4e}"
-            ),
-        ))
+    /// Records the first step's value.
+    fn start(&mut self, first: f64) {
+        self.initial.get_or_insert(first);
     }
 
     /// Checks the value after the last update.
-    fn check_final(&mut self, value: f64) -> Result<(), String> {
-        let (initial, limit) = self.limit(value);
+    fn check_final(&self, value: f64) -> Result<(), String> {
+        let initial = self.initial.unwrap_or(value);
+        let limit = initial + Self::RISE * (initial.abs() + 1.0);
         match value.is_finite() && value <= limit {
             true => Ok(()),
             false => Err(format!(
