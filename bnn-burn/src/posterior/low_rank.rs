@@ -13,7 +13,7 @@ use super::{
 };
 use crate::error::{Check, ConfigError};
 use crate::linalg::{cholesky, cholesky_log_det, solve_lower};
-use crate::special::{HALF_LN_2PI, softplus};
+use crate::special::{HALF_LN_2PI, softplus, softplus_scalar};
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Distribution, Tensor};
@@ -33,14 +33,20 @@ pub struct LowRankConfig {
 }
 
 /// Low-rank Gaussian parameters of one tensor.
+///
+/// The factor is stored as `F / c`, `c` the initial diagonal scale `softplus(ρ₀)`: an optimiser
+/// step then moves `F` as much as it moves `σ` (through `softplus`), instead of ~`1/σ₀` times
+/// more.
 #[derive(Module, Debug)]
 pub struct LowRankPosterior<const D: usize> {
     /// Mean `μ`.
     pub mu: Param<Tensor<D>>,
-    /// Factor `F`, `[numel, k]`.
+    /// Factor `F / c`, `[numel, k]`.
     pub factor: Param<Tensor<2>>,
     /// Unconstrained diagonal scale; `σ = softplus(ρ)`.
     pub rho: Param<Tensor<D>>,
+    /// The scale `c` of the factor.
+    pub factor_scale: f64,
 }
 
 /// `N(μ, F Fᵀ + diag σ²)` for one step.
@@ -71,12 +77,10 @@ impl PosteriorFamily for LowRankConfig {
     fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> LowRankPosterior<D> {
         let device = mean.device();
         let shape = [numel(mean.dims()), self.rank];
+        let factor_scale = softplus_scalar(self.scale.rho);
         let factor = if self.factor_init_std > 0.0 {
-            Tensor::random(
-                shape,
-                Distribution::Normal(0.0, self.factor_init_std),
-                &device,
-            )
+            let std = self.factor_init_std / factor_scale;
+            Tensor::random(shape, Distribution::Normal(0.0, std), &device)
         } else {
             Tensor::zeros(shape, &device)
         };
@@ -85,6 +89,7 @@ impl PosteriorFamily for LowRankConfig {
             mu: Param::from_tensor(mean),
             factor: Param::from_tensor(factor),
             rho: Param::from_tensor(rho),
+            factor_scale,
         }
     }
 }
@@ -95,7 +100,7 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
     fn dist(&self) -> LowRankDist<D> {
         LowRankDist {
             mu: self.mu.val(),
-            factor: self.factor.val(),
+            factor: self.factor.val() * self.factor_scale,
             sigma: softplus(self.rho.val()),
         }
     }
