@@ -25,42 +25,24 @@ impl<const D: usize> MeanFieldDist<D> {
         sigma.clone().square()
     }
 
-    fn noise(&self, n: usize) -> Tensor<2> {
+    /// `σ ⊙ ε`, `ε ~ N(0, I)`, `[n, numel]`.
+    fn spread(&self, n: usize) -> Tensor<2> {
         let shape = [n, numel(self.mu.dims())];
-        Tensor::random(shape, Distribution::Normal(0.0, 1.0), &self.mu.device())
-    }
-}
-
-impl<const D: usize> PosteriorDist<D> for MeanFieldDist<D> {
-    fn family(&self) -> &'static str {
-        "mean-field"
+        let eps = Tensor::random(shape, Distribution::Normal(0.0, 1.0), &self.mu.device());
+        row(self.sigma.clone()) * eps
     }
 
-    fn mean(&self) -> Tensor<D> {
-        self.mu.clone()
-    }
-
-    fn marginal_variance(&self) -> Option<Tensor<D>> {
-        Some(self.var.clone())
-    }
-
-    fn sample(&self, n: usize) -> Tensor<2> {
-        row(self.mu.clone()) + self.perturbation(n)
-    }
-
-    fn perturbation(&self, n: usize) -> Tensor<2> {
-        row(self.sigma.clone()) * self.noise(n)
-    }
-
-    fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
+    /// `Σ ln N(w; μ, σ²)` per draw, `[S]`.
+    fn log_density(&self, w: Tensor<2>) -> Tensor<1> {
         let s = w.dims()[0];
         let var = row(self.sigma.clone()).square();
-        Ok(gaussian_log_density(w, row(self.mu.clone()), var)
+        gaussian_log_density(w, row(self.mu.clone()), var)
             .sum_dim(1)
-            .reshape([s]))
+            .reshape([s])
     }
 
-    fn entropy(&self) -> Tensor<1> {
+    /// `Σ ln σ + n(½ ln 2π + ½)`.
+    fn differential_entropy(&self) -> Tensor<1> {
         let n = numel(self.mu.dims()) as f64;
         self.sigma.clone().log().sum() + n * (HALF_LN_2PI + 0.5)
     }

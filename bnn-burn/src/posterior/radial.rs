@@ -46,26 +46,9 @@ impl<const D: usize> RadialDist<D> {
     fn marginal(sigma: &Tensor<D>) -> Tensor<D> {
         sigma.clone().square() / numel(sigma.dims()) as f64
     }
-}
 
-impl<const D: usize> PosteriorDist<D> for RadialDist<D> {
-    fn family(&self) -> &'static str {
-        "radial"
-    }
-
-    fn mean(&self) -> Tensor<D> {
-        self.mu.clone()
-    }
-
-    fn marginal_variance(&self) -> Option<Tensor<D>> {
-        Some(self.var.clone())
-    }
-
-    fn sample(&self, n: usize) -> Tensor<2> {
-        row(self.mu.clone()) + self.perturbation(n)
-    }
-
-    fn perturbation(&self, n: usize) -> Tensor<2> {
+    /// `σ ⊙ (ε/‖ε‖)·r`, one direction and radius per draw, `[n, numel]`.
+    fn spread(&self, n: usize) -> Tensor<2> {
         let device = self.mu.device();
         let eps = Tensor::<2>::random([n, self.n()], Distribution::Normal(0.0, 1.0), &device);
         let norm = eps.clone().square().sum_dim(1).sqrt();
@@ -74,19 +57,18 @@ impl<const D: usize> PosteriorDist<D> for RadialDist<D> {
     }
 
     /// `ln q(w) = ln 2 − ½ ln 2π − ‖v‖²/2 − ln S_n − (n−1) ln‖v‖ − Σ ln σ`, `v = (w − μ)/σ`.
-    fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
+    fn log_density(&self, w: Tensor<2>) -> Tensor<1> {
         let s = w.dims()[0];
         let n = self.n() as f64;
         let v = (w - row(self.mu.clone())) / row(self.sigma.clone());
         let norm_sq = v.square().sum_dim(1).reshape([s]);
         let base = std::f64::consts::LN_2 - HALF_LN_2PI - ln_unit_sphere_area(n);
-        Ok(
-            norm_sq.clone() * (-0.5) - norm_sq.log() * ((n - 1.0) / 2.0) + base
-                - self.sigma.clone().log().sum(),
-        )
+        norm_sq.clone() * (-0.5) - norm_sq.log() * ((n - 1.0) / 2.0) + base
+            - self.sigma.clone().log().sum()
     }
 
-    fn entropy(&self) -> Tensor<1> {
+    /// `Σ ln σ` minus the exact constant of eq. 4.8.
+    fn differential_entropy(&self) -> Tensor<1> {
         self.sigma.clone().log().sum() - radial_entropy_constant(self.n())
     }
 }

@@ -68,8 +68,9 @@ impl<const D: usize> LocationScale<D> {
 }
 
 /// The configuration, module and per-step distribution of a `(μ, ρ)` family. Mean-field and
-/// radial differ only in the noise they draw around `μ`: each file invokes this and writes its
-/// own `PosteriorDist`.
+/// radial differ only in the noise they draw around `μ`: each file invokes this and writes the
+/// distribution's `marginal(σ)`, `spread(n)` (draws of `w − μ`), `log_density(w)` and
+/// `differential_entropy()`.
 macro_rules! location_scale_family {
     ($name:literal, $(#[$doc:meta])* $config:ident, $posterior:ident, $dist:ident) => {
         $(#[$doc])*
@@ -121,6 +122,36 @@ macro_rules! location_scale_family {
                 $posterior {
                     loc: LocationScale::init(mean, &self.scale),
                 }
+            }
+        }
+
+        impl<const D: usize> PosteriorDist<D> for $dist<D> {
+            fn family(&self) -> &'static str {
+                $name
+            }
+
+            fn mean(&self) -> Tensor<D> {
+                self.mu.clone()
+            }
+
+            fn marginal_variance(&self) -> Option<Tensor<D>> {
+                Some(self.var.clone())
+            }
+
+            fn sample(&self, n: usize) -> Tensor<2> {
+                row(self.mu.clone()) + self.spread(n)
+            }
+
+            fn perturbation(&self, n: usize) -> Tensor<2> {
+                self.spread(n)
+            }
+
+            fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
+                Ok(self.log_density(w))
+            }
+
+            fn entropy(&self) -> Tensor<1> {
+                self.differential_entropy()
             }
         }
 
