@@ -1,6 +1,5 @@
 use super::*;
 use crate::testing::{seeded, test_device, to_vec};
-use burn::tensor::Distribution;
 
 #[test]
 fn mixture_log_prob_is_stable_far_in_the_tail() {
@@ -76,5 +75,4 @@ fn invalid_priors_are_rejected_with_field_names() {
     .validate("TestConfig")
     .unwrap_err();
     assert_eq!(err.field, "prior.pi");
-    let _ = Distribution::Default;
 }

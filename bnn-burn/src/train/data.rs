@@ -102,13 +102,14 @@ pub trait TrainData {
     where
         Self: Sized;
 
-    /// The examples at `rows`, on `device`.
+    /// The examples at `rows` (also given as the device tensor `index`), on `device`.
     ///
     /// # Errors
     /// When an example cannot be read.
     fn batch(
         &self,
         rows: &[usize],
+        index: &Tensor<1, Int>,
         device: &Device,
     ) -> Result<(Self::Input, Self::Target), TrainError>;
 }
@@ -129,9 +130,8 @@ impl<I: Batch, T: Batch> TrainData for (I, T) {
         (self.0.to(device), self.1.to(device))
     }
 
-    fn batch(&self, rows: &[usize], device: &Device) -> Result<(I, T), TrainError> {
-        let idx = crate::host::labels(rows, device);
-        Ok((self.0.rows(idx.clone()), self.1.rows(idx)))
+    fn batch(&self, _: &[usize], index: &Tensor<1, Int>, _: &Device) -> Result<(I, T), TrainError> {
+        Ok((self.0.rows(index.clone()), self.1.rows(index.clone())))
     }
 }
 
@@ -182,11 +182,17 @@ where
         self
     }
 
-    fn batch(&self, rows: &[usize], device: &Device) -> Result<(I, T), TrainError> {
-        let items = self
-            .dataset
-            .get_many(rows.to_vec())
-            .map_err(|e| TrainError::Data(e.to_string()))?;
+    fn batch(
+        &self,
+        rows: &[usize],
+        _: &Tensor<1, Int>,
+        device: &Device,
+    ) -> Result<(I, T), TrainError> {
+        let items = self.dataset.get_many(rows.to_vec()).map_err(|e| {
+            let shown: Vec<_> = rows.iter().take(8).collect();
+            let more = if rows.len() > 8 { ", …" } else { "" };
+            TrainError::Data(format!("one of the dataset rows {shown:?}{more}: {e}"))
+        })?;
         Ok(self.batcher.batch(items, device).into())
     }
 }

@@ -244,11 +244,12 @@ fn minibatch<D: TrainData>(
     n_train: usize,
     device: &Device,
 ) -> Result<Minibatch<D::Input, D::Target>, TrainError> {
-    let (input, target) = data.batch(rows, device)?;
+    let index = crate::host::labels(rows, device);
+    let (input, target) = data.batch(rows, &index, device)?;
     Ok(Minibatch {
         input,
         target,
-        rows: crate::host::labels(rows, device),
+        rows: index,
         n_train,
     })
 }
