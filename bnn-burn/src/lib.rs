@@ -23,6 +23,7 @@
 pub mod device;
 pub mod dist;
 pub mod error;
+pub mod fused;
 pub mod host;
 pub mod layers;
 pub mod likelihood;

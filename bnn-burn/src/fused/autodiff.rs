@@ -1,0 +1,314 @@
+//! [`FusedOps`]: the differentiable fused ops. Without gradient tracking they are the inner
+//! backend's forward kernels; under `Autodiff` each is one graph node whose backward is the
+//! hand-written kernel of [`FusedKernels`] (no ε is stored: it is regenerated from the key).
+
+// burn marks its NdArray backend deprecated; the project still offers it as a feature.
+#![allow(deprecated)]
+
+use super::cpu::KlTerms;
+use super::ext::FusedKernels;
+use burn::backend::autodiff::Autodiff;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{AutodiffBackend, Backend, backend_extension};
+
+/// The differentiable fused ops (see the tensor-level functions of [`super`]).
+#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
+pub trait FusedOps: Backend {
+    /// `(w, kl)` of [`FusedKernels::fused_sample`]; `kl` is a constant (its gradient reaches
+    /// `μ, ρ` only through `fold`, added in the backward pass of `w`).
+    fn sample_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        key: u64,
+        scales: Vec<f32>,
+        center: bool,
+        kl: Option<KlTerms>,
+        fold: Option<f32>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// `(var, kl)` of [`FusedKernels::fused_moments`], `kl` a constant as in
+    /// [`FusedOps::sample_op`].
+    fn moments_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        var_scale: f32,
+        kl: Option<KlTerms>,
+        fold: Option<f32>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// The differentiable sum of KL terms, `[1]`.
+    fn kl_op(mu: FloatTensor<Self>, rho: FloatTensor<Self>, terms: KlTerms) -> FloatTensor<Self>;
+
+    /// [`FusedKernels::fused_noise`].
+    fn noise_op(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self>;
+
+    /// [`FusedKernels::fused_flip`].
+    fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self>;
+}
+
+/// The inner backends: forward kernels only.
+macro_rules! inner_ops {
+    ($backend:ty) => {
+        impl FusedOps for $backend {
+            fn sample_op(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                key: u64,
+                scales: Vec<f32>,
+                center: bool,
+                kl: Option<KlTerms>,
+                _fold: Option<f32>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                Self::fused_sample(mu, rho, key, scales, center, kl)
+            }
+
+            fn moments_op(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                var_scale: f32,
+                kl: Option<KlTerms>,
+                _fold: Option<f32>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                Self::fused_moments(mu, rho, var_scale, kl)
+            }
+
+            fn kl_op(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                terms: KlTerms,
+            ) -> FloatTensor<Self> {
+                super::ext::kl_sum::<Self>(mu, rho, terms)
+            }
+
+            fn noise_op(
+                mean: FloatTensor<Self>,
+                var: FloatTensor<Self>,
+                key: u64,
+            ) -> FloatTensor<Self> {
+                Self::fused_noise(mean, var, key)
+            }
+
+            fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
+                Self::fused_flip(x, key, inner)
+            }
+        }
+    };
+}
+
+#[cfg(feature = "flex")]
+inner_ops!(burn::backend::Flex);
+#[cfg(feature = "ndarray")]
+inner_ops!(burn::backend::NdArray);
+#[cfg(feature = "wgpu")]
+inner_ops!(burn::backend::Cube);
+
+/// Registers `grad` for a parent node when it is tracked.
+macro_rules! register {
+    ($grads:expr, $node:expr, $grad:expr) => {
+        if let Some(node) = $node {
+            $grads.register::<B>(node.id, $grad);
+        }
+    };
+}
+
+#[derive(Debug)]
+struct SampleBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
+    type State = (
+        FloatTensor<B>,
+        FloatTensor<B>,
+        u64,
+        Vec<f32>,
+        bool,
+        Option<(KlTerms, f32)>,
+    );
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_mu, node_rho] = ops.parents;
+        let dw = grads.consume::<B>(&ops.node);
+        let (mu, rho, key, scales, center, fold) = ops.state;
+        let (dmu, drho) = B::fused_sample_backward(dw, mu, rho, key, scales, center, fold);
+        register!(grads, node_mu, dmu);
+        register!(grads, node_rho, drho);
+    }
+}
+
+#[derive(Debug)]
+struct MomentsBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for MomentsBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>, f32, Option<(KlTerms, f32)>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_mu, node_rho] = ops.parents;
+        let dvar = grads.consume::<B>(&ops.node);
+        let (mu, rho, var_scale, fold) = ops.state;
+        let has_fold = fold.is_some();
+        let (dmu, drho) = B::fused_moments_backward(dvar, mu, rho, var_scale, fold);
+        if has_fold {
+            register!(grads, node_mu, dmu);
+        }
+        register!(grads, node_rho, drho);
+    }
+}
+
+#[derive(Debug)]
+struct KlBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for KlBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>, KlTerms);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_mu, node_rho] = ops.parents;
+        let g = grads.consume::<B>(&ops.node);
+        let (mu, rho, terms) = ops.state;
+        let (dmu, drho) = B::fused_kl_backward(g, mu, rho, terms);
+        register!(grads, node_mu, dmu);
+        register!(grads, node_rho, drho);
+    }
+}
+
+#[derive(Debug)]
+struct NoiseBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for NoiseBackward {
+    type State = (FloatTensor<B>, u64);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_mean, node_var] = ops.parents;
+        let dy = grads.consume::<B>(&ops.node);
+        let (var, key) = ops.state;
+        register!(
+            grads,
+            node_var,
+            B::fused_noise_backward(dy.clone(), var, key)
+        );
+        register!(grads, node_mean, dy);
+    }
+}
+
+#[derive(Debug)]
+struct FlipBackward;
+
+impl<B: FusedKernels> Backward<B, 1> for FlipBackward {
+    type State = (u64, usize);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_x] = ops.parents;
+        let dy = grads.consume::<B>(&ops.node);
+        let (key, inner) = ops.state;
+        register!(grads, node_x, B::fused_flip(dy, key, inner));
+    }
+}
+
+impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
+    fn sample_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        key: u64,
+        scales: Vec<f32>,
+        center: bool,
+        kl: Option<KlTerms>,
+        fold: Option<f32>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (w, value) = B::fused_sample(
+            mu.primitive().clone(),
+            rho.primitive().clone(),
+            key,
+            scales.clone(),
+            center,
+            kl,
+        );
+        let fold = kl.zip(fold);
+        let w = match SampleBackward
+            .prepare::<C>([mu.node(), rho.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (
+                    mu.into_primitive(),
+                    rho.into_primitive(),
+                    key,
+                    scales,
+                    center,
+                    fold,
+                ),
+                w,
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(w),
+        };
+        (w, Self::from_inner(value))
+    }
+
+    fn moments_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        var_scale: f32,
+        kl: Option<KlTerms>,
+        fold: Option<f32>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (var, value) = B::fused_moments(
+            mu.primitive().clone(),
+            rho.primitive().clone(),
+            var_scale,
+            kl,
+        );
+        let fold = kl.zip(fold);
+        let var = match MomentsBackward
+            .prepare::<C>([mu.node(), rho.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (mu.into_primitive(), rho.into_primitive(), var_scale, fold),
+                var,
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(var),
+        };
+        (var, Self::from_inner(value))
+    }
+
+    fn kl_op(mu: FloatTensor<Self>, rho: FloatTensor<Self>, terms: KlTerms) -> FloatTensor<Self> {
+        let value = super::ext::kl_sum::<B>(mu.primitive().clone(), rho.primitive().clone(), terms);
+        match KlBackward
+            .prepare::<C>([mu.node(), rho.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                prep.finish((mu.into_primitive(), rho.into_primitive(), terms), value)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(value),
+        }
+    }
+
+    fn noise_op(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
+        let y = B::fused_noise(mean.primitive().clone(), var.primitive().clone(), key);
+        match NoiseBackward
+            .prepare::<C>([mean.node(), var.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((var.into_primitive(), key), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
+        let y = B::fused_flip(x.primitive().clone(), key, inner);
+        match FlipBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((key, inner), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+}

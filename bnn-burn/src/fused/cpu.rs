@@ -1,0 +1,435 @@
+//! The CPU kernels of the fused ops, on `f32` slices: each is one pass over its inputs, in
+//! [`BLOCK`]-element blocks (vectorised), parallel over [`CHUNK`](super::simd::CHUNK)-element
+//! ranges. Flex and NdArray call them; the formulas are those of [`super::ext`]'s default
+//! bodies, which compose burn ops.
+
+// Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
+#![allow(clippy::needless_range_loop)]
+
+use super::rng::{key_words, normal_block, sign};
+use super::simd::{
+    BLOCK, Shared, accumulate, ln, load, multiversion, par_chunks, softplus_sigmoid, store,
+};
+
+/// Floor under a sampled variance before its square root (keeps the gradient finite).
+pub const VAR_FLOOR: f32 = 1e-16;
+
+/// The Gaussian prior terms of a location-scale KL, per element:
+/// `½(σ²·inv_var_sigma + (μ − mean)²·inv_var_mu) − ln σ` (the family adds its constant).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KlTerms {
+    /// Prior mean `μ₀`.
+    pub mean: f32,
+    /// `1/σ₀²`.
+    pub inv_var_mu: f32,
+    /// `1/(d·σ₀²)` where the marginal variance is `σ²/d` (1 for mean-field, `n` for radial).
+    pub inv_var_sigma: f32,
+}
+
+/// Sums eight lanes (and a running `f64` total) into one `f64`.
+fn lanes_total(lanes: &[f32; 8]) -> f64 {
+    lanes.iter().map(|&x| x as f64).sum()
+}
+
+multiversion! {
+    /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`.
+    fn sample_range(key: [u32; 2], stream: u32, start: usize, mu: &[f32], rho: &[f32], scale: f32,
+                    center: bool, out: &mut [f32], kl: Option<KlTerms>) -> f64 {
+        let mut eps = [0f32; BLOCK];
+        let mut lanes = [0f32; 8];
+        let mut total = 0f64;
+        for (k, o) in out.chunks_mut(BLOCK).enumerate() {
+            let (a, len) = (k * BLOCK, o.len());
+            normal_block(key, stream, ((start + a) / BLOCK) as u64, &mut eps);
+            let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
+            let mut w = [0f32; BLOCK];
+            let mut t = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let (sp, _) = softplus_sigmoid(r[j]);
+                let base = if center { 0.0 } else { m[j] };
+                w[j] = base + sp * scale * eps[j];
+                if let Some(p) = kl {
+                    let c = m[j] - p.mean;
+                    t[j] = 0.5 * (sp * sp * p.inv_var_sigma + c * c * p.inv_var_mu) - ln(sp);
+                }
+            }
+            store(o, &w);
+            if kl.is_some() {
+                accumulate(&mut lanes, &t, len);
+                if k % 64 == 63 {
+                    total += lanes_total(&lanes);
+                    lanes = [0.0; 8];
+                }
+            }
+        }
+        total + lanes_total(&lanes)
+    }
+}
+
+/// `out[s] = [μ] + softplus(ρ)·scales[s]·ε_s` for every draw `s` (`out` is `[S, n]` flat; `ε_s`
+/// is stream `s` of `key`); returns the summed KL terms (0 without `kl`).
+#[allow(clippy::too_many_arguments)]
+pub fn sample(
+    key: u64,
+    mu: &[f32],
+    rho: &[f32],
+    scales: &[f32],
+    center: bool,
+    out: &mut [f32],
+    kl: Option<KlTerms>,
+) -> f64 {
+    let n = mu.len();
+    assert_eq!(out.len(), n * scales.len());
+    let shared = Shared::new(out);
+    let key = key_words(key);
+    let mut total = 0.0;
+    for (s, &scale) in scales.iter().enumerate() {
+        let kl = if s == 0 { kl } else { None };
+        total += par_chunks(n, |a, b| {
+            // SAFETY: the ranges of one sample are disjoint.
+            let o = unsafe { shared.range(s * n + a, s * n + b) };
+            sample_range(
+                key,
+                s as u32,
+                a,
+                &mu[a..b],
+                &rho[a..b],
+                scale,
+                center,
+                o,
+                kl,
+            )
+        })
+        .into_iter()
+        .sum::<f64>();
+    }
+    total
+}
+
+multiversion! {
+    /// Backward of [`sample`] over one range.
+    fn sample_backward_range(key: [u32; 2], start: usize, n: usize, dw: &[f32], scales: &[f32],
+                             center: bool, mu: &[f32], rho: &[f32], dmu: &mut [f32],
+                             drho: &mut [f32], kl: Option<(KlTerms, f32)>) {
+        let mut eps = [0f32; BLOCK];
+        for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
+            let (a, len) = (k * BLOCK, dm_out.len());
+            let mut sum_dw = [0f32; BLOCK];
+            let mut sum_dwe = [0f32; BLOCK];
+            for (s, &scale) in scales.iter().enumerate() {
+                normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
+                let d = load(&dw[s * n + a..s * n + a + len], 0.0);
+                for j in 0..BLOCK {
+                    sum_dw[j] += d[j];
+                    sum_dwe[j] += d[j] * eps[j] * scale;
+                }
+            }
+            let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 1.0));
+            let mut dm = [0f32; BLOCK];
+            let mut dr = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let (sp, sig) = softplus_sigmoid(r[j]);
+                let mut g_mu = if center { 0.0 } else { sum_dw[j] };
+                let mut g_sigma = sum_dwe[j];
+                if let Some((p, w)) = kl {
+                    g_mu += w * (m[j] - p.mean) * p.inv_var_mu;
+                    g_sigma += w * (sp * p.inv_var_sigma - 1.0 / sp);
+                }
+                dm[j] = g_mu;
+                dr[j] = g_sigma * sig;
+            }
+            store(dm_out, &dm);
+            store(dr_out, &dr);
+        }
+    }
+}
+
+/// `(dμ, dρ)` of [`sample`] given `dw` (`[S, n]` flat), plus `weight × ∇KL` when `kl` is
+/// `Some((terms, weight))`: `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²`,
+/// `dρ = (Σ_s dw_s·scales[s]·ε_s + w(σ/(dσ₀²) − 1/σ))·sigmoid(ρ)`.
+#[allow(clippy::too_many_arguments)]
+pub fn sample_backward(
+    key: u64,
+    dw: &[f32],
+    scales: &[f32],
+    center: bool,
+    mu: &[f32],
+    rho: &[f32],
+    dmu: &mut [f32],
+    drho: &mut [f32],
+    kl: Option<(KlTerms, f32)>,
+) {
+    let n = mu.len();
+    assert_eq!(dw.len(), n * scales.len());
+    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
+    let key = key_words(key);
+    par_chunks(n, |a, b| {
+        // SAFETY: disjoint ranges.
+        let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
+        let dw_shifted = &dw[a..];
+        sample_backward_range(
+            key,
+            a,
+            n,
+            dw_shifted,
+            scales,
+            center,
+            &mu[a..b],
+            &rho[a..b],
+            dm,
+            dr,
+            kl,
+        );
+    });
+}
+
+multiversion! {
+    /// `var = σ²·var_scale` (when `var` is given) and the summed KL terms over one range.
+    fn moments_range(mu: &[f32], rho: &[f32], var_scale: f32, var: Option<&mut [f32]>,
+                     kl: Option<KlTerms>) -> f64 {
+        let mut var = var;
+        let mut lanes = [0f32; 8];
+        let mut total = 0f64;
+        for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
+            let len = mc.len();
+            let (m, r) = (load(mc, 0.0), load(rc, 0.0));
+            let mut v = [0f32; BLOCK];
+            let mut t = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let (sp, _) = softplus_sigmoid(r[j]);
+                v[j] = sp * sp * var_scale;
+                if let Some(p) = kl {
+                    let c = m[j] - p.mean;
+                    t[j] = 0.5 * (sp * sp * p.inv_var_sigma + c * c * p.inv_var_mu) - ln(sp);
+                }
+            }
+            if let Some(out) = var.as_deref_mut() {
+                store(&mut out[k * BLOCK..k * BLOCK + len], &v);
+            }
+            if kl.is_some() {
+                accumulate(&mut lanes, &t, len);
+                if k % 64 == 63 {
+                    total += lanes_total(&lanes);
+                    lanes = [0.0; 8];
+                }
+            }
+        }
+        total + lanes_total(&lanes)
+    }
+}
+
+/// `var = softplus(ρ)²·var_scale` (when given) and the summed KL terms.
+pub fn moments(
+    mu: &[f32],
+    rho: &[f32],
+    var_scale: f32,
+    var: Option<&mut [f32]>,
+    kl: Option<KlTerms>,
+) -> f64 {
+    let shared = var.map(Shared::new);
+    par_chunks(mu.len(), |a, b| {
+        // SAFETY: disjoint ranges.
+        let v = shared.map(|s| unsafe { s.range(a, b) });
+        moments_range(&mu[a..b], &rho[a..b], var_scale, v, kl)
+    })
+    .into_iter()
+    .sum()
+}
+
+multiversion! {
+    fn moments_backward_range(dvar: Option<&[f32]>, mu: &[f32], rho: &[f32], var_scale: f32,
+                              dmu: &mut [f32], drho: &mut [f32], kl: Option<(KlTerms, f32)>) {
+        for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
+            let (a, len) = (k * BLOCK, dm_out.len());
+            let d = dvar.map(|d| load(&d[a..a + len], 0.0)).unwrap_or([0.0; BLOCK]);
+            let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 1.0));
+            let mut dm = [0f32; BLOCK];
+            let mut dr = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let (sp, sig) = softplus_sigmoid(r[j]);
+                let mut g_sigma = 2.0 * sp * var_scale * d[j];
+                let mut g_mu = 0.0;
+                if let Some((p, w)) = kl {
+                    g_mu = w * (m[j] - p.mean) * p.inv_var_mu;
+                    g_sigma += w * (sp * p.inv_var_sigma - 1.0 / sp);
+                }
+                dm[j] = g_mu;
+                dr[j] = g_sigma * sig;
+            }
+            store(dm_out, &dm);
+            store(dr_out, &dr);
+        }
+    }
+}
+
+/// `(dμ, dρ)` of [`moments`] given `dvar`, plus `weight × ∇KL` (the KL's own gradient when
+/// `dvar` is `None`).
+pub fn moments_backward(
+    dvar: Option<&[f32]>,
+    mu: &[f32],
+    rho: &[f32],
+    var_scale: f32,
+    dmu: &mut [f32],
+    drho: &mut [f32],
+    kl: Option<(KlTerms, f32)>,
+) {
+    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
+    par_chunks(mu.len(), |a, b| {
+        // SAFETY: disjoint ranges.
+        let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
+        let d = dvar.map(|d| &d[a..b]);
+        moments_backward_range(d, &mu[a..b], &rho[a..b], var_scale, dm, dr, kl);
+    });
+}
+
+multiversion! {
+    /// `y = mean + √(var + floor)·ε` or, with `backward`,
+    /// `dvar = dy·ε/(2√(var + floor))` (`first = dy`) over one range.
+    fn noise_range(key: [u32; 2], start: usize, first: &[f32], var: &[f32], out: &mut [f32],
+                   backward: bool) {
+        let mut eps = [0f32; BLOCK];
+        for (k, o) in out.chunks_mut(BLOCK).enumerate() {
+            let (a, len) = (k * BLOCK, o.len());
+            normal_block(key, 0, ((start + a) / BLOCK) as u64, &mut eps);
+            let (f, v) = (load(&first[a..a + len], 0.0), load(&var[a..a + len], 0.0));
+            let mut y = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let sd = (v[j] + VAR_FLOOR).sqrt();
+                y[j] = if backward { f[j] * eps[j] * 0.5 / sd } else { f[j] + sd * eps[j] };
+            }
+            store(o, &y);
+        }
+    }
+}
+
+/// `out = mean + √(var + floor)·ε` (`backward = false`), or its variance gradient
+/// `out = dy·ε/(2√(var + floor))` with `first = dy` (`backward = true`).
+pub fn noise(key: u64, first: &[f32], var: &[f32], out: &mut [f32], backward: bool) {
+    let shared = Shared::new(out);
+    let key = key_words(key);
+    par_chunks(first.len(), |a, b| {
+        // SAFETY: disjoint ranges.
+        let o = unsafe { shared.range(a, b) };
+        noise_range(key, a, &first[a..b], &var[a..b], o, backward);
+    });
+}
+
+/// `out[i] = x[i]·s(⌊i/inner⌋)`, `s` a ±1 stream of `key` (its own adjoint).
+pub fn flip(key: u64, x: &[f32], inner: usize, out: &mut [f32]) {
+    let shared = Shared::new(out);
+    let key = key_words(key);
+    par_chunks(x.len(), |a, b| {
+        // SAFETY: disjoint ranges.
+        let o = unsafe { shared.range(a, b) };
+        let mut group = usize::MAX;
+        let mut s = 0.0;
+        for (i, (o, &x)) in o.iter_mut().zip(&x[a..b]).enumerate() {
+            let g = (a + i) / inner;
+            if g != group {
+                group = g;
+                s = sign(key, g as u64);
+            }
+            *o = x * s;
+        }
+    });
+}
+
+/// `out = ε`, sub-stream `stream` of `key`.
+pub fn normals(key: u64, stream: u32, out: &mut [f32]) {
+    let n = out.len();
+    let shared = Shared::new(out);
+    let key = key_words(key);
+    par_chunks(n, |a, b| {
+        // SAFETY: disjoint ranges.
+        let o = unsafe { shared.range(a, b) };
+        let mut eps = [0f32; BLOCK];
+        for (k, o) in o.chunks_mut(BLOCK).enumerate() {
+            normal_block(key, stream, ((a + k * BLOCK) / BLOCK) as u64, &mut eps);
+            store(o, &eps);
+        }
+    });
+}
+
+/// `Σ_i ε_i²` over the first `n` elements of stream `stream` of `key` (radial's norms).
+pub fn squared_norm(key: u64, stream: u32, n: usize) -> f64 {
+    let key = key_words(key);
+    par_chunks(n, |a, b| {
+        let mut eps = [0f32; BLOCK];
+        let mut total = 0f64;
+        for start in (a..b).step_by(BLOCK) {
+            normal_block(key, stream, (start / BLOCK) as u64, &mut eps);
+            let len = (b - start).min(BLOCK);
+            total += eps[..len]
+                .iter()
+                .map(|&e| (e as f64) * (e as f64))
+                .sum::<f64>();
+        }
+        total
+    })
+    .into_iter()
+    .sum()
+}
+
+/// The constants of one Adam or AdamW step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamStep {
+    /// Learning rate.
+    pub lr: f32,
+    /// First-moment decay.
+    pub beta_1: f32,
+    /// Second-moment decay.
+    pub beta_2: f32,
+    /// Denominator floor.
+    pub epsilon: f32,
+    /// Step count after this step (1 for the first).
+    pub time: i32,
+    /// Decoupled weight decay (AdamW's numerics when `Some`, Adam's when `None`).
+    pub decoupled_decay: Option<f32>,
+}
+
+multiversion! {
+    fn adam_range(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], b1: f32, b2: f32,
+                  step_size: f32, denom_scale: f32, eps: f32, keep: f32) {
+        for i in 0..p.len() {
+            let gi = g[i];
+            let mi = b1 * m[i] + (1.0 - b1) * gi;
+            let vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+            m[i] = mi;
+            v[i] = vi;
+            p[i] = p[i] * keep - step_size * mi / ((vi * denom_scale).sqrt() + eps);
+        }
+    }
+}
+
+/// One Adam (burn's `Adam`) or AdamW (burn's `AdamW`) update in place.
+///
+/// Adam: `p −= lr·√(1−β₂ᵗ)/(1−β₁ᵗ)·m/(√v + ε√(1−β₂ᵗ))`; AdamW: `p ← p(1 − lr·λ) −
+/// lr·m̂/(√v̂ + ε)` with `m̂ = m/(1−β₁ᵗ)`, `v̂ = v/(1−β₂ᵗ)`.
+pub fn adam(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], step: AdamStep) {
+    let (bc1, bc2) = (
+        1.0 - step.beta_1.powi(step.time),
+        1.0 - step.beta_2.powi(step.time),
+    );
+    // Both as `p·keep − step_size·m/(√(v·denom_scale) + eps)`.
+    let (step_size, denom_scale, eps, keep) = match step.decoupled_decay {
+        None => (
+            step.lr * bc2.sqrt() / bc1,
+            1.0,
+            step.epsilon * bc2.sqrt(),
+            1.0,
+        ),
+        Some(decay) => (
+            step.lr / bc1,
+            1.0 / bc2,
+            step.epsilon,
+            1.0 - step.lr * decay,
+        ),
+    };
+    let (sp, sm, sv) = (Shared::new(p), Shared::new(m), Shared::new(v));
+    par_chunks(g.len(), |a, b| {
+        // SAFETY: disjoint ranges.
+        let (p, m, v) = unsafe { (sp.range(a, b), sm.range(a, b), sv.range(a, b)) };
+        let (b1, b2) = (step.beta_1, step.beta_2);
+        adam_range(p, &g[a..b], m, v, b1, b2, step_size, denom_scale, eps, keep);
+    });
+}

@@ -1,0 +1,336 @@
+//! The backend extension: [`FusedKernels`], the forward and backward kernels of the fused ops
+//! on a backend's own tensors (no autodiff).
+//!
+//! The trait's default bodies compose burn primitives: they define what every op computes, and
+//! are what the Cube (wgpu) backend runs. Flex and NdArray replace them with the one-pass slice
+//! kernels of [`super::cpu`] (see `cpu_backends.rs`).
+//!
+//! `ε` of sub-stream `s` of key `k` is a pure function of `(k, s)` and the element index, so a
+//! backward pass regenerates it. On the CPU backends it is the Philox stream of
+//! [`super::rng`]; the default body reseeds the backend's generator with a hash of `(k, s)`
+//! and draws from it (deterministic, but it leaves that generator reseeded).
+
+// burn marks its NdArray backend deprecated; the project still offers it as a feature.
+#![allow(deprecated)]
+
+use super::cpu::{AdamStep, KlTerms, VAR_FLOOR};
+use super::rng::mix;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, Distribution, FloatDType, Scalar, TensorMetadata, backend_extension};
+use burn::tensor::{Shape, TensorData};
+
+/// The seed the default bodies give the backend generator for sub-stream `stream` of `key`.
+pub(crate) fn stream_seed(key: u64, stream: u32) -> u64 {
+    mix(key ^ mix(stream as u64 + 1))
+}
+
+/// A one-element tensor holding `x`.
+fn scalar<B: Backend>(x: f64, device: &B::Device) -> FloatTensor<B> {
+    B::float_from_data(TensorData::from([x as f32]), device)
+}
+
+/// Forward and backward kernels of the fused ops. All tensors are `f32`.
+#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"))]
+pub trait FusedKernels: Backend {
+    /// Standard normals shaped like `like`, sub-stream `stream` of `key`.
+    fn fused_normal(like: FloatTensor<Self>, key: u64, stream: u32) -> FloatTensor<Self> {
+        let device = like.device();
+        Self::seed(&device, stream_seed(key, stream));
+        Self::float_random(
+            like.shape(),
+            Distribution::Normal(0.0, 1.0),
+            &device,
+            FloatDType::F32,
+        )
+    }
+
+    /// `(w, kl)`: draws `w [S, n]` with `w_s = [μ] + softplus(ρ)·scales[s]·ε_s` (`ε_s` is
+    /// sub-stream `s`; `μ` is left out when `center`), and `Σ` of the KL terms (`[1]`; 0
+    /// without `kl`).
+    fn fused_sample(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        key: u64,
+        scales: Vec<f32>,
+        center: bool,
+        kl: Option<KlTerms>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let n = mu.shape().num_elements();
+        let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
+        let (m, r) = (flat(mu.clone()), flat(rho.clone()));
+        let sigma = softplus::<Self>(r);
+        let draws = scales
+            .iter()
+            .enumerate()
+            .map(|(s, &scale)| {
+                let eps = Self::fused_normal(m.clone(), key, s as u32);
+                let spread = Self::float_mul_scalar(
+                    Self::float_mul(sigma.clone(), eps),
+                    Scalar::from(scale),
+                );
+                if center {
+                    spread
+                } else {
+                    Self::float_add(m.clone(), spread)
+                }
+            })
+            .collect();
+        let kl = match kl {
+            Some(terms) => kl_sum::<Self>(mu.clone(), rho, terms),
+            None => scalar::<Self>(0.0, &mu.device()),
+        };
+        (Self::float_cat(draws, 0), kl)
+    }
+
+    /// `(dμ, dρ)` of [`FusedKernels::fused_sample`] given `dw [S, n]`, plus `weight × ∇KL`
+    /// when `fold` is `Some((terms, weight))`.
+    fn fused_sample_backward(
+        dw: FloatTensor<Self>,
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        key: u64,
+        scales: Vec<f32>,
+        center: bool,
+        fold: Option<(KlTerms, f32)>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = mu.shape();
+        let n = shape.num_elements();
+        let row = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
+        let mut dmu = None;
+        let mut dsigma = None;
+        for (s, &scale) in scales.iter().enumerate() {
+            let slice = burn::tensor::Slice::from(s..s + 1);
+            let d = Self::float_slice(dw.clone(), &[slice, burn::tensor::Slice::from(0..n)]);
+            let eps = Self::fused_normal(row(mu.clone()), key, s as u32);
+            let de = Self::float_mul_scalar(Self::float_mul(d.clone(), eps), Scalar::from(scale));
+            dmu = Some(dmu.map_or(d.clone(), |a| Self::float_add(a, d)));
+            dsigma = Some(dsigma.map_or(de.clone(), |a| Self::float_add(a, de)));
+        }
+        let dsigma = Self::float_reshape(dsigma.expect("at least one draw"), shape.clone());
+        let dmu = if center {
+            Self::float_zeros(shape.clone(), &mu.device(), FloatDType::F32)
+        } else {
+            Self::float_reshape(dmu.expect("at least one draw"), shape)
+        };
+        finish_backward::<Self>(dmu, dsigma, mu, rho, fold)
+    }
+
+    /// `(var, kl)`: `var = softplus(ρ)²·var_scale` and `Σ` of the KL terms (`[1]`).
+    fn fused_moments(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        var_scale: f32,
+        kl: Option<KlTerms>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let sigma = softplus::<Self>(rho.clone());
+        let var = Self::float_mul_scalar(
+            Self::float_mul(sigma.clone(), sigma),
+            Scalar::from(var_scale),
+        );
+        let kl = match kl {
+            Some(terms) => kl_sum::<Self>(mu, rho, terms),
+            None => scalar::<Self>(0.0, &mu.device()),
+        };
+        (var, kl)
+    }
+
+    /// `(dμ, dρ)` of [`FusedKernels::fused_moments`] given `dvar`, plus `weight × ∇KL`.
+    fn fused_moments_backward(
+        dvar: FloatTensor<Self>,
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        var_scale: f32,
+        fold: Option<(KlTerms, f32)>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let sigma = softplus::<Self>(rho.clone());
+        let dsigma =
+            Self::float_mul_scalar(Self::float_mul(dvar, sigma), Scalar::from(2.0 * var_scale));
+        let dmu = Self::float_zeros(mu.shape(), &mu.device(), FloatDType::F32);
+        finish_backward::<Self>(dmu, dsigma, mu, rho, fold)
+    }
+
+    /// `g·∇ Σ KL terms` for a one-element `g`.
+    fn fused_kl_backward(
+        g: FloatTensor<Self>,
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        terms: KlTerms,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = mu.shape();
+        let g = Self::float_expand(g, shape.clone());
+        let (sigma, sig) = (softplus::<Self>(rho.clone()), Self::sigmoid(rho));
+        let centred = Self::float_sub_scalar(mu, Scalar::from(terms.mean));
+        let dmu = Self::float_mul(
+            Self::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu)),
+            g.clone(),
+        );
+        let dsigma = Self::float_sub(
+            Self::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
+            Self::float_recip(sigma),
+        );
+        (dmu, Self::float_mul(Self::float_mul(dsigma, sig), g))
+    }
+
+    /// `mean + √(var + floor)·ε` (`ε`: sub-stream 0 of `key`, shaped like `mean`).
+    fn fused_noise(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
+        let eps = Self::fused_normal(mean.clone(), key, 0);
+        let sd = Self::float_sqrt(Self::float_add_scalar(var, Scalar::from(VAR_FLOOR)));
+        Self::float_add(mean, Self::float_mul(sd, eps))
+    }
+
+    /// `dvar = dy·ε/(2√(var + floor))` of [`FusedKernels::fused_noise`] (`dmean = dy`).
+    fn fused_noise_backward(
+        dy: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        key: u64,
+    ) -> FloatTensor<Self> {
+        let eps = Self::fused_normal(dy.clone(), key, 0);
+        let sd = Self::float_sqrt(Self::float_add_scalar(var, Scalar::from(VAR_FLOOR)));
+        Self::float_div(
+            Self::float_mul_scalar(Self::float_mul(dy, eps), Scalar::from(0.5)),
+            sd,
+        )
+    }
+
+    /// `x ⊙ s`, `s` random ±1 per group of `inner` consecutive elements (its own adjoint).
+    fn fused_flip(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
+        let shape = x.shape();
+        let n = shape.num_elements();
+        let groups = Shape::from([n / inner, 1]);
+        let device = x.device();
+        Self::seed(&device, stream_seed(key, u32::MAX));
+        let u = Self::float_random(
+            groups,
+            Distribution::Bernoulli(0.5),
+            &device,
+            FloatDType::F32,
+        );
+        let signs = Self::float_sub_scalar(
+            Self::float_mul_scalar(u, Scalar::from(2.0)),
+            Scalar::from(1.0),
+        );
+        let signs = Self::float_expand(signs, Shape::from([n / inner, inner]));
+        let x = Self::float_reshape(x, Shape::from([n / inner, inner]));
+        Self::float_reshape(Self::float_mul(x, signs), shape)
+    }
+
+    /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.
+    fn fused_adam(
+        param: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        moment_1: FloatTensor<Self>,
+        moment_2: FloatTensor<Self>,
+        step: AdamStep,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let (b1, b2) = (step.beta_1, step.beta_2);
+        let m = Self::float_add(
+            Self::float_mul_scalar(moment_1, Scalar::from(b1)),
+            Self::float_mul_scalar(grad.clone(), Scalar::from(1.0 - b1)),
+        );
+        let g2 = Self::float_mul(grad.clone(), grad);
+        let v = Self::float_add(
+            Self::float_mul_scalar(moment_2, Scalar::from(b2)),
+            Self::float_mul_scalar(g2, Scalar::from(1.0 - b2)),
+        );
+        let (bc1, bc2) = (1.0 - b1.powi(step.time), 1.0 - b2.powi(step.time));
+        let (step_size, denom_scale, eps, keep) = match step.decoupled_decay {
+            None => (
+                step.lr * bc2.sqrt() / bc1,
+                1.0,
+                step.epsilon * bc2.sqrt(),
+                1.0,
+            ),
+            Some(decay) => (
+                step.lr / bc1,
+                1.0 / bc2,
+                step.epsilon,
+                1.0 - step.lr * decay,
+            ),
+        };
+        let denom = Self::float_add_scalar(
+            Self::float_sqrt(Self::float_mul_scalar(v.clone(), Scalar::from(denom_scale))),
+            Scalar::from(eps),
+        );
+        let update = Self::float_div(
+            Self::float_mul_scalar(m.clone(), Scalar::from(step_size)),
+            denom,
+        );
+        let kept = Self::float_mul_scalar(param, Scalar::from(keep));
+        (Self::float_sub(kept, update), m, v)
+    }
+}
+
+// The Cube (wgpu) backend runs the default bodies.
+#[cfg(feature = "wgpu")]
+impl FusedKernels for burn::backend::Cube {}
+
+/// `softplus(x) = max(x, 0) + ln(1 + t)`, `t = e^{−|x|}`, from burn primitives, with
+/// `ln(1 + t) = 2 atanh(t/(2 + t))` by its series (`t/(2+t) ≤ 1/3`): only multiplications and
+/// additions, so it keeps full relative accuracy where a GPU's `ln` near 1 does not.
+pub(crate) fn softplus<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let t = B::float_exp(B::float_neg(B::float_abs(x.clone())));
+    let s = B::float_div(t.clone(), B::float_add_scalar(t, Scalar::from(2.0)));
+    let z = B::float_mul(s.clone(), s.clone());
+    // 1 + z/3 + z²/5 + … + z⁷/15 by Horner's rule.
+    let mut p = B::float_mul_scalar(z.clone(), Scalar::from(1.0 / 15.0));
+    for k in (1..7).rev() {
+        let c = 1.0 / (2 * k + 1) as f64;
+        p = B::float_mul(B::float_add_scalar(p, Scalar::from(c)), z.clone());
+    }
+    let p = B::float_add_scalar(p, Scalar::from(1.0));
+    let log1p = B::float_mul_scalar(B::float_mul(s, p), Scalar::from(2.0));
+    B::float_add(B::relu(x), log1p)
+}
+
+/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ`, `[1]`.
+pub(crate) fn kl_sum<B: Backend>(
+    mu: FloatTensor<B>,
+    rho: FloatTensor<B>,
+    terms: KlTerms,
+) -> FloatTensor<B> {
+    let sigma = softplus::<B>(rho);
+    let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
+    let quad = B::float_add(
+        B::float_mul_scalar(
+            B::float_mul(sigma.clone(), sigma.clone()),
+            Scalar::from(terms.inv_var_sigma),
+        ),
+        B::float_mul_scalar(
+            B::float_mul(centred.clone(), centred),
+            Scalar::from(terms.inv_var_mu),
+        ),
+    );
+    let t = B::float_sub(
+        B::float_mul_scalar(quad, Scalar::from(0.5)),
+        B::float_log(sigma),
+    );
+    B::float_reshape(B::float_sum(t), Shape::from([1]))
+}
+
+/// `(dμ + weight·∂KL/∂μ, (dσ + weight·∂KL/∂σ)·sigmoid(ρ))`.
+fn finish_backward<B: Backend>(
+    dmu: FloatTensor<B>,
+    dsigma: FloatTensor<B>,
+    mu: FloatTensor<B>,
+    rho: FloatTensor<B>,
+    fold: Option<(KlTerms, f32)>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let sig = B::sigmoid(rho.clone());
+    let Some((terms, weight)) = fold else {
+        return (dmu, B::float_mul(dsigma, sig));
+    };
+    let sigma = softplus::<B>(rho);
+    let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
+    let kl_mu = B::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight));
+    let kl_sigma = B::float_mul_scalar(
+        B::float_sub(
+            B::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
+            B::float_recip(sigma),
+        ),
+        Scalar::from(weight),
+    );
+    (
+        B::float_add(dmu, kl_mu),
+        B::float_mul(B::float_add(dsigma, kl_sigma), sig),
+    )
+}

@@ -1,0 +1,176 @@
+//! Fused kernels: the elementwise work of a stochastic layer's training step in one pass per
+//! tensor, with hand-written backward passes, through burn's backend extensions.
+//!
+//! A mean-field step composed of burn ops runs a dozen elementwise passes per weight tensor
+//! (softplus, noise, scale, shift, the KL's squares, logs and sums) forward and as many backward,
+//! each allocating its output and recording an autodiff node. The fused ops do the same work in
+//! one pass forward and one backward:
+//!
+//! | op | forward | backward |
+//! |---|---|---|
+//! | [`sample`] | `w_s = [μ] + softplus(ρ)·c_s·ε_s` and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
+//! | [`moments`] | `var = softplus(ρ)²·c` and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
+//! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
+//! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
+//! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
+//! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
+//!
+//! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
+//! a stream key and the element index, regenerated in the backward pass, never stored. Keys come
+//! from burn's device generator (one draw per pass, [`KeySource`]), so `device.seed(s)` makes a
+//! fused run reproducible bit for bit on the same backend and machine.
+//!
+//! **Folding the KL.** An autodiff node has one differentiable output, so the KL computed in the
+//! sampling pass is returned as a constant; an objective that is linear in the KL with a known
+//! coefficient `λ` (the ELBO: `λ = w(epoch)/N`) may ask the layers to add `λ∇KL` inside the
+//! sample's backward pass ([`crate::layers::Pass::fold_kl`]). Any other objective gets the
+//! KL from the differentiable [`kl`] op.
+//!
+//! Backends: Flex and NdArray run the one-pass slice kernels of [`cpu`] (vectorised for
+//! AVX-512 or AVX2 where the CPU has them, parallel with rayon); Cube (wgpu) runs the default
+//! bodies of [`FusedKernels`], which compose burn ops into the same formulas. The unfused
+//! composition stays available as the reference ([`Kernels::Reference`]).
+
+mod adam;
+mod autodiff;
+pub mod cpu;
+mod cpu_backends;
+mod ext;
+pub mod rng;
+mod simd;
+
+pub use adam::{FusedAdam, FusedAdamW};
+pub use autodiff::FusedOps;
+pub use cpu::{AdamStep, KlTerms, VAR_FLOOR};
+pub use ext::FusedKernels;
+
+use burn::backend::Dispatch;
+use burn::tensor::{Device, Distribution, Tensor};
+
+/// Which implementation a training step uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum Kernels {
+    /// The fused ops and the fused optimiser.
+    #[default]
+    Fused,
+    /// The composition of burn ops and burn's optimisers: the reference the fused path is tested
+    /// against.
+    Reference,
+}
+
+/// Stream keys for one pass: a base key drawn from burn's device generator on first use, then a
+/// new key per op.
+#[derive(Debug, Default, Clone)]
+pub struct KeySource {
+    base: Option<u64>,
+    next: u64,
+}
+
+impl KeySource {
+    /// The next key.
+    pub fn next(&mut self, device: &Device) -> u64 {
+        let base = *self.base.get_or_insert_with(|| {
+            let bits = Tensor::<1>::random([2], Distribution::Default, device)
+                .into_data()
+                .try_into_vec_as::<f32>()
+                .expect("f32 draws");
+            rng::mix(((bits[0].to_bits() as u64) << 32) | bits[1].to_bits() as u64)
+        });
+        self.next += 1;
+        rng::mix(base ^ rng::mix(self.next))
+    }
+}
+
+/// The inner (non-autodiff) version of `t` for the kernels that take no gradient.
+fn inner_dispatch<const D: usize>(t: &Tensor<D>) -> burn::backend::DispatchTensor {
+    t.clone().inner().into_dispatch()
+}
+
+/// Standard normals shaped like `like`, sub-stream `stream` of `key`: the `ε` the fused ops use
+/// (for reference compositions).
+pub fn normal_like<const D: usize>(like: &Tensor<D>, key: u64, stream: u32) -> Tensor<D> {
+    let eps: Tensor<D> = Tensor::from_dispatch(<Dispatch as FusedKernels>::fused_normal(
+        inner_dispatch(like),
+        key,
+        stream,
+    ));
+    if like.is_autodiff() {
+        Tensor::from_inner(eps)
+    } else {
+        eps
+    }
+}
+
+/// `(w, kl)`: draws `w [S, n]`, `w_s = [μ] + softplus(ρ)·scales[s]·ε_s` (`μ` left out when
+/// `center`), and the summed KL terms `[1]` (0 without `kl`), as a constant. With
+/// `fold = Some(λ)`, the backward pass of `w` adds `λ∇KL` to `dμ, dρ`.
+pub fn sample<const D: usize>(
+    mu: Tensor<D>,
+    rho: Tensor<D>,
+    key: u64,
+    scales: &[f32],
+    center: bool,
+    kl: Option<KlTerms>,
+    fold: Option<f32>,
+) -> (Tensor<2>, Tensor<1>) {
+    let (w, value) = <Dispatch as FusedOps>::sample_op(
+        mu.into_dispatch(),
+        rho.into_dispatch(),
+        key,
+        scales.to_vec(),
+        center,
+        kl,
+        fold,
+    );
+    (Tensor::from_dispatch(w), Tensor::from_dispatch(value))
+}
+
+/// `(var, kl)`: `var = softplus(ρ)²·var_scale` and the summed KL terms (a constant; `fold` as in
+/// [`sample`]).
+pub fn moments<const D: usize>(
+    mu: Tensor<D>,
+    rho: Tensor<D>,
+    var_scale: f32,
+    kl: Option<KlTerms>,
+    fold: Option<f32>,
+) -> (Tensor<D>, Tensor<1>) {
+    let (var, value) = <Dispatch as FusedOps>::moments_op(
+        mu.into_dispatch(),
+        rho.into_dispatch(),
+        var_scale,
+        kl,
+        fold,
+    );
+    (Tensor::from_dispatch(var), Tensor::from_dispatch(value))
+}
+
+/// The differentiable sum of KL terms, `[1]`.
+pub fn kl<const D: usize>(mu: Tensor<D>, rho: Tensor<D>, terms: KlTerms) -> Tensor<1> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::kl_op(
+        mu.into_dispatch(),
+        rho.into_dispatch(),
+        terms,
+    ))
+}
+
+/// `mean + √(var + 10⁻¹⁶)·ε` with `ε` of `key` (local reparameterisation's draw).
+pub fn noise<const D: usize>(mean: Tensor<D>, var: Tensor<D>, key: u64) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::noise_op(
+        mean.into_dispatch(),
+        var.into_dispatch(),
+        key,
+    ))
+}
+
+/// `x ⊙ s`: a random sign of `key` per group of `inner` consecutive elements (Flipout).
+pub fn flip<const D: usize>(x: Tensor<D>, key: u64, inner: usize) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::flip_op(
+        x.into_dispatch(),
+        key,
+        inner,
+    ))
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,318 @@
+//! Every fused op against the composition of burn ops it replaces (same ε), on the test backend;
+//! the generator's statistics; the fused optimisers against burn's.
+
+use super::*;
+use crate::special::softplus;
+use crate::testing::{test_device, to_vec};
+use burn::module::{Module, Param};
+use burn::optim::{AdamConfig, AdamWConfig, GradientsParams};
+use burn::tensor::Distribution;
+
+/// Largest `|a − b|` over the largest `|b|`.
+fn rel_err(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(0f64, |m, x| m.max(x.abs())).max(1e-30);
+    a.iter().zip(b).fold(0f64, |m, (x, y)| m.max((x - y).abs())) / scale
+}
+
+const TERMS: KlTerms = KlTerms {
+    mean: 0.1,
+    inv_var_mu: 1.0 / 0.64,
+    inv_var_sigma: 1.0 / 0.64,
+};
+
+/// `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` composed of burn ops.
+fn kl_reference<const D: usize>(mu: Tensor<D>, sigma: Tensor<D>, terms: KlTerms) -> Tensor<1> {
+    let quad = sigma.clone().square() * terms.inv_var_sigma as f64
+        + (mu - terms.mean as f64).square() * terms.inv_var_mu as f64;
+    (quad * 0.5 - sigma.log()).sum()
+}
+
+/// `(μ, ρ, R)` of shape `[13, 70]` (not a multiple of the 64-element block) on an autodiff device.
+fn params() -> (Tensor<2>, Tensor<2>, Tensor<2>) {
+    let device = test_device().autodiff();
+    let mu = Tensor::<2>::random([13, 70], Distribution::Normal(0.0, 0.5), &device);
+    let rho = Tensor::<2>::random([13, 70], Distribution::Normal(-3.0, 1.5), &device);
+    let r = Tensor::<2>::random([3, 13 * 70], Distribution::Normal(0.0, 1.0), &device);
+    (mu.require_grad(), rho.require_grad(), r)
+}
+
+fn grads_of(loss: Tensor<1>, mu: &Tensor<2>, rho: &Tensor<2>) -> (Vec<f64>, Vec<f64>) {
+    let g = loss.backward();
+    (
+        to_vec(mu.grad(&g).expect("dμ")),
+        to_vec(rho.grad(&g).expect("dρ")),
+    )
+}
+
+#[test]
+fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
+    let _guard = crate::testing::seeded(&test_device(), 11);
+    let (mu, rho, r) = params();
+    let scales = [1.0f32, 0.5, 2.0];
+    let (key, weight) = (7u64, 0.37f32);
+    for center in [false, true] {
+        // Reference: w_s = [μ] + softplus(ρ)·c_s·ε_s, loss = Σ w ⊙ R + λ·KL.
+        let flat_mu = mu.clone().reshape([1, -1]);
+        let sigma = softplus(rho.clone());
+        let draws: Vec<Tensor<2>> = scales
+            .iter()
+            .enumerate()
+            .map(|(s, &c)| {
+                let eps = normal_like(&flat_mu, key, s as u32);
+                let spread = sigma.clone().reshape([1, -1]) * eps * c as f64;
+                if center {
+                    spread
+                } else {
+                    flat_mu.clone() + spread
+                }
+            })
+            .collect();
+        let w_ref = Tensor::cat(draws, 0);
+        let kl_ref = kl_reference(mu.clone(), sigma, TERMS);
+        let loss_ref = (w_ref.clone() * r.clone()).sum() + kl_ref.clone() * weight as f64;
+        let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
+
+        let (w, kl_value) = sample(
+            mu.clone(),
+            rho.clone(),
+            key,
+            &scales,
+            center,
+            Some(TERMS),
+            Some(weight),
+        );
+        assert!(rel_err(&to_vec(w.clone()), &to_vec(w_ref)) < 1e-5);
+        assert!(rel_err(&to_vec(kl_value.clone()), &to_vec(kl_ref)) < 1e-5);
+        let loss = (w * r.clone()).sum() + kl_value * weight as f64;
+        let (dmu, drho) = grads_of(loss, &mu, &rho);
+        assert!(rel_err(&dmu, &dmu_ref) < 1e-5, "dμ, center = {center}");
+        assert!(rel_err(&drho, &drho_ref) < 1e-5, "dρ, center = {center}");
+    }
+}
+
+#[test]
+fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
+    let _guard = crate::testing::seeded(&test_device(), 12);
+    let (mu, rho, _) = params();
+    let var_scale = 0.25f32;
+    let weight = 1.7f32;
+
+    // moments with folded KL, then the differentiable KL on its own.
+    let sigma = softplus(rho.clone());
+    let probe = Tensor::<2>::random([13, 70], Distribution::Normal(0.0, 1.0), &mu.device());
+    let var_ref = sigma.clone().square() * var_scale as f64;
+    let kl_ref = kl_reference(mu.clone(), sigma, TERMS);
+    let loss_ref = (var_ref.clone() * probe.clone()).sum() + kl_ref.clone() * weight as f64;
+    let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
+    let (var, value) = moments(
+        mu.clone(),
+        rho.clone(),
+        var_scale,
+        Some(TERMS),
+        Some(weight),
+    );
+    assert!(rel_err(&to_vec(var.clone()), &to_vec(var_ref)) < 1e-5);
+    let (dmu, drho) = grads_of((var * probe).sum() + value * weight as f64, &mu, &rho);
+    assert!(rel_err(&dmu, &dmu_ref) < 1e-5 && rel_err(&drho, &drho_ref) < 1e-5);
+
+    let kl_ref = kl_reference(mu.clone(), softplus(rho.clone()), TERMS);
+    let (dmu_ref, drho_ref) = grads_of(kl_ref.clone() * 3.0, &mu, &rho);
+    let fused = kl(mu.clone(), rho.clone(), TERMS);
+    assert!(rel_err(&to_vec(fused.clone()), &to_vec(kl_ref)) < 1e-5);
+    let (dmu, drho) = grads_of(fused * 3.0, &mu, &rho);
+    assert!(rel_err(&dmu, &dmu_ref) < 1e-5 && rel_err(&drho, &drho_ref) < 1e-5);
+
+    // noise: mean + √(var + floor)·ε, through a square so that both inputs get gradients.
+    let mean = mu.clone() * 2.0;
+    let v = softplus(rho.clone());
+    let eps = normal_like(&mean, 5, 0);
+    let y_ref = mean + (v + VAR_FLOOR as f64).sqrt() * eps;
+    let (dmu_ref, drho_ref) = grads_of(y_ref.clone().square().sum(), &mu, &rho);
+    let y = noise(mu.clone() * 2.0, softplus(rho.clone()), 5);
+    assert!(rel_err(&to_vec(y.clone()), &to_vec(y_ref)) < 1e-5);
+    let (dmu, drho) = grads_of(y.square().sum(), &mu, &rho);
+    assert!(rel_err(&dmu, &dmu_ref) < 1e-5 && rel_err(&drho, &drho_ref) < 1e-5);
+
+    // flip: ±1 per group of `inner` elements, its own adjoint.
+    let x = mu.clone().reshape([13, 7, 10]);
+    let y = flip(x.clone(), 9, 10);
+    let (xs, ys) = (to_vec(x.clone()), to_vec(y.clone()));
+    for g in 0..13 * 7 {
+        let sign = ys[g * 10] / xs[g * 10];
+        assert!((sign.abs() - 1.0).abs() < 1e-6);
+        for i in 0..10 {
+            assert!((ys[g * 10 + i] - sign * xs[g * 10 + i]).abs() < 1e-6);
+        }
+    }
+    let weights = Tensor::<3>::random([13, 7, 10], Distribution::Normal(0.0, 1.0), &x.device());
+    let (dmu, _) = grads_of(
+        (y.clone() * weights.clone()).sum() + rho.clone().sum() * 0.0,
+        &mu,
+        &rho,
+    );
+    let want = to_vec(flip(weights, 9, 10));
+    assert!(rel_err(&dmu, &want) < 1e-6);
+    let flips = ys.iter().zip(&xs).filter(|(y, x)| (*y / *x) < 0.0).count();
+    assert!(flips > 300 && flips < 610, "{flips} of 910 flipped");
+}
+
+#[test]
+fn same_key_same_numbers_new_key_new_numbers() {
+    let (mu, rho, _) = params();
+    let draw = |key| to_vec(sample(mu.clone(), rho.clone(), key, &[1.0], false, None, None).0);
+    assert_eq!(draw(3), draw(3));
+    assert_ne!(draw(3), draw(4));
+}
+
+/// Mean, variance, excess kurtosis and lag-1 correlation of `x`.
+fn moments_of(x: &[f32]) -> (f64, f64, f64, f64) {
+    let n = x.len() as f64;
+    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / n;
+    let c: Vec<f64> = x.iter().map(|&v| v as f64 - mean).collect();
+    let var = c.iter().map(|v| v * v).sum::<f64>() / n;
+    let kurt = c.iter().map(|v| v.powi(4)).sum::<f64>() / n / (var * var) - 3.0;
+    let lag1 = c.windows(2).map(|w| w[0] * w[1]).sum::<f64>() / (n - 1.0) / var;
+    (mean, var, kurt, lag1)
+}
+
+#[test]
+fn the_generator_passes_moment_checks_and_streams_are_independent() {
+    const N: usize = 1 << 20;
+    // Standard errors at n = 2²⁰: mean 1/√n ≈ 9.8e-4, variance √(2/n) ≈ 1.4e-3, excess kurtosis
+    // √(24/n) ≈ 4.8e-3, lag-1 correlation 1/√n. The tolerances are 5 standard errors.
+    let se = 1.0 / (N as f64).sqrt();
+    let draw = |key: u64, stream: u32| {
+        let mut v = vec![0f32; N];
+        cpu::normals(key, stream, &mut v);
+        v
+    };
+    let base = draw(1, 0);
+    let (mean, var, kurt, lag1) = moments_of(&base);
+    assert!(mean.abs() < 5.0 * se, "mean {mean}");
+    assert!((var - 1.0).abs() < 5.0 * 2f64.sqrt() * se, "variance {var}");
+    assert!(
+        kurt.abs() < 5.0 * 24f64.sqrt() * se,
+        "excess kurtosis {kurt}"
+    );
+    assert!(lag1.abs() < 5.0 * se, "lag-1 correlation {lag1}");
+    // Another seed, another sub-stream (a second draw of a layer), another step's key: each
+    // uncorrelated with the first (|r| < 5/√n).
+    for other in [draw(2, 0), draw(1, 1), draw(rng::mix(1), 0)] {
+        let r = base
+            .iter()
+            .zip(&other)
+            .map(|(&x, &y)| x as f64 * y as f64)
+            .sum::<f64>()
+            / N as f64;
+        assert!(r.abs() < 5.0 * se, "cross-correlation {r}");
+        assert_ne!(other[..8], base[..8]);
+    }
+    // Chunked, threaded generation is the same stream as a short sequential draw.
+    let mut short = vec![0f32; 1000];
+    cpu::normals(1, 0, &mut short);
+    assert_eq!(short[..], base[..1000]);
+}
+
+#[test]
+fn a_pass_draws_distinct_reproducible_keys_from_the_device_seed() {
+    let device = test_device();
+    let keys = |seed| {
+        let _guard = crate::testing::seeded(&device, seed);
+        let mut source = KeySource::default();
+        (0..4).map(|_| source.next(&device)).collect::<Vec<_>>()
+    };
+    let a = keys(5);
+    assert_eq!(a, keys(5));
+    assert_ne!(a, keys(6));
+    let mut unique = a.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 4);
+}
+
+#[derive(Module, Debug)]
+struct Two {
+    a: Param<Tensor<2>>,
+    b: Param<Tensor<1>>,
+}
+
+#[test]
+fn fused_adam_and_adamw_follow_burns_optimisers_and_records() {
+    let device = test_device().autodiff();
+    let _guard = crate::testing::seeded(&test_device(), 13);
+    let model = Two {
+        a: Param::from_tensor(Tensor::random(
+            [40, 30],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        )),
+        b: Param::from_tensor(Tensor::random(
+            [30],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        )),
+    };
+    let target = Tensor::<2>::random([40, 30], Distribution::Normal(0.0, 1.0), &device);
+    let run = |mut optim: burn::optim::ModuleOptimizer, mut m: Two| {
+        for _ in 0..3 {
+            let loss = (m.a.val() * m.b.val().unsqueeze() - target.clone())
+                .square()
+                .sum();
+            let grads = GradientsParams::from_grads(loss.backward(), &m);
+            m = optim.step(0.01, m, grads);
+        }
+        (to_vec(m.a.val()), to_vec(m.b.val()))
+    };
+    let pairs = [
+        (
+            FusedAdam {
+                beta_1: 0.9,
+                beta_2: 0.999,
+                epsilon: 1e-5,
+            }
+            .init(),
+            AdamConfig::new().init(),
+        ),
+        (
+            FusedAdamW {
+                beta_1: 0.8,
+                beta_2: 0.99,
+                epsilon: 1e-6,
+                weight_decay: 0.3,
+            }
+            .init(),
+            AdamWConfig::new()
+                .with_beta_1(0.8)
+                .with_beta_2(0.99)
+                .with_epsilon(1e-6)
+                .with_weight_decay(0.3)
+                .init(),
+        ),
+    ];
+    for (fused, burn_optim) in pairs {
+        let (fa, fb) = run(fused, model.clone());
+        let (ra, rb) = run(burn_optim, model.clone());
+        assert!(rel_err(&fa, &ra) < 1e-5 && rel_err(&fb, &rb) < 1e-5);
+    }
+    // The record is burn's: one fused step, its record loaded into burn's Adam, a second step
+    // there, equals two steps of burn's Adam.
+    let step = |optim: &mut burn::optim::ModuleOptimizer, m: Two| {
+        let loss = (m.a.val() - target.clone()).square().sum();
+        let grads = GradientsParams::from_grads(loss.backward(), &m);
+        optim.step(0.01, m, grads)
+    };
+    let mut fused = FusedAdam {
+        beta_1: 0.9,
+        beta_2: 0.999,
+        epsilon: 1e-5,
+    }
+    .init();
+    let once = step(&mut fused, model.clone());
+    let mut resumed = AdamConfig::new().init().load_record(fused.to_record());
+    let twice = step(&mut resumed, once);
+    let mut reference = AdamConfig::new().init();
+    let first = step(&mut reference, model.clone());
+    let want = step(&mut reference, first);
+    assert!(rel_err(&to_vec(twice.a.val()), &to_vec(want.a.val())) < 1e-5);
+}
