@@ -8,6 +8,7 @@ mod methods;
 mod mnist;
 mod mnist_published;
 mod perf;
+mod perf_models;
 mod quickstart;
 mod toy;
 mod uci;
@@ -46,8 +47,9 @@ enum Command {
         #[arg(long, default_value_t = 1500)]
         epochs: usize,
     },
-    /// Milliseconds per training step and peak heap of an MLP 784-400-400-10 (batch 128, Adam)
-    /// for burn's deterministic Linear and every posterior family, beside the PyTorch peers.
+    /// Milliseconds per training step and peak heap of the MLP 784-400-400-10 (batch 128) and
+    /// LeNet5 (batch 100), Adam, for burn's deterministic layers and every posterior family,
+    /// beside the PyTorch peers.
     Perf {
         /// Output folder for perf.md and perf.json.
         #[arg(long, default_value = "runs/perf")]
@@ -72,9 +74,16 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         threads: usize,
         /// Only these posterior families (MFVI, MFVI-LRT, MFVI-Flipout, Radial, "MC dropout",
-        /// DropConnect); repeatable. The deterministic baseline always runs.
+        /// DropConnect, Low-rank); repeatable. The deterministic baselines always run.
         #[arg(long = "method")]
         methods: Vec<String>,
+        /// Architectures (mlp, lenet5); repeatable [default: both].
+        #[arg(long = "net")]
+        nets: Vec<String>,
+        /// Kernel paths of the Bayesian rows: fused (the training loop's default), reference
+        /// (burn ops and burn's Adam) or both.
+        #[arg(long, default_value = "fused")]
+        kernels: String,
     },
     /// The UCI regression protocol (Hernández-Lobato & Adams 2015; Gal 2016): 9 sets, the fixed
     /// 90/10 splits, one hidden layer of 50 units (100 for protein), test LL and RMSE in
@@ -194,7 +203,18 @@ fn main() {
             peer_dir,
             threads,
             methods,
+            nets,
+            kernels,
         } => {
+            let parsed = perf_models::parse_nets(&nets)
+                .and_then(|n| Ok((n, perf_models::parse_kernels(&kernels)?)));
+            let (nets, kernels) = match parsed {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("{e}");
+                    std::process::exit(2);
+                }
+            };
             let options = perf::PerfOptions {
                 steps,
                 rounds,
@@ -209,6 +229,8 @@ fn main() {
                 }),
                 threads,
                 methods,
+                nets,
+                kernels,
             };
             perf::run(&options).map(|_| ())
         }

@@ -1,31 +1,28 @@
-//! `bnn-bench perf`: milliseconds per training step and peak heap of an MLP 784-400-400-10,
-//! batch 128, Adam, for the deterministic burn `Linear` net and every posterior family, with the
-//! PyTorch peer programs of `../shared/peer` run in the same invocation so that ratios compare
-//! like with like.
+//! `bnn-bench perf`: milliseconds per training step and peak heap of the MLP 784-400-400-10
+//! (batch 128) and of LeNet5 (MNIST-sized inputs, batch 100), Adam, for burn's deterministic
+//! layers (with burn's Adam and with the fused Adam) and every posterior family (fused kernels,
+//! and optionally the reference composition), with the PyTorch peer programs of
+//! `../shared/peer` run in the same invocation so that ratios compare like with like.
 //!
-//! The workload matches the peers exactly: random inputs `[128, 784]` and targets `[128, 10]`,
-//! loss `mean (o − y)² + KL / 60000`, one posterior sample per step, 5 warm-up steps, then the
-//! mean over `steps` steps; the whole measurement is repeated `rounds` times and the median round
-//! is reported.
+//! The MLP workload matches the peers exactly: random inputs `[128, 784]` and targets
+//! `[128, 10]`, loss `mean (o − y)² + KL / 60000`, one posterior sample per step, 5 warm-up
+//! steps, then the mean over `steps` steps; the whole measurement is repeated `rounds` times and
+//! the median round is reported.
 
 use crate::alloc;
 use crate::methods::Method;
-use bnn_burn::layers::{Estimator, Pass};
-use bnn_burn::likelihood::Categorical;
-use bnn_burn::nets::{Classifier, MlpConfig};
+use crate::perf_models::{Bayesian, Deterministic, Net, inputs};
+use bnn_burn::fused::Kernels;
+use bnn_burn::layers::Estimator;
+use bnn_burn::train::OptimizerConfig;
 use burn::module::Module;
-use burn::nn::{Linear, LinearConfig};
-use burn::optim::{AdamConfig, GradientsParams};
-use burn::tensor::activation::relu;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::tensor::Tensor;
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-const WIDTHS: [usize; 4] = [784, 400, 400, 10];
-const BATCH: usize = 128;
-const N_TRAIN: f64 = 60_000.0;
 const WARMUP: usize = 5;
 
 /// Settings of one `perf` run.
@@ -45,37 +42,19 @@ pub struct PerfOptions {
     /// Thread count passed to the peers (and reported; burn's CPU backends use all cores).
     pub threads: usize,
     /// Posterior families to run (names as in the table, case-insensitive); empty runs all.
-    /// The deterministic baseline always runs.
+    /// The deterministic baselines always run.
     pub methods: Vec<String>,
-}
-
-/// The deterministic baseline: three burn `Linear` layers with ReLU.
-#[derive(Module, Debug)]
-struct DeterministicMlp {
-    layers: Vec<Linear>,
-}
-
-impl DeterministicMlp {
-    fn new(device: &Device) -> Self {
-        let layers = WIDTHS
-            .windows(2)
-            .map(|w| LinearConfig::new(w[0], w[1]).init(device))
-            .collect();
-        Self { layers }
-    }
-
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        let last = self.layers.len() - 1;
-        self.layers.iter().enumerate().fold(x, |h, (i, l)| {
-            let h = l.forward(h);
-            if i < last { relu(h) } else { h }
-        })
-    }
+    /// The architectures.
+    pub nets: Vec<Net>,
+    /// The kernel paths of the Bayesian rows (fused: the training loop's default).
+    pub kernels: Vec<Kernels>,
 }
 
 /// One measured workload.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PerfRow {
+    /// The architecture (`None` for the peers, which run the MLP).
+    pub net: Option<Net>,
     /// What was run.
     pub method: String,
     /// Milliseconds per step of the median round.
@@ -97,20 +76,18 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Times `rounds × steps` Adam steps of `model` under `loss`, after `WARMUP` steps.
+/// Times `rounds × steps` optimiser steps of `model` under `loss`, after `WARMUP` steps.
 fn measure<M: Module>(
-    method: &str,
+    (net, method): (Net, String),
     mut model: M,
-    loss: impl Fn(&M, Tensor<2>, Tensor<2>) -> Tensor<1>,
+    mut optim: ModuleOptimizer,
+    loss: impl Fn(&M) -> Tensor<1>,
     options: &PerfOptions,
     base_bytes: usize,
 ) -> PerfRow {
     let device = model.devices()[0].clone();
-    let x = Tensor::<2>::random([BATCH, WIDTHS[0]], Distribution::Normal(0.0, 1.0), &device);
-    let y = Tensor::<2>::random([BATCH, WIDTHS[3]], Distribution::Normal(0.0, 1.0), &device);
-    let mut optim = AdamConfig::new().init();
     let mut step = |model: M| {
-        let l = loss(&model, x.clone(), y.clone());
+        let l = loss(&model);
         let grads = GradientsParams::from_grads(l.backward(), &model);
         optim.step(1e-3, model, grads)
     };
@@ -129,13 +106,15 @@ fn measure<M: Module>(
     }
     let peak = alloc::peak_bytes().saturating_sub(base_bytes);
     let row = PerfRow {
-        method: method.to_string(),
+        net: Some(net),
+        method,
         ms_per_step: median(&rounds_ms),
         rounds_ms,
         peak_heap_bytes: Some(peak),
     };
     eprintln!(
-        "{:<34} {:>8.2} ms/step   peak heap {:>7.1} MiB",
+        "{:<10} {:<42} {:>8.2} ms/step   peak heap {:>7.1} MiB",
+        if net == Net::Mlp { "MLP" } else { "LeNet5" },
         row.method,
         row.ms_per_step,
         peak as f64 / (1 << 20) as f64
@@ -144,7 +123,7 @@ fn measure<M: Module>(
 }
 
 /// The posterior families measured, with the settings the benchmarks use.
-fn bayesian_methods() -> Vec<Method> {
+pub fn bayesian_methods() -> Vec<Method> {
     vec![
         Method::mean_field(Estimator::Reparameterization),
         Method::mean_field(Estimator::LocalReparameterization),
@@ -156,13 +135,113 @@ fn bayesian_methods() -> Vec<Method> {
     ]
 }
 
-/// `mean (o − y)² + KL/N` of one posterior draw; the KL comes from the same evaluation of the
-/// posteriors as the forward pass (σ = softplus(ρ) once per step).
-fn bayesian_loss(model: &Classifier, x: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
-    let mut pass = Pass::train(1, false);
-    let out: Tensor<2> = model.forward(x, &mut pass).squeeze_dim(0);
-    let (kl, _) = pass.into_terms(&out.device());
-    (out - y).square().mean() + kl / N_TRAIN
+/// The deterministic baselines: burn's layers with burn's Adam (the "deterministic burn step")
+/// and with the fused Adam the training loop uses.
+pub const BASELINE: &str = "burn deterministic + burn Adam";
+/// See [`BASELINE`].
+pub const BASELINE_FUSED_ADAM: &str = "burn deterministic + fused Adam";
+
+/// Checks `options` before any work: counts, and every method name known.
+fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
+    if options.steps == 0 || options.rounds == 0 {
+        return Err("perf: --steps and --rounds must be at least 1".into());
+    }
+    let known: Vec<&str> = bayesian_methods().iter().map(|m| m.name).collect();
+    for m in &options.methods {
+        if !known.iter().any(|k| k.eq_ignore_ascii_case(m)) {
+            return Err(format!(
+                "perf: unknown --method '{m}'; known methods: {}",
+                known.join(", ")
+            )
+            .into());
+        }
+    }
+    if options.nets.is_empty() || options.kernels.is_empty() {
+        return Err("perf: --net and --kernels need at least one value".into());
+    }
+    Ok(())
+}
+
+/// Runs the benchmark and writes `perf.md` and `perf.json` to `options.out`.
+pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
+    validate(options)?;
+    std::fs::create_dir_all(&options.out)
+        .map_err(|e| format!("perf: cannot create --out {}: {e}", options.out.display()))?;
+    let device = bnn_burn::training_device();
+    eprintln!(
+        "perf: backend {}, {} rounds × {} steps",
+        bnn_burn::backend_name(),
+        options.rounds,
+        options.steps
+    );
+    let wanted = |name: &str| {
+        options.methods.is_empty() || options.methods.iter().any(|m| m.eq_ignore_ascii_case(name))
+    };
+    let mut rows = Vec::new();
+    for &net in &options.nets {
+        device.seed(options.seed);
+        let (x, y) = inputs(net, &device);
+        let baselines = [
+            (BASELINE, AdamConfig::new().init()),
+            (
+                BASELINE_FUSED_ADAM,
+                OptimizerConfig::adam().init(Kernels::Fused),
+            ),
+        ];
+        for (name, optim) in baselines {
+            device.seed(options.seed);
+            alloc::reset_peak();
+            let base = alloc::live_bytes();
+            let model = Deterministic::new(net, &device);
+            let loss = |m: &Deterministic| m.loss(&x, y.clone());
+            rows.push(measure(
+                (net, name.into()),
+                model,
+                optim,
+                loss,
+                options,
+                base,
+            ));
+        }
+        for method in bayesian_methods().into_iter().filter(|m| wanted(m.name)) {
+            for &kernels in &options.kernels {
+                device.seed(options.seed);
+                alloc::reset_peak();
+                let base = alloc::live_bytes();
+                let model = Bayesian::new(net, method.weights.clone(), &device)?;
+                let name = match kernels {
+                    Kernels::Fused => method.name.to_string(),
+                    Kernels::Reference => format!("{} (reference)", method.name),
+                };
+                let optim = OptimizerConfig::adam().init(kernels);
+                let loss = |m: &Bayesian| m.loss(&x, y.clone(), kernels);
+                rows.push(measure((net, name), model, optim, loss, options, base));
+            }
+        }
+    }
+    let mut peer_notes = Vec::new();
+    match &options.peer_python {
+        Some(python) if python.exists() => {
+            for script in ["torch_mfvi_mlp.py", "bayesian_torch_mlp.py"] {
+                let path = options.peer_dir.join(script);
+                match run_peer(python, &path, options) {
+                    Ok(row) => rows.push(row),
+                    Err(e) => peer_notes.push(e),
+                }
+            }
+        }
+        Some(python) => peer_notes.push(format!(
+            "peer programs skipped: no Python interpreter at {} (see ../shared/peer/README.md)",
+            python.display()
+        )),
+        None => peer_notes.push("peer programs skipped (--peer-python not given)".into()),
+    }
+    for note in &peer_notes {
+        eprintln!("{note}");
+    }
+
+    write_report(options, &rows, &peer_notes)?;
+    Ok(rows)
 }
 
 /// Runs one peer program `rounds` times and parses its `ms/step`.
@@ -194,6 +273,7 @@ fn run_peer(python: &Path, script: &Path, options: &PerfOptions) -> Result<PerfR
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let row = PerfRow {
+        net: None,
         method: format!("peer: {name} ({} threads)", options.threads),
         ms_per_step: median(&rounds_ms),
         rounds_ms,
@@ -203,107 +283,69 @@ fn run_peer(python: &Path, script: &Path, options: &PerfOptions) -> Result<PerfR
     Ok(row)
 }
 
-/// Runs the benchmark and writes `perf.md` and `perf.json` to `options.out`.
-pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
-    if options.steps == 0 || options.rounds == 0 {
-        return Err("perf: --steps and --rounds must be at least 1".into());
-    }
-    let device = bnn_burn::training_device();
-    eprintln!(
-        "perf: MLP 784-400-400-10, batch {BATCH}, Adam, backend {}, {} rounds × {} steps",
-        bnn_burn::backend_name(),
-        options.rounds,
-        options.steps
-    );
-    let mut rows = Vec::new();
-
-    device.seed(options.seed);
-    alloc::reset_peak();
-    let base = alloc::live_bytes();
-    let det = DeterministicMlp::new(&device);
-    rows.push(measure(
-        "burn Linear (deterministic)",
-        det,
-        |m: &DeterministicMlp, x, y| (m.forward(x) - y).square().mean(),
-        options,
-        base,
-    ));
-
-    let wanted = |name: &str| {
-        options.methods.is_empty() || options.methods.iter().any(|m| m.eq_ignore_ascii_case(name))
-    };
-    for method in bayesian_methods().into_iter().filter(|m| wanted(m.name)) {
-        device.seed(options.seed);
-        alloc::reset_peak();
-        let base = alloc::live_bytes();
-        let model = MlpConfig::new(WIDTHS[0], WIDTHS[1..3].to_vec(), WIDTHS[3])
-            .with_weights(method.weights)
-            .init(Categorical, &device)?;
-        rows.push(measure(method.name, model, bayesian_loss, options, base));
-    }
-
-    let mut peer_notes = Vec::new();
-    match &options.peer_python {
-        Some(python) if python.exists() => {
-            for script in ["torch_mfvi_mlp.py", "bayesian_torch_mlp.py"] {
-                let path = options.peer_dir.join(script);
-                match run_peer(python, &path, options) {
-                    Ok(row) => rows.push(row),
-                    Err(e) => peer_notes.push(e),
-                }
-            }
-        }
-        Some(python) => peer_notes.push(format!(
-            "peer programs skipped: no Python interpreter at {} (see ../shared/peer/README.md)",
-            python.display()
-        )),
-        None => peer_notes.push("peer programs skipped (--peer-python not given)".into()),
-    }
-    for note in &peer_notes {
-        eprintln!("{note}");
-    }
-
-    write_report(options, &rows, &peer_notes)?;
-    Ok(rows)
-}
-
+/// `perf.md`: one table per architecture, each row's ratio to both deterministic baselines and
+/// (MLP) to bayesian-torch; and `perf.json` with every round.
 fn write_report(
     options: &PerfOptions,
     rows: &[PerfRow],
     notes: &[String],
 ) -> Result<(), Box<dyn Error>> {
-    std::fs::create_dir_all(&options.out)?;
-    let det = rows[0].ms_per_step;
     let torch_bt = rows
         .iter()
         .find(|r| r.method.contains("bayesian_torch"))
         .map(|r| r.ms_per_step);
     let mut table = format!(
-        "# Training-step benchmark\n\nMLP 784-400-400-10, batch {BATCH}, Adam, one posterior sample per step, \
-         loss = mean squared error + KL/60000. Backend `{}`; median of {} rounds of {} steps after {WARMUP} \
-         warm-up steps. Peak heap: the most bytes live at once during the run, above those live before the \
-         model was built.\n\n| method | ms/step | × deterministic burn | × bayesian-torch | peak heap (MiB) |\n\
-         |---|---:|---:|---:|---:|\n",
+        "# Training-step benchmark\n\nAdam, one posterior sample per step, loss = mean squared error \
+         + KL/60000, random inputs and targets. Backend `{}`; median of {} rounds of {} steps after \
+         {WARMUP} warm-up steps; ratios are of medians measured in this run. Bayesian rows run the \
+         fused kernels and fused Adam (the training loop's default) unless marked reference (burn \
+         ops, burn's Adam). Peak heap: the most bytes live at once during the run, above those live \
+         before the model was built.\n",
         bnn_burn::backend_name(),
         options.rounds,
         options.steps
     );
-    for r in rows {
-        let vs_bt = torch_bt
-            .map(|t| format!("{:.2}", r.ms_per_step / t))
-            .unwrap_or_else(|| "–".into());
-        let heap = r
-            .peak_heap_bytes
-            .map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
-            .unwrap_or_else(|| "–".into());
+    for &net in &options.nets {
+        let of_net: Vec<&PerfRow> = rows
+            .iter()
+            .filter(|r| r.net == Some(net) || (r.net.is_none() && net == Net::Mlp))
+            .collect();
+        let base = |name: &str| {
+            of_net
+                .iter()
+                .find(|r| r.method == name)
+                .map(|r| r.ms_per_step)
+        };
+        let (det, det_fused) = (base(BASELINE), base(BASELINE_FUSED_ADAM));
         table.push_str(&format!(
-            "| {} | {:.2} | {:.2} | {} | {} |\n",
-            r.method,
-            r.ms_per_step,
-            r.ms_per_step / det,
-            vs_bt,
-            heap
+            "\n## {}\n\n| method | ms/step | × det. (burn Adam) | × det. (fused Adam) | \
+             × bayesian-torch | peak heap (MiB) |\n|---|---:|---:|---:|---:|---:|\n",
+            net.name()
         ));
+        let ratio = |r: &PerfRow, d: Option<f64>| {
+            d.map(|d| format!("{:.2}", r.ms_per_step / d))
+                .unwrap_or_else(|| "–".into())
+        };
+        for r in of_net {
+            let heap = r
+                .peak_heap_bytes
+                .map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
+                .unwrap_or_else(|| "–".into());
+            let vs_bt = if net == Net::Mlp {
+                ratio(r, torch_bt)
+            } else {
+                "–".into()
+            };
+            table.push_str(&format!(
+                "| {} | {:.2} | {} | {} | {} | {} |\n",
+                r.method,
+                r.ms_per_step,
+                ratio(r, det),
+                ratio(r, det_fused),
+                vs_bt,
+                heap
+            ));
+        }
     }
     for note in notes {
         table.push_str(&format!("\n{note}\n"));
@@ -312,8 +354,8 @@ fn write_report(
     let record = serde_json::json!({
         "experiment": "perf",
         "backend": bnn_burn::backend_name(),
-        "widths": WIDTHS,
-        "batch": BATCH,
+        "nets": options.nets,
+        "kernels": options.kernels,
         "steps": options.steps,
         "rounds": options.rounds,
         "warmup": WARMUP,
@@ -350,16 +392,46 @@ mod tests {
             peer_dir: dir.clone(),
             threads: 2,
             methods: vec![],
+            nets: vec![Net::Mlp],
+            kernels: vec![Kernels::Fused, Kernels::Reference],
         };
         let rows = run(&options).unwrap();
-        assert_eq!(rows.len(), 1 + bayesian_methods().len());
+        assert_eq!(rows.len(), 2 + 2 * bayesian_methods().len());
         for r in &rows {
             assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
             // Three weight matrices alone are 1.4 MiB of f32; Adam keeps two more copies.
             assert!(r.peak_heap_bytes.unwrap() > 1 << 20, "{r:?}");
         }
         let table = std::fs::read_to_string(dir.join("perf.md")).unwrap();
-        assert!(table.contains("MFVI-LRT") && table.contains("burn Linear"));
+        assert!(table.contains("MFVI-LRT (reference)") && table.contains(BASELINE));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_lenet5_workload_runs_and_bad_options_are_refused_before_any_work() {
+        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
+        let dir = std::env::temp_dir().join(format!("bnn-perf-lenet-{}", std::process::id()));
+        let mut options = PerfOptions {
+            steps: 1,
+            rounds: 1,
+            seed: 0,
+            out: dir.clone(),
+            peer_python: None,
+            peer_dir: dir.clone(),
+            threads: 2,
+            methods: vec!["mfvi".into()],
+            nets: vec![Net::LeNet5],
+            kernels: vec![Kernels::Fused],
+        };
+        let rows = run(&options).unwrap();
+        assert_eq!(rows.len(), 3);
+        assert!(
+            rows.iter()
+                .all(|r| r.net == Some(Net::LeNet5) && r.ms_per_step > 0.0)
+        );
+        options.methods = vec!["MFVI".into(), "Bogus".into()];
+        let err = run(&options).unwrap_err().to_string();
+        assert!(err.contains("'Bogus'") && err.contains("MFVI-LRT"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -105,6 +105,9 @@ impl WeightOp<5, 4> for ConvOp {
         let [s, b, o, _, _] = y.dims();
         random_signs(&Tensor::<5>::zeros([s, b, o, 1, 1], &y.device()))
     }
+    fn sign_group(&self, dims: [usize; 5]) -> usize {
+        dims[3] * dims[4]
+    }
 }
 
 impl<W: WeightPosterior<4>, B: WeightPosterior<1>> BayesianConv2d<W, B> {

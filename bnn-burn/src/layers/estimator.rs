@@ -47,6 +47,9 @@ pub(crate) trait WeightOp<const DX: usize, const DW: usize> {
     fn input_signs(&self, x: &Tensor<DX>) -> Tensor<DX>;
     /// Random ±1 per sample, example and output unit.
     fn output_signs(&self, y: &Tensor<DX>) -> Tensor<DX>;
+    /// How many consecutive elements of an activation of shape `dims` share one Flipout sign
+    /// (1 for dense layers, the spatial size for convolutions).
+    fn sign_group(&self, dims: [usize; DX]) -> usize;
 }
 
 /// The evaluated posteriors of one layer for one pass.
@@ -75,6 +78,9 @@ where
     if let Some(draw) = pass.next_draw() {
         let w = draw.weight.clone().reshape(op.weight_shape());
         return op.apply(x, w, draw.bias.clone().map(|b| b.reshape([-1])));
+    }
+    if let Some(y) = super::fused_path::run(params, op, &x, pass) {
+        return y;
     }
     let q = Evaluated {
         weight: params.weight.dist(),

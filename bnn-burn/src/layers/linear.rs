@@ -89,6 +89,9 @@ impl WeightOp<3, 2> for LinearOp {
     fn output_signs(&self, y: &Tensor<3>) -> Tensor<3> {
         random_signs(y)
     }
+    fn sign_group(&self, _: [usize; 3]) -> usize {
+        1
+    }
 }
 
 impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {

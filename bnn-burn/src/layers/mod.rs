@@ -5,6 +5,7 @@
 mod activation;
 mod conv;
 mod estimator;
+mod fused_path;
 mod linear;
 mod ops;
 mod params;

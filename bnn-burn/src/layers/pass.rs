@@ -4,6 +4,7 @@
 //! Every network has one forward loop; prediction, a training step and a fixed network draw are
 //! the same loop with a different [`Pass`].
 
+use crate::fused::{Kernels, KeySource};
 use crate::posterior::Unsupported;
 use burn::tensor::Tensor;
 
@@ -28,6 +29,9 @@ pub struct Pass<'a> {
     kl: Option<Tensor<1>>,
     log_ratio: Option<Tensor<1>>,
     failure: Option<Unsupported>,
+    kernels: Kernels,
+    keys: KeySource,
+    kl_fold: Option<f64>,
 }
 
 impl<'a> Pass<'a> {
@@ -42,6 +46,9 @@ impl<'a> Pass<'a> {
             kl: None,
             log_ratio: None,
             failure: None,
+            kernels: Kernels::default(),
+            keys: KeySource::default(),
+            kl_fold: None,
         }
     }
 
@@ -62,6 +69,36 @@ impl<'a> Pass<'a> {
             fixed: Some(draws),
             ..Self::new(1, false, false)
         }
+    }
+
+    /// The same pass on `kernels` (the fused ops by default; [`Kernels::Reference`] composes
+    /// burn ops).
+    pub fn with_kernels(mut self, kernels: Kernels) -> Self {
+        self.kernels = kernels;
+        self
+    }
+
+    /// The same pass for an objective whose loss is `… + weight·KL`, linear in the collected
+    /// KL: layers on the fused kernels then add `weight·∇KL` inside their sampling kernel's
+    /// backward pass and report their KL as a constant (one pass instead of two; an autodiff
+    /// node has one differentiable output). The loss's value is unchanged; its gradient is
+    /// right only if the objective really adds `weight·KL`.
+    pub fn fold_kl(mut self, weight: f64) -> Self {
+        self.kl_fold = Some(weight);
+        self
+    }
+
+    pub(crate) fn kernels(&self) -> Kernels {
+        self.kernels
+    }
+
+    pub(crate) fn kl_fold(&self) -> Option<f64> {
+        self.kl_fold.filter(|_| self.collect_kl)
+    }
+
+    /// A fresh stream key for one fused op.
+    pub(crate) fn next_key(&mut self, device: &burn::tensor::Device) -> u64 {
+        self.keys.next(device)
     }
 
     /// Monte Carlo samples carried by the pass (the leading axis of its activations).

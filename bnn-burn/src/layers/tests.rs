@@ -1,4 +1,5 @@
 use super::*;
+use crate::fused::Kernels;
 use crate::posterior::{
     KlDivergence, MeanFieldConfig, MeanFieldPosterior, PosteriorConfig, PosteriorDist, ScaleInit,
     WeightPosterior,
@@ -62,12 +63,16 @@ fn every_estimator_matches_the_output_moments_of_every_family() {
         PosteriorConfig::drop_connect(0.3),
         PosteriorConfig::point(),
     ] {
-        for estimator in ESTIMATORS {
+        for (estimator, kernels) in ESTIMATORS
+            .into_iter()
+            .flat_map(|e| [(e, Kernels::Fused), (e, Kernels::Reference)])
+        {
             let layer = BayesianLinearConfig::new(din, dout)
                 .with_weights(weights(posterior.clone(), estimator))
                 .init(&device)
                 .unwrap();
-            let y = to_vec(layer.forward_samples(input.clone()));
+            let pass = &mut Pass::predict(n).with_kernels(kernels);
+            let y = to_vec(layer.run(input.clone(), pass));
             let (mean, var) = analytic(&x, &layer);
             for j in 0..dout {
                 let col: Vec<f64> = y.chunks(dout).map(|r| r[j]).collect();
@@ -75,7 +80,7 @@ fn every_estimator_matches_the_output_moments_of_every_family() {
                 let v = se * se * n as f64;
                 let m4 = col.iter().map(|c| (c - m).powi(4)).sum::<f64>() / n as f64;
                 let se_v = ((m4 - v * v).max(0.0) / n as f64).sqrt();
-                let what = format!("{posterior:?} {estimator:?} output {j}");
+                let what = format!("{posterior:?} {estimator:?} {kernels:?} output {j}");
                 assert!(
                     (m - mean[j]).abs() <= 5.0 * se + 1e-5,
                     "{what}: mean {m} vs {}",
@@ -97,13 +102,14 @@ fn every_estimator_matches_the_output_moments_of_every_family() {
 fn per_example_noise_only_where_the_estimator_gives_it() {
     let device = test_device();
     let _guard = seeded(&device, 51);
-    let x = Tensor::<3>::ones([1, 4, 6], &device);
+    // 32 inputs: two examples share a dropout mask with probability 2⁻³².
+    let x = Tensor::<3>::ones([1, 4, 32], &device);
     for estimator in ESTIMATORS {
         for posterior in [
             PosteriorConfig::mean_field(),
             PosteriorConfig::mc_dropout(0.5),
         ] {
-            let layer = BayesianLinearConfig::new(6, 8)
+            let layer = BayesianLinearConfig::new(32, 8)
                 .with_weights(weights(posterior.clone(), estimator))
                 .init(&device)
                 .unwrap();
@@ -245,12 +251,16 @@ fn convolution_estimators_match_the_output_moments() {
         ),
     ];
     for (posterior, estimators) in cases {
-        for estimator in estimators {
+        for (estimator, kernels) in estimators
+            .into_iter()
+            .flat_map(|e| [(e, Kernels::Fused), (e, Kernels::Reference)])
+        {
             let layer = BayesianConv2dConfig::new([2, 1], [2, 2])
                 .with_weights(weights(posterior.clone(), estimator))
                 .init(&device)
                 .unwrap();
-            let y = to_vec(layer.forward_samples(input.clone()));
+            let pass = &mut Pass::predict(n).with_kernels(kernels);
+            let y = to_vec(layer.run(input.clone(), pass));
             let wd = layer.params.weight.dist();
             let (m, v) = (to_vec(wd.mean()), to_vec(wd.marginal_variance().unwrap()));
             let bd = layer.params.bias.as_ref().unwrap().dist();
@@ -261,7 +271,7 @@ fn convolution_estimators_match_the_output_moments() {
             let var = se * se * n as f64;
             let m4 = y.iter().map(|c| (c - mean).powi(4)).sum::<f64>() / n as f64;
             let se_v = ((m4 - var * var).max(0.0) / n as f64).sqrt();
-            let what = format!("{posterior:?} {estimator:?}");
+            let what = format!("{posterior:?} {estimator:?} {kernels:?}");
             assert!(
                 (mean - want_mean).abs() <= 5.0 * se,
                 "{what}: mean {mean} vs {want_mean}"
@@ -299,4 +309,70 @@ fn flipout_outputs_of_identical_examples_are_uncorrelated() {
     .sqrt();
     let corr = cov / norm;
     assert!(corr.abs() < 5.0 / (n as f64).sqrt(), "correlation {corr}");
+}
+
+/// The KL a training pass collects, and its gradient, are the same on the fused kernels (folded
+/// into the sampling kernel's backward, or as their own op) as on the composition of burn ops,
+/// for every estimator, mean-field and radial, dense and convolutional.
+#[test]
+fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&test_device(), 55);
+    let weight = 0.3;
+    for posterior in [PosteriorConfig::mean_field(), PosteriorConfig::radial()] {
+        for estimator in ESTIMATORS {
+            let config =
+                weights(posterior.clone(), estimator).with_prior(crate::dist::Prior::Gaussian {
+                    mean: 0.1,
+                    std: 0.7,
+                });
+            let dense = BayesianLinearConfig::new(5, 3)
+                .with_weights(config.clone())
+                .init(&device)
+                .unwrap();
+            let conv = BayesianConv2dConfig::new([2, 3], [2, 2])
+                .with_weights(config)
+                .init(&device)
+                .unwrap();
+            let x = Tensor::<3>::random([2, 4, 5], Distribution::Normal(0.0, 1.0), &device);
+            let xc = Tensor::<5>::random([2, 4, 2, 3, 3], Distribution::Normal(0.0, 1.0), &device);
+            // loss = 0·Σ y + λ·KL: only the KL's gradient, through whichever route the pass takes.
+            let run = |pass: Pass| {
+                let mut pass = pass;
+                let y =
+                    dense.run(x.clone(), &mut pass).sum() + conv.run(xc.clone(), &mut pass).sum();
+                let (kl, _) = pass.into_terms(&device);
+                let loss = y * 0.0 + kl.clone() * weight;
+                let grads = loss.backward();
+                let mut g = Vec::new();
+                let w = dense.params.weight.fused().unwrap();
+                let c = conv.params.weight.fused().unwrap();
+                for t in [w.mu, w.rho] {
+                    g.extend(to_vec(t.grad(&grads).expect("dense grad")));
+                }
+                for t in [c.mu, c.rho] {
+                    g.extend(to_vec(t.grad(&grads).expect("conv grad")));
+                }
+                (to_vec(kl)[0], g)
+            };
+            let (kl_ref, g_ref) = run(Pass::train(2, false).with_kernels(Kernels::Reference));
+            for pass in [Pass::train(2, false), Pass::train(2, false).fold_kl(weight)] {
+                let (kl, g) = run(pass);
+                let what = format!("{posterior:?} {estimator:?}");
+                assert!(
+                    (kl - kl_ref).abs() <= 1e-5 * kl_ref.abs(),
+                    "{what}: KL {kl} vs {kl_ref}"
+                );
+                let scale = g_ref.iter().fold(0f64, |m, v| m.max(v.abs()));
+                let err = g
+                    .iter()
+                    .zip(&g_ref)
+                    .fold(0f64, |m, (a, b)| m.max((a - b).abs()));
+                assert!(
+                    err <= 1e-5 * scale,
+                    "{what}: gradient error {err} of {scale}"
+                );
+            }
+        }
+    }
 }

@@ -171,7 +171,11 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
         batch: Minibatch<B::Input, L::Target>,
         request: StepRequest,
     ) -> Result<StepTerms, Unsupported> {
-        let mut pass = Pass::train(request.samples, request.log_ratio);
+        let mut pass =
+            Pass::train(request.samples, request.log_ratio).with_kernels(request.kernels);
+        if let Some(weight) = request.kl_fold {
+            pass = pass.fold_kl(weight);
+        }
         let out = self.forward(batch.input, &mut pass);
         let device = out.device();
         let log_likelihood = self.likelihood.log_likelihood(out, batch.target);

@@ -75,6 +75,11 @@ impl Objective for Elbo {
         "ELBO"
     }
 
+    /// `w(epoch)/N`: the loss is linear in the KL.
+    fn kl_weight(&self, context: &StepContext) -> Option<f64> {
+        Some(self.kl_schedule.weight(context.epoch) / context.n_train as f64)
+    }
+
     fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
         let nll = terms.log_likelihood.mean().neg().reshape([1]);
         let weight = self.kl_schedule.weight(context.epoch);

@@ -9,15 +9,33 @@ mod elbo;
 
 pub use elbo::{Elbo, ElboConfig, KlSchedule};
 
+use crate::fused::Kernels;
 use burn::tensor::Tensor;
 
 /// What a training step must compute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepRequest {
     /// Posterior draws per example.
     pub samples: usize,
     /// Whether the per-draw `ln q(w_s) − ln p(w_s)` is needed.
     pub log_ratio: bool,
+    /// Fused kernels or the composition of burn ops.
+    pub kernels: Kernels,
+    /// `Some(λ)` when the loss is `… + λ·KL` (see [`Objective::kl_weight`]): the layers may
+    /// fold `λ∇KL` into their sampling kernels and report the KL as a constant.
+    pub kl_fold: Option<f64>,
+}
+
+impl StepRequest {
+    /// `samples` draws per example, on the fused kernels, no log-ratio, no folded KL.
+    pub fn new(samples: usize) -> Self {
+        Self {
+            samples,
+            log_ratio: false,
+            kernels: Kernels::Fused,
+            kl_fold: None,
+        }
+    }
 }
 
 /// The terms of one training step.
@@ -67,4 +85,12 @@ pub trait Objective {
 
     /// The loss of one step.
     fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss;
+
+    /// `λ` when the loss is `f(other terms) + λ·KL`, linear in the global KL with a coefficient
+    /// known before the step: the training loop then lets the layers fold `λ∇KL` into their
+    /// fused sampling kernels ([`crate::layers::Pass::fold_kl`]). `None` (the default) keeps the
+    /// KL differentiable on its own.
+    fn kl_weight(&self, _context: &StepContext) -> Option<f64> {
+        None
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::scale::location_scale_family;
 use super::{
-    LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
+    FusedScale, LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
     WeightPosterior, numel, row,
 };
 use crate::dist::gaussian_log_density;
@@ -13,6 +13,7 @@ use burn::tensor::{Distribution, Tensor};
 
 location_scale_family!(
     "mean-field",
+    false,
     /// Configuration of the mean-field family.
     MeanFieldConfig,
     MeanFieldPosterior,

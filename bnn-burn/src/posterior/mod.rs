@@ -35,7 +35,7 @@ pub use low_rank::{LowRankConfig, LowRankDist, LowRankPosterior};
 pub use mean_field::{MeanFieldConfig, MeanFieldDist, MeanFieldPosterior};
 pub use point::{PointConfig, PointDist, PointPosterior};
 pub use radial::{RadialConfig, RadialDist, RadialPosterior, radial_entropy_constant};
-pub use scale::{LocationScale, ScaleInit};
+pub use scale::{FusedScale, LocationScale, ScaleInit};
 
 use crate::dist::WeightPrior;
 use crate::error::ConfigError;
@@ -142,6 +142,12 @@ pub trait WeightPosterior<const D: usize>: Module {
     fn unit_noise(&self) -> Option<McDropout> {
         None
     }
+
+    /// `μ` and `ρ` of a location-scale family, for the fused kernels ([`crate::fused`]); `None`
+    /// (the default) keeps the layer on the composition of burn ops.
+    fn fused(&self) -> Option<FusedScale<D>> {
+        None
+    }
 }
 
 /// The configuration of one family: validation, initialisation around a given mean, a name.
@@ -227,6 +233,10 @@ macro_rules! posterior_families {
 
             fn unit_noise(&self) -> Option<McDropout> {
                 match self { $(Self::$variant(p) => p.unit_noise(),)* }
+            }
+
+            fn fused(&self) -> Option<FusedScale<D>> {
+                match self { $(Self::$variant(p) => p.fused(),)* }
             }
         }
     };

@@ -8,7 +8,7 @@
 
 use super::scale::location_scale_family;
 use super::{
-    LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
+    FusedScale, LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
     WeightPosterior, numel, row,
 };
 use crate::error::ConfigError;
@@ -31,6 +31,7 @@ pub fn radial_entropy_constant(n: usize) -> f64 {
 
 location_scale_family!(
     "radial",
+    true,
     /// Configuration of the radial family.
     RadialConfig,
     RadialPosterior,

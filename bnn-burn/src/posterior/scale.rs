@@ -1,8 +1,10 @@
 //! What the Gaussian-based families share: the initial scale `ρ` (σ = softplus(ρ), Blundell et
 //! al. 2015; Farquhar 2022 App. B.3) and the location-scale parameters `(μ, ρ)`.
 
+use crate::dist::{GaussianPrior, WeightPrior};
 use crate::error::{Check, ConfigError};
-use crate::special::softplus;
+use crate::fused::KlTerms;
+use crate::special::{HALF_LN_2PI, softplus};
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Distribution, Tensor};
@@ -67,12 +69,85 @@ impl<const D: usize> LocationScale<D> {
     }
 }
 
+/// What the fused kernels ([`crate::fused`]) read of a location-scale posterior: `μ`, `ρ`, and
+/// whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`) or mean-field (`w = μ + σ⊙ε`).
+#[derive(Debug, Clone)]
+pub struct FusedScale<const D: usize> {
+    /// Posterior mean `μ`.
+    pub mu: Tensor<D>,
+    /// Unconstrained scale `ρ`.
+    pub rho: Tensor<D>,
+    /// Radial (Farquhar 2022 eq. 4.6) rather than mean-field.
+    pub radial: bool,
+}
+
+impl<const D: usize> FusedScale<D> {
+    /// Number of weights.
+    pub fn numel(&self) -> usize {
+        self.mu.shape().num_elements()
+    }
+
+    /// `Var[w]/σ²`: 1 for mean-field, `1/n` for radial.
+    pub fn var_scale(&self) -> f32 {
+        if self.radial {
+            1.0 / self.numel() as f32
+        } else {
+            1.0
+        }
+    }
+
+    /// The per-element KL terms and the constant with `KL(q ‖ p) = Σ terms + constant`, for a
+    /// prior with scalar Gaussian parameters `N(μ₀, σ₀²)` (`None` for any other prior):
+    /// mean-field `n(ln σ₀ − ½)`; radial `n(ln σ₀ + ½ ln 2π) + c_n` with `c_n` the constant of
+    /// [`radial_entropy_constant`](super::radial_entropy_constant).
+    pub fn kl_terms(&self, prior: &WeightPrior<D>) -> Option<(KlTerms, f64)> {
+        let WeightPrior::Gaussian(GaussianPrior {
+            scalar: Some((mean, std)),
+            ..
+        }) = prior
+        else {
+            return None;
+        };
+        let n = self.numel() as f64;
+        let inv_var = 1.0 / (std * std);
+        let terms = KlTerms {
+            mean: *mean as f32,
+            inv_var_mu: inv_var as f32,
+            inv_var_sigma: (inv_var * self.var_scale() as f64) as f32,
+        };
+        let constant = if self.radial {
+            n * (std.ln() + HALF_LN_2PI) + super::radial_entropy_constant(self.numel())
+        } else {
+            n * (std.ln() - 0.5)
+        };
+        Some((terms, constant))
+    }
+
+    /// The factor `c_s` of each of `n` draws `w_s = μ + σ⊙ε_s·c_s` under stream `key`: 1 for
+    /// mean-field; `r_s/‖ε_s‖` for radial, `r_s ~ N(0, 1)` from its own sub-stream.
+    pub fn draw_scales(&self, key: u64, n: usize) -> Vec<f32> {
+        if !self.radial {
+            return vec![1.0; n];
+        }
+        let like = self.mu.clone().inner().reshape([-1]);
+        (0..n)
+            .map(|s| {
+                let eps = crate::fused::normal_like(&like, key, s as u32);
+                let norm = eps.square().sum().into_scalar::<f32>().sqrt();
+                let mut r = [0f32; 1];
+                crate::fused::cpu::normals(key, u32::MAX - s as u32, &mut r);
+                r[0] / norm
+            })
+            .collect()
+    }
+}
+
 /// The configuration, module and per-step distribution of a `(μ, ρ)` family. Mean-field and
 /// radial differ only in the noise they draw around `μ`: each file invokes this and writes the
 /// distribution's `marginal(σ)`, `spread(n)` (draws of `w − μ`), `log_density(w)` and
 /// `differential_entropy()`.
 macro_rules! location_scale_family {
-    ($name:literal, $(#[$doc:meta])* $config:ident, $posterior:ident, $dist:ident) => {
+    ($name:literal, $radial:expr, $(#[$doc:meta])* $config:ident, $posterior:ident, $dist:ident) => {
         $(#[$doc])*
         #[derive(burn::config::Config, Debug, PartialEq)]
         pub struct $config {
@@ -165,6 +240,14 @@ macro_rules! location_scale_family {
 
             fn shape(&self) -> [usize; D] {
                 self.loc.mu.dims()
+            }
+
+            fn fused(&self) -> Option<FusedScale<D>> {
+                Some(FusedScale {
+                    mu: self.loc.mu.val(),
+                    rho: self.loc.rho.val(),
+                    radial: $radial,
+                })
             }
         }
     };

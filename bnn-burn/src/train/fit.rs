@@ -97,7 +97,7 @@ impl<M: Model> Trainer<M> {
                 .insert(0, Box::new(EarlyStopping::new(es.patience)));
         }
 
-        let mut optim = config.optimizer.init();
+        let mut optim = config.optimizer.init(config.kernels);
         let mut lr = config
             .param_groups
             .iter()
@@ -105,8 +105,9 @@ impl<M: Model> Trainer<M> {
                 s.with_group(g.group.clone(), g.learning_rate)
             });
         let request = StepRequest {
-            samples: config.train_samples,
             log_ratio: objective.needs_log_ratio(),
+            kernels: config.kernels,
+            ..StepRequest::new(config.train_samples)
         };
         let n_train = train_rows.len();
         let bar = progress_bar(&config);
@@ -119,12 +120,16 @@ impl<M: Model> Trainer<M> {
             let mut sums = Vec::new();
             for (step, rows) in train_rows.chunks(config.batch_size).enumerate() {
                 let batch = minibatch(&data, rows, n_train, &device)?;
-                let terms = model.step(batch, request)?;
                 let context = StepContext {
                     epoch,
                     n_train,
                     batch_size: rows.len(),
                 };
+                let request = StepRequest {
+                    kl_fold: objective.kl_weight(&context),
+                    ..request
+                };
+                let terms = model.step(batch, request)?;
                 let loss = objective.loss(terms, &context);
                 sums.push(Tensor::cat(
                     vec![
@@ -280,10 +285,7 @@ fn validation_nll<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     device: &Device,
 ) -> Result<f64, TrainError> {
     let valid = model.valid();
-    let request = StepRequest {
-        samples,
-        log_ratio: false,
-    };
+    let request = StepRequest::new(samples);
     let mut total = 0.0;
     for chunk in rows.chunks(EVAL_CHUNK) {
         let terms = valid.step(plain_minibatch(data, chunk, n_train, device)?, request)?;

@@ -26,6 +26,7 @@ pub use fit::Trainer;
 pub use optim::{LrGroup, OptimizerConfig};
 
 use crate::error::{Check, ConfigError};
+use crate::fused::Kernels;
 use crate::objective::KlSchedule;
 use burn::config::Config;
 
@@ -71,6 +72,10 @@ pub struct TrainConfig {
     /// Show a progress bar on stderr.
     #[config(default = true)]
     pub progress: bool,
+    /// The fused kernels and optimiser (default), or the composition of burn ops and burn's
+    /// optimisers (the reference).
+    #[config(default = "Kernels::Fused")]
+    pub kernels: Kernels,
 }
 
 impl TrainConfig {

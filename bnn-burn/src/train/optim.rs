@@ -1,6 +1,7 @@
 //! The optimiser and per-parameter-group learning rates of the training loop.
 
 use crate::error::{Check, ConfigError};
+use crate::fused::{FusedAdam, FusedAdamW, Kernels};
 use burn::config::Config;
 use burn::module::ParamGroup;
 use burn::optim::momentum::MomentumConfig;
@@ -81,30 +82,66 @@ impl OptimizerConfig {
         }
     }
 
-    /// burn's optimiser over a whole module.
-    pub fn init(&self) -> ModuleOptimizer {
-        match *self {
-            Self::Adam {
-                beta_1,
-                beta_2,
-                epsilon,
-            } => AdamConfig::new()
+    /// The optimiser over a whole module: Adam and AdamW as one fused pass per tensor
+    /// ([`FusedAdam`], [`FusedAdamW`]: burn's numerics and records) on [`Kernels::Fused`],
+    /// burn's own on [`Kernels::Reference`].
+    pub fn init(&self, kernels: Kernels) -> ModuleOptimizer {
+        match (self.clone(), kernels) {
+            (
+                Self::Adam {
+                    beta_1,
+                    beta_2,
+                    epsilon,
+                },
+                Kernels::Fused,
+            ) => FusedAdam {
+                beta_1: beta_1 as f32,
+                beta_2: beta_2 as f32,
+                epsilon: epsilon as f32,
+            }
+            .init(),
+            (
+                Self::AdamW {
+                    beta_1,
+                    beta_2,
+                    epsilon,
+                    weight_decay,
+                },
+                Kernels::Fused,
+            ) => FusedAdamW {
+                beta_1: beta_1 as f32,
+                beta_2: beta_2 as f32,
+                epsilon: epsilon as f32,
+                weight_decay: weight_decay as f32,
+            }
+            .init(),
+            (
+                Self::Adam {
+                    beta_1,
+                    beta_2,
+                    epsilon,
+                },
+                _,
+            ) => AdamConfig::new()
                 .with_beta_1(beta_1 as f32)
                 .with_beta_2(beta_2 as f32)
                 .with_epsilon(epsilon as f32)
                 .init(),
-            Self::AdamW {
-                beta_1,
-                beta_2,
-                epsilon,
-                weight_decay,
-            } => AdamWConfig::new()
+            (
+                Self::AdamW {
+                    beta_1,
+                    beta_2,
+                    epsilon,
+                    weight_decay,
+                },
+                _,
+            ) => AdamWConfig::new()
                 .with_beta_1(beta_1 as f32)
                 .with_beta_2(beta_2 as f32)
                 .with_epsilon(epsilon as f32)
                 .with_weight_decay(weight_decay as f32)
                 .init(),
-            Self::Sgd { momentum, nesterov } => {
+            (Self::Sgd { momentum, nesterov }, _) => {
                 let momentum = (momentum > 0.0).then(|| {
                     MomentumConfig::new()
                         .with_momentum(momentum)

@@ -1,4 +1,5 @@
 use super::*;
+use crate::fused::Kernels;
 use crate::layers::{Estimator, WeightConfig};
 use crate::likelihood::{GaussianLikelihood, GaussianLikelihoodConfig};
 use crate::nets::{MlpConfig, Regressor};
@@ -42,11 +43,17 @@ fn quiet(epochs: usize) -> TrainConfig {
 
 #[test]
 fn training_fits_a_line_and_learns_the_noise() {
+    for kernels in [Kernels::Fused, Kernels::Reference] {
+        fits_a_line(kernels);
+    }
+}
+
+fn fits_a_line(kernels: Kernels) {
     let device = test_device().autodiff();
     let _guard = seeded(&device, 1);
     let data = linear_data(&device, 256);
     let model = regressor(mfvi(), 16, &device);
-    let (model, report) = train(model, data, &quiet(150)).unwrap();
+    let (model, report) = train(model, data, &quiet(150).with_kernels(kernels)).unwrap();
     assert_eq!(report.history.len(), 150);
     assert!(report.history[149].loss < report.history[0].loss);
     let (xt, yt) = linear_data(&device.clone().inner(), 200);
@@ -54,22 +61,53 @@ fn training_fits_a_line_and_learns_the_noise() {
     let pred = model.predict(xt, PredictMode::Samples(16)).unwrap();
     let rmse = pred.scores(yt, &[1.0]).rmse;
     // Noise std is 0.1: a fitted line has RMSE near 0.1.
-    assert!(rmse < 0.2, "rmse {rmse}");
+    assert!(rmse < 0.2, "{kernels:?}: rmse {rmse}");
     let noise = to_vec(model.likelihood.noise_std())[0];
-    assert!((0.05..0.2).contains(&noise), "learned noise std {noise}");
+    assert!(
+        (0.05..0.2).contains(&noise),
+        "{kernels:?}: learned noise std {noise}"
+    );
 }
 
+/// Bit for bit, on either kernel path, for every estimator and the radial family.
 #[test]
 fn the_same_seed_gives_the_same_parameters() {
-    let run = || {
+    let run = |weights: WeightConfig, kernels: Kernels| {
         let device = test_device().autodiff();
         let _guard = seeded(&device, 3);
         let data = linear_data(&device, 64);
-        let model = regressor(mfvi(), 8, &device);
-        let (model, _) = train(model, data, &quiet(3).with_seed(9)).unwrap();
-        to_vec(model.head.params.weight.dist().mean())
+        let model = regressor(weights, 8, &device);
+        let config = quiet(3).with_seed(9).with_kernels(kernels);
+        let (model, _) = train(model, data, &config).unwrap();
+        // Every parameter's bits.
+        struct Bits(Vec<u32>);
+        impl burn::module::ModuleVisitor for Bits {
+            fn visit_float<const D: usize>(&mut self, p: &burn::module::Param<Tensor<D>>) {
+                let v = p.val().into_data().try_into_vec::<f32>().unwrap();
+                self.0.extend(v.iter().map(|x| x.to_bits()));
+            }
+        }
+        let mut bits = Bits(Vec::new());
+        model.visit(&mut bits);
+        assert!(bits.0.len() > 30);
+        bits.0
     };
-    assert_eq!(run(), run());
+    let cases = [
+        mfvi(),
+        mfvi().with_estimator(Estimator::Reparameterization),
+        mfvi().with_estimator(Estimator::Flipout),
+        WeightConfig::of(PosteriorConfig::radial()),
+    ];
+    for weights in cases {
+        for kernels in [Kernels::Fused, Kernels::Reference] {
+            let first = run(weights.clone(), kernels);
+            assert_eq!(
+                first,
+                run(weights.clone(), kernels),
+                "{weights:?} {kernels:?}"
+            );
+        }
+    }
 }
 
 #[test]

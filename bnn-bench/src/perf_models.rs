@@ -1,0 +1,190 @@
+//! The networks `bnn-bench perf` times: the MLP 784-400-400-10 (batch 128) of the PyTorch peers
+//! and the strided LeNet5 of Haußmann (2021, Table 3.4) on MNIST-sized inputs (batch 100), each
+//! as burn's deterministic layers and as a `bnn-burn` network of every posterior family.
+
+use bnn_burn::fused::Kernels;
+use bnn_burn::layers::Pass;
+use bnn_burn::layers::WeightConfig;
+use bnn_burn::likelihood::Categorical;
+use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Distribution, Tensor};
+
+/// Training-set size the KL is divided by (MNIST's).
+pub const N_TRAIN: f64 = 60_000.0;
+
+/// A timed architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Net {
+    /// MLP 784-400-400-10, batch 128, inputs `[128, 784]`.
+    Mlp,
+    /// LeNet5 (conv 20×5×5/2, conv 50×5×5/2, 800-500-10), batch 100, inputs `[100, 1, 28, 28]`.
+    LeNet5,
+}
+
+impl Net {
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Net::Mlp => "MLP 784-400-400-10, batch 128",
+            Net::LeNet5 => "LeNet5 on 28×28 images, batch 100",
+        }
+    }
+
+    fn batch(self) -> usize {
+        match self {
+            Net::Mlp => 128,
+            Net::LeNet5 => 100,
+        }
+    }
+}
+
+/// `--net` values (`mlp`, `lenet5`; none: both).
+pub fn parse_nets(names: &[String]) -> Result<Vec<Net>, Box<dyn std::error::Error>> {
+    if names.is_empty() {
+        return Ok(vec![Net::Mlp, Net::LeNet5]);
+    }
+    names
+        .iter()
+        .map(|n| match n.to_ascii_lowercase().as_str() {
+            "mlp" => Ok(Net::Mlp),
+            "lenet5" => Ok(Net::LeNet5),
+            _ => Err(format!("perf: unknown --net '{n}'; known: mlp, lenet5").into()),
+        })
+        .collect()
+}
+
+/// The `--kernels` value (`fused`, `reference`, `both`).
+pub fn parse_kernels(name: &str) -> Result<Vec<Kernels>, Box<dyn std::error::Error>> {
+    match name.to_ascii_lowercase().as_str() {
+        "fused" => Ok(vec![Kernels::Fused]),
+        "reference" => Ok(vec![Kernels::Reference]),
+        "both" => Ok(vec![Kernels::Fused, Kernels::Reference]),
+        _ => Err(format!("perf: unknown --kernels '{name}'; known: fused, reference, both").into()),
+    }
+}
+
+/// Inputs and targets of one architecture: random, as the peers use.
+pub enum Inputs {
+    /// `[B, 784]`.
+    Flat(Tensor<2>),
+    /// `[B, 1, 28, 28]`.
+    Images(Tensor<4>),
+}
+
+/// Random inputs and targets `[B, 10]` for `net`.
+pub fn inputs(net: Net, device: &Device) -> (Inputs, Tensor<2>) {
+    let b = net.batch();
+    let normal = Distribution::Normal(0.0, 1.0);
+    let x = match net {
+        Net::Mlp => Inputs::Flat(Tensor::random([b, 784], normal, device)),
+        Net::LeNet5 => Inputs::Images(Tensor::random([b, 1, 28, 28], normal, device)),
+    };
+    (x, Tensor::random([b, 10], normal, device))
+}
+
+/// burn's own deterministic layers with ReLU: the baseline.
+#[derive(Module, Debug)]
+pub struct Deterministic {
+    convs: Vec<Conv2d>,
+    dense: Vec<Linear>,
+}
+
+impl Deterministic {
+    /// The deterministic version of `net`.
+    pub fn new(net: Net, device: &Device) -> Self {
+        let (convs, widths) = match net {
+            Net::Mlp => (vec![], vec![784, 400, 400, 10]),
+            Net::LeNet5 => (
+                vec![
+                    Conv2dConfig::new([1, 20], [5, 5])
+                        .with_stride([2, 2])
+                        .init(device),
+                    Conv2dConfig::new([20, 50], [5, 5])
+                        .with_stride([2, 2])
+                        .init(device),
+                ],
+                vec![800, 500, 10],
+            ),
+        };
+        let dense = widths
+            .windows(2)
+            .map(|w| LinearConfig::new(w[0], w[1]).init(device))
+            .collect();
+        Self { convs, dense }
+    }
+
+    /// `mean (o − y)²`.
+    pub fn loss(&self, x: &Inputs, y: Tensor<2>) -> Tensor<1> {
+        let mut h = match x {
+            Inputs::Flat(x) => x.clone(),
+            Inputs::Images(x) => {
+                let maps = self.convs.iter().fold(x.clone(), |h, c| relu(c.forward(h)));
+                maps.flatten(1, 3)
+            }
+        };
+        let last = self.dense.len() - 1;
+        for (i, l) in self.dense.iter().enumerate() {
+            h = l.forward(h);
+            if i < last {
+                h = relu(h);
+            }
+        }
+        (h - y).square().mean()
+    }
+}
+
+/// A `bnn-burn` network of either architecture.
+#[derive(Module, Debug)]
+pub enum Bayesian {
+    /// The MLP.
+    Mlp(Bnn<bnn_burn::nets::MlpBody, Categorical>),
+    /// LeNet5.
+    LeNet5(Bnn<bnn_burn::nets::ConvBody, Categorical>),
+}
+
+impl Bayesian {
+    /// `net` with `weights` in every layer.
+    pub fn new(
+        net: Net,
+        weights: WeightConfig,
+        device: &Device,
+    ) -> Result<Self, bnn_burn::error::ConfigError> {
+        Ok(match net {
+            Net::Mlp => Bayesian::Mlp(
+                MlpConfig::new(784, vec![400, 400], 10)
+                    .with_weights(weights)
+                    .init(Categorical, device)?,
+            ),
+            Net::LeNet5 => Bayesian::LeNet5(
+                ConvNetConfig::lenet5([1, 28, 28], 10)
+                    .with_weights(weights)
+                    .init(Categorical, device)?,
+            ),
+        })
+    }
+
+    /// `mean (o − y)² + KL/N` of one posterior draw, the KL from the same evaluation of the
+    /// posteriors as the forward pass; on the fused kernels the KL's gradient is folded into the
+    /// sampling kernels, as the training loop does for the ELBO.
+    pub fn loss(&self, x: &Inputs, y: Tensor<2>, kernels: Kernels) -> Tensor<1> {
+        let mut pass = Pass::train(1, false).with_kernels(kernels);
+        if kernels == Kernels::Fused {
+            pass = pass.fold_kl(1.0 / N_TRAIN);
+        }
+        let out = match (self, x) {
+            (Bayesian::Mlp(m), Inputs::Flat(x)) => forward(m, x.clone(), &mut pass),
+            (Bayesian::LeNet5(m), Inputs::Images(x)) => forward(m, x.clone(), &mut pass),
+            _ => unreachable!("inputs are made for their network"),
+        };
+        let (kl, _) = pass.into_terms(&out.device());
+        (out - y).square().mean() + kl / N_TRAIN
+    }
+}
+
+fn forward<B: Body>(model: &Bnn<B, Categorical>, x: B::Input, pass: &mut Pass) -> Tensor<2> {
+    model.forward(x, pass).squeeze_dim(0)
+}
