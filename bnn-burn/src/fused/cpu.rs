@@ -1,7 +1,7 @@
 //! The CPU kernels of the fused ops, on `f32` slices: each is one pass over its inputs, in
-//! [`BLOCK`]-element blocks (vectorised), parallel over [`CHUNK`](super::simd::CHUNK)-element
-//! ranges. Flex and NdArray call them; the formulas are those of [`super::ext`]'s default
-//! bodies, which compose burn ops.
+//! fixed 64-element blocks (vectorised), parallel over 16 Ki-element ranges. Flex and NdArray
+//! call them; the formulas are those of the default bodies of [`super::FusedKernels`], which
+//! compose burn ops.
 
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
