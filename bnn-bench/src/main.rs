@@ -57,8 +57,9 @@ enum Command {
         /// Timed steps per round (after 5 warm-up steps).
         #[arg(long, default_value_t = 100)]
         steps: usize,
-        /// Rounds; the median round is reported.
-        #[arg(long, default_value_t = 3)]
+        /// Rounds, interleaved across workloads; the median round and the median per-round
+        /// ratios are reported.
+        #[arg(long, default_value_t = 5)]
         rounds: usize,
         /// Seed of the device RNG.
         #[arg(long, default_value_t = 0)]

@@ -63,6 +63,13 @@ pub struct PerfRow {
     pub rounds_ms: Vec<f64>,
     /// Peak heap bytes above the bytes live before the model was built (burn runs only).
     pub peak_heap_bytes: Option<usize>,
+    /// Median over rounds of this row's time over the deterministic baseline's (burn Adam) in
+    /// the same round.
+    pub vs_deterministic: Option<f64>,
+    /// The same against the deterministic baseline with the fused Adam.
+    pub vs_deterministic_fused_adam: Option<f64>,
+    /// The same against bayesian-torch (MLP rows, when the peers ran).
+    pub vs_bayesian_torch: Option<f64>,
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -76,50 +83,60 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Times `rounds × steps` optimiser steps of `model` under `loss`, after `WARMUP` steps.
-fn measure<M: Module>(
+/// One workload being timed: a model, its optimiser and its loss behind one `step` call, with the
+/// peak heap of its warm-up.
+struct Workload<'a> {
+    net: Net,
+    method: String,
+    step: Box<dyn FnMut() + 'a>,
+    sync: Box<dyn Fn() + 'a>,
+    peak_heap_bytes: usize,
+    rounds_ms: Vec<f64>,
+}
+
+/// Builds `model` (through `build`, after the heap counter is reset), runs `WARMUP` steps and
+/// records the peak heap above the bytes live before `build` ran.
+fn workload<'a, M: Module + 'a, E: Error + 'static>(
     (net, method): (Net, String),
-    mut model: M,
+    build: impl FnOnce() -> Result<M, E>,
     mut optim: ModuleOptimizer,
-    loss: impl Fn(&M) -> Tensor<1>,
-    options: &PerfOptions,
-    base_bytes: usize,
-) -> PerfRow {
-    let device = model.devices()[0].clone();
-    let mut step = |model: M| {
-        let l = loss(&model);
-        let grads = GradientsParams::from_grads(l.backward(), &model);
-        optim.step(1e-3, model, grads)
-    };
+    loss: impl Fn(&M) -> Tensor<1> + 'a,
+) -> Result<Workload<'a>, Box<dyn Error>> {
+    alloc::reset_peak();
+    let base = alloc::live_bytes();
+    let mut model = Some(build()?);
+    let device = model.as_ref().expect("built").devices()[0].clone();
+    let mut step: Box<dyn FnMut() + 'a> = Box::new(move || {
+        let m = model.take().expect("a model between steps");
+        let l = loss(&m);
+        let grads = GradientsParams::from_grads(l.backward(), &m);
+        model = Some(optim.step(1e-3, m, grads));
+    });
     for _ in 0..WARMUP {
-        model = step(model);
+        step();
     }
     let _ = device.sync();
-    let mut rounds_ms = Vec::with_capacity(options.rounds);
-    for _ in 0..options.rounds {
-        let start = Instant::now();
-        for _ in 0..options.steps {
-            model = step(model);
-        }
-        let _ = device.sync();
-        rounds_ms.push(start.elapsed().as_secs_f64() * 1e3 / options.steps as f64);
-    }
-    let peak = alloc::peak_bytes().saturating_sub(base_bytes);
-    let row = PerfRow {
-        net: Some(net),
+    Ok(Workload {
+        net,
         method,
-        ms_per_step: median(&rounds_ms),
-        rounds_ms,
-        peak_heap_bytes: Some(peak),
-    };
-    eprintln!(
-        "{:<10} {:<42} {:>8.2} ms/step   peak heap {:>7.1} MiB",
-        if net == Net::Mlp { "MLP" } else { "LeNet5" },
-        row.method,
-        row.ms_per_step,
-        peak as f64 / (1 << 20) as f64
-    );
-    row
+        step,
+        sync: Box::new(move || {
+            let _ = device.sync();
+        }),
+        peak_heap_bytes: alloc::peak_bytes().saturating_sub(base),
+        rounds_ms: Vec::new(),
+    })
+}
+
+/// Times one round (`steps` steps) of `w`.
+fn time_round(w: &mut Workload, steps: usize) {
+    let start = Instant::now();
+    for _ in 0..steps {
+        (w.step)();
+    }
+    (w.sync)();
+    w.rounds_ms
+        .push(start.elapsed().as_secs_f64() * 1e3 / steps as f64);
 }
 
 /// The posterior families measured, with the settings the benchmarks use.
@@ -167,6 +184,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
     validate(options)?;
     std::fs::create_dir_all(&options.out)
         .map_err(|e| format!("perf: cannot create --out {}: {e}", options.out.display()))?;
+    let kept = alloc::keep_freed_memory();
     let device = bnn_burn::training_device();
     eprintln!(
         "perf: backend {}, {} rounds × {} steps",
@@ -177,10 +195,25 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
     let wanted = |name: &str| {
         options.methods.is_empty() || options.methods.iter().any(|m| m.eq_ignore_ascii_case(name))
     };
+    let python = match &options.peer_python {
+        Some(python) if python.exists() => Some(python.clone()),
+        _ => None,
+    };
+    let mut peer_notes = Vec::new();
+    match &options.peer_python {
+        Some(python) if python.exists() => {}
+        Some(python) => peer_notes.push(format!(
+            "peer programs skipped: no Python interpreter at {} (see ../shared/peer/README.md)",
+            python.display()
+        )),
+        None => peer_notes.push("peer programs skipped (--peer-python not given)".into()),
+    }
     let mut rows = Vec::new();
     for &net in &options.nets {
         device.seed(options.seed);
         let (x, y) = inputs(net, &device);
+        let (x, y) = (&x, &y);
+        let mut workloads = Vec::new();
         let baselines = [
             (BASELINE, AdamConfig::new().init()),
             (
@@ -190,97 +223,155 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         ];
         for (name, optim) in baselines {
             device.seed(options.seed);
-            alloc::reset_peak();
-            let base = alloc::live_bytes();
-            let model = Deterministic::new(net, &device);
-            let loss = |m: &Deterministic| m.loss(&x, y.clone());
-            rows.push(measure(
-                (net, name.into()),
-                model,
-                optim,
-                loss,
-                options,
-                base,
-            ));
+            let loss = move |m: &Deterministic| m.loss(x, y.clone());
+            let build = || Ok::<_, bnn_burn::ConfigError>(Deterministic::new(net, &device));
+            workloads.push(workload((net, name.into()), build, optim, loss)?);
+            report_warmup(workloads.last().expect("pushed"));
         }
         for method in bayesian_methods().into_iter().filter(|m| wanted(m.name)) {
             for &kernels in &options.kernels {
                 device.seed(options.seed);
-                alloc::reset_peak();
-                let base = alloc::live_bytes();
-                let model = Bayesian::new(net, method.weights.clone(), &device)?;
                 let name = match kernels {
                     Kernels::Fused => method.name.to_string(),
                     Kernels::Reference => format!("{} (reference)", method.name),
                 };
+                let weights = method.weights.clone();
+                let build = || Bayesian::new(net, weights, &device);
                 let optim = OptimizerConfig::adam().init(kernels);
-                let loss = |m: &Bayesian| m.loss(&x, y.clone(), kernels);
-                rows.push(measure((net, name), model, optim, loss, options, base));
+                let loss = move |m: &Bayesian| m.loss(x, y.clone(), kernels);
+                workloads.push(workload((net, name), build, optim, loss)?);
+                report_warmup(workloads.last().expect("pushed"));
             }
         }
-    }
-    let mut peer_notes = Vec::new();
-    match &options.peer_python {
-        Some(python) if python.exists() => {
-            for script in ["torch_mfvi_mlp.py", "bayesian_torch_mlp.py"] {
-                let path = options.peer_dir.join(script);
-                match run_peer(python, &path, options) {
-                    Ok(row) => rows.push(row),
-                    Err(e) => peer_notes.push(e),
+        // The peers run the MLP, one process per round, in the same rounds.
+        let peers: Vec<&str> = match (&python, net) {
+            (Some(_), Net::Mlp) => vec!["torch_mfvi_mlp.py", "bayesian_torch_mlp.py"],
+            _ => vec![],
+        };
+        let mut peer_rounds: Vec<Result<Vec<f64>, String>> =
+            peers.iter().map(|_| Ok(vec![])).collect();
+        // Interleaved rounds: every workload once per round, so that the machine's drift between
+        // rounds moves all of them alike and a ratio is taken within one round.
+        for round in 0..options.rounds {
+            for w in workloads.iter_mut() {
+                time_round(w, options.steps);
+            }
+            for (script, times) in peers.iter().zip(peer_rounds.iter_mut()) {
+                if let (Some(python), Ok(t)) = (&python, times.as_mut()) {
+                    match peer_round(python, &options.peer_dir.join(script), options.threads) {
+                        Ok(ms) => t.push(ms),
+                        Err(e) => *times = Err(e),
+                    }
                 }
             }
+            eprintln!(
+                "{}: round {}/{} done",
+                net.short_name(),
+                round + 1,
+                options.rounds
+            );
         }
-        Some(python) => peer_notes.push(format!(
-            "peer programs skipped: no Python interpreter at {} (see ../shared/peer/README.md)",
-            python.display()
-        )),
-        None => peer_notes.push("peer programs skipped (--peer-python not given)".into()),
+        let mut net_rows: Vec<PerfRow> = workloads
+            .iter()
+            .map(|w| PerfRow {
+                net: Some(w.net),
+                method: w.method.clone(),
+                ms_per_step: median(&w.rounds_ms),
+                rounds_ms: w.rounds_ms.clone(),
+                peak_heap_bytes: Some(w.peak_heap_bytes),
+                vs_deterministic: None,
+                vs_deterministic_fused_adam: None,
+                vs_bayesian_torch: None,
+            })
+            .collect();
+        for (script, times) in peers.iter().zip(peer_rounds) {
+            match times {
+                Ok(rounds_ms) => net_rows.push(PerfRow {
+                    net: None,
+                    method: format!(
+                        "peer: {} ({} threads)",
+                        script.trim_end_matches(".py"),
+                        options.threads
+                    ),
+                    ms_per_step: median(&rounds_ms),
+                    rounds_ms,
+                    peak_heap_bytes: None,
+                    vs_deterministic: None,
+                    vs_deterministic_fused_adam: None,
+                    vs_bayesian_torch: None,
+                }),
+                Err(e) => peer_notes.push(e),
+            }
+        }
+        let rounds_of = |name: &str| {
+            net_rows
+                .iter()
+                .find(|r| r.method == name || (name == "bayesian_torch" && r.method.contains(name)))
+                .map(|r| r.rounds_ms.clone())
+        };
+        let (det, det_fused, bt) = (
+            rounds_of(BASELINE),
+            rounds_of(BASELINE_FUSED_ADAM),
+            rounds_of("bayesian_torch"),
+        );
+        for r in net_rows.iter_mut() {
+            r.vs_deterministic = det.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
+            r.vs_deterministic_fused_adam =
+                det_fused.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
+            r.vs_bayesian_torch = bt.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
+            eprintln!(
+                "{:<7} {:<42} {:>8.2} ms/step  ×det {}",
+                net.short_name(),
+                r.method,
+                r.ms_per_step,
+                r.vs_deterministic.map_or("–".into(), |v| format!("{v:.2}"))
+            );
+        }
+        rows.extend(net_rows);
     }
     for note in &peer_notes {
         eprintln!("{note}");
     }
 
-    write_report(options, &rows, &peer_notes)?;
+    write_report(options, &rows, &peer_notes, kept)?;
     Ok(rows)
 }
 
-/// Runs one peer program `rounds` times and parses its `ms/step`.
-fn run_peer(python: &Path, script: &Path, options: &PerfOptions) -> Result<PerfRow, String> {
-    let mut rounds_ms = Vec::new();
-    for _ in 0..options.rounds {
-        let output = Command::new(python)
-            .arg(script)
-            .arg(options.threads.to_string())
-            .output()
-            .map_err(|e| format!("could not start {}: {e}", python.display()))?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() {
-            return Err(format!(
-                "{} failed: {}",
-                script.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            ));
-        }
-        let ms = text
-            .split(',')
-            .find_map(|part| part.trim().strip_suffix("ms/step"))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .ok_or_else(|| format!("no 'ms/step' in the output of {}: {text}", script.display()))?;
-        rounds_ms.push(ms);
+/// The median of the per-round ratios `a[i] / b[i]`.
+fn round_ratio(a: &[f64], b: &[f64]) -> f64 {
+    let ratios: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
+    median(&ratios)
+}
+
+/// Prints a workload's warm-up peak heap as it is built.
+fn report_warmup(w: &Workload) {
+    eprintln!(
+        "{:<7} {:<42} warmed up, peak heap {:>7.1} MiB",
+        w.net.short_name(),
+        w.method,
+        w.peak_heap_bytes as f64 / (1 << 20) as f64
+    );
+}
+
+/// Runs one peer program once and parses its `ms/step`.
+fn peer_round(python: &Path, script: &Path, threads: usize) -> Result<f64, String> {
+    let output = Command::new(python)
+        .arg(script)
+        .arg(threads.to_string())
+        .output()
+        .map_err(|e| format!("could not start {}: {e}", python.display()))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
     }
-    let name = script
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let row = PerfRow {
-        net: None,
-        method: format!("peer: {name} ({} threads)", options.threads),
-        ms_per_step: median(&rounds_ms),
-        rounds_ms,
-        peak_heap_bytes: None,
-    };
-    eprintln!("{:<34} {:>8.2} ms/step", row.method, row.ms_per_step);
-    Ok(row)
+    text.split(',')
+        .find_map(|part| part.trim().strip_suffix("ms/step"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .ok_or_else(|| format!("no 'ms/step' in the output of {}: {text}", script.display()))
 }
 
 /// `perf.md`: one table per architecture, each row's ratio to both deterministic baselines and
@@ -289,60 +380,49 @@ fn write_report(
     options: &PerfOptions,
     rows: &[PerfRow],
     notes: &[String],
+    kept_freed_memory: bool,
 ) -> Result<(), Box<dyn Error>> {
-    let torch_bt = rows
-        .iter()
-        .find(|r| r.method.contains("bayesian_torch"))
-        .map(|r| r.ms_per_step);
     let mut table = format!(
         "# Training-step benchmark\n\nAdam, one posterior sample per step, loss = mean squared error \
-         + KL/60000, random inputs and targets. Backend `{}`; median of {} rounds of {} steps after \
-         {WARMUP} warm-up steps; ratios are of medians measured in this run. Bayesian rows run the \
-         fused kernels and fused Adam (the training loop's default) unless marked reference (burn \
-         ops, burn's Adam). Peak heap: the most bytes live at once during the run, above those live \
-         before the model was built.\n",
+         + KL/60000, random inputs and targets. Backend `{}`; {} rounds of {} steps after \
+         {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
+         peers included). ms/step: the median round; each ratio: the median over rounds of the two \
+         times measured in the same round. Bayesian rows run the fused kernels and fused Adam (the \
+         training loop's default) unless marked reference (burn ops, burn's Adam). Peak heap: the \
+         most bytes live at once while the model was built and warmed up, above those live \
+         before. {}\n",
         bnn_burn::backend_name(),
         options.rounds,
-        options.steps
+        options.steps,
+        if kept_freed_memory {
+            "glibc's heap trimming is off in this process (freed memory is kept, not faulted in \
+             again each step)."
+        } else {
+            "The allocator runs with its defaults."
+        }
     );
+    let ratio = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.2}"));
     for &net in &options.nets {
-        let of_net: Vec<&PerfRow> = rows
-            .iter()
-            .filter(|r| r.net == Some(net) || (r.net.is_none() && net == Net::Mlp))
-            .collect();
-        let base = |name: &str| {
-            of_net
-                .iter()
-                .find(|r| r.method == name)
-                .map(|r| r.ms_per_step)
-        };
-        let (det, det_fused) = (base(BASELINE), base(BASELINE_FUSED_ADAM));
         table.push_str(&format!(
             "\n## {}\n\n| method | ms/step | × det. (burn Adam) | × det. (fused Adam) | \
              × bayesian-torch | peak heap (MiB) |\n|---|---:|---:|---:|---:|---:|\n",
             net.name()
         ));
-        let ratio = |r: &PerfRow, d: Option<f64>| {
-            d.map(|d| format!("{:.2}", r.ms_per_step / d))
-                .unwrap_or_else(|| "–".into())
-        };
+        let of_net = rows
+            .iter()
+            .filter(|r| r.net == Some(net) || (r.net.is_none() && net == Net::Mlp));
         for r in of_net {
             let heap = r
                 .peak_heap_bytes
                 .map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
                 .unwrap_or_else(|| "–".into());
-            let vs_bt = if net == Net::Mlp {
-                ratio(r, torch_bt)
-            } else {
-                "–".into()
-            };
             table.push_str(&format!(
                 "| {} | {:.2} | {} | {} | {} | {} |\n",
                 r.method,
                 r.ms_per_step,
-                ratio(r, det),
-                ratio(r, det_fused),
-                vs_bt,
+                ratio(r.vs_deterministic),
+                ratio(r.vs_deterministic_fused_adam),
+                ratio(r.vs_bayesian_torch),
                 heap
             ));
         }
@@ -359,6 +439,8 @@ fn write_report(
         "steps": options.steps,
         "rounds": options.rounds,
         "warmup": WARMUP,
+        "interleaved_rounds": true,
+        "glibc_trimming_off": kept_freed_memory,
         "seed": options.seed,
         "peer_threads": options.threads,
         "rows": rows,

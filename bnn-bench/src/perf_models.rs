@@ -34,6 +34,14 @@ impl Net {
         }
     }
 
+    /// Its name in progress lines.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Net::Mlp => "MLP",
+            Net::LeNet5 => "LeNet5",
+        }
+    }
+
     fn batch(self) -> usize {
         match self {
             Net::Mlp => 128,

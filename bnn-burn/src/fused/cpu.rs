@@ -6,7 +6,7 @@
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::rng::{key_words, normal_block, sign};
+use super::rng::{key_words, normal_block, sign_bits, sign_of};
 use super::simd::{
     BLOCK, Shared, accumulate, ln, load, multiversion, par_chunks, softplus_sigmoid, store,
 };
@@ -316,22 +316,60 @@ pub fn noise(key: u64, first: &[f32], var: &[f32], out: &mut [f32], backward: bo
 
 /// `out[i] = x[i]·s(⌊i/inner⌋)`, `s` a ±1 stream of `key` (its own adjoint).
 pub fn flip(key: u64, x: &[f32], inner: usize, out: &mut [f32]) {
+    assert!(
+        inner > 0 && x.len() % inner == 0,
+        "flip: groups of {inner} in {}",
+        x.len()
+    );
     let shared = Shared::new(out);
     let key = key_words(key);
-    par_chunks(x.len(), |a, b| {
-        // SAFETY: disjoint ranges.
+    // One Philox output holds the signs of 128 consecutive groups: a task takes whole words.
+    let per_word = 128 * inner;
+    let words = x.len().div_ceil(per_word);
+    par_chunks(words, |wa, wb| {
+        let (a, b) = (wa * per_word, (wb * per_word).min(x.len()));
+        // SAFETY: disjoint ranges (whole words).
         let o = unsafe { shared.range(a, b) };
-        let mut group = usize::MAX;
-        let mut s = 0.0;
-        for (i, (o, &x)) in o.iter_mut().zip(&x[a..b]).enumerate() {
-            let g = (a + i) / inner;
-            if g != group {
-                group = g;
-                s = sign(key, g as u64);
+        for (w, (o, x)) in o
+            .chunks_mut(per_word)
+            .zip(x[a..b].chunks(per_word))
+            .enumerate()
+        {
+            let bits = sign_bits(key, (wa + w) as u64);
+            if inner == 1 {
+                flip_groups(&bits, x, o);
+            } else {
+                for (g, (o, x)) in o.chunks_mut(inner).zip(x.chunks(inner)).enumerate() {
+                    let s = sign_of(&bits, g);
+                    for (o, &x) in o.iter_mut().zip(x) {
+                        *o = x * s;
+                    }
+                }
             }
-            *o = x * s;
         }
     });
+}
+
+multiversion! {
+    /// `out[i] = x[i]·(±1)` with the sign of bit `i` of `bits` (`x` at most 128 long).
+    fn flip_groups(bits: &[u32; 4], x: &[f32], out: &mut [f32]) {
+        for (i, (o, &x)) in out.iter_mut().zip(x).enumerate() {
+            // Bit 1 keeps the sign, bit 0 flips it: xor the float's sign bit.
+            let flip = (!(bits[i / 32] >> (i % 32)) & 1) << 31;
+            *o = f32::from_bits(x.to_bits() ^ flip);
+        }
+    }
+}
+
+multiversion! {
+    /// `ε` of sub-stream `stream` over one range starting at element `start`.
+    fn normals_range(key: [u32; 2], stream: u32, start: usize, out: &mut [f32]) {
+        let mut eps = [0f32; BLOCK];
+        for (k, o) in out.chunks_mut(BLOCK).enumerate() {
+            normal_block(key, stream, ((start + k * BLOCK) / BLOCK) as u64, &mut eps);
+            store(o, &eps);
+        }
+    }
 }
 
 /// `out = ε`, sub-stream `stream` of `key`.
@@ -342,11 +380,7 @@ pub fn normals(key: u64, stream: u32, out: &mut [f32]) {
     par_chunks(n, |a, b| {
         // SAFETY: disjoint ranges.
         let o = unsafe { shared.range(a, b) };
-        let mut eps = [0f32; BLOCK];
-        for (k, o) in o.chunks_mut(BLOCK).enumerate() {
-            normal_block(key, stream, ((a + k * BLOCK) / BLOCK) as u64, &mut eps);
-            store(o, &eps);
-        }
+        normals_range(key, stream, a, o);
     });
 }
 

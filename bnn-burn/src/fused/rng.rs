@@ -64,8 +64,9 @@ pub(crate) fn normal_block(key: [u32; 2], stream: u32, block: u64, out: &mut [f3
         } else {
             (bits[2][p - 16], bits[3][p - 16])
         };
-        let u1 = ((a >> 8) + 1) as f32 * TO_UNIT; // (0, 1]: ln u1 is finite
-        let u2 = (b >> 8) as f32 * TO_UNIT; // [0, 1)
+        // Below 2²⁴ + 1: exact as f32, and a signed conversion (x86 has no unsigned one).
+        let u1 = ((a >> 8) + 1) as i32 as f32 * TO_UNIT; // (0, 1]: ln u1 is finite
+        let u2 = (b >> 8) as i32 as f32 * TO_UNIT; // [0, 1)
         let r = (-2.0 * ln(u1)).sqrt();
         let (s, c) = sincos_2pi(u2);
         cos[p] = r * c;
@@ -77,13 +78,21 @@ pub(crate) fn normal_block(key: [u32; 2], stream: u32, block: u64, out: &mut [f3
     }
 }
 
-/// `±1` for element `i` of stream `key` (one Philox output gives 128 signs).
+/// The 128 sign bits of word `word` of stream `key`: group `i`'s sign is bit `i % 128` of word
+/// `i / 128` ([`sign_of`]).
 #[inline(always)]
-pub(crate) fn sign(key: [u32; 2], i: u64) -> f32 {
-    let c = i / 128;
-    let r = philox([c as u32, (c >> 32) as u32, 0, 1], key);
-    let bit = (r[(i % 128 / 32) as usize] >> (i % 32)) & 1;
-    if bit == 1 { 1.0 } else { -1.0 }
+pub(crate) fn sign_bits(key: [u32; 2], word: u64) -> [u32; 4] {
+    philox([word as u32, (word >> 32) as u32, 0, 1], key)
+}
+
+/// `±1` from bit `i` (`< 128`) of `bits`: `+1` when it is set.
+#[inline(always)]
+pub(crate) fn sign_of(bits: &[u32; 4], i: usize) -> f32 {
+    if (bits[i / 32] >> (i % 32)) & 1 == 1 {
+        1.0
+    } else {
+        -1.0
+    }
 }
 
 /// SplitMix64 finaliser: decorrelates consecutive integers into stream keys.
