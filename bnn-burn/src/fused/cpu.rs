@@ -317,7 +317,7 @@ pub fn noise(key: u64, first: &[f32], var: &[f32], out: &mut [f32], backward: bo
 /// `out[i] = x[i]·s(⌊i/inner⌋)`, `s` a ±1 stream of `key` (its own adjoint).
 pub fn flip(key: u64, x: &[f32], inner: usize, out: &mut [f32]) {
     assert!(
-        inner > 0 && x.len() % inner == 0,
+        inner > 0 && x.len().is_multiple_of(inner),
         "flip: groups of {inner} in {}",
         x.len()
     );
