@@ -22,9 +22,26 @@ pub(crate) trait CpuTensor: Sized {
     fn rewrite(self, f: impl FnOnce(&mut [f32])) -> Self;
 }
 
-/// A `Vec` of `n` elements that the caller overwrites entirely.
-fn output(n: usize) -> Vec<f32> {
-    vec![0.0; n]
+/// A `Vec` of `n` elements written by `write`, which must overwrite every element (each kernel
+/// does): the buffer is not zeroed first, which would be one more pass over it.
+fn written(n: usize, write: impl FnOnce(&mut [f32])) -> Vec<f32> {
+    let mut v = Vec::<f32>::with_capacity(n);
+    // SAFETY: the capacity holds `n` elements; `write` only stores into the slice (no kernel
+    // reads its output), and every `f32` bit pattern is valid once stored.
+    unsafe {
+        write(std::slice::from_raw_parts_mut(v.as_mut_ptr(), n));
+        v.set_len(n);
+    }
+    v
+}
+
+/// Two buffers of `n` elements written by `write` (see [`written`]).
+fn written2(n: usize, write: impl FnOnce(&mut [f32], &mut [f32])) -> (Vec<f32>, Vec<f32>) {
+    let mut b = Vec::new();
+    let a = written(n, |a| {
+        b = written(n, |b| write(a, b));
+    });
+    (a, b)
 }
 
 /// The sum of KL terms as a one-element tensor.
@@ -37,8 +54,7 @@ macro_rules! cpu_fused_kernels {
         impl FusedKernels for $backend {
             fn fused_normal(like: FloatTensor<Self>, key: u64, stream: u32) -> FloatTensor<Self> {
                 let shape = like.shape();
-                let mut out = output(shape.num_elements());
-                cpu::normals(key, stream, &mut out);
+                let out = written(shape.num_elements(), |o| cpu::normals(key, stream, o));
                 <FloatTensor<Self>>::from_values(out, shape)
             }
 
@@ -51,16 +67,11 @@ macro_rules! cpu_fused_kernels {
                 kl: Option<KlTerms>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let n = mu.shape().num_elements();
-                let mut w = output(n * scales.len());
-                let s = cpu::sample(
-                    key,
-                    &mu.values(),
-                    &rho.values(),
-                    &scales,
-                    center,
-                    &mut w,
-                    kl,
-                );
+                let (mu, rho) = (mu.values(), rho.values());
+                let mut s = 0.0;
+                let w = written(n * scales.len(), |w| {
+                    s = cpu::sample(key, &mu, &rho, &scales, center, w, kl);
+                });
                 let shape = Shape::from([scales.len(), n]);
                 (<FloatTensor<Self>>::from_values(w, shape), total(s))
             }
@@ -76,18 +87,10 @@ macro_rules! cpu_fused_kernels {
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
-                let (mut dmu, mut drho) = (output(n), output(n));
-                cpu::sample_backward(
-                    key,
-                    &dw.values(),
-                    &scales,
-                    center,
-                    &mu.values(),
-                    &rho.values(),
-                    &mut dmu,
-                    &mut drho,
-                    fold,
-                );
+                let (dw, mu, rho) = (dw.values(), mu.values(), rho.values());
+                let (dmu, drho) = written2(n, |dm, dr| {
+                    cpu::sample_backward(key, &dw, &scales, center, &mu, &rho, dm, dr, fold);
+                });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
                     <FloatTensor<Self>>::from_values(drho, shape),
@@ -101,8 +104,11 @@ macro_rules! cpu_fused_kernels {
                 kl: Option<KlTerms>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
-                let mut var = output(shape.num_elements());
-                let s = cpu::moments(&mu.values(), &rho.values(), var_scale, Some(&mut var), kl);
+                let (mu, rho) = (mu.values(), rho.values());
+                let mut s = 0.0;
+                let var = written(shape.num_elements(), |v| {
+                    s = cpu::moments(&mu, &rho, var_scale, Some(v), kl);
+                });
                 (<FloatTensor<Self>>::from_values(var, shape), total(s))
             }
 
@@ -115,16 +121,10 @@ macro_rules! cpu_fused_kernels {
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
-                let (mut dmu, mut drho) = (output(n), output(n));
-                cpu::moments_backward(
-                    Some(&dvar.values()),
-                    &mu.values(),
-                    &rho.values(),
-                    var_scale,
-                    &mut dmu,
-                    &mut drho,
-                    fold,
-                );
+                let (dvar, mu, rho) = (dvar.values(), mu.values(), rho.values());
+                let (dmu, drho) = written2(n, |dm, dr| {
+                    cpu::moments_backward(Some(&dvar), &mu, &rho, var_scale, dm, dr, fold);
+                });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
                     <FloatTensor<Self>>::from_values(drho, shape),
@@ -139,17 +139,11 @@ macro_rules! cpu_fused_kernels {
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
-                let (mut dmu, mut drho) = (output(n), output(n));
                 let g = g.values()[0];
-                cpu::moments_backward(
-                    None,
-                    &mu.values(),
-                    &rho.values(),
-                    1.0,
-                    &mut dmu,
-                    &mut drho,
-                    Some((terms, g)),
-                );
+                let (mu, rho) = (mu.values(), rho.values());
+                let (dmu, drho) = written2(n, |dm, dr| {
+                    cpu::moments_backward(None, &mu, &rho, 1.0, dm, dr, Some((terms, g)));
+                });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
                     <FloatTensor<Self>>::from_values(drho, shape),
@@ -162,8 +156,10 @@ macro_rules! cpu_fused_kernels {
                 key: u64,
             ) -> FloatTensor<Self> {
                 let shape = mean.shape();
-                let mut y = output(shape.num_elements());
-                cpu::noise(key, &mean.values(), &var.values(), &mut y, false);
+                let (mean, var) = (mean.values(), var.values());
+                let y = written(shape.num_elements(), |y| {
+                    cpu::noise(key, &mean, &var, y, false)
+                });
                 <FloatTensor<Self>>::from_values(y, shape)
             }
 
@@ -173,15 +169,17 @@ macro_rules! cpu_fused_kernels {
                 key: u64,
             ) -> FloatTensor<Self> {
                 let shape = dy.shape();
-                let mut dvar = output(shape.num_elements());
-                cpu::noise(key, &dy.values(), &var.values(), &mut dvar, true);
+                let (dy, var) = (dy.values(), var.values());
+                let dvar = written(shape.num_elements(), |d| {
+                    cpu::noise(key, &dy, &var, d, true)
+                });
                 <FloatTensor<Self>>::from_values(dvar, shape)
             }
 
             fn fused_flip(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
                 let shape = x.shape();
-                let mut y = output(shape.num_elements());
-                cpu::flip(key, &x.values(), inner, &mut y);
+                let x = x.values();
+                let y = written(shape.num_elements(), |y| cpu::flip(key, &x, inner, y));
                 <FloatTensor<Self>>::from_values(y, shape)
             }
 

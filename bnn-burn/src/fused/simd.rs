@@ -30,6 +30,14 @@ fn round_int(x: f32) -> (f32, i32) {
     (k, shifted.to_bits() as i32 - ROUND_SHIFT.to_bits() as i32)
 }
 
+/// `a·b + c` with one rounding. The AVX2 and AVX-512 versions of the kernels run it as one FMA
+/// instruction; the baseline version calls libm's `fmaf`, which rounds the same way, so every
+/// version still gives the same bits.
+#[inline(always)]
+fn fma(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+
 /// `eˣ`, for `x` clamped to `[−87, 88]` (the normal `f32` range): `2ᵏ·e^r`, `|r| ≤ ln 2 / 2`,
 /// `e^r` by its Taylor polynomial to degree 7.
 #[inline(always)]
@@ -37,23 +45,39 @@ pub(crate) fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
     let (k, ki) = round_int(x * std::f32::consts::LOG2_E);
     // r = x − k ln 2 in two parts (Cody–Waite) so that r keeps its low bits.
-    let r = x - k * 0.693_145_75 - k * 1.428_606_8e-6;
-    // Estrin's scheme: pairs of terms in parallel, so the dependency chain is 6 operations deep
-    // instead of Horner's 14 (the loops are latency-bound).
+    let r = fma(-k, 1.428_606_8e-6, fma(-k, 0.693_145_75, x));
+    // Estrin's scheme: pairs of terms in parallel, so the dependency chain is 3 FMAs deep instead
+    // of Horner's 7 (the loops are latency-bound).
     let (r2, r4) = (r * r, (r * r) * (r * r));
-    let low = (1.0 + r) + r2 * (0.5 + r * (1.0 / 6.0));
-    let high = (1.0 / 24.0 + r * (1.0 / 120.0)) + r2 * (1.0 / 720.0 + r * (1.0 / 5040.0));
-    (low + r4 * high) * f32::from_bits(((ki + 127) as u32) << 23)
+    let low = fma(r2, fma(r, 1.0 / 6.0, 0.5), 1.0 + r);
+    let high = fma(
+        r2,
+        fma(r, 1.0 / 5040.0, 1.0 / 720.0),
+        fma(r, 1.0 / 120.0, 1.0 / 24.0),
+    );
+    fma(r4, high, low) * f32::from_bits(((ki + 127) as u32) << 23)
 }
 
-/// `2·atanh(s) = 2(s + s³/3 + … + s¹⁵/15)`, accurate for `|s| ≤ 1/3`.
+/// `2·atanh(s) = 2(s + s³/3 + … + s¹³/13)`, for `|s| ≤ 1/3` (the next term is below 1.4·10⁻⁸
+/// of the sum).
 #[inline(always)]
 fn two_atanh(s: f32) -> f32 {
     let z = s * s;
     let (z2, z4) = (z * z, (z * z) * (z * z));
-    let low = (1.0 + z * (1.0 / 3.0)) + z2 * (1.0 / 5.0 + z * (1.0 / 7.0));
-    let high = (1.0 / 9.0 + z * (1.0 / 11.0)) + z2 * (1.0 / 13.0 + z * (1.0 / 15.0));
-    2.0 * s * (low + z4 * high)
+    let low = fma(z2, fma(z, 1.0 / 7.0, 1.0 / 5.0), fma(z, 1.0 / 3.0, 1.0));
+    let high = fma(z2, 1.0 / 13.0, fma(z, 1.0 / 11.0, 1.0 / 9.0));
+    2.0 * s * fma(z4, high, low)
+}
+
+/// `2·atanh(s) = 2(s + s³/3 + … + s⁹/9)`, for `|s| ≤ 3 − 2√2 ≈ 0.172` (the next term is below
+/// 2·10⁻⁹ of the sum): `ln`'s range.
+#[inline(always)]
+fn two_atanh_short(s: f32) -> f32 {
+    let z = s * s;
+    let z2 = z * z;
+    let low = fma(z, 1.0 / 3.0, 1.0);
+    let high = fma(z2, 1.0 / 9.0, fma(z, 1.0 / 7.0, 1.0 / 5.0));
+    2.0 * s * fma(z2, high, low)
 }
 
 /// `ln x` for positive `x` (subnormals are raised to the smallest normal): `x = m·2ᵉ` with
@@ -67,7 +91,11 @@ pub(crate) fn ln(x: f32) -> f32 {
     let high = m > std::f32::consts::SQRT_2;
     m = if high { m * 0.5 } else { m };
     e += high as i32;
-    two_atanh((m - 1.0) / (m + 1.0)) + e as f32 * std::f32::consts::LN_2
+    fma(
+        e as f32,
+        std::f32::consts::LN_2,
+        two_atanh_short((m - 1.0) / (m + 1.0)),
+    )
 }
 
 /// `(softplus ρ, sigmoid ρ)` sharing one exponential: `softplus ρ = max(ρ, 0) + ln(1 + t)`,
@@ -88,10 +116,16 @@ pub(crate) fn sincos_2pi(u: f32) -> (f32, f32) {
     let x = (u * 4.0 - q) * std::f32::consts::FRAC_PI_2;
     let z = x * x;
     let z2 = z * z;
-    let s = x
-        * ((1.0 - z * (1.0 / 6.0))
-            + z2 * ((1.0 / 120.0 - z * (1.0 / 5040.0)) + z2 * (1.0 / 362_880.0)));
-    let c = (1.0 - z * 0.5) + z2 * ((1.0 / 24.0 - z * (1.0 / 720.0)) + z2 * (1.0 / 40_320.0));
+    let s = x * fma(
+        z2,
+        fma(z2, 1.0 / 362_880.0, fma(z, -1.0 / 5040.0, 1.0 / 120.0)),
+        fma(z, -1.0 / 6.0, 1.0),
+    );
+    let c = fma(
+        z2,
+        fma(z2, 1.0 / 40_320.0, fma(z, -1.0 / 720.0, 1.0 / 24.0)),
+        fma(z, -0.5, 1.0),
+    );
     // Rotate by q quarter turns: (sin, cos) → (cos, −sin) → (−sin, −cos) → (−cos, sin).
     let q = qi as u32;
     let (a, b) = if q & 1 == 1 { (c, s) } else { (s, c) };
@@ -124,8 +158,8 @@ pub(crate) fn has_avx2() -> bool {
 }
 
 /// Defines `pub(crate) fn $name(args) -> ret` that runs `body` compiled for AVX-512, AVX2 + FMA
-/// or the baseline, whichever the CPU has. Rust never contracts `a·b + c` into an FMA, so
-/// every version gives the same bits.
+/// or the baseline, whichever the CPU has. Rust never contracts `a·b + c` into an FMA (explicit
+/// [`fma`] calls round once in every version), so every version gives the same bits.
 macro_rules! multiversion {
     ($(#[$doc:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$doc])*
@@ -201,6 +235,10 @@ impl Shared {
 /// `src` (at most [`BLOCK`] elements) copied into a fixed-size block, padded with `pad`.
 #[inline(always)]
 pub(crate) fn load(src: &[f32], pad: f32) -> [f32; BLOCK] {
+    // A whole block: a fixed-size copy (vector moves, not a call to memcpy).
+    if let Ok(full) = <&[f32; BLOCK]>::try_from(src) {
+        return *full;
+    }
     let mut a = [pad; BLOCK];
     a[..src.len()].copy_from_slice(src);
     a
@@ -209,6 +247,10 @@ pub(crate) fn load(src: &[f32], pad: f32) -> [f32; BLOCK] {
 /// The first `dst.len()` elements of `a` into `dst`.
 #[inline(always)]
 pub(crate) fn store(dst: &mut [f32], a: &[f32; BLOCK]) {
+    if let Ok(full) = <&mut [f32; BLOCK]>::try_from(&mut *dst) {
+        *full = *a;
+        return;
+    }
     let n = dst.len();
     dst.copy_from_slice(&a[..n]);
 }
