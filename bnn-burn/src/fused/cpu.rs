@@ -384,24 +384,35 @@ pub fn normals(key: u64, stream: u32, out: &mut [f32]) {
     });
 }
 
-/// `Σ_i ε_i²` over the first `n` elements of stream `stream` of `key` (radial's norms).
+multiversion! {
+    /// `Σ ε²` over elements `start..start + len` of sub-stream `stream`.
+    fn squared_norm_range(key: [u32; 2], stream: u32, start: usize, len: usize) -> f64 {
+        let mut eps = [0f32; BLOCK];
+        let mut lanes = [0f32; 8];
+        let mut total = 0f64;
+        for (k, a) in (0..len).step_by(BLOCK).enumerate() {
+            normal_block(key, stream, ((start + a) / BLOCK) as u64, &mut eps);
+            let mut sq = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                sq[j] = eps[j] * eps[j];
+            }
+            accumulate(&mut lanes, &sq, (len - a).min(BLOCK));
+            if k % 64 == 63 {
+                total += lanes_total(&lanes);
+                lanes = [0.0; 8];
+            }
+        }
+        total + lanes_total(&lanes)
+    }
+}
+
+/// `Σ_i ε_i²` over the first `n` elements of sub-stream `stream` of `key` (radial's norms), in
+/// a fixed order (reproducible whatever the thread count).
 pub fn squared_norm(key: u64, stream: u32, n: usize) -> f64 {
     let key = key_words(key);
-    par_chunks(n, |a, b| {
-        let mut eps = [0f32; BLOCK];
-        let mut total = 0f64;
-        for start in (a..b).step_by(BLOCK) {
-            normal_block(key, stream, (start / BLOCK) as u64, &mut eps);
-            let len = (b - start).min(BLOCK);
-            total += eps[..len]
-                .iter()
-                .map(|&e| (e as f64) * (e as f64))
-                .sum::<f64>();
-        }
-        total
-    })
-    .into_iter()
-    .sum()
+    par_chunks(n, |a, b| squared_norm_range(key, stream, a, b - a))
+        .into_iter()
+        .sum()
 }
 
 /// The constants of one Adam or AdamW step.

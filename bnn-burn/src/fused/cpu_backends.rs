@@ -58,6 +58,18 @@ macro_rules! cpu_fused_kernels {
                 <FloatTensor<Self>>::from_values(out, shape)
             }
 
+            fn fused_squared_norms(
+                like: FloatTensor<Self>,
+                key: u64,
+                draws: usize,
+            ) -> FloatTensor<Self> {
+                let n = like.shape().num_elements();
+                let norms = (0..draws)
+                    .map(|s| cpu::squared_norm(key, s as u32, n) as f32)
+                    .collect();
+                <FloatTensor<Self>>::from_values(norms, Shape::from([draws]))
+            }
+
             fn fused_sample(
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,

@@ -44,6 +44,20 @@ pub trait FusedKernels: Backend {
         )
     }
 
+    /// `[Σ_i ε_{s,i}²]` for the sub-streams `s = 0..draws` of `key` over as many elements as
+    /// `like` has (radial's norms), `[draws]`.
+    fn fused_squared_norms(like: FloatTensor<Self>, key: u64, draws: usize) -> FloatTensor<Self> {
+        let n = like.shape().num_elements();
+        let row = Self::float_reshape(like, Shape::from([1, n]));
+        let norms = (0..draws)
+            .map(|s| {
+                let eps = Self::fused_normal(row.clone(), key, s as u32);
+                Self::float_sum_dim(Self::float_mul(eps.clone(), eps), 1)
+            })
+            .collect();
+        Self::float_reshape(Self::float_cat(norms, 0), Shape::from([draws]))
+    }
+
     /// `(w, kl)`: draws `w [S, n]` with `w_s = [μ] + softplus(ρ)·scales[s]·ε_s` (`ε_s` is
     /// sub-stream `s`; `μ` is left out when `center`), and `Σ` of the KL terms (`[1]`; 0
     /// without `kl`).

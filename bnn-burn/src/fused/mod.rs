@@ -101,6 +101,20 @@ pub fn normal_like<const D: usize>(like: &Tensor<D>, key: u64, stream: u32) -> T
     }
 }
 
+/// `‖ε_s‖²` of the sub-streams `s = 0..draws` of `key`, each as long as `like` (radial's norms):
+/// one generation pass per draw, one read back for all of them.
+pub fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -> Vec<f32> {
+    let norms: Tensor<1> = Tensor::from_dispatch(<Dispatch as FusedKernels>::fused_squared_norms(
+        inner_dispatch(like),
+        key,
+        draws,
+    ));
+    norms
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .expect("f32 norms")
+}
+
 /// `(w, kl)`: draws `w [S, n]`, `w_s = [μ] + softplus(ρ)·scales[s]·ε_s` (`μ` left out when
 /// `center`), and the summed KL terms `[1]` (0 without `kl`), as a constant. With
 /// `fold = Some(λ)`, the backward pass of `w` adds `λ∇KL` to `dμ, dρ`.

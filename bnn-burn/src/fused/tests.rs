@@ -158,6 +158,20 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
 }
 
 #[test]
+fn squared_norms_are_those_of_the_streams_the_sample_op_draws() {
+    let like = Tensor::<2>::zeros([13, 70], &test_device());
+    let norms = squared_norms(&like, 21, 3);
+    assert_eq!(norms.len(), 3);
+    for (s, &got) in norms.iter().enumerate() {
+        let eps = to_vec(normal_like(&like, 21, s as u32));
+        let want: f64 = eps.iter().map(|e| e * e).sum();
+        assert!(((got as f64 - want) / want).abs() < 1e-5, "draw {s}: {got} vs {want}");
+    }
+    // ‖ε‖² ~ χ²(910): within 6 standard deviations (√(2·910) ≈ 43) of its mean.
+    assert!(norms.iter().all(|&x| (x - 910.0).abs() < 6.0 * 43.0));
+}
+
+#[test]
 fn same_key_same_numbers_new_key_new_numbers() {
     let (mu, rho, _) = params();
     let draw = |key| to_vec(sample(mu.clone(), rho.clone(), key, &[1.0], false, None, None).0);

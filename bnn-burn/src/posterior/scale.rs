@@ -129,14 +129,14 @@ impl<const D: usize> FusedScale<D> {
         if !self.radial {
             return vec![1.0; n];
         }
-        let like = self.mu.clone().inner().reshape([-1]);
-        (0..n)
-            .map(|s| {
-                let eps = crate::fused::normal_like(&like, key, s as u32);
-                let norm = eps.square().sum().into_scalar::<f32>().sqrt();
+        let norms = crate::fused::squared_norms(&self.mu, key, n);
+        norms
+            .iter()
+            .enumerate()
+            .map(|(s, squared)| {
                 let mut r = [0f32; 1];
                 crate::fused::cpu::normals(key, u32::MAX - s as u32, &mut r);
-                r[0] / norm
+                r[0] / squared.sqrt()
             })
             .collect()
     }
