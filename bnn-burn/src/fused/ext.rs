@@ -274,7 +274,9 @@ pub trait FusedKernels: Backend {
     }
 }
 
-// The Cube (wgpu) backend runs the default bodies.
+// The Cube (wgpu) backend runs the default bodies. `burn::backend::Cube` names
+// `Fusion<CubeBackend>` when burn's `fusion` feature is on (the `wgpu` feature turns it on, and a
+// user's own burn dependency may too): the composed ops are then fused lazily by burn.
 #[cfg(feature = "wgpu")]
 impl FusedKernels for burn::backend::Cube {}
 
