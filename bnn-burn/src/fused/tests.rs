@@ -165,7 +165,10 @@ fn squared_norms_are_those_of_the_streams_the_sample_op_draws() {
     for (s, &got) in norms.iter().enumerate() {
         let eps = to_vec(normal_like(&like, 21, s as u32));
         let want: f64 = eps.iter().map(|e| e * e).sum();
-        assert!(((got as f64 - want) / want).abs() < 1e-5, "draw {s}: {got} vs {want}");
+        assert!(
+            ((got as f64 - want) / want).abs() < 1e-5,
+            "draw {s}: {got} vs {want}"
+        );
     }
     // ‖ε‖² ~ χ²(910): within 6 standard deviations (√(2·910) ≈ 43) of its mean.
     assert!(norms.iter().all(|&x| (x - 910.0).abs() < 6.0 * 43.0));
