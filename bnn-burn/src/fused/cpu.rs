@@ -8,7 +8,8 @@
 
 use super::rng::{key_words, normal_block, sign_bits, sign_of};
 use super::simd::{
-    BLOCK, Shared, accumulate, ln, load, multiversion, par_chunks, softplus_sigmoid, store,
+    BLOCK, Shared, accumulate, ln, load, multiversion, par_chunks, softplus, softplus_sigmoid,
+    store,
 };
 
 /// Floor under a sampled variance before its square root (keeps the gradient finite).
@@ -31,6 +32,18 @@ fn lanes_total(lanes: &[f32; 8]) -> f64 {
     lanes.iter().map(|&x| x as f64).sum()
 }
 
+/// The Gaussian KL terms of one block, `½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (the constants
+/// are added once by the caller).
+#[inline(always)]
+fn kl_terms(m: &[f32; BLOCK], sigma: &[f32; BLOCK], p: KlTerms) -> [f32; BLOCK] {
+    let mut t = [0f32; BLOCK];
+    for j in 0..BLOCK {
+        let (sp, c) = (sigma[j], m[j] - p.mean);
+        t[j] = 0.5 * (sp * sp * p.inv_var_sigma + c * c * p.inv_var_mu) - ln(sp);
+    }
+    t
+}
+
 multiversion! {
     /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`.
     fn sample_range(key: [u32; 2], stream: u32, start: usize, mu: &[f32], rho: &[f32], scale: f32,
@@ -42,19 +55,17 @@ multiversion! {
             let (a, len) = (k * BLOCK, o.len());
             normal_block(key, stream, ((start + a) / BLOCK) as u64, &mut eps);
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
+            // Branch-free loops (the KL terms in a loop of their own) so each vectorises.
+            let mut sigma = [0f32; BLOCK];
             let mut w = [0f32; BLOCK];
-            let mut t = [0f32; BLOCK];
             for j in 0..BLOCK {
-                let (sp, _) = softplus_sigmoid(r[j]);
+                sigma[j] = softplus(r[j]);
                 let base = if center { 0.0 } else { m[j] };
-                w[j] = base + sp * scale * eps[j];
-                if let Some(p) = kl {
-                    let c = m[j] - p.mean;
-                    t[j] = 0.5 * (sp * sp * p.inv_var_sigma + c * c * p.inv_var_mu) - ln(sp);
-                }
+                w[j] = base + sigma[j] * scale * eps[j];
             }
             store(o, &w);
-            if kl.is_some() {
+            if let Some(p) = kl {
+                let t = kl_terms(&m, &sigma, p);
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
                     total += lanes_total(&lanes);
@@ -193,20 +204,19 @@ multiversion! {
         for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
             let len = mc.len();
             let (m, r) = (load(mc, 0.0), load(rc, 0.0));
-            let mut v = [0f32; BLOCK];
-            let mut t = [0f32; BLOCK];
+            let mut sigma = [0f32; BLOCK];
             for j in 0..BLOCK {
-                let (sp, _) = softplus_sigmoid(r[j]);
-                v[j] = sp * sp * var_scale;
-                if let Some(p) = kl {
-                    let c = m[j] - p.mean;
-                    t[j] = 0.5 * (sp * sp * p.inv_var_sigma + c * c * p.inv_var_mu) - ln(sp);
-                }
+                sigma[j] = softplus(r[j]);
             }
             if let Some(out) = var.as_deref_mut() {
+                let mut v = [0f32; BLOCK];
+                for j in 0..BLOCK {
+                    v[j] = sigma[j] * sigma[j] * var_scale;
+                }
                 store(&mut out[k * BLOCK..k * BLOCK + len], &v);
             }
-            if kl.is_some() {
+            if let Some(p) = kl {
+                let t = kl_terms(&m, &sigma, p);
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
                     total += lanes_total(&lanes);
