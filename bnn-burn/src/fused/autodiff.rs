@@ -48,6 +48,9 @@ pub trait FusedOps: Backend {
 
     /// [`FusedKernels::fused_flip`].
     fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self>;
+
+    /// [`FusedKernels::fused_dropout`].
+    fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self>;
 }
 
 /// The inner backends: forward kernels only.
@@ -94,6 +97,10 @@ macro_rules! inner_ops {
 
             fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
                 Self::fused_flip(x, key, inner)
+            }
+
+            fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
+                Self::fused_dropout(x, key, p)
             }
         }
     };
@@ -206,6 +213,20 @@ impl<B: FusedKernels> Backward<B, 1> for FlipBackward {
     }
 }
 
+#[derive(Debug)]
+struct DropoutBackward;
+
+impl<B: FusedKernels> Backward<B, 1> for DropoutBackward {
+    type State = (u64, f64);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_x] = ops.parents;
+        let dy = grads.consume::<B>(&ops.node);
+        let (key, p) = ops.state;
+        register!(grads, node_x, B::fused_dropout(dy, key, p));
+    }
+}
+
 impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     fn sample_op(
         mu: FloatTensor<Self>,
@@ -308,6 +329,18 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => prep.finish((key, inner), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
+        let y = B::fused_dropout(x.primitive().clone(), key, p);
+        match DropoutBackward
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((key, p), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

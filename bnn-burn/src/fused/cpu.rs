@@ -6,7 +6,7 @@
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::rng::{key_words, normal_block, sign_bits, sign_of};
+use super::rng::{key_words, mask_words, normal_block, sign_bits, sign_of};
 use super::simd::{
     BLOCK, Shared, accumulate, ln, load, multiversion, par_chunks, softplus, softplus_sigmoid,
     store,
@@ -321,6 +321,46 @@ pub fn noise(key: u64, first: &[f32], var: &[f32], out: &mut [f32], backward: bo
         // SAFETY: disjoint ranges.
         let o = unsafe { shared.range(a, b) };
         noise_range(key, a, &first[a..b], &var[a..b], o, backward);
+    });
+}
+
+/// The keep threshold of a drop rate: word `u` keeps its element when `u ≥ round(p·2³²)`, with
+/// probability `1 − p` to within `2⁻³²`.
+fn keep_threshold(p: f64) -> u32 {
+    assert!((0.0..1.0).contains(&p), "dropout: rate {p} outside [0, 1)");
+    (p * 4_294_967_296.0).round().min(u32::MAX as f64) as u32
+}
+
+multiversion! {
+    /// [`dropout`] over one range starting at element `start` (a multiple of the block size).
+    fn dropout_range(key: [u32; 2], start: usize, x: &[f32], threshold: u32, scale: f32,
+                     out: &mut [f32]) {
+        let mut words = [0u32; BLOCK];
+        for (k, o) in out.chunks_mut(BLOCK).enumerate() {
+            let (a, len) = (k * BLOCK, o.len());
+            mask_words(key, ((start + a) / BLOCK) as u64, &mut words);
+            let v = load(&x[a..a + len], 0.0);
+            let mut y = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                y[j] = if words[j] >= threshold { v[j] * scale } else { 0.0 };
+            }
+            store(o, &y);
+        }
+    }
+}
+
+/// `out[i] = x[i]·z_i`, `z_i ∈ {0, 1/(1−p)}` kept with probability `1 − p` by word `i` of
+/// `key`'s mask stream: inverted Bernoulli dropout (Gal 2016, §3.2), its own adjoint.
+pub fn dropout(key: u64, x: &[f32], p: f64, out: &mut [f32]) {
+    assert_eq!(x.len(), out.len(), "dropout: input and output lengths");
+    let threshold = keep_threshold(p);
+    let scale = (1.0 / (1.0 - p)) as f32;
+    let shared = Shared::new(out);
+    let key = key_words(key);
+    par_chunks(x.len(), |a, b| {
+        // SAFETY: disjoint ranges.
+        let o = unsafe { shared.range(a, b) };
+        dropout_range(key, a, &x[a..b], threshold, scale, o);
     });
 }
 

@@ -195,6 +195,13 @@ macro_rules! cpu_fused_kernels {
                 <FloatTensor<Self>>::from_values(y, shape)
             }
 
+            fn fused_dropout(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
+                let shape = x.shape();
+                let x = x.values();
+                let y = written(shape.num_elements(), |y| cpu::dropout(key, &x, p, y));
+                <FloatTensor<Self>>::from_values(y, shape)
+            }
+
             fn fused_adam(
                 param: FloatTensor<Self>,
                 grad: FloatTensor<Self>,

@@ -8,7 +8,8 @@
 //! `ε` of sub-stream `s` of key `k` is a pure function of `(k, s)` and the element index, so a
 //! backward pass regenerates it. On the CPU backends it is the Philox stream of
 //! [`super::rng`]; the default body reseeds the backend's generator with a hash of `(k, s)`
-//! and draws from it (deterministic, but it leaves that generator reseeded).
+//! and draws from it under a lock, executed before the lock is released (deterministic with
+//! several threads and under fusion's lazy queues, but it leaves that generator reseeded).
 
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
@@ -18,10 +19,29 @@ use super::rng::mix;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Distribution, FloatDType, Scalar, TensorMetadata, backend_extension};
 use burn::tensor::{Shape, TensorData};
+use std::sync::Mutex;
 
 /// The seed the default bodies give the backend generator for sub-stream `stream` of `key`.
 pub(crate) fn stream_seed(key: u64, stream: u32) -> u64 {
     mix(key ^ mix(stream as u64 + 1))
+}
+
+/// A draw of the backend generator reseeded with `seed`, under a process-wide lock and executed
+/// before the lock is released: a lazy backend (burn's fusion queues each thread's operations)
+/// would otherwise run the draw after another thread has reseeded the generator, and a backward
+/// pass would not regenerate its forward pass's noise.
+fn seeded_random<B: Backend>(
+    shape: Shape,
+    distribution: Distribution,
+    device: &B::Device,
+    seed: u64,
+) -> FloatTensor<B> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|poison| poison.into_inner());
+    B::seed(device, seed);
+    let draw = B::float_random(shape, distribution, device, FloatDType::F32);
+    B::sync(device).expect("the device ran the seeded draw");
+    draw
 }
 
 /// A one-element tensor holding `x`.
@@ -34,13 +54,11 @@ fn scalar<B: Backend>(x: f64, device: &B::Device) -> FloatTensor<B> {
 pub trait FusedKernels: Backend {
     /// Standard normals shaped like `like`, sub-stream `stream` of `key`.
     fn fused_normal(like: FloatTensor<Self>, key: u64, stream: u32) -> FloatTensor<Self> {
-        let device = like.device();
-        Self::seed(&device, stream_seed(key, stream));
-        Self::float_random(
+        seeded_random::<Self>(
             like.shape(),
             Distribution::Normal(0.0, 1.0),
-            &device,
-            FloatDType::F32,
+            &like.device(),
+            stream_seed(key, stream),
         )
     }
 
@@ -211,13 +229,11 @@ pub trait FusedKernels: Backend {
         let shape = x.shape();
         let n = shape.num_elements();
         let groups = Shape::from([n / inner, 1]);
-        let device = x.device();
-        Self::seed(&device, stream_seed(key, u32::MAX));
-        let u = Self::float_random(
+        let u = seeded_random::<Self>(
             groups,
             Distribution::Bernoulli(0.5),
-            &device,
-            FloatDType::F32,
+            &x.device(),
+            stream_seed(key, u32::MAX),
         );
         let signs = Self::float_sub_scalar(
             Self::float_mul_scalar(u, Scalar::from(2.0)),
@@ -226,6 +242,18 @@ pub trait FusedKernels: Backend {
         let signs = Self::float_expand(signs, Shape::from([n / inner, inner]));
         let x = Self::float_reshape(x, Shape::from([n / inner, inner]));
         Self::float_reshape(Self::float_mul(x, signs), shape)
+    }
+
+    /// `x ⊙ z`, `z ∈ {0, 1/(1−p)}` kept with probability `1 − p` per element (its own adjoint).
+    fn fused_dropout(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
+        let keep = seeded_random::<Self>(
+            x.shape(),
+            Distribution::Bernoulli(1.0 - p),
+            &x.device(),
+            stream_seed(key, u32::MAX - 1),
+        );
+        let z = Self::float_mul_scalar(keep, Scalar::from(1.0 / (1.0 - p)));
+        Self::float_mul(x, z)
     }
 
     /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.

@@ -13,6 +13,7 @@
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
 //! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
 //! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
+//! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` | `dy ⊙ z` |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -182,6 +183,16 @@ pub fn flip<const D: usize>(x: Tensor<D>, key: u64, inner: usize) -> Tensor<D> {
         x.into_dispatch(),
         key,
         inner,
+    ))
+}
+
+/// `x ⊙ z`: inverted Bernoulli dropout, `z ∈ {0, 1/(1−p)}` kept with probability `1 − p` per
+/// element from `key`'s mask stream (MC dropout's masks; the backward reuses them).
+pub fn dropout<const D: usize>(x: Tensor<D>, key: u64, p: f64) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::dropout_op(
+        x.into_dispatch(),
+        key,
+        p,
     ))
 }
 

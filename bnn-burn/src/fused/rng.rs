@@ -78,6 +78,20 @@ fn box_muller(a: &[u32; 16], b: &[u32; 16], out: &mut [f32]) {
     }
 }
 
+/// The 64 uniform words of block `block` of `key`'s mask stream (dropout): element `j` of the
+/// block is word `j / 16` of the Philox output of counter `16·block + j % 16` (tag 2 in the
+/// counter's last word keeps it apart from the normals' and the signs' counters).
+#[inline(always)]
+pub(crate) fn mask_words(key: [u32; 2], block: u64, out: &mut [u32; BLOCK]) {
+    for j in 0..16 {
+        let c = block * 16 + j as u64;
+        let r = philox([c as u32, (c >> 32) as u32, 0, 2], key);
+        for w in 0..4 {
+            out[16 * w + j] = r[w];
+        }
+    }
+}
+
 /// The 128 sign bits of word `word` of stream `key`: group `i`'s sign is bit `i % 128` of word
 /// `i / 128` ([`sign_of`]).
 #[inline(always)]

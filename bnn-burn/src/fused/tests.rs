@@ -158,6 +158,65 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
 }
 
 #[test]
+fn dropout_keeps_each_element_with_probability_one_minus_p_and_is_its_own_adjoint() {
+    let device = test_device().autodiff();
+    let _guard = crate::testing::seeded(&test_device(), 3);
+    // 10⁵ elements (not a multiple of the 64-element block), all ≠ 0.
+    let (rows, cols) = (250, 401);
+    let x =
+        Tensor::<2>::random([rows, cols], Distribution::Uniform(0.5, 1.5), &device).require_grad();
+    for p in [0.005, 0.1, 0.5] {
+        let y = dropout(x.clone(), 17, p);
+        let (xs, ys) = (to_vec(x.clone()), to_vec(y.clone()));
+        let scale = 1.0 / (1.0 - p);
+        let mut kept = 0usize;
+        for (a, b) in xs.iter().zip(&ys) {
+            if *b != 0.0 {
+                assert!(
+                    (b / a - scale).abs() < 1e-5,
+                    "kept element scaled by {}",
+                    b / a
+                );
+                kept += 1;
+            }
+        }
+        // Binomial(n, 1 − p): within 5 standard deviations.
+        let n = (rows * cols) as f64;
+        let sd = (n * p * (1.0 - p)).sqrt();
+        assert!(
+            (kept as f64 - n * (1.0 - p)).abs() < 5.0 * sd,
+            "p = {p}: kept {kept} of {n}"
+        );
+        // The gradient of Σ y ⊙ r is r ⊙ z: the same mask (z = y/x).
+        let r = Tensor::<2>::random([rows, cols], Distribution::Normal(0.0, 1.0), &device);
+        let grads = (y.clone() * r.clone()).sum().backward();
+        let dx = to_vec(x.grad(&grads).expect("x's gradient"));
+        let want: Vec<f64> = to_vec(r)
+            .iter()
+            .zip(ys.iter().zip(&xs))
+            .map(|(r, (y, x))| r * y / x)
+            .collect();
+        assert!(rel_err(&dx, &want) < 1e-5);
+        // Same key, same mask; another key, another mask.
+        assert_eq!(to_vec(dropout(x.clone(), 17, p)), ys);
+        let other = to_vec(dropout(x.clone(), 18, p));
+        let both_dropped = ys
+            .iter()
+            .zip(&other)
+            .filter(|(a, b)| **a == 0.0 && **b == 0.0)
+            .count() as f64;
+        // Independent masks drop an element in both with probability p².
+        let sd = (n * p * p * (1.0 - p * p)).sqrt();
+        assert!(
+            (both_dropped - n * p * p).abs() < 5.0 * sd + 1.0,
+            "p = {p}: {both_dropped} dropped by both keys"
+        );
+    }
+    // Rate 0 keeps everything unchanged.
+    assert_eq!(to_vec(dropout(x.clone(), 17, 0.0)), to_vec(x));
+}
+
+#[test]
 fn squared_norms_are_those_of_the_streams_the_sample_op_draws() {
     let like = Tensor::<2>::zeros([13, 70], &test_device());
     let norms = squared_norms(&like, 21, 3);

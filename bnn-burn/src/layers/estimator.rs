@@ -13,7 +13,8 @@
 
 use super::params::LayerParams;
 use super::pass::Pass;
-use crate::posterior::McDropout;
+use crate::fused::{self, Kernels};
+use crate::posterior::{DropoutNoise, McDropout};
 use crate::posterior::{PosteriorDist, Unsupported, WeightPosterior, row};
 use burn::config::Config;
 use burn::tensor::{Distribution, Tensor};
@@ -59,6 +60,8 @@ struct Evaluated<W: PosteriorDist<DW>, B: PosteriorDist<1>, const DW: usize> {
     weight_point: bool,
     bias_point: bool,
     unit_noise: Option<McDropout>,
+    /// The fused kernels' stream key of the unit masks (Bernoulli masks on the fused path).
+    unit_noise_key: Option<u64>,
 }
 
 /// Weight draws `[S, numel]` and bias draws `[S, out]`, when the estimator made them.
@@ -82,12 +85,25 @@ where
     if let Some(y) = super::fused_path::run(params, op, &x, pass) {
         return y;
     }
+    let unit_noise = params.weight.unit_noise();
+    let unit_noise_key = match unit_noise {
+        Some(d)
+            if pass.kernels() == Kernels::Fused
+                && params.estimator == Estimator::LocalReparameterization
+                && d.noise == DropoutNoise::Bernoulli
+                && d.p > 0.0 =>
+        {
+            Some(pass.next_key(&x.device()))
+        }
+        _ => None,
+    };
     let q = Evaluated {
         weight: params.weight.dist(),
         bias: params.bias.as_ref().map(|b| b.dist()),
         weight_point: params.weight.is_point(),
         bias_point: params.bias.as_ref().is_none_or(|b| b.is_point()),
-        unit_noise: params.weight.unit_noise(),
+        unit_noise,
+        unit_noise_key,
     };
     let want_draws = pass.wants_log_ratio();
     let (y, draws) = forward(&q, params.estimator, op, x, want_draws);
@@ -199,7 +215,11 @@ impl<W: PosteriorDist<DW>, B: PosteriorDist<1>, const DW: usize> Evaluated<W, B,
         };
         let (mean, var) = match self.unit_noise {
             Some(dropout) => {
-                let mean = op.apply(dropout.forward(x), self.weight.mean(), bias_mean);
+                let x = match self.unit_noise_key {
+                    Some(key) => fused::dropout(x, key, dropout.p),
+                    None => dropout.forward(x),
+                };
+                let mean = op.apply(x, self.weight.mean(), bias_mean);
                 let var = bias_var.map(|v| op.add_bias(mean.zeros_like(), row(v)));
                 (mean, var)
             }
