@@ -13,15 +13,12 @@ use bnn_burn::layers::{Estimator, WeightConfig};
 use bnn_burn::likelihood::GaussianLikelihoodConfig;
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{MlpConfig, Regressor};
-use bnn_burn::predict::{Predict, PredictMode};
+use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
 use bnn_burn::train::{EarlyStoppingConfig, TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::uci::{UciData, UciDataset, UciMeta};
 use bnn_datasets::{DataRoot, RegressionData, Standardizer};
 use burn::module::Module;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -38,6 +35,13 @@ pub struct Budget {
     pub batch_size: usize,
     /// Adam learning rate.
     pub learning_rate: f64,
+    /// Stochastic passes of a test prediction (posterior draws of the predictive mixture).
+    #[serde(default = "default_test_passes")]
+    pub test_passes: usize,
+}
+
+fn default_test_passes() -> usize {
+    PREDICTION_SAMPLES
 }
 
 /// One split, ready for a method: standardised training rows and test inputs, test targets in
@@ -80,6 +84,16 @@ pub trait UciMethod {
     fn name(&self) -> &'static str;
     /// Fits on `split.train` and evaluates on the test rows.
     fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>>;
+    /// The training budget on a data set with `n_train` training rows (default: [`budget`]).
+    fn budget(
+        &self,
+        d: UciDataset,
+        meta: &UciMeta,
+        n_train: usize,
+        options: &UciOptions,
+    ) -> Budget {
+        budget(d, meta, n_train, options)
+    }
 }
 
 /// Every registered method, in table order.
@@ -104,14 +118,35 @@ pub fn registry() -> Vec<Box<dyn UciMethod>> {
     ]
 }
 
-/// Test LL (mixture over posterior samples, original units) and RMSE of the predictive mean.
+/// Activations held at once by a chunk of test passes (elements of the widest layer).
+const PASS_CHUNK_ELEMENTS: usize = 10_000_000;
+
+/// Test LL (mixture over `split.budget.test_passes` posterior draws, original units) and RMSE of
+/// the predictive mean. The draws go through the net in chunks ([`MixtureAccumulator`]), so
+/// Gal's 10 000 passes over protein's 4 573 test rows need no 18 GB tensor.
 pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), Box<dyn Error>> {
     let device = model.devices()[0].clone();
     let d = split.train.n_features;
     let x = matrix(&split.test_x, d, &device);
-    let pred = model.predict(x, PredictMode::Samples(PREDICTION_SAMPLES))?;
     let y = matrix(&split.y_scaler.transform(&split.test_y), 1, &device);
-    let scores = pred.scores(y, &split.y_scaler.std);
+    let passes = split.budget.test_passes.max(1);
+    let width = split.meta.n_hidden.max(d) * split.test_y.len().max(1);
+    let chunk = (PASS_CHUNK_ELEMENTS / width).clamp(1, passes);
+    let mut acc = MixtureAccumulator::new(y);
+    while acc.draws() < passes {
+        let want = chunk.min(passes - acc.draws());
+        let GaussianPrediction::Samples(draws) =
+            model.predict(x.clone(), PredictMode::Samples(want))?
+        else {
+            return Err("a sampled prediction returned moments".into());
+        };
+        let got = draws.mean.dims()[0];
+        acc.add(&draws);
+        if got < want {
+            break; // a point estimate answers with its one draw
+        }
+    }
+    let scores = acc.scores(&split.y_scaler.std);
     Ok((scores.log_likelihood, scores.rmse))
 }
 
@@ -188,28 +223,97 @@ impl UciMethod for BayesianFit {
     }
 }
 
-/// MC dropout with Gal's grid search: every (dropout rate, τ) pair of the data set's grid is
-/// trained on 80 % of the training rows and scored by log-likelihood on the other 20 %; the best
-/// pair is retrained on all training rows. τ is the model precision in original target units
-/// (noise std `1/√τ`), the prior length-scale is 10⁻² (Gal's code).
+/// MC dropout under Gal's current UCI protocol (`spec/gal-mc-dropout.md`; his repository's
+/// "Grid Search (new)"): dropout on the input and on the hidden layer, MSE on standardised
+/// targets plus weight decay `λ = l²(1−p)/(2Nτ)` (l = 10⁻²), Adam at 10⁻³, batch 128, 10 × the
+/// protocol's epochs (400; 200 for protein). Every (p, τ) of the data set's grid is trained on
+/// the first 80 % of the training rows and scored by validation LL on the last 20 %; the best
+/// pair is refit on all training rows. Test LL from `T = 10 000` stochastic passes with noise
+/// precision τ in original units: `logsumexp_t(−½τ(y − ŷ_t)²) − ln T − ½ ln 2π + ½ ln τ`.
+///
+/// As a variational objective this is a Gaussian likelihood of variance ½ (`−ln p = (y − f)² +
+/// const`, the MSE) and the dropout family's KL under the prior `N(0, τ/l²)`, whose weight-decay
+/// term is `λ‖M‖²` per training point (Gal 2016, §3.2).
 pub struct GalDropout;
 
 /// Gal's prior length-scale.
 pub const GAL_LENGTH_SCALE: f64 = 1e-2;
+/// Gal's minibatch size.
+pub const GAL_BATCH: usize = 128;
+/// Gal's test passes `T`.
+pub const GAL_TEST_PASSES: usize = 10_000;
+
+impl GalDropout {
+    /// Fits one (p, τ) on `data` (standardised rows) and scores it on `eval`.
+    fn fit_and_score(
+        &self,
+        p: f64,
+        tau: f64,
+        data: &RegressionData,
+        eval: &PreparedSplit,
+    ) -> Result<(f64, f64), Box<dyn Error>> {
+        // Prior N(0, τ/l²) on M: the dropout KL's weight decay is l²(1−p)/(2Nτ)·‖M‖².
+        let weights = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt()).weights;
+        let (mut model, _) = fit(
+            &weights,
+            data,
+            eval,
+            Some(std::f64::consts::FRAC_1_SQRT_2),
+            1,
+            None,
+            eval.seed,
+        )?;
+        // Predict with the noise precision τ in original units.
+        let noise = 1.0 / (tau.sqrt() * eval.y_scaler.std[0]);
+        model.likelihood = GaussianLikelihoodConfig::new()
+            .with_noise_std(noise)
+            .with_learned(false)
+            .init(&model.devices()[0])?;
+        evaluate(&model, eval)
+    }
+}
+
+/// Whether `value` is the smallest or largest of a grid of several values.
+pub fn on_grid_edge(value: f64, grid: &[f64]) -> bool {
+    let min = grid.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = grid.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    grid.len() > 1 && (value == min || value == max)
+}
 
 impl UciMethod for GalDropout {
     fn name(&self) -> &'static str {
         "MC dropout"
     }
 
+    /// 10 × the protocol's epochs at batch 128, Adam at 10⁻³, 10 000 test passes; `--quick`
+    /// caps a fit at ~1500 steps and predicts with 1 000 passes.
+    fn budget(
+        &self,
+        _d: UciDataset,
+        meta: &UciMeta,
+        n_train: usize,
+        options: &UciOptions,
+    ) -> Budget {
+        let steps_per_epoch = n_train.div_ceil(GAL_BATCH).max(1);
+        let full = meta.n_epochs * 10;
+        Budget {
+            epochs: run_epochs(full, steps_per_epoch, options),
+            batch_size: GAL_BATCH,
+            learning_rate: 1e-3,
+            test_passes: if options.quick {
+                GAL_TEST_PASSES / 10
+            } else {
+                GAL_TEST_PASSES
+            },
+        }
+    }
+
     fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
+        // Gal's validation rows: the last 20 % of the training rows, in the split's order.
         let n = split.train.len();
-        let mut order: Vec<usize> = (0..n).collect();
-        order.shuffle(&mut StdRng::seed_from_u64(split.seed));
-        let n_fit = ((n as f64) * 0.8).round() as usize;
+        let n_fit = (n as f64 * 0.8) as usize;
+        let order: Vec<usize> = (0..n).collect();
         let val_rows = split.train.select(&order[n_fit..])?;
-        // The 80 % fit rows with the 20 % as their "test" rows: validation goes through the
-        // same evaluation as the test, in original units.
         let val_split = PreparedSplit {
             dataset: split.dataset,
             k: split.k,
@@ -221,22 +325,11 @@ impl UciMethod for GalDropout {
             budget: split.budget,
             seed: split.seed,
         };
-        let sy = split.y_scaler.std[0];
-        let weights = |p: f64| Method::mc_dropout(p, GAL_LENGTH_SCALE).weights;
+        let (rates, taus) = (&split.meta.dropout_rates, &split.meta.tau_values);
         let mut best: Option<(f64, f64, f64)> = None;
-        for &p in &split.meta.dropout_rates {
-            for &tau in &split.meta.tau_values {
-                let noise = 1.0 / (tau.sqrt() * sy);
-                let (model, _) = fit(
-                    &weights(p),
-                    &val_split.train,
-                    split,
-                    Some(noise),
-                    1,
-                    None,
-                    split.seed,
-                )?;
-                let (val_ll, _) = evaluate(&model, &val_split)?;
+        for &p in rates {
+            for &tau in taus {
+                let (val_ll, _) = self.fit_and_score(p, tau, &val_split.train, &val_split)?;
                 if best.is_none_or(|b| val_ll > b.2) {
                     best = Some((p, tau, val_ll));
                 }
@@ -247,24 +340,35 @@ impl UciMethod for GalDropout {
                 "{}: empty grid ({} dropout rates, {} τ values); see dropout_rates.txt and \
                  tau_values.txt",
                 split.dataset,
-                split.meta.dropout_rates.len(),
-                split.meta.tau_values.len()
+                rates.len(),
+                taus.len()
             )
         })?;
-        let (model, _) = fit(
-            &weights(p),
-            &split.train,
-            split,
-            Some(1.0 / (tau.sqrt() * sy)),
-            1,
-            None,
-            split.seed,
-        )?;
-        let (test_ll, test_rmse) = evaluate(&model, split)?;
+        let mut edges = Vec::new();
+        if on_grid_edge(p, rates) {
+            edges.push(format!("p = {p}"));
+        }
+        if on_grid_edge(tau, taus) {
+            edges.push(format!("τ = {tau}"));
+        }
+        let warning = if edges.is_empty() {
+            String::new()
+        } else {
+            let w = format!("; warning: {} on the edge of its grid", edges.join(" and "));
+            eprintln!(
+                "[{}] MC dropout split {}: {} on the edge of its grid (dropout_rates.txt, \
+                 tau_values.txt)",
+                split.dataset,
+                split.k + 1,
+                edges.join(" and ")
+            );
+            w
+        };
+        let (test_ll, test_rmse) = self.fit_and_score(p, tau, &split.train, split)?;
         Ok(SplitOutcome {
             test_ll,
             test_rmse,
-            detail: format!("p = {p}, τ = {tau} (validation LL {val_ll:.3})"),
+            detail: format!("p = {p}, τ = {tau} (validation LL {val_ll:.3}){warning}"),
         })
     }
 }
@@ -320,15 +424,21 @@ pub fn budget(d: UciDataset, meta: &UciMeta, n_train: usize, options: &UciOption
         .n_epochs
         .max(MIN_STEPS.div_ceil(steps_per_epoch))
         .min(meta.n_epochs * 10);
-    let epochs = match options.epochs {
+    Budget {
+        epochs: run_epochs(full, steps_per_epoch, options),
+        batch_size: batch,
+        learning_rate: 3e-3,
+        test_passes: PREDICTION_SAMPLES,
+    }
+}
+
+/// The epochs a run uses of a method's `full` budget: `--epochs` when given, else `full`
+/// capped at ~1500 optimiser steps (at least 4 epochs) with `--quick`.
+pub fn run_epochs(full: usize, steps_per_epoch: usize, options: &UciOptions) -> usize {
+    match options.epochs {
         Some(e) => e,
         None if options.quick => full.min((1500 / steps_per_epoch).max(4)),
         None => full,
-    };
-    Budget {
-        epochs,
-        batch_size: batch,
-        learning_rate: 3e-3,
     }
 }
 
@@ -513,13 +623,12 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
             .unwrap_or(if options.quick { 3 } else { set.meta.n_splits })
             .min(set.meta.n_splits);
         let n_train = set.split_indices(0)?.0.len();
-        let budget = budget(set.dataset, &set.meta, n_train, options);
         for &method in &methods {
             units.push(Unit {
                 set,
                 method,
                 n_splits,
-                budget,
+                budget: method.budget(set.dataset, &set.meta, n_train, options),
             });
         }
     }
@@ -841,6 +950,7 @@ mod tests {
                 epochs: 60,
                 batch_size: 32,
                 learning_rate: 1e-2,
+                test_passes: 100,
             },
             seed: 3,
         };
@@ -875,21 +985,48 @@ mod tests {
         }
     }
 
-    #[test]
-    fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
-        let meta = meta();
-        let mut o = UciOptions {
+    fn protein_options(quick: bool) -> UciOptions {
+        UciOptions {
             datasets: vec![UciDataset::Protein],
             methods: vec![],
             splits: None,
             epochs: None,
             seed: 0,
-            quick: true,
+            quick,
             out: PathBuf::from("x"),
             data_dir: None,
             jobs: 1,
             resume: false,
-        };
+        }
+    }
+
+    #[test]
+    fn gal_protocol_budget_and_grid_edges() {
+        let meta = meta();
+        let mut o = protein_options(false);
+        // 10 × n_epochs at batch 128, Adam 10⁻³, T = 10 000.
+        let b = GalDropout.budget(UciDataset::Protein, &meta, 41_157, &o);
+        assert_eq!(
+            (b.epochs, b.batch_size, b.learning_rate, b.test_passes),
+            (400, 128, 1e-3, 10_000)
+        );
+        o.quick = true;
+        let b = GalDropout.budget(UciDataset::Protein, &meta, 41_157, &o);
+        assert_eq!((b.epochs, b.test_passes), (4, 1_000));
+        o.epochs = Some(7);
+        assert_eq!(
+            GalDropout.budget(UciDataset::Boston, &meta, 455, &o).epochs,
+            7
+        );
+        let grid = [0.25, 0.5, 1.0];
+        assert!(on_grid_edge(0.25, &grid) && on_grid_edge(1.0, &grid));
+        assert!(!on_grid_edge(0.5, &grid) && !on_grid_edge(0.5, &[0.5]));
+    }
+
+    #[test]
+    fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
+        let meta = meta();
+        let mut o = protein_options(true);
         let b = budget(UciDataset::Protein, &meta, 41_157, &o);
         assert_eq!(b.batch_size, 256);
         assert!(b.epochs * 41_157usize.div_ceil(256) <= 1500 || b.epochs == 4);

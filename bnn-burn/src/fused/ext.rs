@@ -6,42 +6,23 @@
 //! kernels of [`super::cpu`] (see `cpu_backends.rs`).
 //!
 //! `ε` of sub-stream `s` of key `k` is a pure function of `(k, s)` and the element index, so a
-//! backward pass regenerates it. On the CPU backends it is the Philox stream of
-//! [`super::rng`]; the default body reseeds the backend's generator with a hash of `(k, s)`
-//! and draws from it under a lock, executed before the lock is released (deterministic with
-//! several threads and under fusion's lazy queues, but it leaves that generator reseeded).
+//! backward pass regenerates it: the Philox stream of [`super::rng`]. The CPU backends generate
+//! it inside their kernels; the default bodies generate it on the host with the same kernels and
+//! upload it, so every backend draws the same numbers. (Reseeding the backend's own generator is
+//! not a pure function: under burn's fusion another thread's queued draws consume its state
+//! between the reseed and the draw.)
 
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
-use super::cpu::{AdamStep, KlTerms, VAR_FLOOR};
-use super::rng::mix;
+use super::cpu::{self, AdamStep, KlTerms, VAR_FLOOR};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Backend, Distribution, FloatDType, Scalar, TensorMetadata, backend_extension};
+use burn::backend::{Backend, FloatDType, Scalar, TensorMetadata, backend_extension};
 use burn::tensor::{Shape, TensorData};
-use std::sync::Mutex;
 
-/// The seed the default bodies give the backend generator for sub-stream `stream` of `key`.
-pub(crate) fn stream_seed(key: u64, stream: u32) -> u64 {
-    mix(key ^ mix(stream as u64 + 1))
-}
-
-/// A draw of the backend generator reseeded with `seed`, under a process-wide lock and executed
-/// before the lock is released: a lazy backend (burn's fusion queues each thread's operations)
-/// would otherwise run the draw after another thread has reseeded the generator, and a backward
-/// pass would not regenerate its forward pass's noise.
-fn seeded_random<B: Backend>(
-    shape: Shape,
-    distribution: Distribution,
-    device: &B::Device,
-    seed: u64,
-) -> FloatTensor<B> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|poison| poison.into_inner());
-    B::seed(device, seed);
-    let draw = B::float_random(shape, distribution, device, FloatDType::F32);
-    B::sync(device).expect("the device ran the seeded draw");
-    draw
+/// A tensor of `shape` from host values of the CPU kernels' counter-based streams.
+fn uploaded<B: Backend>(values: Vec<f32>, shape: Shape, device: &B::Device) -> FloatTensor<B> {
+    B::float_from_data(TensorData::new(values, shape), device)
 }
 
 /// A one-element tensor holding `x`.
@@ -54,12 +35,10 @@ fn scalar<B: Backend>(x: f64, device: &B::Device) -> FloatTensor<B> {
 pub trait FusedKernels: Backend {
     /// Standard normals shaped like `like`, sub-stream `stream` of `key`.
     fn fused_normal(like: FloatTensor<Self>, key: u64, stream: u32) -> FloatTensor<Self> {
-        seeded_random::<Self>(
-            like.shape(),
-            Distribution::Normal(0.0, 1.0),
-            &like.device(),
-            stream_seed(key, stream),
-        )
+        let shape = like.shape();
+        let mut eps = vec![0f32; shape.num_elements()];
+        cpu::normals(key, stream, &mut eps);
+        uploaded::<Self>(eps, shape, &like.device())
     }
 
     /// `[Σ_i ε_{s,i}²]` for the sub-streams `s = 0..draws` of `key` over as many elements as
@@ -228,32 +207,20 @@ pub trait FusedKernels: Backend {
     fn fused_flip(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
         let shape = x.shape();
         let n = shape.num_elements();
-        let groups = Shape::from([n / inner, 1]);
-        let u = seeded_random::<Self>(
-            groups,
-            Distribution::Bernoulli(0.5),
-            &x.device(),
-            stream_seed(key, u32::MAX),
-        );
-        let signs = Self::float_sub_scalar(
-            Self::float_mul_scalar(u, Scalar::from(2.0)),
-            Scalar::from(1.0),
-        );
-        let signs = Self::float_expand(signs, Shape::from([n / inner, inner]));
-        let x = Self::float_reshape(x, Shape::from([n / inner, inner]));
-        Self::float_reshape(Self::float_mul(x, signs), shape)
+        let mut signs = vec![0f32; n];
+        cpu::flip(key, &vec![1.0; n], inner, &mut signs);
+        let signs = uploaded::<Self>(signs, shape, &x.device());
+        Self::float_mul(x, signs)
     }
 
     /// `x ⊙ z`, `z ∈ {0, 1/(1−p)}` kept with probability `1 − p` per element (its own adjoint).
     fn fused_dropout(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
-        let keep = seeded_random::<Self>(
-            x.shape(),
-            Distribution::Bernoulli(1.0 - p),
-            &x.device(),
-            stream_seed(key, u32::MAX - 1),
-        );
-        let z = Self::float_mul_scalar(keep, Scalar::from(1.0 / (1.0 - p)));
-        Self::float_mul(x, z)
+        let shape = x.shape();
+        let n = shape.num_elements();
+        let mut mask = vec![0f32; n];
+        cpu::dropout(key, &vec![1.0; n], p, &mut mask);
+        let mask = uploaded::<Self>(mask, shape, &x.device());
+        Self::float_mul(x, mask)
     }
 
     /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.

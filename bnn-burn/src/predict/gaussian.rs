@@ -123,10 +123,145 @@ impl GaussianPrediction {
     }
 }
 
+/// The equal-weight mixture predictive over draws that arrive in chunks, so that `T` draws need
+/// not be held at once (Gal 2016's `T = 10 000` MC-dropout passes): per test point the running
+/// `logsumexp_t Σ_d ln N(y; μ_t, σ²_t)` and `Σ_t μ_t`, on the host in `f64`.
+///
+/// `ln p(y) = logsumexp_t(·) − ln T`, the same as [`GaussianPrediction::log_prob`] over all `T`
+/// draws at once.
+#[derive(Debug, Clone)]
+pub struct MixtureAccumulator {
+    targets: Vec<f64>,
+    dims: usize,
+    log_sum: Vec<f64>,
+    mean_sum: Vec<f64>,
+    draws: usize,
+}
+
+impl MixtureAccumulator {
+    /// For targets `[B, D]` (standardised units, as the model predicts them).
+    pub fn new(y_standardised: Tensor<2>) -> Self {
+        let [b, d] = y_standardised.dims();
+        Self {
+            targets: crate::host::to_vec(y_standardised),
+            dims: d,
+            log_sum: vec![f64::NEG_INFINITY; b],
+            mean_sum: vec![0.0; b * d],
+            draws: 0,
+        }
+    }
+
+    /// Adds a chunk of draws `[S, B, D]`.
+    ///
+    /// # Panics
+    /// If the chunk's points or dimensions are not the targets'.
+    pub fn add(&mut self, chunk: &GaussianSamples) {
+        let [s, b, d] = chunk.mean.dims();
+        assert!(
+            b == self.log_sum.len() && d == self.dims,
+            "MixtureAccumulator::add: draws for {b}×{d} targets, expected {}×{}",
+            self.log_sum.len(),
+            self.dims
+        );
+        let y = Tensor::<2>::from_data(
+            burn::tensor::TensorData::new(
+                self.targets.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+                [b, d],
+            ),
+            &chunk.mean.device(),
+        );
+        let per_draw =
+            gaussian_log_density(y.unsqueeze::<3>(), chunk.mean.clone(), chunk.var.clone())
+                .sum_dim(2);
+        let per_draw = crate::host::to_vec(per_draw);
+        for (i, acc) in self.log_sum.iter_mut().enumerate() {
+            let m = (0..s).map(|t| per_draw[t * b + i]).fold(*acc, f64::max);
+            if m == f64::NEG_INFINITY {
+                continue;
+            }
+            let total =
+                (*acc - m).exp() + (0..s).map(|t| (per_draw[t * b + i] - m).exp()).sum::<f64>();
+            *acc = m + total.ln();
+        }
+        let means = crate::host::to_vec(chunk.mean.clone().sum_dim(0));
+        for (acc, m) in self.mean_sum.iter_mut().zip(means) {
+            *acc += m;
+        }
+        self.draws += s;
+    }
+
+    /// Draws added so far.
+    pub fn draws(&self) -> usize {
+        self.draws
+    }
+
+    /// Test log-likelihood and RMSE in original units (see [`GaussianPrediction::scores`]).
+    ///
+    /// # Panics
+    /// If no draw was added, or `target_std` does not have one entry per dimension.
+    pub fn scores(&self, target_std: &[f64]) -> RegressionScores {
+        assert!(self.draws > 0, "MixtureAccumulator::scores: no draws");
+        assert_eq!(
+            target_std.len(),
+            self.dims,
+            "MixtureAccumulator::scores: target scales"
+        );
+        let ln_t = (self.draws as f64).ln();
+        let ll = self.log_sum.iter().map(|l| l - ln_t).sum::<f64>() / self.log_sum.len() as f64;
+        let mean: Vec<f64> = self
+            .mean_sum
+            .iter()
+            .map(|m| m / self.draws as f64)
+            .collect();
+        RegressionScores {
+            log_likelihood: log_likelihood_in_original_units(ll, target_std),
+            rmse: rmse(&mean, &self.targets, target_std),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::{test_device, to_vec};
+
+    #[test]
+    fn chunked_mixture_scores_equal_those_of_all_draws_at_once() {
+        let device = test_device();
+        let _guard = crate::testing::seeded(&device, 5);
+        let (s, b) = (30, 7);
+        let mean = Tensor::<3>::random(
+            [s, b, 1],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        let var = Tensor::<3>::random(
+            [s, b, 1],
+            burn::tensor::Distribution::Uniform(0.1, 2.0),
+            &device,
+        );
+        let y = Tensor::<2>::random(
+            [b, 1],
+            burn::tensor::Distribution::Normal(0.0, 1.5),
+            &device,
+        );
+        let all = GaussianPrediction::Samples(GaussianSamples {
+            mean: mean.clone(),
+            var: var.clone(),
+        })
+        .scores(y.clone(), &[2.5]);
+        let mut acc = MixtureAccumulator::new(y);
+        for (a, z) in [(0, 4), (4, 5), (5, 30)] {
+            acc.add(&GaussianSamples {
+                mean: mean.clone().slice(a..z),
+                var: var.clone().slice(a..z),
+            });
+        }
+        assert_eq!(acc.draws(), s);
+        let chunked = acc.scores(&[2.5]);
+        assert!((chunked.log_likelihood - all.log_likelihood).abs() < 1e-5);
+        assert!((chunked.rmse - all.rmse).abs() < 1e-5);
+    }
 
     #[test]
     fn decomposition_mixture_likelihood_and_original_units() {

@@ -15,7 +15,9 @@ mod class;
 mod gaussian;
 
 pub use class::{ClassPrediction, ClassSamples, DirichletPrediction};
-pub use gaussian::{GaussianMoments, GaussianPrediction, GaussianSamples, RegressionScores};
+pub use gaussian::{
+    GaussianMoments, GaussianPrediction, GaussianSamples, MixtureAccumulator, RegressionScores,
+};
 
 /// How a model is asked to predict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
