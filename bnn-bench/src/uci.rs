@@ -244,19 +244,18 @@ pub const GAL_BATCH: usize = 128;
 pub const GAL_TEST_PASSES: usize = 10_000;
 
 impl GalDropout {
-    /// Fits one (p, τ) on `data` (standardised rows) and scores it on `eval`.
+    /// Fits one (p, τ) on `eval.train` and scores it on `eval`'s test rows.
     fn fit_and_score(
         &self,
         p: f64,
         tau: f64,
-        data: &RegressionData,
         eval: &PreparedSplit,
     ) -> Result<(f64, f64), Box<dyn Error>> {
         // Prior N(0, τ/l²) on M: the dropout KL's weight decay is l²(1−p)/(2Nτ)·‖M‖².
         let weights = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt()).weights;
         let (mut model, _) = fit(
             &weights,
-            data,
+            &eval.train,
             eval,
             Some(std::f64::consts::FRAC_1_SQRT_2),
             1,
@@ -312,12 +311,12 @@ impl UciMethod for GalDropout {
         // Gal's validation rows: the last 20 % of the training rows, in the split's order.
         let n = split.train.len();
         let n_fit = (n as f64 * 0.8) as usize;
-        let order: Vec<usize> = (0..n).collect();
-        let val_rows = split.train.select(&order[n_fit..])?;
+        let rows = |r: std::ops::Range<usize>| split.train.select(&r.collect::<Vec<_>>());
+        let val_rows = rows(n_fit..n)?;
         let val_split = PreparedSplit {
             dataset: split.dataset,
             k: split.k,
-            train: split.train.select(&order[..n_fit])?,
+            train: rows(0..n_fit)?,
             test_x: val_rows.x,
             test_y: split.y_scaler.inverse(&val_rows.y),
             y_scaler: split.y_scaler.clone(),
@@ -329,7 +328,7 @@ impl UciMethod for GalDropout {
         let mut best: Option<(f64, f64, f64)> = None;
         for &p in rates {
             for &tau in taus {
-                let (val_ll, _) = self.fit_and_score(p, tau, &val_split.train, &val_split)?;
+                let (val_ll, _) = self.fit_and_score(p, tau, &val_split)?;
                 if best.is_none_or(|b| val_ll > b.2) {
                     best = Some((p, tau, val_ll));
                 }
@@ -364,7 +363,7 @@ impl UciMethod for GalDropout {
             );
             w
         };
-        let (test_ll, test_rmse) = self.fit_and_score(p, tau, &split.train, split)?;
+        let (test_ll, test_rmse) = self.fit_and_score(p, tau, split)?;
         Ok(SplitOutcome {
             test_ll,
             test_rmse,

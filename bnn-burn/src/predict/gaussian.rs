@@ -131,6 +131,7 @@ impl GaussianPrediction {
 /// draws at once.
 #[derive(Debug, Clone)]
 pub struct MixtureAccumulator {
+    y: Tensor<2>,
     targets: Vec<f64>,
     dims: usize,
     log_sum: Vec<f64>,
@@ -143,7 +144,8 @@ impl MixtureAccumulator {
     pub fn new(y_standardised: Tensor<2>) -> Self {
         let [b, d] = y_standardised.dims();
         Self {
-            targets: crate::host::to_vec(y_standardised),
+            targets: crate::host::to_vec(y_standardised.clone()),
+            y: y_standardised,
             dims: d,
             log_sum: vec![f64::NEG_INFINITY; b],
             mean_sum: vec![0.0; b * d],
@@ -163,16 +165,12 @@ impl MixtureAccumulator {
             self.log_sum.len(),
             self.dims
         );
-        let y = Tensor::<2>::from_data(
-            burn::tensor::TensorData::new(
-                self.targets.iter().map(|&v| v as f32).collect::<Vec<_>>(),
-                [b, d],
-            ),
-            &chunk.mean.device(),
-        );
-        let per_draw =
-            gaussian_log_density(y.unsqueeze::<3>(), chunk.mean.clone(), chunk.var.clone())
-                .sum_dim(2);
+        let per_draw = gaussian_log_density(
+            self.y.clone().unsqueeze::<3>(),
+            chunk.mean.clone(),
+            chunk.var.clone(),
+        )
+        .sum_dim(2);
         let per_draw = crate::host::to_vec(per_draw);
         for (i, acc) in self.log_sum.iter_mut().enumerate() {
             let m = (0..s).map(|t| per_draw[t * b + i]).fold(*acc, f64::max);
