@@ -18,7 +18,7 @@ use bnn_burn::train::{EarlyStoppingConfig, TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::uci::{UciData, UciDataset, UciMeta};
 use bnn_datasets::{DataRoot, RegressionData, Standardizer};
-use burn::module::Module;
+use burn::module::{Initializer, Module};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -226,7 +226,8 @@ impl UciMethod for BayesianFit {
 /// MC dropout under Gal's current UCI protocol (`spec/gal-mc-dropout.md`; his repository's
 /// "Grid Search (new)"): dropout on the input and on the hidden layer, MSE on standardised
 /// targets plus weight decay `λ = l²(1−p)/(2Nτ)` (l = 10⁻²), Adam at 10⁻³, batch 128, 10 × the
-/// protocol's epochs (400; 200 for protein). Every (p, τ) of the data set's grid is trained on
+/// protocol's epochs (400; 200 for protein), Keras's initialisation (Glorot-uniform kernels, zero
+/// biases). Every (p, τ) of the data set's grid is trained on
 /// the first 80 % of the training rows and scored by validation LL on the last 20 %; the best
 /// pair is refit on all training rows. Test LL from `T = 10 000` stochastic passes with noise
 /// precision τ in original units: `logsumexp_t(−½τ(y − ŷ_t)²) − ln T − ½ ln 2π + ½ ln τ`.
@@ -252,7 +253,10 @@ impl GalDropout {
         eval: &PreparedSplit,
     ) -> Result<(f64, f64), Box<dyn Error>> {
         // Prior N(0, τ/l²) on M: the dropout KL's weight decay is l²(1−p)/(2Nτ)·‖M‖².
-        let weights = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt()).weights;
+        // Keras's Dense defaults: Glorot-uniform kernels, zero biases.
+        let weights = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt())
+            .weights
+            .with_initializer(Initializer::XavierUniform { gain: 1.0 });
         let (mut model, _) = fit(
             &weights,
             &eval.train,
