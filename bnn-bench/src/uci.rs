@@ -826,14 +826,79 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         &|p, i| p.test_rmse[i],
         3,
     );
+    // Each of our methods against the published columns that implement it.
+    let pairs: Vec<(&str, &PublishedColumn)> = published
+        .iter()
+        .flat_map(|p| {
+            p.counterparts
+                .iter()
+                .filter(|m| methods.contains(m))
+                .map(move |m| (*m, *p))
+        })
+        .collect();
+    if !pairs.is_empty() {
+        md += "\n## Difference to the published counterpart, in combined standard errors\n\n\
+               `z = (ours − published) / √(se_ours² + se_published²)`, signed so that a positive \
+               value means ours is better (higher LL, lower RMSE); `–` where either cell is \
+               missing or both standard errors are 0.\n";
+        let ztable = |title: &str,
+                      ours: &dyn Fn(&MethodResult) -> (f64, f64),
+                      theirs: &dyn Fn(&PublishedColumn, usize) -> uci_published::Cell,
+                      higher_is_better: bool| {
+            let mut t = format!("\n{title}\n\n| data set |");
+            for (m, p) in &pairs {
+                t += &format!(" {m} vs {} |", p.name);
+            }
+            t += "\n|---|";
+            t += &"---:|".repeat(pairs.len());
+            t += "\n";
+            for (idx, d) in UciDataset::ALL.into_iter().enumerate() {
+                if !results.iter().any(|r| r.dataset == d) {
+                    continue;
+                }
+                t += &format!("| {d} |");
+                for (m, p) in &pairs {
+                    let z = results
+                        .iter()
+                        .find(|r| r.dataset == d && r.method == *m)
+                        .zip(theirs(p, idx))
+                        .and_then(|(r, th)| z_score(ours(r), th, higher_is_better));
+                    t += &match z {
+                        Some(z) => format!(" {z:+.1} |"),
+                        None => " – |".into(),
+                    };
+                }
+                t += "\n";
+            }
+            t
+        };
+        md += &ztable(
+            "Test log-likelihood:",
+            &|r| r.ll(),
+            &|p, i| p.test_ll[i],
+            true,
+        );
+        md += &ztable("Test RMSE:", &|r| r.rmse(), &|p, i| p.test_rmse[i], false);
+    }
     md += "\nSources: ";
     md += &published
         .iter()
-        .map(|p| format!("{}: {}", p.name, p.source))
+        .map(|p| format!("{}: {} ({})", p.name, p.source, p.spread.describe()))
         .collect::<Vec<_>>()
         .join("; ");
     md += ".\n";
     md
+}
+
+/// `(ours − theirs)/√(se_ours² + se_theirs²)` of two `(mean, standard error)` cells, signed so
+/// that positive means ours is better; `None` when both standard errors are 0.
+pub fn z_score(ours: (f64, f64), theirs: (f64, f64), higher_is_better: bool) -> Option<f64> {
+    let se = ours.1.hypot(theirs.1);
+    if se <= 0.0 {
+        return None;
+    }
+    let d = (ours.0 - theirs.0) / se;
+    Some(if higher_is_better { d } else { -d })
 }
 
 /// The JSON record of a run: options, revision, backend, per-split results, wall time.
@@ -920,6 +985,7 @@ fn plot(path: &Path, results: &[MethodResult]) -> Result<(), Box<dyn Error>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::uci_published::Spread;
     use bnn_datasets::toy;
 
     fn meta() -> UciMeta {
@@ -1054,5 +1120,61 @@ mod tests {
         let md = markdown(&o, &[r], 1.0);
         assert!(md.contains("| yacht |") && md.contains("-1.63 ± 0.02") && md.contains("PBP"));
         assert!(md.contains("Gal & Ghahramani 2016"));
+        // MAP has no published counterpart: no difference table.
+        assert!(!md.contains("combined standard errors"));
+    }
+
+    #[test]
+    fn z_scores_are_signed_so_that_positive_is_better() {
+        let z = z_score((-2.0, 0.03), (-2.1, 0.04), true).unwrap();
+        assert!((z - 2.0).abs() < 1e-12, "{z}");
+        let z = z_score((3.0, 0.3), (2.6, 0.4), false).unwrap();
+        assert!((z + 0.8).abs() < 1e-12, "{z}");
+        assert_eq!(z_score((0.01, 0.0), (0.0, 0.0), false), None);
+    }
+
+    /// Gal & Ghahramani 2016's ± are standard deviations over splits: stored divided by √20
+    /// (√5 for protein), and the report says so.
+    #[test]
+    fn published_standard_deviations_are_converted_and_labelled() {
+        let gal16 = uci_published::all()
+            .into_iter()
+            .find(|p| p.name == "MC dropout (Gal 2016)")
+            .expect("the 2016 column");
+        assert_eq!(gal16.spread, Spread::ConvertedFromStandardDeviation);
+        let (m, se) = gal16.test_ll[0].unwrap();
+        assert_eq!(m, -2.46);
+        assert!((se - 0.25 / 20f64.sqrt()).abs() < 1e-12);
+        let (_, se_protein) = gal16.test_rmse[6].unwrap();
+        assert!((se_protein - 0.04 / 5f64.sqrt()).abs() < 1e-12);
+
+        let o = protein_options(false);
+        let row = |method: &str, ll: [f64; 2]| MethodResult {
+            method: method.into(),
+            dataset: UciDataset::Boston,
+            budget: budget(UciDataset::Boston, &meta(), 455, &o),
+            splits: ll
+                .iter()
+                .map(|&test_ll| SplitOutcome {
+                    test_ll,
+                    test_rmse: 3.0,
+                    detail: String::new(),
+                })
+                .collect(),
+            seconds: 1.0,
+        };
+        let md = markdown(
+            &o,
+            &[row("MC dropout", [-2.3, -2.5]), row("Radial", [-2.6, -2.6])],
+            1.0,
+        );
+        assert!(md.contains("standard deviations over splits, shown here divided by √20"));
+        // MC dropout −2.40 ± 0.10 vs Gal's −2.40 ± 0.04: z = 0; Radial's standard error is 0,
+        // so z = (−2.60 + 2.58)/0.05 = −0.4.
+        assert!(
+            md.contains("| MC dropout vs MC dropout (Gal, updated) |"),
+            "{md}"
+        );
+        assert!(md.contains("| boston | +0.0 | -0.4 |"), "{md}");
     }
 }
