@@ -61,6 +61,10 @@ fn measure<T>(
 
 /// Measures every data set found under `root` and writes `data.md` and `data.json` to `out`.
 pub fn run(root: &DataRoot, rounds: usize, out: &Path) -> Result<Vec<LoadRow>, Box<dyn Error>> {
+    if rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    crate::experiment::prepare_out(out)?;
     let mut rows = Vec::new();
     for family in [MnistFamily::Mnist, MnistFamily::FashionMnist] {
         for split in [Split::Train, Split::Test] {

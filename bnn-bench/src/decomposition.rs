@@ -114,7 +114,25 @@ pub fn fit_and_draw(
         test_rmse,
         train_seconds: report.seconds,
     };
+    check(&row, &curves)?;
     Ok((row, curves))
+}
+
+/// Tables and figures refuse NaN and ±∞: the error names the method, the quantity and the
+/// grid point.
+pub fn check(row: &Row, curves: &Curves) -> Result<(), String> {
+    crate::experiment::check_finite(&row.method, "test LL", row.test_ll)?;
+    crate::experiment::check_finite(&row.method, "test RMSE", row.test_rmse)?;
+    for (field, values) in [
+        ("predictive mean", &curves.mean),
+        ("aleatoric std", &curves.aleatoric_std),
+        ("total std", &curves.total_std),
+    ] {
+        for (x, v) in curves.x.iter().zip(values) {
+            crate::experiment::check_finite(&row.method, &format!("{field} at x = {x}"), *v)?;
+        }
+    }
+    Ok(())
 }
 
 /// Test log-likelihood (mixture over samples) and RMSE of the predictive mean, original units.

@@ -1,5 +1,7 @@
 //! What every experiment shares: per-run seeds, the git revision, the JSON run record, and
-//! picking methods by name.
+//! picking methods by name, checking the output folder before work and numbers before reports.
+
+use std::path::Path;
 
 /// A seed for one unit of an experiment (a data set, method and split; an architecture and
 /// method), independent of which other units are in the run, so any row can be reproduced
@@ -58,6 +60,38 @@ pub fn record(
     record
 }
 
+/// Creates the output folder `out` (with its parents) and checks that a file can be written in
+/// it, before any long work starts: the error names the path. Nothing already in `out` is
+/// touched (the probe is a file of its own, removed again).
+pub fn prepare_out(out: &Path) -> Result<(), String> {
+    if out.exists() && !out.is_dir() {
+        return Err(format!(
+            "--out {}: is a file, not a folder; give a folder for the results",
+            out.display()
+        ));
+    }
+    std::fs::create_dir_all(out)
+        .map_err(|e| format!("--out {}: cannot create the folder: {e}", out.display()))?;
+    let probe = out.join(format!(".bnn-bench-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .map_err(|e| format!("--out {}: cannot write in the folder: {e}", out.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Reports and plots refuse NaN and ±∞: `Err` naming the row and the field when `value` is not
+/// finite.
+pub fn check_finite(row: &str, field: &str, value: f64) -> Result<(), String> {
+    if value.is_finite() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{row}: {field} is {value}; a report cannot show it (the run's record keeps the \
+             finished rows)"
+        ))
+    }
+}
+
 /// The entries of `all` named by `names` (case-insensitive), in the order given; all of them
 /// when `names` is empty. An unknown name is an error listing the known ones.
 pub fn select<'a, T>(
@@ -94,6 +128,58 @@ mod tests {
         assert_ne!(a, derive(0, &["boston", "MFVI"], 4));
         // The separator keeps ("ab", "c") and ("a", "bc") apart.
         assert_ne!(derive(0, &["ab", "c"], 0), derive(0, &["a", "bc"], 0));
+    }
+
+    #[test]
+    fn the_output_folder_is_checked_before_work() {
+        let dir = std::env::temp_dir().join(format!("bnn-bench-out-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // A missing folder (and its parents) is created; what is in it stays.
+        let out = dir.join("a/b");
+        prepare_out(&out).unwrap();
+        std::fs::write(out.join("kept.md"), "x").unwrap();
+        prepare_out(&out).unwrap();
+        assert_eq!(std::fs::read_to_string(out.join("kept.md")).unwrap(), "x");
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+        // A file in place of the folder.
+        let file = dir.join("file");
+        std::fs::write(&file, "x").unwrap();
+        let err = prepare_out(&file).unwrap_err();
+        assert!(
+            err.contains("--out")
+                && err.contains(&file.display().to_string())
+                && err.contains("is a file"),
+            "{err}"
+        );
+        // A folder under a file cannot be created.
+        let err = prepare_out(&file.join("sub")).unwrap_err();
+        assert!(
+            err.contains("cannot create") && err.contains("file/sub"),
+            "{err}"
+        );
+        // A read-only folder (root ignores permissions: checked only when they bite).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let ro = dir.join("ro");
+            std::fs::create_dir(&ro).unwrap();
+            std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+            if std::fs::write(ro.join("probe"), b"").is_err() {
+                let err = prepare_out(&ro).unwrap_err();
+                assert!(err.contains("cannot write") && err.contains("ro"), "{err}");
+            }
+            std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn reports_refuse_non_finite_numbers() {
+        assert!(check_finite("boston / MAP", "test LL", -2.5).is_ok());
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let err = check_finite("boston / MAP", "test LL", v).unwrap_err();
+            assert!(err.starts_with("boston / MAP: test LL is"), "{err}");
+        }
     }
 
     #[test]

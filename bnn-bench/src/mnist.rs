@@ -145,6 +145,28 @@ pub struct MnistResult {
     pub entropy_hist_out: Vec<usize>,
 }
 
+impl MnistResult {
+    /// Refuses non-finite metrics before a report or plot shows them: the error names the
+    /// architecture, method and metric.
+    pub fn check(&self) -> Result<(), String> {
+        let row = format!("{} / {}", self.arch.name(), self.method);
+        for (field, v) in [
+            ("test error", self.error_pct),
+            ("NLL", self.nll),
+            ("ECE", self.ece),
+            ("Brier score", self.brier),
+            ("AUROC (entropy)", self.auroc_entropy),
+            ("AUROC (mutual information)", self.auroc_mi),
+            ("entropy-ECDF area", self.ecdf_area),
+            ("mean entropy (MNIST)", self.mean_entropy_in),
+            ("mean entropy (Fashion-MNIST)", self.mean_entropy_out),
+        ] {
+            crate::experiment::check_finite(&row, field, v)?;
+        }
+        Ok(())
+    }
+}
+
 /// A trained model of either shape.
 enum Trained {
     Mlp(Classifier),
@@ -324,6 +346,10 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     if options.prediction_samples == 0 {
         return Err("--samples must be at least 1".into());
     }
+    if options.epochs == Some(0) {
+        return Err("--epochs must be at least 1".into());
+    }
+    experiment::prepare_out(&options.out)?;
     let root = DataRoot::new(options.data_dir.as_deref());
     let data = MnistData::load(&root, options.quick)?;
     let epochs = options.epochs();
@@ -438,6 +464,9 @@ fn write_report(
     results: &[MnistResult],
     wall: f64,
 ) -> Result<(), Box<dyn Error>> {
+    for r in results {
+        r.check()?;
+    }
     std::fs::create_dir_all(&options.out)?;
     let md = markdown(options, data, results, wall);
     std::fs::write(options.out.join("mnist.md"), &md)?;

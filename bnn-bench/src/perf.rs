@@ -182,8 +182,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
 /// Runs the benchmark and writes `perf.md` and `perf.json` to `options.out`.
 pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
     validate(options)?;
-    std::fs::create_dir_all(&options.out)
-        .map_err(|e| format!("perf: cannot create --out {}: {e}", options.out.display()))?;
+    crate::experiment::prepare_out(&options.out)?;
     let kept = alloc::keep_freed_memory();
     let device = bnn_burn::training_device();
     eprintln!(

@@ -19,7 +19,10 @@ fn methods() -> Vec<Method> {
 }
 
 pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
-    std::fs::create_dir_all(out)?;
+    if epochs == 0 {
+        return Err("--epochs must be at least 1".into());
+    }
+    crate::experiment::prepare_out(out)?;
     let train_set = toy::heteroscedastic(N_TRAIN, seed);
     let test_set = toy::heteroscedastic(N_TEST, seed + 1);
     let grid: Vec<f64> = (0..241).map(|i| -6.0 + 12.0 * i as f64 / 240.0).collect();

@@ -139,6 +139,10 @@ pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
     let epochs = options
         .epochs
         .unwrap_or(if options.quick { 300 } else { 2000 });
+    if epochs == 0 {
+        return Err("--epochs must be at least 1".into());
+    }
+    experiment::prepare_out(&options.out)?;
     let toys = toys(options.seed);
     let mut results = Vec::new();
     let mut curves = Vec::new();

@@ -445,6 +445,40 @@ pub fn run_epochs(full: usize, steps_per_epoch: usize, options: &UciOptions) -> 
     }
 }
 
+/// The number of splits to run on a data set with `available` splits: `--splits` when given
+/// (an error naming the flag and the allowed range when it is 0 or above `available`), else
+/// all of them (3 with `--quick`).
+pub fn splits_of(
+    options: &UciOptions,
+    dataset: UciDataset,
+    available: usize,
+) -> Result<usize, String> {
+    match options.splits {
+        Some(k) if k == 0 || k > available => Err(format!(
+            "--splits {k}: {dataset} has {available} splits; allowed: 1 to {available}"
+        )),
+        Some(k) => Ok(k),
+        None if options.quick => Ok(3.min(available)),
+        None => Ok(available),
+    }
+}
+
+/// Refuses a report of non-finite numbers or of rows without splits: the error names the data
+/// set, method and split.
+pub fn check_results(results: &[MethodResult]) -> Result<(), String> {
+    for r in results {
+        if r.splits.is_empty() {
+            return Err(format!("{} / {}: no splits to report", r.dataset, r.method));
+        }
+        for (k, s) in r.splits.iter().enumerate() {
+            let row = format!("{} / {} split {}", r.dataset, r.method, k + 1);
+            crate::experiment::check_finite(&row, "test LL", s.test_ll)?;
+            crate::experiment::check_finite(&row, "test RMSE", s.test_rmse)?;
+        }
+    }
+    Ok(())
+}
+
 /// Per-split results of one method on one data set.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct MethodResult {
@@ -606,6 +640,10 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     if options.jobs == 0 {
         return Err("--jobs must be at least 1".into());
     }
+    if options.epochs == Some(0) {
+        return Err("--epochs must be at least 1".into());
+    }
+    crate::experiment::prepare_out(&options.out)?;
     let all = registry();
     let methods: Vec<&dyn UciMethod> =
         crate::experiment::select(&all, &options.methods, |m| m.name())?
@@ -621,10 +659,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
         .collect::<Result<_, _>>()?;
     let mut units = Vec::new();
     for set in &data {
-        let n_splits = options
-            .splits
-            .unwrap_or(if options.quick { 3 } else { set.meta.n_splits })
-            .min(set.meta.n_splits);
+        let n_splits = splits_of(options, set.dataset, set.meta.n_splits)?;
         let n_train = set.split_indices(0)?.0.len();
         for &method in &methods {
             units.push(Unit {
@@ -917,6 +952,7 @@ fn write_report(
     results: &[MethodResult],
     wall: f64,
 ) -> Result<(), Box<dyn Error>> {
+    check_results(results)?;
     std::fs::create_dir_all(&options.out)?;
     let md = markdown(options, results, wall);
     std::fs::write(options.out.join("uci.md"), &md)?;
@@ -1122,6 +1158,48 @@ mod tests {
         assert!(md.contains("Gal & Ghahramani 2016"));
         // MAP has no published counterpart: no difference table.
         assert!(!md.contains("combined standard errors"));
+    }
+
+    #[test]
+    fn splits_outside_the_data_sets_range_are_errors_naming_the_flag() {
+        let mut o = protein_options(false);
+        assert_eq!(splits_of(&o, UciDataset::Boston, 20), Ok(20));
+        o.quick = true;
+        assert_eq!(splits_of(&o, UciDataset::Boston, 20), Ok(3));
+        assert_eq!(splits_of(&o, UciDataset::Protein, 2), Ok(2));
+        o.splits = Some(5);
+        assert_eq!(splits_of(&o, UciDataset::Protein, 5), Ok(5));
+        for bad in [0, 6, 1000] {
+            o.splits = Some(bad);
+            let err = splits_of(&o, UciDataset::Protein, 5).unwrap_err();
+            assert!(
+                err.contains(&format!("--splits {bad}")) && err.contains("1 to 5"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn reports_refuse_nan_rows_and_rows_without_splits() {
+        let row = |ll: Vec<f64>| MethodResult {
+            method: "MAP".into(),
+            dataset: UciDataset::Wine,
+            budget: budget(UciDataset::Wine, &meta(), 1439, &protein_options(false)),
+            splits: ll
+                .into_iter()
+                .map(|test_ll| SplitOutcome {
+                    test_ll,
+                    test_rmse: 0.6,
+                    detail: String::new(),
+                })
+                .collect(),
+            seconds: 1.0,
+        };
+        assert!(check_results(&[row(vec![-1.0, -0.9])]).is_ok());
+        let err = check_results(&[row(vec![-1.0, f64::NAN])]).unwrap_err();
+        assert!(err.contains("wine / MAP split 2: test LL is NaN"), "{err}");
+        let err = check_results(&[row(vec![])]).unwrap_err();
+        assert!(err.contains("no splits"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,131 @@
+//! Every bad input of `bnn-bench` is a clear error, naming the flag or path, before any training
+//! (each of these commands would train for minutes if it got that far).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn uci_data_present() -> bool {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/uci/yacht");
+    let env = std::env::var_os("BNN_DATA_DIR").map(|d| PathBuf::from(d).join("uci/yacht"));
+    shared.exists() || env.is_some_and(|p| p.exists())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bnn-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `bnn-bench args`, expects a failure and returns its stderr.
+fn fails(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
+        .args(args)
+        .output()
+        .expect("bnn-bench runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(
+        !output.status.success(),
+        "`bnn-bench {}` succeeded; stderr: {stderr}",
+        args.join(" ")
+    );
+    stderr
+}
+
+#[test]
+fn unknown_methods_are_errors_in_every_subcommand_naming_the_known_ones() {
+    let dir = scratch("methods");
+    let out = dir.to_str().unwrap();
+    for (cmd, known) in [
+        ("uci", "MC dropout"),
+        ("mnist", "Deterministic"),
+        ("toy", "MAP"),
+        ("perf", "MFVI"),
+    ] {
+        let err = fails(&[cmd, "--method", "NoSuchMethod", "--out", out]);
+        assert!(
+            err.contains("NoSuchMethod") && err.contains(known),
+            "{cmd}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_output_path_that_is_a_file_is_an_error_naming_it_in_every_subcommand() {
+    let dir = scratch("out-file");
+    let file = dir.join("results.md");
+    std::fs::write(&file, "earlier results").unwrap();
+    let f = file.to_str().unwrap();
+    for args in [
+        vec!["quickstart", "--out", f],
+        vec!["toy", "--out", f],
+        vec!["uci", "--dataset", "yacht", "--out", f],
+        vec!["mnist", "--out", f],
+        vec!["perf", "--out", f],
+        vec!["data", "--out", f],
+    ] {
+        let err = fails(&args);
+        assert!(
+            err.contains("--out") && err.contains(f) && err.contains("is a file"),
+            "{args:?}: {err}"
+        );
+    }
+    // The file is left as it was.
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "earlier results");
+    // A folder that cannot be created (under that file).
+    let under = file.join("sub");
+    let err = fails(&["toy", "--out", under.to_str().unwrap()]);
+    assert!(
+        err.contains("cannot create") && err.contains("results.md/sub"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn zero_counts_are_errors_naming_the_flag() {
+    let dir = scratch("zero");
+    let out = dir.to_str().unwrap();
+    for (args, flag) in [
+        (vec!["quickstart", "--epochs", "0"], "--epochs"),
+        (vec!["toy", "--epochs", "0"], "--epochs"),
+        (vec!["uci", "--epochs", "0"], "--epochs"),
+        (vec!["uci", "--jobs", "0"], "--jobs"),
+        (vec!["mnist", "--samples", "0"], "--samples"),
+        (vec!["data", "--rounds", "0"], "--rounds"),
+    ] {
+        let mut args = args.clone();
+        args.extend(["--out", out]);
+        let err = fails(&args);
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn uci_splits_outside_the_data_sets_range_are_errors_before_training() {
+    if !uci_data_present() {
+        eprintln!("SKIPPED: the UCI files are not in ../shared/data/uci (see its README)");
+        return;
+    }
+    let dir = scratch("splits");
+    for bad in ["0", "21", "1000"] {
+        let err = fails(&[
+            "uci",
+            "--dataset",
+            "yacht",
+            "--splits",
+            bad,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(
+            err.contains(&format!("--splits {bad}")) && err.contains("1 to 20"),
+            "{err}"
+        );
+    }
+    // No report was written.
+    assert!(!dir.join("uci.md").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
