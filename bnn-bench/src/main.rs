@@ -1,18 +1,6 @@
 //! `bnn-bench`: the one front door for the experiments of bnn-burn.
 
-mod alloc;
-mod data_load;
-mod decomposition;
-mod experiment;
-mod methods;
-mod mnist;
-mod mnist_published;
-mod perf;
-mod perf_models;
-mod quickstart;
-mod toy;
-mod uci;
-mod uci_published;
+use bnn_bench::{alloc, data_load, mnist, perf, perf_models, quickstart, toy, uci};
 
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
@@ -130,7 +118,7 @@ enum Command {
     /// OOD AUROC of entropy and mutual information, entropy-ECDF area; reliability diagrams and
     /// entropy histograms.
     Mnist {
-        /// Methods (Deterministic, "MC dropout", MFVI, Radial); repeatable [default: all].
+        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial); repeatable [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Architectures (mlp, lenet5); repeatable [default: both].

@@ -1,5 +1,8 @@
-//! Named weight models used by the harnesses: a name for tables and the [`WeightConfig`] of
-//! every layer. The settings are the benchmarks' (N(0, 1) priors, ρ₀ = −5, Gal's length-scales).
+//! The method catalogue: named weight models used by every harness (quickstart, toy, uci,
+//! mnist, perf), a name for tables and the command line and the [`WeightConfig`] of every
+//! layer. A name is fixed by its constructor, so the same name is the same posterior family,
+//! estimator and prior everywhere (a harness may set the task's hyperparameters, such as the
+//! drop rate). The settings are the benchmarks' (N(0, 1) priors, ρ₀ = −5, Gal's length-scales).
 
 use bnn_burn::Prior;
 use bnn_burn::layers::{Estimator, WeightConfig};
@@ -83,11 +86,5 @@ impl Method {
             PosteriorConfig::low_rank(rank),
             Estimator::Reparameterization,
         )
-    }
-
-    /// The same method under another name.
-    pub fn named(mut self, name: &'static str) -> Self {
-        self.name = name;
-        self
     }
 }

@@ -395,7 +395,9 @@ pub struct UciOptions {
     pub out: PathBuf,
     /// Data folder (default search when `None`).
     pub data_dir: Option<PathBuf>,
-    /// Worker processes; each runs one (data set, method) row at a time.
+    /// Worker processes; each runs one (data set, method) row at a time. Workers are the
+    /// running executable started as `<exe> uci …`: above 1 only from the `bnn-bench` binary
+    /// (a user crate that calls [`run`] keeps `jobs = 1`).
     pub jobs: usize,
     /// Reuse the rows of an interrupted run (`uci.partial.json` in `out`) that have this run's
     /// seed, budget and split count.
@@ -616,6 +618,10 @@ fn spawn_unit(
         .arg("--out")
         .arg(dir)
         .stdout(std::process::Stdio::null());
+    if options.quick {
+        // The quick budget's other parts (MC dropout's 1 000 test passes).
+        cmd.arg("--quick");
+    }
     if let Some(d) = &options.data_dir {
         cmd.arg("--data-dir").arg(d);
     }

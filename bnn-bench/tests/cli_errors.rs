@@ -38,7 +38,7 @@ fn unknown_methods_are_errors_in_every_subcommand_naming_the_known_ones() {
     let out = dir.to_str().unwrap();
     for (cmd, known) in [
         ("uci", "MC dropout"),
-        ("mnist", "Deterministic"),
+        ("mnist", "MFVI-LRT"),
         ("toy", "MAP"),
         ("perf", "MFVI"),
     ] {

@@ -1,0 +1,43 @@
+//! The experiments of bnn-burn as a library: the method catalogue ([`methods::Method`]), the UCI
+//! protocol ([`uci`]: the [`uci::UciMethod`] trait, [`uci::PreparedSplit`], [`uci::evaluate`],
+//! the report writers), MNIST with OOD sets ([`mnist`]), the toy decomposition pictures
+//! ([`toy`]), the quick start and the performance benchmark. The `bnn-bench` binary is a thin
+//! command line over these modules; a user crate can run the same protocols on its own methods.
+//!
+//! ```no_run
+//! use bnn_bench::uci::{self, UciOptions};
+//!
+//! let options = UciOptions {
+//!     datasets: vec![bnn_datasets::UciDataset::Yacht],
+//!     methods: vec!["MC dropout".into()],
+//!     splits: Some(2),
+//!     epochs: None,
+//!     seed: 0,
+//!     quick: true,
+//!     out: "runs/my-uci".into(),
+//!     data_dir: None,
+//!     jobs: 1,
+//!     resume: false,
+//! };
+//! let rows = uci::run(&options)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod alloc;
+pub mod data_load;
+pub mod decomposition;
+pub mod experiment;
+pub mod methods;
+pub mod mnist;
+pub mod mnist_published;
+pub mod perf;
+pub mod perf_models;
+pub mod quickstart;
+pub mod toy;
+pub mod uci;
+pub mod uci_published;
+
+// The library's own tests measure heap use too (`perf`, `data`).
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
