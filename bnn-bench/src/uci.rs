@@ -44,11 +44,102 @@ fn default_test_passes() -> usize {
     PREDICTION_SAMPLES
 }
 
+/// A data set of a run: one of the protocol's 9 (by name), or a folder of the user's in the
+/// `UCI_Datasets` layout (`uci --dataset PATH`), which gets a table without published columns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum DataSet {
+    /// One of the 9.
+    Builtin(UciDataset),
+    /// A folder of the user's.
+    Folder {
+        /// Name in tables (the set's folder name).
+        name: String,
+        /// The folder, as given.
+        path: PathBuf,
+    },
+}
+
+impl DataSet {
+    /// One of the 9 names (as `UciDataset` parses them), else an existing folder. A folder
+    /// named like one of the 9 is reached through a path (`./boston`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let looks_like_path = s.contains(std::path::MAIN_SEPARATOR) || s.contains('/');
+        if !looks_like_path && let Ok(d) = s.parse::<UciDataset>() {
+            return Ok(DataSet::Builtin(d));
+        }
+        let path = PathBuf::from(s);
+        if path.is_dir() {
+            let data = UciData::load_folder(&path).map_err(|e| format!("--dataset {s}: {e}"))?;
+            return Ok(DataSet::Folder {
+                name: data.name,
+                path,
+            });
+        }
+        Err(format!(
+            "--dataset {s:?}: neither one of the 9 sets ({}) nor a folder",
+            UciDataset::ALL.map(|d| d.name()).join(", ")
+        ))
+    }
+
+    /// Name in tables and logs.
+    pub fn name(&self) -> &str {
+        match self {
+            DataSet::Builtin(d) => d.name(),
+            DataSet::Folder { name, .. } => name,
+        }
+    }
+
+    /// The built-in set, if it is one (the published columns exist only for those).
+    pub fn builtin(&self) -> Option<UciDataset> {
+        match self {
+            DataSet::Builtin(d) => Some(*d),
+            DataSet::Folder { .. } => None,
+        }
+    }
+
+    /// What the command line takes for it (a worker's `--dataset`).
+    pub fn argument(&self) -> String {
+        match self {
+            DataSet::Builtin(d) => d.name().to_string(),
+            DataSet::Folder { path, .. } => path.display().to_string(),
+        }
+    }
+
+    /// Loads it: a built-in set from the data roots, a folder from itself.
+    pub fn load(&self, root: &DataRoot) -> Result<UciData, bnn_datasets::DataError> {
+        match self {
+            DataSet::Builtin(d) => UciData::load(*d, root),
+            DataSet::Folder { path, .. } => UciData::load_folder(path),
+        }
+    }
+
+    /// The name a split's seed is derived from (the folder name of the layout).
+    fn seed_name(&self) -> &str {
+        match self {
+            DataSet::Builtin(d) => d.dir_name(),
+            DataSet::Folder { name, .. } => name,
+        }
+    }
+}
+
+impl std::fmt::Display for DataSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<UciDataset> for DataSet {
+    fn from(d: UciDataset) -> Self {
+        DataSet::Builtin(d)
+    }
+}
+
 /// One split, ready for a method: standardised training rows and test inputs, test targets in
 /// original units, and the target scaler to go back to them.
 pub struct PreparedSplit<'a> {
     /// Which data set.
-    pub dataset: UciDataset,
+    pub dataset: &'a DataSet,
     /// Split number.
     pub k: usize,
     /// Standardised training rows.
@@ -85,13 +176,7 @@ pub trait UciMethod {
     /// Fits on `split.train` and evaluates on the test rows.
     fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>>;
     /// The training budget on a data set with `n_train` training rows (default: [`budget`]).
-    fn budget(
-        &self,
-        d: UciDataset,
-        meta: &UciMeta,
-        n_train: usize,
-        options: &UciOptions,
-    ) -> Budget {
+    fn budget(&self, d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
         budget(d, meta, n_train, options)
     }
 }
@@ -290,13 +375,7 @@ impl UciMethod for GalDropout {
 
     /// 10 × the protocol's epochs at batch 128, Adam at 10⁻³, 10 000 test passes; `--quick`
     /// caps a fit at ~1500 steps and predicts with 1 000 passes.
-    fn budget(
-        &self,
-        _d: UciDataset,
-        meta: &UciMeta,
-        n_train: usize,
-        options: &UciOptions,
-    ) -> Budget {
+    fn budget(&self, _d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
         let steps_per_epoch = n_train.div_ceil(GAL_BATCH).max(1);
         let full = meta.n_epochs * 10;
         Budget {
@@ -380,7 +459,7 @@ impl UciMethod for GalDropout {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct UciOptions {
     /// Data sets.
-    pub datasets: Vec<UciDataset>,
+    pub datasets: Vec<DataSet>,
     /// Method names (empty: all registered).
     pub methods: Vec<String>,
     /// Splits per data set (default: all of the protocol's).
@@ -404,13 +483,21 @@ pub struct UciOptions {
     pub resume: bool,
 }
 
-/// Minibatch size per data set (Haußmann 2021 §3.3, the PBP-protocol batch sizes).
-pub fn batch_size(d: UciDataset) -> usize {
-    match d {
-        UciDataset::Boston | UciDataset::Energy | UciDataset::Yacht => 16,
-        UciDataset::Concrete | UciDataset::Wine => 32,
-        UciDataset::Kin8nm | UciDataset::Naval | UciDataset::PowerPlant => 64,
-        UciDataset::Protein => 256,
+/// Minibatch size per data set (Haußmann 2021 §3.3, the PBP-protocol batch sizes); a user's
+/// set gets the size of the built-in sets of its size (up to 800 training rows 16, up to 1500
+/// 32, up to 12 000 64, beyond 256: the same sizes for all 9 at their training-set sizes).
+pub fn batch_size(d: &DataSet, n_train: usize) -> usize {
+    match d.builtin() {
+        Some(UciDataset::Boston | UciDataset::Energy | UciDataset::Yacht) => 16,
+        Some(UciDataset::Concrete | UciDataset::Wine) => 32,
+        Some(UciDataset::Kin8nm | UciDataset::Naval | UciDataset::PowerPlant) => 64,
+        Some(UciDataset::Protein) => 256,
+        None => match n_train {
+            0..=800 => 16,
+            801..=1500 => 32,
+            1501..=12_000 => 64,
+            _ => 256,
+        },
     }
 }
 
@@ -422,8 +509,8 @@ pub const MIN_STEPS: usize = 8000;
 /// optimiser steps and capped at Gal's `10 × n_epochs`. The variational methods converge per
 /// step, and 40 epochs are only 720 steps on yacht. `--quick` caps a fit at ~1500 steps (at
 /// least 4 epochs); `--epochs` overrides both.
-pub fn budget(d: UciDataset, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
-    let batch = batch_size(d);
+pub fn budget(d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
+    let batch = batch_size(d, n_train);
     let steps_per_epoch = n_train.div_ceil(batch).max(1);
     let full = meta
         .n_epochs
@@ -452,7 +539,7 @@ pub fn run_epochs(full: usize, steps_per_epoch: usize, options: &UciOptions) -> 
 /// all of them (3 with `--quick`).
 pub fn splits_of(
     options: &UciOptions,
-    dataset: UciDataset,
+    dataset: &DataSet,
     available: usize,
 ) -> Result<usize, String> {
     match options.splits {
@@ -487,7 +574,7 @@ pub struct MethodResult {
     /// Method.
     pub method: String,
     /// Data set.
-    pub dataset: UciDataset,
+    pub dataset: DataSet,
     /// Budget used.
     pub budget: Budget,
     /// One outcome per split, in split order.
@@ -510,12 +597,13 @@ impl MethodResult {
 
 /// The seed of one (data set, method, split): independent of which other data sets and methods
 /// are in the run, so a row can be reproduced alone.
-pub fn split_seed(seed: u64, dataset: UciDataset, method: &str, k: usize) -> u64 {
-    crate::experiment::derive(seed, &[dataset.dir_name(), method], k as u64)
+pub fn split_seed(seed: u64, dataset: &DataSet, method: &str, k: usize) -> u64 {
+    crate::experiment::derive(seed, &[dataset.seed_name(), method], k as u64)
 }
 
 /// Prepares split `k` of `data`: standardisation fitted on the training rows.
 pub fn prepare<'a>(
+    dataset: &'a DataSet,
     data: &'a UciData,
     k: usize,
     budget: Budget,
@@ -524,7 +612,7 @@ pub fn prepare<'a>(
     let split = data.split(k)?;
     let (sx, sy) = split.train.fit_standardizers()?;
     Ok(PreparedSplit {
-        dataset: data.dataset,
+        dataset,
         k,
         train: split.train.standardized(&sx, &sy)?,
         test_x: sx.transform(&split.test.x),
@@ -538,6 +626,7 @@ pub fn prepare<'a>(
 
 /// One row of a run: a method on a data set.
 struct Unit<'a> {
+    dataset: &'a DataSet,
     set: &'a UciData,
     method: &'a dyn UciMethod,
     n_splits: usize,
@@ -547,19 +636,20 @@ struct Unit<'a> {
 /// Runs one row in this process, printing a line per split.
 fn run_unit(unit: &Unit, seed: u64) -> Result<MethodResult, Box<dyn Error>> {
     let t0 = Instant::now();
-    let (set, method, n_splits) = (unit.set, unit.method, unit.n_splits);
+    let (dataset, set, method, n_splits) = (unit.dataset, unit.set, unit.method, unit.n_splits);
     let mut splits = Vec::with_capacity(n_splits);
     for k in 0..n_splits {
         let prepared = prepare(
+            dataset,
             set,
             k,
             unit.budget,
-            split_seed(seed, set.dataset, method.name(), k),
+            split_seed(seed, dataset, method.name(), k),
         )?;
         let outcome = method.run(&prepared)?;
         eprintln!(
             "[{}] {} split {}/{n_splits}: test LL {:.3}, RMSE {:.3} ({:.1} s) {}",
-            set.dataset,
+            dataset,
             method.name(),
             k + 1,
             outcome.test_ll,
@@ -571,7 +661,7 @@ fn run_unit(unit: &Unit, seed: u64) -> Result<MethodResult, Box<dyn Error>> {
     }
     Ok(MethodResult {
         method: method.name().to_string(),
-        dataset: set.dataset,
+        dataset: dataset.clone(),
         budget: unit.budget,
         splits,
         seconds: t0.elapsed().as_secs_f64(),
@@ -610,7 +700,7 @@ fn spawn_unit(
     dir: &Path,
 ) -> std::io::Result<std::process::Child> {
     let mut cmd = std::process::Command::new(std::env::current_exe()?);
-    cmd.args(["uci", "--dataset", unit.set.dataset.name(), "--method"])
+    cmd.args(["uci", "--dataset", &unit.dataset.argument(), "--method"])
         .arg(unit.method.name())
         .args(["--splits", &unit.n_splits.to_string()])
         .args(["--epochs", &unit.budget.epochs.to_string()])
@@ -661,18 +751,19 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let data: Vec<UciData> = options
         .datasets
         .iter()
-        .map(|&d| UciData::load(d, &root))
+        .map(|d| d.load(&root))
         .collect::<Result<_, _>>()?;
     let mut units = Vec::new();
-    for set in &data {
-        let n_splits = splits_of(options, set.dataset, set.meta.n_splits)?;
+    for (dataset, set) in options.datasets.iter().zip(&data) {
+        let n_splits = splits_of(options, dataset, set.meta.n_splits)?;
         let n_train = set.split_indices(0)?.0.len();
         for &method in &methods {
             units.push(Unit {
+                dataset,
                 set,
                 method,
                 n_splits,
-                budget: method.budget(set.dataset, &set.meta, n_train, options),
+                budget: method.budget(dataset, &set.meta, n_train, options),
             });
         }
     }
@@ -687,7 +778,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
             earlier
                 .iter()
                 .find(|r| {
-                    r.dataset == u.set.dataset
+                    r.dataset == *u.dataset
                         && r.method == u.method.name()
                         && r.budget == u.budget
                         && r.splits.len() == u.n_splits
@@ -724,13 +815,13 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
                 let Some(i) = queue.next() else { break };
                 let dir = workers.join(format!(
                     "{}-{}",
-                    units[i].set.dataset.dir_name(),
+                    units[i].dataset.seed_name(),
                     units[i].method.name().replace(' ', "_")
                 ));
                 let child = spawn_unit(&units[i], options, &dir).map_err(|e| {
                     format!(
                         "could not start the worker for {} / {}: {e}",
-                        units[i].set.dataset,
+                        units[i].dataset,
                         units[i].method.name()
                     )
                 })?;
@@ -752,7 +843,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
                         return Err(format!(
                             "the worker for {} / {} failed ({status}); rows done so far are in \
                              uci.partial.json (rerun with --resume)",
-                            units[i].set.dataset,
+                            units[i].dataset,
                             units[i].method.name()
                         )
                         .into());
@@ -774,6 +865,28 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     Ok(results)
 }
 
+/// The data sets of `results`: the built-in ones in table order, then the user's in the order
+/// they appear.
+pub fn sets_in(results: &[MethodResult]) -> Vec<DataSet> {
+    let mut sets: Vec<DataSet> = UciDataset::ALL
+        .into_iter()
+        .map(DataSet::Builtin)
+        .filter(|d| results.iter().any(|r| r.dataset == *d))
+        .collect();
+    for r in results {
+        if r.dataset.builtin().is_none() && !sets.contains(&r.dataset) {
+            sets.push(r.dataset.clone());
+        }
+    }
+    sets
+}
+
+/// The column of a data set in the published tables (built-in sets only).
+fn published_index(d: &DataSet) -> Option<usize> {
+    let b = d.builtin()?;
+    UciDataset::ALL.iter().position(|x| *x == b)
+}
+
 fn fmt_cell(c: Option<(f64, f64)>) -> String {
     match c {
         Some((m, se)) => format!("{m:.2} ± {se:.2}"),
@@ -793,6 +906,7 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         m
     };
     let published = uci_published::all();
+    let sets = sets_in(results);
     let mut md = format!(
         "# UCI regression\n\n{} splits per set{}, seed {}, backend `{}`, wall time {:.0} s \
          ({} worker process{}; the rows' own times sum to {:.0} s). Mean ± standard error over \
@@ -827,15 +941,8 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         t += "\n|---|---:|";
         t += &"---:|".repeat(methods.len() + published.len());
         t += "\n";
-        for d in UciDataset::ALL {
-            let rows: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == d).collect();
-            if rows.is_empty() {
-                continue;
-            }
-            let idx = UciDataset::ALL
-                .iter()
-                .position(|x| *x == d)
-                .expect("in ALL");
+        for d in &sets {
+            let rows: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == *d).collect();
             t += &format!("| {d} | {} |", rows[0].budget.epochs);
             for m in &methods {
                 let cell = rows
@@ -849,7 +956,10 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
                 t += &format!(" {cell} |");
             }
             for p in &published {
-                t += &format!(" {} |", fmt_cell(theirs(p, idx)));
+                t += &format!(
+                    " {} |",
+                    fmt_cell(published_index(d).and_then(|i| theirs(p, i)))
+                );
             }
             t += "\n";
         }
@@ -893,16 +1003,13 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
             t += "\n|---|";
             t += &"---:|".repeat(pairs.len());
             t += "\n";
-            for (idx, d) in UciDataset::ALL.into_iter().enumerate() {
-                if !results.iter().any(|r| r.dataset == d) {
-                    continue;
-                }
+            for d in &sets {
                 t += &format!("| {d} |");
                 for (m, p) in &pairs {
                     let z = results
                         .iter()
-                        .find(|r| r.dataset == d && r.method == *m)
-                        .zip(theirs(p, idx))
+                        .find(|r| r.dataset == *d && r.method == *m)
+                        .zip(published_index(d).and_then(|i| theirs(p, i)))
                         .and_then(|(r, th)| z_score(ours(r), th, higher_is_better));
                     t += &match z {
                         Some(z) => format!(" {z:+.1} |"),
@@ -974,10 +1081,7 @@ fn write_report(
 /// Test LL per data set (one panel each) and method, with ±1 standard error bars.
 fn plot(path: &Path, results: &[MethodResult]) -> Result<(), Box<dyn Error>> {
     use plotters::prelude::*;
-    let sets: Vec<UciDataset> = UciDataset::ALL
-        .into_iter()
-        .filter(|d| results.iter().any(|r| r.dataset == *d))
-        .collect();
+    let sets = sets_in(results);
     let cols = 3usize;
     let rows = sets.len().div_ceil(cols).max(1);
     let root = SVGBackend::new(path, (330 * cols as u32, 260 * rows as u32)).into_drawing_area();
@@ -1049,8 +1153,9 @@ mod tests {
         let test_raw: RegressionData = toy::heteroscedastic(200, 2).into();
         let (sx, sy) = train_raw.fit_standardizers().unwrap();
         let meta = meta();
+        let boston = DataSet::Builtin(UciDataset::Boston);
         let split = PreparedSplit {
-            dataset: UciDataset::Boston,
+            dataset: &boston,
             k: 0,
             train: train_raw.standardized(&sx, &sy).unwrap(),
             test_x: sx.transform(&test_raw.x),
@@ -1098,7 +1203,7 @@ mod tests {
 
     fn protein_options(quick: bool) -> UciOptions {
         UciOptions {
-            datasets: vec![UciDataset::Protein],
+            datasets: vec![UciDataset::Protein.into()],
             methods: vec![],
             splits: None,
             epochs: None,
@@ -1116,17 +1221,19 @@ mod tests {
         let meta = meta();
         let mut o = protein_options(false);
         // 10 × n_epochs at batch 128, Adam 10⁻³, T = 10 000.
-        let b = GalDropout.budget(UciDataset::Protein, &meta, 41_157, &o);
+        let b = GalDropout.budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
         assert_eq!(
             (b.epochs, b.batch_size, b.learning_rate, b.test_passes),
             (400, 128, 1e-3, 10_000)
         );
         o.quick = true;
-        let b = GalDropout.budget(UciDataset::Protein, &meta, 41_157, &o);
+        let b = GalDropout.budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
         assert_eq!((b.epochs, b.test_passes), (4, 1_000));
         o.epochs = Some(7);
         assert_eq!(
-            GalDropout.budget(UciDataset::Boston, &meta, 455, &o).epochs,
+            GalDropout
+                .budget(&UciDataset::Boston.into(), &meta, 455, &o)
+                .epochs,
             7
         );
         let grid = [0.25, 0.5, 1.0];
@@ -1138,19 +1245,28 @@ mod tests {
     fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
         let meta = meta();
         let mut o = protein_options(true);
-        let b = budget(UciDataset::Protein, &meta, 41_157, &o);
+        let b = budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
         assert_eq!(b.batch_size, 256);
         assert!(b.epochs * 41_157usize.div_ceil(256) <= 1500 || b.epochs == 4);
         o.quick = false;
         // 161 steps per epoch: 50 epochs reach 8000 steps, above n_epochs = 40.
-        assert_eq!(budget(UciDataset::Protein, &meta, 41_157, &o).epochs, 50);
+        assert_eq!(
+            budget(&UciDataset::Protein.into(), &meta, 41_157, &o).epochs,
+            50
+        );
         // Yacht: 18 steps per epoch would need 445 epochs; capped at 10 × n_epochs.
-        assert_eq!(budget(UciDataset::Yacht, &meta, 277, &o).epochs, 400);
+        assert_eq!(
+            budget(&UciDataset::Yacht.into(), &meta, 277, &o).epochs,
+            400
+        );
         // Large sets keep the protocol's n_epochs when that already exceeds 8000 steps.
-        assert_eq!(budget(UciDataset::Kin8nm, &meta, 30_000, &o).epochs, 40);
+        assert_eq!(
+            budget(&UciDataset::Kin8nm.into(), &meta, 30_000, &o).epochs,
+            40
+        );
         let r = MethodResult {
             method: "MAP".into(),
-            dataset: UciDataset::Yacht,
+            dataset: UciDataset::Yacht.into(),
             budget: b,
             splits: vec![SplitOutcome {
                 test_ll: -1.0,
@@ -1169,15 +1285,15 @@ mod tests {
     #[test]
     fn splits_outside_the_data_sets_range_are_errors_naming_the_flag() {
         let mut o = protein_options(false);
-        assert_eq!(splits_of(&o, UciDataset::Boston, 20), Ok(20));
+        assert_eq!(splits_of(&o, &UciDataset::Boston.into(), 20), Ok(20));
         o.quick = true;
-        assert_eq!(splits_of(&o, UciDataset::Boston, 20), Ok(3));
-        assert_eq!(splits_of(&o, UciDataset::Protein, 2), Ok(2));
+        assert_eq!(splits_of(&o, &UciDataset::Boston.into(), 20), Ok(3));
+        assert_eq!(splits_of(&o, &UciDataset::Protein.into(), 2), Ok(2));
         o.splits = Some(5);
-        assert_eq!(splits_of(&o, UciDataset::Protein, 5), Ok(5));
+        assert_eq!(splits_of(&o, &UciDataset::Protein.into(), 5), Ok(5));
         for bad in [0, 6, 1000] {
             o.splits = Some(bad);
-            let err = splits_of(&o, UciDataset::Protein, 5).unwrap_err();
+            let err = splits_of(&o, &UciDataset::Protein.into(), 5).unwrap_err();
             assert!(
                 err.contains(&format!("--splits {bad}")) && err.contains("1 to 5"),
                 "{err}"
@@ -1189,8 +1305,13 @@ mod tests {
     fn reports_refuse_nan_rows_and_rows_without_splits() {
         let row = |ll: Vec<f64>| MethodResult {
             method: "MAP".into(),
-            dataset: UciDataset::Wine,
-            budget: budget(UciDataset::Wine, &meta(), 1439, &protein_options(false)),
+            dataset: UciDataset::Wine.into(),
+            budget: budget(
+                &UciDataset::Wine.into(),
+                &meta(),
+                1439,
+                &protein_options(false),
+            ),
             splits: ll
                 .into_iter()
                 .map(|test_ll| SplitOutcome {
@@ -1206,6 +1327,39 @@ mod tests {
         assert!(err.contains("wine / MAP split 2: test LL is NaN"), "{err}");
         let err = check_results(&[row(vec![])]).unwrap_err();
         assert!(err.contains("no splits"), "{err}");
+    }
+
+    #[test]
+    fn data_sets_are_names_or_folders_and_old_records_still_read() {
+        assert_eq!(
+            DataSet::parse("kin8nm").unwrap(),
+            DataSet::Builtin(UciDataset::Kin8nm)
+        );
+        let err = DataSet::parse("no/such/folder").unwrap_err();
+        assert!(err.contains("--dataset") && err.contains("yacht"), "{err}");
+        // Records written before folders existed name the set by its variant.
+        let old: DataSet = serde_json::from_str("\"PowerPlant\"").unwrap();
+        assert_eq!(old, DataSet::Builtin(UciDataset::PowerPlant));
+        let folder = DataSet::Folder {
+            name: "mine".into(),
+            path: "/data/mine".into(),
+        };
+        let text = serde_json::to_string(&folder).unwrap();
+        assert_eq!(serde_json::from_str::<DataSet>(&text).unwrap(), folder);
+        // A user's set gets the batch size of the built-in sets of its size.
+        for (d, n) in [
+            (UciDataset::Boston, 455),
+            (UciDataset::Concrete, 927),
+            (UciDataset::Energy, 691),
+            (UciDataset::Kin8nm, 7373),
+            (UciDataset::Naval, 10_741),
+            (UciDataset::PowerPlant, 8611),
+            (UciDataset::Protein, 41_157),
+            (UciDataset::Wine, 1439),
+            (UciDataset::Yacht, 277),
+        ] {
+            assert_eq!(batch_size(&folder, n), batch_size(&d.into(), n), "{d}");
+        }
     }
 
     #[test]
@@ -1235,8 +1389,8 @@ mod tests {
         let o = protein_options(false);
         let row = |method: &str, ll: [f64; 2]| MethodResult {
             method: method.into(),
-            dataset: UciDataset::Boston,
-            budget: budget(UciDataset::Boston, &meta(), 455, &o),
+            dataset: UciDataset::Boston.into(),
+            budget: budget(&UciDataset::Boston.into(), &meta(), 455, &o),
             splits: ll
                 .iter()
                 .map(|&test_ll| SplitOutcome {

@@ -48,6 +48,14 @@ pub enum DataError {
         /// Where to get it.
         url: String,
     },
+    /// A folder given as a data set that does not hold one.
+    #[error("{}: not a data set folder: expected {expected}", dir.display())]
+    NotADataSet {
+        /// The folder.
+        dir: PathBuf,
+        /// What the folder should hold.
+        expected: String,
+    },
     /// An operating-system error while reading a file.
     #[error("cannot read {}: {source}", path.display())]
     Io {

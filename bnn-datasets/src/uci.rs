@@ -158,8 +158,10 @@ pub struct UciMeta {
 /// One loaded UCI set: all rows, the protocol's columns and settings.
 #[derive(Debug, Clone)]
 pub struct UciData {
-    /// Which set.
-    pub dataset: UciDataset,
+    /// Which of the 9 sets; `None` for a folder of the user's ([`UciData::load_folder`]).
+    pub dataset: Option<UciDataset>,
+    /// Name in tables: the set's short name, or the user's folder name.
+    pub name: String,
     /// The folder the files were read from.
     pub dir: PathBuf,
     /// All rows, inputs from `index_features.txt`, target from `index_target.txt`.
@@ -369,6 +371,51 @@ impl UciData {
     /// line named), a column index past the table's width or a target column that is also a
     /// feature.
     pub fn load_dir(dataset: UciDataset, dir: &Path) -> Result<Self, DataError> {
+        Self::read_dir(Some(dataset), dataset.name().to_string(), dir)
+    }
+
+    /// Loads a data set of the user's in the `UciDataset` layout: `dir` is the set's folder
+    /// (holding `data/`) or its `data/` folder itself, with `data.txt`, `index_features.txt`,
+    /// `index_target.txt`, `n_splits.txt`, `n_hidden.txt`, `n_epochs.txt`,
+    /// `dropout_rates.txt`, `tau_values.txt` and `index_{train,test}_k.txt`. Its name in tables
+    /// is the set's folder name.
+    ///
+    /// # Errors
+    /// [`DataError::NotADataSet`] when `dir` has neither `data.txt` nor `data/data.txt` (the
+    /// folder named); otherwise as [`UciData::load_dir`].
+    pub fn load_folder(dir: &Path) -> Result<Self, DataError> {
+        let data_dir = if dir.join("data.txt").is_file() {
+            dir.to_path_buf()
+        } else if dir.join("data/data.txt").is_file() {
+            dir.join("data")
+        } else {
+            return Err(DataError::NotADataSet {
+                dir: dir.to_path_buf(),
+                expected: format!(
+                    "data.txt or data/data.txt with the other files of the UCI_Datasets layout \
+                     (index_features.txt, index_target.txt, n_splits.txt, n_hidden.txt, \
+                     n_epochs.txt, dropout_rates.txt, tau_values.txt, index_train_0.txt, …; \
+                     see {UCI_URL})"
+                ),
+            });
+        };
+        // The set's folder names it: `…/mySet/data` → "mySet".
+        let named = if data_dir.file_name().is_some_and(|n| n == "data") {
+            data_dir.parent().unwrap_or(&data_dir)
+        } else {
+            &data_dir
+        };
+        let name = std::fs::canonicalize(named)
+            .ok()
+            .as_deref()
+            .and_then(|p| p.file_name())
+            .or_else(|| named.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| named.display().to_string());
+        Self::read_dir(None, name, &data_dir)
+    }
+
+    fn read_dir(dataset: Option<UciDataset>, name: String, dir: &Path) -> Result<Self, DataError> {
         let file = |name: &str| dir.join(name);
         let data_path = file("data.txt");
         let (table, width) = parse_table(&read(&data_path)?, &data_path)?;
@@ -424,6 +471,7 @@ impl UciData {
         };
         Ok(Self {
             dataset,
+            name,
             dir: dir.to_path_buf(),
             data,
             feature_columns,
@@ -451,7 +499,7 @@ impl UciData {
     pub fn split_indices(&self, k: usize) -> Result<(Vec<usize>, Vec<usize>), DataError> {
         if k >= self.meta.n_splits {
             return Err(DataError::OutOfRange {
-                what: format!("{} split number", self.dataset),
+                what: format!("{} split number", self.name),
                 expected: format!("0..{}", self.meta.n_splits),
                 found: k.to_string(),
             });
@@ -567,6 +615,30 @@ pub(crate) mod tests {
         }
         let e = "bostn".parse::<UciDataset>().unwrap_err().to_string();
         assert!(e.contains("bostn") && e.contains("yacht"), "{e}");
+    }
+
+    #[test]
+    fn a_users_folder_in_the_layout_loads_under_its_own_name() {
+        let t = TempDir::new("uci-own");
+        let data = t.0.join("mySet/data");
+        std::fs::create_dir_all(&data).unwrap();
+        write_fixture(&data);
+        // The set's folder or its data/ folder, named after the set's folder.
+        for dir in [t.0.join("mySet"), data.clone()] {
+            let d = UciData::load_folder(&dir).unwrap();
+            assert_eq!((d.dataset, d.name.as_str(), d.len()), (None, "mySet", 10));
+            assert_eq!(d.split(1).unwrap().test_indices, vec![1, 0]);
+        }
+        assert_eq!(
+            UciData::load_dir(UciDataset::Yacht, &data).unwrap().name,
+            "yacht"
+        );
+        // A folder without the files is an error naming it and the layout.
+        let e = UciData::load_folder(&t.0).unwrap_err().to_string();
+        assert!(
+            e.contains(&t.0.display().to_string()) && e.contains("data/data.txt"),
+            "{e}"
+        );
     }
 
     #[test]
