@@ -633,12 +633,83 @@ struct Unit<'a> {
     budget: Budget,
 }
 
-/// Runs one row in this process, printing a line per split.
-fn run_unit(unit: &Unit, seed: u64) -> Result<MethodResult, Box<dyn Error>> {
+/// One finished split of a row, as its progress file keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SplitRecord {
+    seed: u64,
+    budget: Budget,
+    k: usize,
+    outcome: SplitOutcome,
+}
+
+/// Where a row's finished splits are kept while it runs (removed when the row is done): a
+/// resumed run reuses those of the same seed and budget, so an interrupted long row loses at
+/// most the split in progress.
+fn progress_path(unit: &Unit, out: &Path) -> PathBuf {
+    out.join(format!(
+        "{}-{}.splits.jsonl",
+        unit.dataset.seed_name(),
+        unit.method.name().replace(' ', "_")
+    ))
+}
+
+/// The splits of `unit` already finished under `seed` (split number → outcome).
+fn finished_splits(
+    path: &Path,
+    unit: &Unit,
+    seed: u64,
+) -> Result<Vec<Option<SplitOutcome>>, Box<dyn Error>> {
+    let mut done: Vec<Option<SplitOutcome>> = vec![None; unit.n_splits];
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
+        Err(e) => return Err(format!("{}: {e}", path.display()).into()),
+    };
+    for (line, l) in text.lines().enumerate() {
+        // A line cut off by the interruption is the split in progress: skip it.
+        let Ok(r) = serde_json::from_str::<SplitRecord>(l) else {
+            eprintln!(
+                "{}: line {} unreadable, rerunning that split",
+                path.display(),
+                line + 1
+            );
+            continue;
+        };
+        if r.seed == seed && r.budget == unit.budget && r.k < unit.n_splits {
+            done[r.k] = Some(r.outcome);
+        }
+    }
+    Ok(done)
+}
+
+/// Runs one row in this process, printing a line per split. With `resume`, the splits finished
+/// by an interrupted run of the same row (seed and budget) are reused.
+fn run_unit(
+    unit: &Unit,
+    seed: u64,
+    out: &Path,
+    resume: bool,
+) -> Result<MethodResult, Box<dyn Error>> {
     let t0 = Instant::now();
     let (dataset, set, method, n_splits) = (unit.dataset, unit.set, unit.method, unit.n_splits);
-    let mut splits = Vec::with_capacity(n_splits);
+    let progress = progress_path(unit, out);
+    let mut splits = if resume {
+        finished_splits(&progress, unit, seed)?
+    } else {
+        let _ = std::fs::remove_file(&progress);
+        vec![None; n_splits]
+    };
+    let reused = splits.iter().flatten().count();
+    if reused > 0 {
+        eprintln!(
+            "[{dataset}] {}: {reused} finished splits reused",
+            method.name()
+        );
+    }
     for k in 0..n_splits {
+        if splits[k].is_some() {
+            continue;
+        }
         let prepared = prepare(
             dataset,
             set,
@@ -657,13 +728,29 @@ fn run_unit(unit: &Unit, seed: u64) -> Result<MethodResult, Box<dyn Error>> {
             t0.elapsed().as_secs_f64(),
             outcome.detail
         );
-        splits.push(outcome);
+        let record = SplitRecord {
+            seed,
+            budget: unit.budget,
+            k,
+            outcome: outcome.clone(),
+        };
+        let mut line = serde_json::to_string(&record)?;
+        line.push('\n');
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&progress)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
+            .map_err(|e| format!("{}: {e}", progress.display()))?;
+        splits[k] = Some(outcome);
     }
+    let _ = std::fs::remove_file(&progress);
     Ok(MethodResult {
         method: method.name().to_string(),
         dataset: dataset.clone(),
         budget: unit.budget,
-        splits,
+        splits: splits.into_iter().flatten().collect(),
         seconds: t0.elapsed().as_secs_f64(),
     })
 }
@@ -711,6 +798,10 @@ fn spawn_unit(
     if options.quick {
         // The quick budget's other parts (MC dropout's 1 000 test passes).
         cmd.arg("--quick");
+    }
+    if options.resume {
+        // The worker's finished splits of an interrupted run.
+        cmd.arg("--resume");
     }
     if let Some(d) = &options.data_dir {
         cmd.arg("--data-dir").arg(d);
@@ -803,7 +894,12 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let todo: Vec<usize> = (0..units.len()).filter(|&i| done[i].is_none()).collect();
     if options.jobs == 1 {
         for i in todo {
-            done[i] = Some(run_unit(&units[i], options.seed)?);
+            done[i] = Some(run_unit(
+                &units[i],
+                options.seed,
+                &options.out,
+                options.resume,
+            )?);
             save_partial(&done)?;
         }
     } else {

@@ -84,6 +84,39 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
     let rmse = result["splits"][0]["test_rmse"].as_f64().unwrap();
     assert!(rmse < 1.3, "test RMSE {rmse}");
 
+    // An interrupted row resumes from its finished splits: a progress line for split 1 (with
+    // a marker value) is reused, split 2 is run again and gives the same numbers.
+    let first_run = result["splits"].clone();
+    let progress = serde_json::json!({
+        "seed": 0,
+        "budget": result["budget"],
+        "k": 0,
+        "outcome": { "test_ll": 123.0, "test_rmse": 0.5, "detail": "" },
+    });
+    std::fs::write(
+        out.join("myLinearSet-MFVI.splits.jsonl"),
+        format!("{progress}\n{{\"cut off"),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
+        .args(["uci", "--dataset"])
+        .arg(&set)
+        .args([
+            "--method", "MFVI", "--splits", "2", "--epochs", "400", "--resume", "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("bnn-bench runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("1 finished splits reused"), "{stderr}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("uci.json")).unwrap()).unwrap();
+    let resumed = &record["results"][0]["splits"];
+    assert_eq!(resumed[0]["test_ll"], 123.0);
+    assert_eq!(resumed[1], first_run[1]);
+    assert!(!out.join("myLinearSet-MFVI.splits.jsonl").exists());
+
     // A folder that is not in the layout is an error naming it, before any training.
     let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
         .args(["uci", "--dataset"])
