@@ -706,10 +706,8 @@ fn run_unit(
             method.name()
         );
     }
-    for k in 0..n_splits {
-        if splits[k].is_some() {
-            continue;
-        }
+    let todo: Vec<usize> = (0..n_splits).filter(|&k| splits[k].is_none()).collect();
+    for k in todo {
         let prepared = prepare(
             dataset,
             set,
