@@ -13,7 +13,7 @@
 use bnn_burn::Prior;
 use bnn_burn::host::{labels, matrix, to_vec};
 use bnn_burn::layers::{Estimator, WeightConfig};
-use bnn_burn::likelihood::{Categorical, GaussianLikelihoodConfig};
+use bnn_burn::likelihood::{Categorical, GaussianLikelihoodConfig, NoiseFit};
 use bnn_burn::metrics::{accuracy, auroc, interval_coverage, mean};
 use bnn_burn::nets::{Classifier, MlpConfig, Regressor};
 use bnn_burn::posterior::{PosteriorConfig, weight_decay_for_prior};
@@ -48,7 +48,7 @@ fn dropout(p: f64) -> WeightConfig {
 fn dropout_regressor(p: f64, tau: f64, device: &Device) -> Result<Regressor, Box<dyn Error>> {
     let likelihood = GaussianLikelihoodConfig::new()
         .with_noise_std(tau.powf(-0.5))
-        .with_learned(false)
+        .with_fit(NoiseFit::Fixed)
         .init(device)?;
     Ok(MlpConfig::new(1, vec![50], 1)
         .with_weights(dropout(p))

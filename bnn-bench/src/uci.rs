@@ -10,7 +10,7 @@ use crate::methods::Method;
 use crate::uci_published::{self, PublishedColumn};
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::{Estimator, WeightConfig};
-use bnn_burn::likelihood::GaussianLikelihoodConfig;
+use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{MlpConfig, Regressor};
 use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
@@ -250,7 +250,11 @@ fn fit(
     device.seed(seed);
     let likelihood = GaussianLikelihoodConfig::new()
         .with_noise_std(fixed_noise_std.unwrap_or(0.5))
-        .with_learned(fixed_noise_std.is_none())
+        .with_fit(if fixed_noise_std.is_some() {
+            NoiseFit::Fixed
+        } else {
+            NoiseFit::Learned
+        })
         .init(&device)?;
     let model = MlpConfig::new(data.n_features, vec![split.meta.n_hidden], 1)
         .with_weights(weights.clone())
@@ -355,7 +359,7 @@ impl GalDropout {
         let noise = 1.0 / (tau.sqrt() * eval.y_scaler.std[0]);
         model.likelihood = GaussianLikelihoodConfig::new()
             .with_noise_std(noise)
-            .with_learned(false)
+            .with_fit(NoiseFit::Fixed)
             .init(&model.devices()[0])?;
         evaluate(&model, eval)
     }

@@ -39,6 +39,28 @@ pub mod special;
 pub mod testing;
 pub mod train;
 
+/// burn itself, with the features this crate was built with: `bnn_burn::burn::…` needs no
+/// `burn` dependency (or guessing its features) in your own `Cargo.toml`.
+pub use burn;
+
+/// What the README's example uses, in one import: configs, constructors, training, prediction,
+/// and burn's `Tensor`, `Distribution`, `Int` and `Module`.
+pub mod prelude {
+    pub use crate::layers::{Estimator, WeightConfig};
+    pub use crate::likelihood::{
+        Categorical, GaussianLikelihoodConfig, HeteroscedasticGaussian, NoiseFit,
+    };
+    pub use crate::nets::{
+        Classifier, ConvNetConfig, HeteroscedasticRegressor, ImageClassifier, MlpConfig, Regressor,
+    };
+    pub use crate::posterior::PosteriorConfig;
+    pub use crate::predict::{Predict, PredictMode};
+    pub use crate::train::{TrainConfig, train};
+    pub use crate::{Prior, device, training_device};
+    pub use burn::module::Module;
+    pub use burn::tensor::{Distribution, Int, Tensor};
+}
+
 pub use device::{backend_name, device, training_device};
 pub use dist::Prior;
 pub use error::ConfigError;

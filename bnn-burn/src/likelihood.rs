@@ -40,9 +40,18 @@ pub struct GaussianLikelihoodConfig {
     /// Initial noise standard deviation σ (in the units of the (standardised) targets).
     #[config(default = 1.0)]
     pub noise_std: f64,
-    /// Learn σ by gradient (type-II maximum likelihood) or keep it fixed.
-    #[config(default = true)]
-    pub learned: bool,
+    /// Learn σ by gradient (type-II maximum likelihood) or keep it at `noise_std`.
+    #[config(default = "NoiseFit::Learned")]
+    pub fit: NoiseFit,
+}
+
+/// Whether a likelihood's noise scale is fitted with the weights or held at its initial value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum NoiseFit {
+    /// Fitted by gradient with the weights (type-II maximum likelihood).
+    Learned,
+    /// Held fixed (e.g. Gal's τ: noise variance `1/τ` chosen by grid search).
+    Fixed,
 }
 
 /// Homoscedastic Gaussian `y ~ N(f(x), σ²)`, σ fixed or learned (`σ = exp(log_std)`).
@@ -51,7 +60,8 @@ pub struct GaussianLikelihood {
     /// `ln σ` per target dimension, `[D]`.
     pub log_std: Param<Tensor<1>>,
     /// Whether `log_std` receives gradients.
-    pub learned: bool,
+    #[module(skip)]
+    pub fit: NoiseFit,
 }
 
 impl GaussianLikelihoodConfig {
@@ -63,7 +73,7 @@ impl GaussianLikelihoodConfig {
         let log_std = Tensor::full([self.d_output], self.noise_std.ln(), device);
         Ok(GaussianLikelihood {
             log_std: Param::from_tensor(log_std),
-            learned: self.learned,
+            fit: self.fit,
         })
     }
 }
@@ -71,9 +81,9 @@ impl GaussianLikelihoodConfig {
 impl GaussianLikelihood {
     /// Noise variances `σ²`, `[1, 1, D]`.
     fn variance(&self) -> Tensor<3> {
-        let log_std = match self.learned {
-            true => self.log_std.val(),
-            false => self.log_std.val().detach(),
+        let log_std = match self.fit {
+            NoiseFit::Learned => self.log_std.val(),
+            NoiseFit::Fixed => self.log_std.val().detach(),
         };
         (log_std * 2.0).exp().unsqueeze::<3>()
     }
@@ -218,7 +228,7 @@ mod tests {
     fn fixed_noise_receives_no_gradient() {
         let device = test_device().autodiff();
         let lik = GaussianLikelihoodConfig::new()
-            .with_learned(false)
+            .with_fit(NoiseFit::Fixed)
             .init(&device)
             .unwrap();
         let mean = Tensor::<3>::zeros([1, 2, 1], &device).require_grad();

@@ -130,6 +130,12 @@ impl ConvNetConfig {
         conv_features(self.input, &self.convs)
     }
 
+    /// An [`ImageClassifier`](super::ImageClassifier) over the dense part's `d_output`
+    /// classes (softmax likelihood).
+    pub fn init_classifier(&self, device: &Device) -> Result<super::ImageClassifier, ConfigError> {
+        self.init(crate::likelihood::Categorical, device)
+    }
+
     /// The network with `likelihood`.
     pub fn init<L: Likelihood>(
         &self,

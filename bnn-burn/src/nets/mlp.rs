@@ -67,6 +67,25 @@ impl MlpConfig {
     }
 }
 
+impl MlpConfig {
+    /// A [`Regressor`](super::Regressor): Gaussian likelihood with a learned noise scale
+    /// (σ₀ = 1 on standardised targets); `init` with a [`GaussianLikelihoodConfig`] of your own
+    /// for another.
+    ///
+    /// [`GaussianLikelihoodConfig`]: crate::likelihood::GaussianLikelihoodConfig
+    pub fn init_regressor(&self, device: &Device) -> Result<super::Regressor, ConfigError> {
+        let likelihood = crate::likelihood::GaussianLikelihoodConfig::new()
+            .with_d_output(self.d_output)
+            .init(device)?;
+        self.init(likelihood, device)
+    }
+
+    /// A [`Classifier`](super::Classifier) over `d_output` classes (softmax likelihood).
+    pub fn init_classifier(&self, device: &Device) -> Result<super::Classifier, ConfigError> {
+        self.init(crate::likelihood::Categorical, device)
+    }
+}
+
 impl MlpBody {
     /// Layers `d_input → hidden[0] → … → hidden[last]`.
     pub fn new(

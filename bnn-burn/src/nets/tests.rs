@@ -201,3 +201,29 @@ fn every_family_learns_a_two_class_image_task() {
         assert!(correct >= n * 95 / 100, "{name:?}: {correct}/{n}");
     }
 }
+
+/// The named constructors build the same networks as `init` with the likelihood spelled out.
+#[test]
+fn named_constructors_match_init_with_the_likelihood() {
+    let d = device();
+    let mlp = MlpConfig::new(3, vec![4], 2);
+    let reg = mlp.init_regressor(&d).unwrap();
+    assert_eq!(reg.head.shape(), [4, 2]);
+    assert_eq!(reg.likelihood.noise_std().dims(), [2]);
+    assert_eq!(
+        reg.likelihood.fit,
+        crate::likelihood::NoiseFit::Learned,
+        "a regressor learns its noise scale by default"
+    );
+    let cls = mlp.init_classifier(&d).unwrap();
+    assert_eq!(cls.head.shape(), [4, 2]);
+    let img = ConvNetConfig::lenet5([1, 28, 28], 10)
+        .init_classifier(&d)
+        .unwrap();
+    assert_eq!(img.head.shape(), [500, 10]);
+    // Configuration errors surface the same way.
+    let err = MlpConfig::new(0, vec![4], 2)
+        .init_classifier(&d)
+        .unwrap_err();
+    assert_eq!(err.field, "d_input");
+}

@@ -385,7 +385,9 @@ impl ModuleVisitor for FiniteParams {
 }
 
 fn progress_bar(config: &TrainConfig) -> indicatif::ProgressBar {
-    if !config.progress {
+    use std::io::IsTerminal;
+    // Off when asked, and when stderr is a file or a pipe (logs, CI, worker processes).
+    if !config.progress || !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::with_draw_target(

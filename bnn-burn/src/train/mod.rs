@@ -69,7 +69,8 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Early stopping; `None` trains for all epochs.
     pub early_stopping: Option<EarlyStoppingConfig>,
-    /// Show a progress bar on stderr.
+    /// Show a progress bar on stderr when stderr is a terminal (never when it is a file or a
+    /// pipe); `with_progress(false)` switches it off everywhere.
     #[config(default = true)]
     pub progress: bool,
     /// The fused kernels and optimiser (default), or the composition of burn ops and burn's
