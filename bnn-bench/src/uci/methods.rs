@@ -1,0 +1,296 @@
+//! The methods of the protocol: the [`UciMethod`] trait, the registry, the shared fit and
+//! evaluation, and Gal's MC-dropout protocol.
+
+use super::*;
+
+/// A UCI method: fits on a prepared split and reports test LL and RMSE.
+pub trait UciMethod {
+    /// Name used on the command line and in tables.
+    fn name(&self) -> &'static str;
+    /// Fits on `split.train` and evaluates on the test rows.
+    fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>>;
+    /// The training budget on a data set with `n_train` training rows (default: [`budget`]).
+    fn budget(&self, d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
+        budget(d, meta, n_train, options)
+    }
+}
+
+/// Every registered method, in table order.
+pub fn registry() -> Vec<Box<dyn UciMethod>> {
+    let fit = |method: Method| BayesianFit {
+        method,
+        train_samples: 1,
+        early_stopping: None,
+    };
+    vec![
+        // A point estimate overfits a 50-unit net within the budget (noise learned far below
+        // the test residuals): it keeps the epoch of best NLL on 10 % of the training rows.
+        Box::new(BayesianFit {
+            early_stopping: Some(EarlyStoppingConfig::new().with_patience(20)),
+            ..fit(Method::map(1.0))
+        }),
+        Box::new(GalDropout),
+        Box::new(fit(Method::mean_field(Estimator::Reparameterization))),
+        Box::new(fit(Method::mean_field(Estimator::LocalReparameterization))),
+        Box::new(fit(Method::radial())),
+        Box::new(fit(Method::low_rank(2))),
+    ]
+}
+
+/// Activations held at once by a chunk of test passes (elements of the widest layer).
+pub(crate) const PASS_CHUNK_ELEMENTS: usize = 10_000_000;
+
+/// Test LL (mixture over `split.budget.test_passes` posterior draws, original units) and RMSE of
+/// the predictive mean. The draws go through the net in chunks ([`MixtureAccumulator`]), so
+/// Gal's 10 000 passes over protein's 4 573 test rows need no 18 GB tensor.
+pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), Box<dyn Error>> {
+    let device = model.devices()[0].clone();
+    let d = split.train.n_features;
+    let x = matrix(&split.test_x, d, &device);
+    let y = matrix(&split.y_scaler.transform(&split.test_y), 1, &device);
+    let passes = split.budget.test_passes.max(1);
+    let width = split.meta.n_hidden.max(d) * split.test_y.len().max(1);
+    let chunk = (PASS_CHUNK_ELEMENTS / width).clamp(1, passes);
+    let mut acc = MixtureAccumulator::new(y);
+    while acc.draws() < passes {
+        let want = chunk.min(passes - acc.draws());
+        let GaussianPrediction::Samples(draws) =
+            model.predict(x.clone(), PredictMode::Samples(want))?
+        else {
+            return Err("a sampled prediction returned moments".into());
+        };
+        let got = draws.mean.dims()[0];
+        acc.add(&draws);
+        if got < want {
+            break; // a point estimate answers with its one draw
+        }
+    }
+    let scores = acc.scores(&split.y_scaler.std);
+    Ok((scores.log_likelihood, scores.rmse))
+}
+
+/// Trains a one-hidden-layer regressor with `weights` on `data`; `fixed_noise_std`
+/// (standardised units) fixes the Gaussian noise, `None` learns it from 0.5.
+pub(crate) fn fit(
+    weights: &WeightConfig,
+    data: &RegressionData,
+    split: &PreparedSplit,
+    fixed_noise_std: Option<f64>,
+    train_samples: usize,
+    early_stopping: Option<EarlyStoppingConfig>,
+    seed: u64,
+) -> Result<(Regressor, usize), Box<dyn Error>> {
+    let device = training_device();
+    device.seed(seed);
+    let likelihood = GaussianLikelihoodConfig::new()
+        .with_noise_std(fixed_noise_std.unwrap_or(0.5))
+        .with_fit(if fixed_noise_std.is_some() {
+            NoiseFit::Fixed
+        } else {
+            NoiseFit::Learned
+        })
+        .init(&device)?;
+    let model = MlpConfig::new(data.n_features, vec![split.meta.n_hidden], 1)
+        .with_weights(weights.clone())
+        .init(likelihood, &device)?;
+    let config = TrainConfig::new(split.budget.epochs)
+        .with_batch_size(split.budget.batch_size)
+        .with_learning_rate(split.budget.learning_rate)
+        .with_train_samples(train_samples)
+        .with_seed(seed)
+        .with_early_stopping(early_stopping)
+        .with_progress(false);
+    let x = matrix(&data.x, data.n_features, &device);
+    let y = matrix(&data.y, 1, &device);
+    let (model, report) = train(model, (x, y), &config)?;
+    Ok((model.valid(), report.best_epoch))
+}
+
+/// A regressor of one weight model with a learned homoscedastic noise.
+pub struct BayesianFit {
+    /// The method (its name is the table's).
+    pub method: Method,
+    /// Posterior samples per training point.
+    pub train_samples: usize,
+    /// Early stopping on held-out training rows (`None`: the whole budget).
+    pub early_stopping: Option<EarlyStoppingConfig>,
+}
+
+impl UciMethod for BayesianFit {
+    fn name(&self) -> &'static str {
+        self.method.name
+    }
+
+    fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
+        let (model, best_epoch) = fit(
+            &self.method.weights,
+            &split.train,
+            split,
+            None,
+            self.train_samples,
+            self.early_stopping.clone(),
+            split.seed,
+        )?;
+        let noise = to_vec(model.likelihood.noise_std())[0] * split.y_scaler.std[0];
+        let (test_ll, test_rmse) = evaluate(&model, split)?;
+        Ok(SplitOutcome {
+            test_ll,
+            test_rmse,
+            detail: match self.early_stopping {
+                Some(_) => {
+                    format!("learned noise std {noise:.4}, best validation epoch {best_epoch}")
+                }
+                None => format!("learned noise std {noise:.4}"),
+            },
+        })
+    }
+}
+
+/// MC dropout under Gal's current UCI protocol (`spec/gal-mc-dropout.md`; his repository's
+/// "Grid Search (new)"): dropout on the input and on the hidden layer, MSE on standardised
+/// targets plus weight decay `λ = l²(1−p)/(2Nτ)` (l = 10⁻²), Adam at 10⁻³, batch 128, 10 × the
+/// protocol's epochs (400; 200 for protein), Keras's initialisation (Glorot-uniform kernels, zero
+/// biases). Every (p, τ) of the data set's grid is trained on
+/// the first 80 % of the training rows and scored by validation LL on the last 20 %; the best
+/// pair is refit on all training rows. Test LL from `T = 10 000` stochastic passes with noise
+/// precision τ in original units: `logsumexp_t(−½τ(y − ŷ_t)²) − ln T − ½ ln 2π + ½ ln τ`.
+///
+/// As a variational objective this is a Gaussian likelihood of variance ½ (`−ln p = (y − f)² +
+/// const`, the MSE) and the dropout family's KL under the prior `N(0, τ/l²)`, whose weight-decay
+/// term is `λ‖M‖²` per training point (Gal 2016, §3.2).
+pub struct GalDropout;
+
+/// Gal's prior length-scale.
+pub const GAL_LENGTH_SCALE: f64 = 1e-2;
+
+/// Gal's minibatch size.
+pub const GAL_BATCH: usize = 128;
+
+/// Gal's test passes `T`.
+pub const GAL_TEST_PASSES: usize = 10_000;
+
+impl GalDropout {
+    /// Fits one (p, τ) on `eval.train` and scores it on `eval`'s test rows.
+    fn fit_and_score(
+        &self,
+        p: f64,
+        tau: f64,
+        eval: &PreparedSplit,
+    ) -> Result<(f64, f64), Box<dyn Error>> {
+        // Prior N(0, τ/l²) on M: the dropout KL's weight decay is l²(1−p)/(2Nτ)·‖M‖².
+        // Keras's Dense defaults: Glorot-uniform kernels, zero biases.
+        let weights = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt())
+            .weights
+            .with_initializer(Initializer::XavierUniform { gain: 1.0 });
+        let (mut model, _) = fit(
+            &weights,
+            &eval.train,
+            eval,
+            Some(std::f64::consts::FRAC_1_SQRT_2),
+            1,
+            None,
+            eval.seed,
+        )?;
+        // Predict with the noise precision τ in original units.
+        let noise = 1.0 / (tau.sqrt() * eval.y_scaler.std[0]);
+        model.likelihood = GaussianLikelihoodConfig::new()
+            .with_noise_std(noise)
+            .with_fit(NoiseFit::Fixed)
+            .init(&model.devices()[0])?;
+        evaluate(&model, eval)
+    }
+}
+
+/// Whether `value` is the smallest or largest of a grid of several values.
+pub fn on_grid_edge(value: f64, grid: &[f64]) -> bool {
+    let min = grid.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = grid.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    grid.len() > 1 && (value == min || value == max)
+}
+
+impl UciMethod for GalDropout {
+    fn name(&self) -> &'static str {
+        "MC dropout"
+    }
+
+    /// 10 × the protocol's epochs at batch 128, Adam at 10⁻³, 10 000 test passes; `--quick`
+    /// caps a fit at ~1500 steps and predicts with 1 000 passes.
+    fn budget(&self, _d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
+        let steps_per_epoch = n_train.div_ceil(GAL_BATCH).max(1);
+        let full = meta.n_epochs * 10;
+        Budget {
+            epochs: run_epochs(full, steps_per_epoch, options),
+            batch_size: GAL_BATCH,
+            learning_rate: 1e-3,
+            test_passes: if options.quick {
+                GAL_TEST_PASSES / 10
+            } else {
+                GAL_TEST_PASSES
+            },
+        }
+    }
+
+    fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
+        // Gal's validation rows: the last 20 % of the training rows, in the split's order.
+        let n = split.train.len();
+        let n_fit = (n as f64 * 0.8) as usize;
+        let rows = |r: std::ops::Range<usize>| split.train.select(&r.collect::<Vec<_>>());
+        let val_rows = rows(n_fit..n)?;
+        let val_split = PreparedSplit {
+            dataset: split.dataset,
+            k: split.k,
+            train: rows(0..n_fit)?,
+            test_x: val_rows.x,
+            test_y: split.y_scaler.inverse(&val_rows.y),
+            y_scaler: split.y_scaler.clone(),
+            meta: split.meta,
+            budget: split.budget,
+            seed: split.seed,
+        };
+        let (rates, taus) = (&split.meta.dropout_rates, &split.meta.tau_values);
+        let mut best: Option<(f64, f64, f64)> = None;
+        for &p in rates {
+            for &tau in taus {
+                let (val_ll, _) = self.fit_and_score(p, tau, &val_split)?;
+                if best.is_none_or(|b| val_ll > b.2) {
+                    best = Some((p, tau, val_ll));
+                }
+            }
+        }
+        let (p, tau, val_ll) = best.ok_or_else(|| {
+            format!(
+                "{}: empty grid ({} dropout rates, {} τ values); see dropout_rates.txt and \
+                 tau_values.txt",
+                split.dataset,
+                rates.len(),
+                taus.len()
+            )
+        })?;
+        let mut edges = Vec::new();
+        if on_grid_edge(p, rates) {
+            edges.push(format!("p = {p}"));
+        }
+        if on_grid_edge(tau, taus) {
+            edges.push(format!("τ = {tau}"));
+        }
+        let warning = if edges.is_empty() {
+            String::new()
+        } else {
+            let w = format!("; warning: {} on the edge of its grid", edges.join(" and "));
+            eprintln!(
+                "[{}] MC dropout split {}: {} on the edge of its grid (dropout_rates.txt, \
+                 tau_values.txt)",
+                split.dataset,
+                split.k + 1,
+                edges.join(" and ")
+            );
+            w
+        };
+        let (test_ll, test_rmse) = self.fit_and_score(p, tau, split)?;
+        Ok(SplitOutcome {
+            test_ll,
+            test_rmse,
+            detail: format!("p = {p}, τ = {tau} (validation LL {val_ll:.3}){warning}"),
+        })
+    }
+}

@@ -1,0 +1,477 @@
+//! `bnn-bench uci`: the standard UCI regression protocol (Hernández-Lobato & Adams 2015; Gal &
+//! Ghahramani 2016). For every data set and fixed split: inputs and targets standardised with
+//! training statistics, one hidden layer of 50 ReLU units (100 for protein), test RMSE and test
+//! log-likelihood in original units; mean ± standard error over splits, beside the published
+//! columns of [`crate::uci_published`].
+//!
+//! A method is one [`UciMethod`] implementation registered by name in [`registry`].
+
+use crate::methods::Method;
+use crate::uci_published::{self, PublishedColumn};
+use bnn_burn::host::{matrix, to_vec};
+use bnn_burn::layers::{Estimator, WeightConfig};
+use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+use bnn_burn::metrics::mean_and_standard_error;
+use bnn_burn::nets::{MlpConfig, Regressor};
+use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
+use bnn_burn::train::{EarlyStoppingConfig, TrainConfig, train};
+use bnn_burn::training_device;
+use bnn_datasets::uci::{UciData, UciDataset, UciMeta};
+use bnn_datasets::{DataRoot, RegressionData, Standardizer};
+use burn::module::{Initializer, Module};
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+mod methods;
+mod plot;
+mod report;
+mod workers;
+
+pub use methods::*;
+use plot::*;
+pub use report::*;
+use workers::*;
+
+/// Posterior samples used for test predictions.
+pub const PREDICTION_SAMPLES: usize = 200;
+
+/// Training budget of one fit.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Budget {
+    /// Passes over the training data.
+    pub epochs: usize,
+    /// Minibatch size.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub learning_rate: f64,
+    /// Stochastic passes of a test prediction (posterior draws of the predictive mixture).
+    #[serde(default = "default_test_passes")]
+    pub test_passes: usize,
+}
+
+fn default_test_passes() -> usize {
+    PREDICTION_SAMPLES
+}
+
+/// A data set of a run: one of the protocol's 9 (by name), or a folder of the user's in the
+/// `UCI_Datasets` layout (`uci --dataset PATH`), which gets a table without published columns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum DataSet {
+    /// One of the 9.
+    Builtin(UciDataset),
+    /// A folder of the user's.
+    Folder {
+        /// Name in tables (the set's folder name).
+        name: String,
+        /// The folder, as given.
+        path: PathBuf,
+    },
+}
+
+impl DataSet {
+    /// One of the 9 names (as `UciDataset` parses them), else an existing folder. A folder
+    /// named like one of the 9 is reached through a path (`./boston`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let looks_like_path = s.contains(std::path::MAIN_SEPARATOR) || s.contains('/');
+        if !looks_like_path && let Ok(d) = s.parse::<UciDataset>() {
+            return Ok(DataSet::Builtin(d));
+        }
+        let path = PathBuf::from(s);
+        if path.is_dir() {
+            let data = UciData::load_folder(&path).map_err(|e| format!("--dataset {s}: {e}"))?;
+            return Ok(DataSet::Folder {
+                name: data.name,
+                path,
+            });
+        }
+        Err(format!(
+            "--dataset {s:?}: neither one of the 9 sets ({}) nor a folder",
+            UciDataset::ALL.map(|d| d.name()).join(", ")
+        ))
+    }
+
+    /// Name in tables and logs.
+    pub fn name(&self) -> &str {
+        match self {
+            DataSet::Builtin(d) => d.name(),
+            DataSet::Folder { name, .. } => name,
+        }
+    }
+
+    /// The built-in set, if it is one (the published columns exist only for those).
+    pub fn builtin(&self) -> Option<UciDataset> {
+        match self {
+            DataSet::Builtin(d) => Some(*d),
+            DataSet::Folder { .. } => None,
+        }
+    }
+
+    /// What the command line takes for it (a worker's `--dataset`).
+    pub fn argument(&self) -> String {
+        match self {
+            DataSet::Builtin(d) => d.name().to_string(),
+            DataSet::Folder { path, .. } => path.display().to_string(),
+        }
+    }
+
+    /// Loads it: a built-in set from the data roots, a folder from itself.
+    pub fn load(&self, root: &DataRoot) -> Result<UciData, bnn_datasets::DataError> {
+        match self {
+            DataSet::Builtin(d) => UciData::load(*d, root),
+            DataSet::Folder { path, .. } => UciData::load_folder(path),
+        }
+    }
+
+    /// The name a split's seed is derived from (the folder name of the layout).
+    fn seed_name(&self) -> &str {
+        match self {
+            DataSet::Builtin(d) => d.dir_name(),
+            DataSet::Folder { name, .. } => name,
+        }
+    }
+}
+
+impl std::fmt::Display for DataSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<UciDataset> for DataSet {
+    fn from(d: UciDataset) -> Self {
+        DataSet::Builtin(d)
+    }
+}
+
+/// One split, ready for a method: standardised training rows and test inputs, test targets in
+/// original units, and the target scaler to go back to them.
+pub struct PreparedSplit<'a> {
+    /// Which data set.
+    pub dataset: &'a DataSet,
+    /// Split number.
+    pub k: usize,
+    /// Standardised training rows.
+    pub train: RegressionData,
+    /// Standardised test inputs, `[n_test, n_features]`.
+    pub test_x: Vec<f64>,
+    /// Test targets in original units.
+    pub test_y: Vec<f64>,
+    /// Target scaler fitted on the training rows.
+    pub y_scaler: Standardizer,
+    /// Protocol settings (hidden units, dropout and τ grids).
+    pub meta: &'a UciMeta,
+    /// Training budget.
+    pub budget: Budget,
+    /// Seed for this method on this split.
+    pub seed: u64,
+}
+
+/// What a method reports for one split.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SplitOutcome {
+    /// Mean test log-likelihood per point, original units.
+    pub test_ll: f64,
+    /// Test RMSE of the predictive mean, original units.
+    pub test_rmse: f64,
+    /// Method-specific choices (e.g. the grid point chosen), for the record.
+    pub detail: String,
+}
+
+/// Options of one `uci` run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UciOptions {
+    /// Data sets.
+    pub datasets: Vec<DataSet>,
+    /// Method names (empty: all registered).
+    pub methods: Vec<String>,
+    /// Splits per data set (default: all of the protocol's).
+    pub splits: Option<usize>,
+    /// Epochs (default: see [`budget`]).
+    pub epochs: Option<usize>,
+    /// Seed.
+    pub seed: u64,
+    /// Quick mode: 3 splits and at most ~1500 optimiser steps per fit.
+    pub quick: bool,
+    /// Output folder.
+    pub out: PathBuf,
+    /// Data folder (default search when `None`).
+    pub data_dir: Option<PathBuf>,
+    /// Worker processes; each runs one (data set, method) row at a time. Workers are the
+    /// running executable started as `<exe> uci …`: above 1 only from the `bnn-bench` binary
+    /// (a user crate that calls [`run`] keeps `jobs = 1`).
+    pub jobs: usize,
+    /// Reuse the rows of an interrupted run (`uci.partial.json` in `out`) that have this run's
+    /// seed, budget and split count.
+    pub resume: bool,
+}
+
+/// Minibatch size per data set (Haußmann 2021 §3.3, the PBP-protocol batch sizes); a user's
+/// set gets the size of the built-in sets of its size (up to 800 training rows 16, up to 1500
+/// 32, up to 12 000 64, beyond 256: the same sizes for all 9 at their training-set sizes).
+pub fn batch_size(d: &DataSet, n_train: usize) -> usize {
+    match d.builtin() {
+        Some(UciDataset::Boston | UciDataset::Energy | UciDataset::Yacht) => 16,
+        Some(UciDataset::Concrete | UciDataset::Wine) => 32,
+        Some(UciDataset::Kin8nm | UciDataset::Naval | UciDataset::PowerPlant) => 64,
+        Some(UciDataset::Protein) => 256,
+        None => match n_train {
+            0..=800 => 16,
+            801..=1500 => 32,
+            1501..=12_000 => 64,
+            _ => 256,
+        },
+    }
+}
+
+/// Fewest optimiser steps of a full-protocol fit (see [`budget`]).
+pub const MIN_STEPS: usize = 8000;
+
+/// The budget of a data set under `options`. Full protocol: the protocol's `n_epochs` (40; 20
+/// for protein, Hernández-Lobato & Adams 2015), raised until a fit takes at least [`MIN_STEPS`]
+/// optimiser steps and capped at Gal's `10 × n_epochs`. The variational methods converge per
+/// step, and 40 epochs are only 720 steps on yacht. `--quick` caps a fit at ~1500 steps (at
+/// least 4 epochs); `--epochs` overrides both.
+pub fn budget(d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
+    let batch = batch_size(d, n_train);
+    let steps_per_epoch = n_train.div_ceil(batch).max(1);
+    let full = meta
+        .n_epochs
+        .max(MIN_STEPS.div_ceil(steps_per_epoch))
+        .min(meta.n_epochs * 10);
+    Budget {
+        epochs: run_epochs(full, steps_per_epoch, options),
+        batch_size: batch,
+        learning_rate: 3e-3,
+        test_passes: PREDICTION_SAMPLES,
+    }
+}
+
+/// The epochs a run uses of a method's `full` budget: `--epochs` when given, else `full`
+/// capped at ~1500 optimiser steps (at least 4 epochs) with `--quick`.
+pub fn run_epochs(full: usize, steps_per_epoch: usize, options: &UciOptions) -> usize {
+    match options.epochs {
+        Some(e) => e,
+        None if options.quick => full.min((1500 / steps_per_epoch).max(4)),
+        None => full,
+    }
+}
+
+/// The number of splits to run on a data set with `available` splits: `--splits` when given
+/// (an error naming the flag and the allowed range when it is 0 or above `available`), else
+/// all of them (3 with `--quick`).
+pub fn splits_of(
+    options: &UciOptions,
+    dataset: &DataSet,
+    available: usize,
+) -> Result<usize, String> {
+    match options.splits {
+        Some(k) if k == 0 || k > available => Err(format!(
+            "--splits {k}: {dataset} has {available} splits; allowed: 1 to {available}"
+        )),
+        Some(k) => Ok(k),
+        None if options.quick => Ok(3.min(available)),
+        None => Ok(available),
+    }
+}
+
+/// Per-split results of one method on one data set.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct MethodResult {
+    /// Method.
+    pub method: String,
+    /// Data set.
+    pub dataset: DataSet,
+    /// Budget used.
+    pub budget: Budget,
+    /// One outcome per split, in split order.
+    pub splits: Vec<SplitOutcome>,
+    /// Wall time over all splits, seconds.
+    pub seconds: f64,
+}
+
+impl MethodResult {
+    /// Mean and standard error of the test LL.
+    pub fn ll(&self) -> (f64, f64) {
+        mean_and_standard_error(&self.splits.iter().map(|s| s.test_ll).collect::<Vec<_>>())
+    }
+
+    /// Mean and standard error of the test RMSE.
+    pub fn rmse(&self) -> (f64, f64) {
+        mean_and_standard_error(&self.splits.iter().map(|s| s.test_rmse).collect::<Vec<_>>())
+    }
+}
+
+/// The seed of one (data set, method, split): independent of which other data sets and methods
+/// are in the run, so a row can be reproduced alone.
+pub fn split_seed(seed: u64, dataset: &DataSet, method: &str, k: usize) -> u64 {
+    crate::experiment::derive(seed, &[dataset.seed_name(), method], k as u64)
+}
+
+/// Prepares split `k` of `data`: standardisation fitted on the training rows.
+pub fn prepare<'a>(
+    dataset: &'a DataSet,
+    data: &'a UciData,
+    k: usize,
+    budget: Budget,
+    seed: u64,
+) -> Result<PreparedSplit<'a>, Box<dyn Error>> {
+    let split = data.split(k)?;
+    let (sx, sy) = split.train.fit_standardizers()?;
+    Ok(PreparedSplit {
+        dataset,
+        k,
+        train: split.train.standardized(&sx, &sy)?,
+        test_x: sx.transform(&split.test.x),
+        test_y: split.test.y,
+        y_scaler: sy,
+        meta: &data.meta,
+        budget,
+        seed,
+    })
+}
+
+/// Runs the protocol and writes `uci.json`, `uci.md` and `uci.svg` to `options.out`.
+pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
+    let start = Instant::now();
+    crate::experiment::git_revision();
+    if options.jobs == 0 {
+        return Err("--jobs must be at least 1".into());
+    }
+    if options.epochs == Some(0) {
+        return Err("--epochs must be at least 1".into());
+    }
+    crate::experiment::prepare_out(&options.out)?;
+    let all = registry();
+    let methods: Vec<&dyn UciMethod> =
+        crate::experiment::select(&all, &options.methods, |m| m.name())?
+            .into_iter()
+            .map(|m| m.as_ref())
+            .collect();
+    let root = DataRoot::new(options.data_dir.as_deref());
+    // Load everything first: a missing or corrupt file stops the run before any training.
+    let data: Vec<UciData> = options
+        .datasets
+        .iter()
+        .map(|d| d.load(&root))
+        .collect::<Result<_, _>>()?;
+    let mut units = Vec::new();
+    for (dataset, set) in options.datasets.iter().zip(&data) {
+        let n_splits = splits_of(options, dataset, set.meta.n_splits)?;
+        let n_train = set.split_indices(0)?.0.len();
+        for &method in &methods {
+            units.push(Unit {
+                dataset,
+                set,
+                method,
+                n_splits,
+                budget: method.budget(dataset, &set.meta, n_train, options),
+            });
+        }
+    }
+    let earlier = if options.resume {
+        resumable(options)?
+    } else {
+        Vec::new()
+    };
+    let mut done: Vec<Option<MethodResult>> = units
+        .iter()
+        .map(|u| {
+            earlier
+                .iter()
+                .find(|r| {
+                    r.dataset == *u.dataset
+                        && r.method == u.method.name()
+                        && r.budget == u.budget
+                        && r.splits.len() == u.n_splits
+                })
+                .cloned()
+        })
+        .collect();
+    let reused = done.iter().flatten().count();
+    if options.resume {
+        eprintln!("resuming: {reused} of {} rows reused", units.len());
+    }
+    std::fs::create_dir_all(&options.out)?;
+    // Rows finished so far survive an interrupted long run; the final report replaces this file.
+    let save_partial = |done: &[Option<MethodResult>]| -> Result<(), Box<dyn Error>> {
+        let rows: Vec<MethodResult> = done.iter().flatten().cloned().collect();
+        std::fs::write(
+            options.out.join("uci.partial.json"),
+            serde_json::to_string_pretty(&record(options, &rows, start.elapsed().as_secs_f64()))?,
+        )?;
+        Ok(())
+    };
+    let todo: Vec<usize> = (0..units.len()).filter(|&i| done[i].is_none()).collect();
+    if options.jobs == 1 {
+        for i in todo {
+            done[i] = Some(run_unit(
+                &units[i],
+                options.seed,
+                &options.out,
+                options.resume,
+            )?);
+            save_partial(&done)?;
+        }
+    } else {
+        let workers = options.out.join("workers");
+        let mut queue = todo.into_iter();
+        let mut running: Vec<(usize, std::process::Child, PathBuf)> = Vec::new();
+        loop {
+            while running.len() < options.jobs {
+                let Some(i) = queue.next() else { break };
+                let dir = workers.join(format!(
+                    "{}-{}",
+                    units[i].dataset.seed_name(),
+                    units[i].method.name().replace(' ', "_")
+                ));
+                let child = spawn_unit(&units[i], options, &dir).map_err(|e| {
+                    format!(
+                        "could not start the worker for {} / {}: {e}",
+                        units[i].dataset,
+                        units[i].method.name()
+                    )
+                })?;
+                running.push((i, child, dir));
+            }
+            if running.is_empty() {
+                break;
+            }
+            let mut k = 0;
+            while k < running.len() {
+                if let Some(status) = running[k].1.try_wait()? {
+                    let (i, _, dir) = running.swap_remove(k);
+                    if !status.success() {
+                        // Stop the other workers rather than leave them running unwatched.
+                        for (_, other, _) in &mut running {
+                            let _ = other.kill();
+                            let _ = other.wait();
+                        }
+                        return Err(format!(
+                            "the worker for {} / {} failed ({status}); rows done so far are in \
+                             uci.partial.json (rerun with --resume)",
+                            units[i].dataset,
+                            units[i].method.name()
+                        )
+                        .into());
+                    }
+                    done[i] = Some(read_unit(&dir)?);
+                    save_partial(&done)?;
+                } else {
+                    k += 1;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let _ = std::fs::remove_dir(&workers);
+    }
+    let results: Vec<MethodResult> = done.into_iter().flatten().collect();
+    let wall = start.elapsed().as_secs_f64();
+    write_report(options, &results, wall)?;
+    let _ = std::fs::remove_file(options.out.join("uci.partial.json"));
+    Ok(results)
+}
+
+#[cfg(test)]
+mod tests;

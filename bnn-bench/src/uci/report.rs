@@ -1,0 +1,237 @@
+//! The report: Markdown tables beside the published columns, differences in combined
+//! standard errors, the JSON record, and the refusal of non-finite numbers.
+
+use super::*;
+
+/// Refuses a report of non-finite numbers or of rows without splits: the error names the data
+/// set, method and split.
+pub fn check_results(results: &[MethodResult]) -> Result<(), String> {
+    for r in results {
+        if r.splits.is_empty() {
+            return Err(format!("{} / {}: no splits to report", r.dataset, r.method));
+        }
+        for (k, s) in r.splits.iter().enumerate() {
+            let row = format!("{} / {} split {}", r.dataset, r.method, k + 1);
+            crate::experiment::check_finite(&row, "test LL", s.test_ll)?;
+            crate::experiment::check_finite(&row, "test RMSE", s.test_rmse)?;
+        }
+    }
+    Ok(())
+}
+
+/// The data sets of `results`: the built-in ones in table order, then the user's in the order
+/// they appear.
+pub fn sets_in(results: &[MethodResult]) -> Vec<DataSet> {
+    let mut sets: Vec<DataSet> = UciDataset::ALL
+        .into_iter()
+        .map(DataSet::Builtin)
+        .filter(|d| results.iter().any(|r| r.dataset == *d))
+        .collect();
+    for r in results {
+        if r.dataset.builtin().is_none() && !sets.contains(&r.dataset) {
+            sets.push(r.dataset.clone());
+        }
+    }
+    sets
+}
+
+/// The column of a data set in the published tables (built-in sets only).
+pub(crate) fn published_index(d: &DataSet) -> Option<usize> {
+    let b = d.builtin()?;
+    UciDataset::ALL.iter().position(|x| *x == b)
+}
+
+pub(crate) fn fmt_cell(c: Option<(f64, f64)>) -> String {
+    match c {
+        Some((m, se)) => format!("{m:.2} ± {se:.2}"),
+        None => "–".into(),
+    }
+}
+
+/// The Markdown tables: ours then the published columns, one row per data set.
+pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> String {
+    let methods: Vec<&str> = {
+        let mut m: Vec<&str> = Vec::new();
+        for r in results {
+            if !m.contains(&r.method.as_str()) {
+                m.push(&r.method);
+            }
+        }
+        m
+    };
+    let published = uci_published::all();
+    let sets = sets_in(results);
+    let mut md = format!(
+        "# UCI regression\n\n{} splits per set{}, seed {}, backend `{}`, wall time {:.0} s \
+         ({} worker process{}; the rows' own times sum to {:.0} s). Mean ± standard error over \
+         splits; ours first, then published columns (sources below).\n",
+        options
+            .splits
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| if options.quick {
+                "3".into()
+            } else {
+                "all".into()
+            }),
+        if options.quick { " (--quick)" } else { "" },
+        options.seed,
+        bnn_burn::backend_name(),
+        wall,
+        options.jobs,
+        if options.jobs == 1 { "" } else { "es" },
+        results.iter().map(|r| r.seconds).sum::<f64>()
+    );
+    let table = |title: &str,
+                 ours: &dyn Fn(&MethodResult) -> (f64, f64),
+                 theirs: &dyn Fn(&PublishedColumn, usize) -> uci_published::Cell,
+                 digits: usize| {
+        let mut t = format!("\n## {title}\n\n| data set | epochs |");
+        for m in &methods {
+            t += &format!(" {m} |");
+        }
+        for p in &published {
+            t += &format!(" {} |", p.name);
+        }
+        t += "\n|---|---:|";
+        t += &"---:|".repeat(methods.len() + published.len());
+        t += "\n";
+        for d in &sets {
+            let rows: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == *d).collect();
+            t += &format!("| {d} | {} |", rows[0].budget.epochs);
+            for m in &methods {
+                let cell = rows
+                    .iter()
+                    .find(|r| r.method == *m)
+                    .map(|r| {
+                        let (v, se) = ours(r);
+                        format!("{v:.digits$} ± {se:.digits$}")
+                    })
+                    .unwrap_or_else(|| "–".into());
+                t += &format!(" {cell} |");
+            }
+            for p in &published {
+                t += &format!(
+                    " {} |",
+                    fmt_cell(published_index(d).and_then(|i| theirs(p, i)))
+                );
+            }
+            t += "\n";
+        }
+        t
+    };
+    md += &table(
+        "Test log-likelihood (higher is better)",
+        &|r| r.ll(),
+        &|p, i| p.test_ll[i],
+        2,
+    );
+    md += &table(
+        "Test RMSE (lower is better)",
+        &|r| r.rmse(),
+        &|p, i| p.test_rmse[i],
+        3,
+    );
+    // Each of our methods against the published columns that implement it.
+    let pairs: Vec<(&str, &PublishedColumn)> = published
+        .iter()
+        .flat_map(|p| {
+            p.counterparts
+                .iter()
+                .filter(|m| methods.contains(m))
+                .map(move |m| (*m, *p))
+        })
+        .collect();
+    if !pairs.is_empty() {
+        md += "\n## Difference to the published counterpart, in combined standard errors\n\n\
+               `z = (ours − published) / √(se_ours² + se_published²)`, signed so that a positive \
+               value means ours is better (higher LL, lower RMSE); `–` where either cell is \
+               missing or both standard errors are 0.\n";
+        let ztable = |title: &str,
+                      ours: &dyn Fn(&MethodResult) -> (f64, f64),
+                      theirs: &dyn Fn(&PublishedColumn, usize) -> uci_published::Cell,
+                      higher_is_better: bool| {
+            let mut t = format!("\n{title}\n\n| data set |");
+            for (m, p) in &pairs {
+                t += &format!(" {m} vs {} |", p.name);
+            }
+            t += "\n|---|";
+            t += &"---:|".repeat(pairs.len());
+            t += "\n";
+            for d in &sets {
+                t += &format!("| {d} |");
+                for (m, p) in &pairs {
+                    let z = results
+                        .iter()
+                        .find(|r| r.dataset == *d && r.method == *m)
+                        .zip(published_index(d).and_then(|i| theirs(p, i)))
+                        .and_then(|(r, th)| z_score(ours(r), th, higher_is_better));
+                    t += &match z {
+                        Some(z) => format!(" {z:+.1} |"),
+                        None => " – |".into(),
+                    };
+                }
+                t += "\n";
+            }
+            t
+        };
+        md += &ztable(
+            "Test log-likelihood:",
+            &|r| r.ll(),
+            &|p, i| p.test_ll[i],
+            true,
+        );
+        md += &ztable("Test RMSE:", &|r| r.rmse(), &|p, i| p.test_rmse[i], false);
+    }
+    md += "\nSources: ";
+    md += &published
+        .iter()
+        .map(|p| format!("{}: {} ({})", p.name, p.source, p.spread.describe()))
+        .collect::<Vec<_>>()
+        .join("; ");
+    md += ".\n";
+    md
+}
+
+/// `(ours − theirs)/√(se_ours² + se_theirs²)` of two `(mean, standard error)` cells, signed so
+/// that positive means ours is better; `None` when both standard errors are 0.
+pub fn z_score(ours: (f64, f64), theirs: (f64, f64), higher_is_better: bool) -> Option<f64> {
+    let se = ours.1.hypot(theirs.1);
+    if se <= 0.0 {
+        return None;
+    }
+    let d = (ours.0 - theirs.0) / se;
+    Some(if higher_is_better { d } else { -d })
+}
+
+/// The JSON record of a run: options, revision, backend, per-split results, wall time.
+pub(crate) fn record(
+    options: &UciOptions,
+    results: &[MethodResult],
+    wall: f64,
+) -> serde_json::Value {
+    crate::experiment::record(
+        "uci",
+        options,
+        wall,
+        &results,
+        serde_json::json!({ "prediction_samples": PREDICTION_SAMPLES }),
+    )
+}
+
+pub(crate) fn write_report(
+    options: &UciOptions,
+    results: &[MethodResult],
+    wall: f64,
+) -> Result<(), Box<dyn Error>> {
+    check_results(results)?;
+    std::fs::create_dir_all(&options.out)?;
+    let md = markdown(options, results, wall);
+    std::fs::write(options.out.join("uci.md"), &md)?;
+    std::fs::write(
+        options.out.join("uci.json"),
+        serde_json::to_string_pretty(&record(options, results, wall))?,
+    )?;
+    plot(&options.out.join("uci.svg"), results)?;
+    println!("{md}");
+    Ok(())
+}

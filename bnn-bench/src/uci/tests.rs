@@ -1,0 +1,287 @@
+//! Tests of the protocol, the methods, the report and the CLI checks.
+
+use super::*;
+use crate::uci_published::Spread;
+use bnn_datasets::toy;
+
+fn meta() -> UciMeta {
+    UciMeta {
+        n_splits: 1,
+        n_hidden: 20,
+        n_epochs: 40,
+        dropout_rates: vec![0.01, 0.1],
+        tau_values: vec![0.5, 2.0],
+    }
+}
+
+/// Every registered method fits a small noisy sine well above a constant predictor's LL,
+/// and the same seed gives the same numbers.
+#[test]
+fn every_method_beats_the_constant_predictor_and_is_reproducible() {
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
+    let train_raw: RegressionData = toy::heteroscedastic(300, 1).into();
+    let test_raw: RegressionData = toy::heteroscedastic(200, 2).into();
+    let (sx, sy) = train_raw.fit_standardizers().unwrap();
+    let meta = meta();
+    let boston = DataSet::Builtin(UciDataset::Boston);
+    let split = PreparedSplit {
+        dataset: &boston,
+        k: 0,
+        train: train_raw.standardized(&sx, &sy).unwrap(),
+        test_x: sx.transform(&test_raw.x),
+        test_y: test_raw.y.clone(),
+        y_scaler: sy.clone(),
+        meta: &meta,
+        budget: Budget {
+            epochs: 60,
+            batch_size: 32,
+            learning_rate: 1e-2,
+            test_passes: 100,
+        },
+        seed: 3,
+    };
+    // A Gaussian at the training mean and std: the LL any fit must beat.
+    let constant_ll = bnn_burn::metrics::mean(
+        &test_raw
+            .y
+            .iter()
+            .map(|y| {
+                let z = (y - sy.mean[0]) / sy.std[0];
+                -0.5 * z * z - sy.std[0].ln() - 0.5 * (2.0 * std::f64::consts::PI).ln()
+            })
+            .collect::<Vec<_>>(),
+    );
+    for m in registry() {
+        let a = m.run(&split).unwrap();
+        assert!(
+            a.test_ll > constant_ll + 0.3 && a.test_rmse < 0.8 * sy.std[0],
+            "{}: LL {} (constant {constant_ll}), RMSE {} (std {})",
+            m.name(),
+            a.test_ll,
+            a.test_rmse,
+            sy.std[0]
+        );
+        let b = m.run(&split).unwrap();
+        assert_eq!(
+            (a.test_ll, a.test_rmse),
+            (b.test_ll, b.test_rmse),
+            "{}",
+            m.name()
+        );
+    }
+}
+
+fn protein_options(quick: bool) -> UciOptions {
+    UciOptions {
+        datasets: vec![UciDataset::Protein.into()],
+        methods: vec![],
+        splits: None,
+        epochs: None,
+        seed: 0,
+        quick,
+        out: PathBuf::from("x"),
+        data_dir: None,
+        jobs: 1,
+        resume: false,
+    }
+}
+
+#[test]
+fn gal_protocol_budget_and_grid_edges() {
+    let meta = meta();
+    let mut o = protein_options(false);
+    // 10 × n_epochs at batch 128, Adam 10⁻³, T = 10 000.
+    let b = GalDropout.budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
+    assert_eq!(
+        (b.epochs, b.batch_size, b.learning_rate, b.test_passes),
+        (400, 128, 1e-3, 10_000)
+    );
+    o.quick = true;
+    let b = GalDropout.budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
+    assert_eq!((b.epochs, b.test_passes), (4, 1_000));
+    o.epochs = Some(7);
+    assert_eq!(
+        GalDropout
+            .budget(&UciDataset::Boston.into(), &meta, 455, &o)
+            .epochs,
+        7
+    );
+    let grid = [0.25, 0.5, 1.0];
+    assert!(on_grid_edge(0.25, &grid) && on_grid_edge(1.0, &grid));
+    assert!(!on_grid_edge(0.5, &grid) && !on_grid_edge(0.5, &[0.5]));
+}
+
+#[test]
+fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
+    let meta = meta();
+    let mut o = protein_options(true);
+    let b = budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
+    assert_eq!(b.batch_size, 256);
+    assert!(b.epochs * 41_157usize.div_ceil(256) <= 1500 || b.epochs == 4);
+    o.quick = false;
+    // 161 steps per epoch: 50 epochs reach 8000 steps, above n_epochs = 40.
+    assert_eq!(
+        budget(&UciDataset::Protein.into(), &meta, 41_157, &o).epochs,
+        50
+    );
+    // Yacht: 18 steps per epoch would need 445 epochs; capped at 10 × n_epochs.
+    assert_eq!(
+        budget(&UciDataset::Yacht.into(), &meta, 277, &o).epochs,
+        400
+    );
+    // Large sets keep the protocol's n_epochs when that already exceeds 8000 steps.
+    assert_eq!(
+        budget(&UciDataset::Kin8nm.into(), &meta, 30_000, &o).epochs,
+        40
+    );
+    let r = MethodResult {
+        method: "MAP".into(),
+        dataset: UciDataset::Yacht.into(),
+        budget: b,
+        splits: vec![SplitOutcome {
+            test_ll: -1.0,
+            test_rmse: 0.5,
+            detail: String::new(),
+        }],
+        seconds: 1.0,
+    };
+    let md = markdown(&o, &[r], 1.0);
+    assert!(md.contains("| yacht |") && md.contains("-1.63 ± 0.02") && md.contains("PBP"));
+    assert!(md.contains("Gal & Ghahramani 2016"));
+    // MAP has no published counterpart: no difference table.
+    assert!(!md.contains("combined standard errors"));
+}
+
+#[test]
+fn splits_outside_the_data_sets_range_are_errors_naming_the_flag() {
+    let mut o = protein_options(false);
+    assert_eq!(splits_of(&o, &UciDataset::Boston.into(), 20), Ok(20));
+    o.quick = true;
+    assert_eq!(splits_of(&o, &UciDataset::Boston.into(), 20), Ok(3));
+    assert_eq!(splits_of(&o, &UciDataset::Protein.into(), 2), Ok(2));
+    o.splits = Some(5);
+    assert_eq!(splits_of(&o, &UciDataset::Protein.into(), 5), Ok(5));
+    for bad in [0, 6, 1000] {
+        o.splits = Some(bad);
+        let err = splits_of(&o, &UciDataset::Protein.into(), 5).unwrap_err();
+        assert!(
+            err.contains(&format!("--splits {bad}")) && err.contains("1 to 5"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn reports_refuse_nan_rows_and_rows_without_splits() {
+    let row = |ll: Vec<f64>| MethodResult {
+        method: "MAP".into(),
+        dataset: UciDataset::Wine.into(),
+        budget: budget(
+            &UciDataset::Wine.into(),
+            &meta(),
+            1439,
+            &protein_options(false),
+        ),
+        splits: ll
+            .into_iter()
+            .map(|test_ll| SplitOutcome {
+                test_ll,
+                test_rmse: 0.6,
+                detail: String::new(),
+            })
+            .collect(),
+        seconds: 1.0,
+    };
+    assert!(check_results(&[row(vec![-1.0, -0.9])]).is_ok());
+    let err = check_results(&[row(vec![-1.0, f64::NAN])]).unwrap_err();
+    assert!(err.contains("wine / MAP split 2: test LL is NaN"), "{err}");
+    let err = check_results(&[row(vec![])]).unwrap_err();
+    assert!(err.contains("no splits"), "{err}");
+}
+
+#[test]
+fn data_sets_are_names_or_folders_and_old_records_still_read() {
+    assert_eq!(
+        DataSet::parse("kin8nm").unwrap(),
+        DataSet::Builtin(UciDataset::Kin8nm)
+    );
+    let err = DataSet::parse("no/such/folder").unwrap_err();
+    assert!(err.contains("--dataset") && err.contains("yacht"), "{err}");
+    // Records written before folders existed name the set by its variant.
+    let old: DataSet = serde_json::from_str("\"PowerPlant\"").unwrap();
+    assert_eq!(old, DataSet::Builtin(UciDataset::PowerPlant));
+    let folder = DataSet::Folder {
+        name: "mine".into(),
+        path: "/data/mine".into(),
+    };
+    let text = serde_json::to_string(&folder).unwrap();
+    assert_eq!(serde_json::from_str::<DataSet>(&text).unwrap(), folder);
+    // A user's set gets the batch size of the built-in sets of its size.
+    for (d, n) in [
+        (UciDataset::Boston, 455),
+        (UciDataset::Concrete, 927),
+        (UciDataset::Energy, 691),
+        (UciDataset::Kin8nm, 7373),
+        (UciDataset::Naval, 10_741),
+        (UciDataset::PowerPlant, 8611),
+        (UciDataset::Protein, 41_157),
+        (UciDataset::Wine, 1439),
+        (UciDataset::Yacht, 277),
+    ] {
+        assert_eq!(batch_size(&folder, n), batch_size(&d.into(), n), "{d}");
+    }
+}
+
+#[test]
+fn z_scores_are_signed_so_that_positive_is_better() {
+    let z = z_score((-2.0, 0.03), (-2.1, 0.04), true).unwrap();
+    assert!((z - 2.0).abs() < 1e-12, "{z}");
+    let z = z_score((3.0, 0.3), (2.6, 0.4), false).unwrap();
+    assert!((z + 0.8).abs() < 1e-12, "{z}");
+    assert_eq!(z_score((0.01, 0.0), (0.0, 0.0), false), None);
+}
+
+/// Gal & Ghahramani 2016's ± are standard deviations over splits: stored divided by √20
+/// (√5 for protein), and the report says so.
+#[test]
+fn published_standard_deviations_are_converted_and_labelled() {
+    let gal16 = uci_published::all()
+        .into_iter()
+        .find(|p| p.name == "MC dropout (Gal 2016)")
+        .expect("the 2016 column");
+    assert_eq!(gal16.spread, Spread::ConvertedFromStandardDeviation);
+    let (m, se) = gal16.test_ll[0].unwrap();
+    assert_eq!(m, -2.46);
+    assert!((se - 0.25 / 20f64.sqrt()).abs() < 1e-12);
+    let (_, se_protein) = gal16.test_rmse[6].unwrap();
+    assert!((se_protein - 0.04 / 5f64.sqrt()).abs() < 1e-12);
+
+    let o = protein_options(false);
+    let row = |method: &str, ll: [f64; 2]| MethodResult {
+        method: method.into(),
+        dataset: UciDataset::Boston.into(),
+        budget: budget(&UciDataset::Boston.into(), &meta(), 455, &o),
+        splits: ll
+            .iter()
+            .map(|&test_ll| SplitOutcome {
+                test_ll,
+                test_rmse: 3.0,
+                detail: String::new(),
+            })
+            .collect(),
+        seconds: 1.0,
+    };
+    let md = markdown(
+        &o,
+        &[row("MC dropout", [-2.3, -2.5]), row("Radial", [-2.6, -2.6])],
+        1.0,
+    );
+    assert!(md.contains("standard deviations over splits, shown here divided by √20"));
+    // MC dropout −2.40 ± 0.10 vs Gal's −2.40 ± 0.04: z = 0; Radial's standard error is 0,
+    // so z = (−2.60 + 2.58)/0.05 = −0.4.
+    assert!(
+        md.contains("| MC dropout vs MC dropout (Gal, updated) |"),
+        "{md}"
+    );
+    assert!(md.contains("| boston | +0.0 | -0.4 |"), "{md}");
+}
