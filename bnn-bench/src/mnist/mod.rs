@@ -1,9 +1,10 @@
-//! `bnn-bench mnist`: train on MNIST, test on MNIST (in-distribution) and on Fashion-MNIST
-//! (out-of-distribution), for every method as an MLP 784-400-400-10 and as the strided LeNet5
-//! of Haußmann (2021, Table 3.4). Reports error %, NLL, ECE, Brier, the OOD AUROC of predictive
-//! entropy and of mutual information, and the entropy-ECDF area of Haußmann §5 (Table 5.2),
-//! with reliability diagrams and entropy histograms.
-
+//! `bnn-bench mnist`: train on MNIST, test on MNIST (in-distribution) and on out-of-distribution
+//! sets (the Fashion-MNIST test split, uniform noise, pixel-inverted MNIST, MNIST rotated in 45°
+//! steps), for every method as an MLP 784-400-400-10 and as the strided LeNet5 of Haußmann
+//! (2021, Table 3.4). Reports error %, NLL, ECE, Brier, the OOD AUROC of predictive entropy and
+//! of mutual information per OOD set, the entropy-ECDF area of Haußmann §5 (Table 5.2), the
+//! misclassification-detection AUROC of entropy, and error and entropy per rotation angle, with
+//! reliability diagrams, entropy histograms and the rotation curves.
 use crate::experiment;
 use crate::methods::Method;
 use crate::mnist_published;
@@ -25,12 +26,23 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Instant;
 
+mod plots;
+mod report;
+#[cfg(test)]
+mod tests;
+
+use plots::*;
+pub use report::*;
+
 /// Classes of MNIST and Fashion-MNIST.
 const N_CLASSES: usize = 10;
+
 /// Bins of the reliability diagrams and the ECE (Guo et al. 2017).
 pub const ECE_BINS: usize = 15;
+
 /// Bins of the entropy histograms on `[0, ln 10]`.
 pub const ENTROPY_BINS: usize = 40;
+
 /// Images per prediction chunk (bounds memory at `S × chunk × activations`).
 const CHUNK: usize = 500;
 
@@ -136,6 +148,12 @@ pub struct MnistResult {
     pub mean_entropy_in: f64,
     /// Mean predictive entropy on Fashion-MNIST.
     pub mean_entropy_out: f64,
+    /// AUROC of predictive entropy for detecting misclassified MNIST test images.
+    pub misclassification_auroc: Option<f64>,
+    /// OOD detection on every OOD set (Fashion-MNIST, uniform noise, inverted MNIST).
+    pub ood_sets: Vec<OodScore>,
+    /// Error and entropy on the test images per rotation angle.
+    pub rotations: Vec<RotationScore>,
     /// Training wall time, s.
     pub train_seconds: f64,
     /// Reliability diagram of the MNIST test predictions.
@@ -163,6 +181,25 @@ impl MnistResult {
             ("mean entropy (Fashion-MNIST)", self.mean_entropy_out),
         ] {
             crate::experiment::check_finite(&row, field, v)?;
+        }
+        if let Some(a) = self.misclassification_auroc {
+            crate::experiment::check_finite(&row, "AUROC (misclassified)", a)?;
+        }
+        for o in &self.ood_sets {
+            for (field, v) in [
+                ("AUROC (entropy)", o.auroc_entropy),
+                ("AUROC (mutual information)", o.auroc_mi),
+                ("entropy-ECDF area", o.ecdf_area),
+                ("mean entropy", o.mean_entropy),
+            ] {
+                crate::experiment::check_finite(&format!("{row} on {}", o.set), field, v)?;
+            }
+        }
+        for r in &self.rotations {
+            let at = format!("{row} rotated {}°", r.degrees);
+            crate::experiment::check_finite(&at, "test error", r.error_pct)?;
+            crate::experiment::check_finite(&at, "mean entropy", r.mean_entropy)?;
+            crate::experiment::check_finite(&at, "AUROC (entropy)", r.auroc_entropy)?;
         }
         Ok(())
     }
@@ -231,32 +268,105 @@ pub fn histogram(values: &[f64], max: f64, bins: usize) -> Vec<usize> {
     h
 }
 
-/// The image sets of a run: MNIST train and test, Fashion-MNIST test (OOD).
+/// The image sets of a run: MNIST train and test, and the out-of-distribution sets: the
+/// Fashion-MNIST test split, uniform noise and pixel-inverted MNIST test images (rotated MNIST
+/// is made from `test` per angle, [`ROTATION_ANGLES`]).
 pub struct MnistData {
     /// Training images.
     pub train: ImageSet,
     /// In-distribution test images.
     pub test: ImageSet,
-    /// Out-of-distribution images.
+    /// Fashion-MNIST test images (normalised with their own statistics, as the thesis code).
     pub ood: ImageSet,
+    /// Uniform-noise images, as many as `ood` (seeded).
+    pub noise: ImageSet,
+    /// The test images with inverted pixels.
+    pub inverted: ImageSet,
 }
 
+/// Seed of the uniform-noise OOD images.
+const NOISE_SEED: u64 = 0x006e_6f69_7365;
+
+/// Rotations of the MNIST test images (45° steps; 0° is the test set itself): error and
+/// entropy per angle, as Depeweg (2019, §6.1) and Haußmann (2021, ch. 5) use rotation.
+pub const ROTATION_ANGLES: [f64; 8] = [0.0, 45.0, 90.0, 135.0, 180.0, 225.0, 270.0, 315.0];
+
 impl MnistData {
+    /// The sets of a run from MNIST train/test and the Fashion-MNIST OOD images; noise and
+    /// inverted images are derived (noise: as many as `ood`, shaped like `test`).
+    pub fn new(train: ImageSet, test: ImageSet, ood: ImageSet) -> Result<Self, Box<dyn Error>> {
+        let noise = ImageSet::uniform_noise(ood.len(), test.shape(), test.n_classes, NOISE_SEED)?;
+        let inverted = test.inverted();
+        Ok(Self {
+            train,
+            test,
+            ood,
+            noise,
+            inverted,
+        })
+    }
+
     /// Loads the files (quick: the first 10 000 / 2 000 / 2 000 images).
     pub fn load(root: &DataRoot, quick: bool) -> Result<Self, Box<dyn Error>> {
         let train = MnistFamily::Mnist.load(Split::Train, root)?;
         let test = MnistFamily::Mnist.load(Split::Test, root)?;
         let ood = MnistFamily::FashionMnist.load(Split::Test, root)?;
-        Ok(if quick {
-            Self {
-                train: train.first(10_000),
-                test: test.first(2_000),
-                ood: ood.first(2_000),
-            }
+        if quick {
+            Self::new(train.first(10_000), test.first(2_000), ood.first(2_000))
         } else {
-            Self { train, test, ood }
-        })
+            Self::new(train, test, ood)
+        }
     }
+}
+
+/// OOD detection on one set: MNIST test images are the negatives, the set's the positives.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OodScore {
+    /// The OOD set.
+    pub set: String,
+    /// AUROC of predictive entropy.
+    pub auroc_entropy: f64,
+    /// AUROC of mutual information.
+    pub auroc_mi: f64,
+    /// Entropy-ECDF area over `[0, ln 10]` (↓; Haußmann 2021 §5.7).
+    pub ecdf_area: f64,
+    /// Mean predictive entropy on the set.
+    pub mean_entropy: f64,
+}
+
+/// The MNIST test images rotated by one angle.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RotationScore {
+    /// Counter-clockwise rotation, degrees.
+    pub degrees: f64,
+    /// Test error on the rotated images, %.
+    pub error_pct: f64,
+    /// Mean predictive entropy.
+    pub mean_entropy: f64,
+    /// AUROC of predictive entropy, rotated (positive) vs upright test images.
+    pub auroc_entropy: f64,
+}
+
+/// AUROC of predictive entropy for detecting misclassified test images (the positives);
+/// `None` when every image or none is misclassified.
+pub fn misclassification_auroc(probs: &[f64], labels: &[usize], entropy: &[f64]) -> Option<f64> {
+    let (mut right, mut wrong) = (Vec::new(), Vec::new());
+    for ((p, &l), &h) in probs.chunks(N_CLASSES).zip(labels).zip(entropy) {
+        let argmax = p
+            .iter()
+            .enumerate()
+            .fold(
+                (0, f64::NEG_INFINITY),
+                |b, (i, &v)| if v > b.1 { (i, v) } else { b },
+            )
+            .0;
+        if argmax == l {
+            right.push(h)
+        } else {
+            wrong.push(h)
+        }
+    }
+    (!right.is_empty() && !wrong.is_empty()).then(|| auroc(&right, &wrong))
 }
 
 /// Trains one method on one architecture and measures it.
@@ -311,6 +421,36 @@ pub fn run_one(
     )?;
     let labels: Vec<usize> = data.test.labels.iter().map(|&l| l as usize).collect();
     let max_entropy = (N_CLASSES as f64).ln();
+    let score = |set: &str, p: &Predictions| OodScore {
+        set: set.to_string(),
+        auroc_entropy: auroc(&inn.entropy, &p.entropy),
+        auroc_mi: auroc(&inn.mi, &p.mi),
+        ecdf_area: entropy_ecdf_area(&p.entropy, N_CLASSES),
+        mean_entropy: bnn_burn::metrics::mean(&p.entropy),
+    };
+    let noise = predict_set(&model, &data.noise, &mnist, samples, &plain)?;
+    let inverted = predict_set(&model, &data.inverted, &mnist, samples, &plain)?;
+    let ood_sets = vec![
+        score("Fashion-MNIST", &out),
+        score("uniform noise", &noise),
+        score("inverted MNIST", &inverted),
+    ];
+    let mut rotations = Vec::with_capacity(ROTATION_ANGLES.len());
+    for &degrees in &ROTATION_ANGLES {
+        let rotated;
+        let p = if degrees == 0.0 {
+            &inn
+        } else {
+            rotated = predict_set(&model, &data.test.rotated(degrees), &mnist, samples, &plain)?;
+            &rotated
+        };
+        rotations.push(RotationScore {
+            degrees,
+            error_pct: 100.0 * (1.0 - accuracy(&p.probs, N_CLASSES, &labels)),
+            mean_entropy: bnn_burn::metrics::mean(&p.entropy),
+            auroc_entropy: auroc(&inn.entropy, &p.entropy),
+        });
+    }
     Ok(MnistResult {
         arch,
         method: method.name.to_string(),
@@ -325,6 +465,9 @@ pub fn run_one(
         ecdf_area: entropy_ecdf_area(&out.entropy, N_CLASSES),
         mean_entropy_in: bnn_burn::metrics::mean(&inn.entropy),
         mean_entropy_out: bnn_burn::metrics::mean(&out.entropy),
+        misclassification_auroc: misclassification_auroc(&inn.probs, &labels, &inn.entropy),
+        ood_sets,
+        rotations,
         train_seconds,
         reliability: reliability_curve(&inn.probs, N_CLASSES, &labels, ECE_BINS),
         entropy_hist_in: histogram(&inn.entropy, max_entropy, ENTROPY_BINS),
@@ -392,339 +535,4 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let wall = start.elapsed().as_secs_f64();
     write_report(options, &data, &results, wall)?;
     Ok(results)
-}
-
-/// The Markdown report: our table, then the published rows.
-pub fn markdown(
-    options: &MnistOptions,
-    data: &MnistData,
-    results: &[MnistResult],
-    wall: f64,
-) -> String {
-    let mut md = format!(
-        "# MNIST: classification, calibration and OOD (Fashion-MNIST)\n\n\
-         {} training, {} MNIST test and {} Fashion-MNIST test images{}; {} epochs, Adam lr 10⁻³, \
-         batch 100, 1 training sample; {} prediction samples (1 for MAP, the deterministic net); \
-         seed {}, backend `{}`, wall time {:.0} s.\n\n\
-         | architecture | method | error % | NLL | ECE | Brier | AUROC entropy | AUROC MI | \
-         ECDF area ↓ | mean H in | mean H out | train s |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        data.train.len(),
-        data.test.len(),
-        data.ood.len(),
-        if options.quick { " (--quick)" } else { "" },
-        options.epochs(),
-        options.prediction_samples,
-        options.seed,
-        bnn_burn::backend_name(),
-        wall
-    );
-    for r in results {
-        md.push_str(&format!(
-            "| {} | {} | {:.2} | {:.4} | {:.4} | {:.4} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | \
-             {:.0} |\n",
-            r.arch.name(),
-            r.method,
-            r.error_pct,
-            r.nll,
-            r.ece,
-            r.brier,
-            r.auroc_entropy,
-            r.auroc_mi,
-            r.ecdf_area,
-            r.mean_entropy_in,
-            r.mean_entropy_out,
-            r.train_seconds
-        ));
-    }
-    md.push_str(
-        "\nECDF area: the area under the empirical CDF of predictive entropies on the OOD set \
-         over [0, ln 10] = ln 10 − mean entropy (Haußmann 2021 §5.7); 0 when every OOD \
-         prediction is uniform, 2.303 when every one is certain. AUROC: OOD images are the \
-         positives, scored by predictive entropy or by mutual information.\n\n\
-         ## Published (strided LeNet5)\n\n| method | MNIST error % | Fashion-MNIST ECDF area ↓ | \
-         source |\n|---|---:|---:|---|\n",
-    );
-    for p in mnist_published::all() {
-        md.push_str(&format!(
-            "| {} | {:.2} | {} | {} |\n",
-            p.method,
-            p.error_pct,
-            p.ecdf_area
-                .map(|a| format!("{a:.3}"))
-                .unwrap_or_else(|| "–".into()),
-            p.source
-        ));
-    }
-    md
-}
-
-fn write_report(
-    options: &MnistOptions,
-    data: &MnistData,
-    results: &[MnistResult],
-    wall: f64,
-) -> Result<(), Box<dyn Error>> {
-    for r in results {
-        r.check()?;
-    }
-    std::fs::create_dir_all(&options.out)?;
-    let md = markdown(options, data, results, wall);
-    std::fs::write(options.out.join("mnist.md"), &md)?;
-    let record = experiment::record(
-        "mnist",
-        options,
-        wall,
-        &results,
-        serde_json::json!({
-            "epochs": options.epochs(),
-            "n_train": data.train.len(),
-            "n_test": data.test.len(),
-            "n_ood": data.ood.len(),
-        }),
-    );
-    std::fs::write(
-        options.out.join("mnist.json"),
-        serde_json::to_string_pretty(&record)?,
-    )?;
-    plot_reliability(&options.out.join("reliability.svg"), results)?;
-    plot_entropy(&options.out.join("entropy.svg"), results)?;
-    println!("{md}");
-    Ok(())
-}
-
-type Area<'a> =
-    plotters::drawing::DrawingArea<plotters::prelude::SVGBackend<'a>, plotters::coord::Shift>;
-
-/// A white SVG with one panel per result: one row per architecture, one column per method.
-/// Returns the root (to present) and the results' panels, in result order.
-fn panel_grid<'a>(
-    path: &'a Path,
-    results: &[MnistResult],
-) -> Result<(Area<'a>, Vec<Area<'a>>), Box<dyn Error>> {
-    use plotters::prelude::*;
-    let mut archs = Vec::new();
-    let mut methods: Vec<&str> = Vec::new();
-    for r in results {
-        if !archs.contains(&r.arch) {
-            archs.push(r.arch);
-        }
-        if !methods.contains(&r.method.as_str()) {
-            methods.push(&r.method);
-        }
-    }
-    let (rows, cols) = (archs.len().max(1), methods.len().max(1));
-    let root = SVGBackend::new(path, (300 * cols as u32, 300 * rows as u32)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let cells = root.split_evenly((rows, cols));
-    let panels = results
-        .iter()
-        .map(|r| {
-            let row = archs.iter().position(|a| *a == r.arch).unwrap_or(0);
-            let col = methods.iter().position(|m| *m == r.method).unwrap_or(0);
-            cells[row * cols + col].clone()
-        })
-        .collect();
-    Ok((root, panels))
-}
-
-/// Reliability diagrams: accuracy per confidence bin against the diagonal.
-fn plot_reliability(path: &Path, results: &[MnistResult]) -> Result<(), Box<dyn Error>> {
-    use plotters::prelude::*;
-    let (root, panels) = panel_grid(path, results)?;
-    for (r, area) in results.iter().zip(&panels) {
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!("{} {} (ECE {:.3})", short(r.arch), r.method, r.ece),
-                ("sans-serif", 14),
-            )
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(35)
-            .build_cartesian_2d(0f64..1f64, 0f64..1f64)?;
-        chart
-            .configure_mesh()
-            .x_desc("confidence")
-            .y_desc("accuracy")
-            .disable_mesh()
-            .draw()?;
-        chart.draw_series(r.reliability.iter().filter(|b| b.count > 0).map(|b| {
-            Rectangle::new(
-                [(b.lower, 0.0), (b.upper, b.accuracy)],
-                BLUE.mix(0.6).filled(),
-            )
-        }))?;
-        chart.draw_series(LineSeries::new(
-            [(0.0, 0.0), (1.0, 1.0)],
-            BLACK.stroke_width(1),
-        ))?;
-    }
-    root.present()?;
-    Ok(())
-}
-
-fn short(arch: Arch) -> &'static str {
-    match arch {
-        Arch::Mlp => "MLP",
-        Arch::LeNet5 => "LeNet5",
-    }
-}
-
-/// Predictive-entropy histograms, MNIST test (blue) against Fashion-MNIST (red), as densities.
-fn plot_entropy(path: &Path, results: &[MnistResult]) -> Result<(), Box<dyn Error>> {
-    use plotters::prelude::*;
-    let (root, panels) = panel_grid(path, results)?;
-    let max_h = (N_CLASSES as f64).ln();
-    let width = max_h / ENTROPY_BINS as f64;
-    let density = |h: &[usize]| -> Vec<f64> {
-        let n = h.iter().sum::<usize>().max(1) as f64;
-        h.iter().map(|&c| c as f64 / (n * width)).collect()
-    };
-    for (k, (r, area)) in results.iter().zip(&panels).enumerate() {
-        let (din, dout) = (density(&r.entropy_hist_in), density(&r.entropy_hist_out));
-        // Clip the y axis so the in-distribution spike at 0 does not flatten the OOD bars.
-        let top = dout.iter().copied().fold(1.0, f64::max) * 1.2;
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!(
-                    "{} {} (AUROC {:.3})",
-                    short(r.arch),
-                    r.method,
-                    r.auroc_entropy
-                ),
-                ("sans-serif", 14),
-            )
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(35)
-            .build_cartesian_2d(0f64..max_h, 0f64..top)?;
-        chart
-            .configure_mesh()
-            .x_desc("predictive entropy (nats)")
-            .y_desc("density")
-            .disable_mesh()
-            .draw()?;
-        for (d, color, label) in [
-            (&din, BLUE, "MNIST test (in)"),
-            (&dout, RED, "Fashion-MNIST (OOD)"),
-        ] {
-            chart
-                .draw_series(d.iter().enumerate().map(|(i, &v)| {
-                    let x0 = i as f64 * width;
-                    Rectangle::new(
-                        [(x0, 0.0), (x0 + width, v.min(top))],
-                        color.mix(0.4).filled(),
-                    )
-                }))?
-                .label(label)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.mix(0.4).filled())
-                });
-        }
-        if k == 0 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
-        }
-    }
-    root.present()?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn histogram_bins_cover_the_range_and_keep_every_value() {
-        let h = histogram(&[0.0, 0.1, 0.5, 0.99, 1.0, 1.5], 1.0, 4);
-        assert_eq!(h, vec![2, 0, 1, 3]);
-    }
-
-    #[test]
-    fn arch_names_parse() {
-        assert_eq!("MLP".parse::<Arch>().unwrap(), Arch::Mlp);
-        assert_eq!("lenet5".parse::<Arch>().unwrap(), Arch::LeNet5);
-        assert!("resnet".parse::<Arch>().unwrap_err().contains("lenet5"));
-    }
-
-    /// A tiny synthetic "MNIST" (two shapes of 28×28 images) runs end to end for every
-    /// method and both architectures, writes its files, and scores the in-distribution set
-    /// better than chance.
-    #[test]
-    fn a_small_run_writes_its_table_and_figures() {
-        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
-        let make = |n: usize, shift: usize| {
-            let mut pixels = vec![0u8; n * 784];
-            let mut labels = vec![0u8; n];
-            for i in 0..n {
-                let class = (i % 2) as u8;
-                labels[i] = class;
-                for r in 4..24 {
-                    // Class 0: a vertical bar; class 1: a horizontal bar; at one of 5
-                    // positions.
-                    let at = 11 + (i / 2 + shift) % 5;
-                    let (rr, cc) = if class == 0 { (r, at) } else { (at, r) };
-                    pixels[i * 784 + rr * 28 + cc] = 255;
-                }
-            }
-            ImageSet::new(pixels, labels, [1, 28, 28], 10).unwrap()
-        };
-        let data = MnistData {
-            train: make(200, 0),
-            test: make(40, 1),
-            ood: {
-                let mut s = make(40, 0);
-                s.pixels
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(i, p)| *p = (i * 37 % 256) as u8);
-                s
-            },
-        };
-        let dir = std::env::temp_dir().join(format!("bnn-mnist-test-{}", std::process::id()));
-        let options = MnistOptions {
-            methods: vec![],
-            archs: vec![],
-            epochs: Some(5),
-            seed: 0,
-            quick: true,
-            prediction_samples: 4,
-            out: dir.clone(),
-            data_dir: None,
-        };
-        let mut results = Vec::new();
-        for arch in Arch::ALL {
-            for m in methods() {
-                let r = run_one(arch, &m, &data, 5, 4, 1).unwrap();
-                assert!(
-                    r.error_pct < 30.0,
-                    "{} {}: {}",
-                    arch.name(),
-                    m.name,
-                    r.error_pct
-                );
-                assert!(r.ecdf_area >= 0.0 && r.ecdf_area <= 10f64.ln() + 1e-9);
-                assert_eq!(r.entropy_hist_in.iter().sum::<usize>(), 40);
-                results.push(r);
-            }
-        }
-        // The same seed gives the same numbers.
-        let again = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1).unwrap();
-        let first = &results[Arch::ALL.len() * methods().len() - 1];
-        assert_eq!(
-            (again.error_pct, again.nll, again.ecdf_area, again.auroc_mi),
-            (first.error_pct, first.nll, first.ecdf_area, first.auroc_mi)
-        );
-        write_report(&options, &data, &results, 1.0).unwrap();
-        let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
-        assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));
-        for f in ["mnist.json", "reliability.svg", "entropy.svg"] {
-            assert!(dir.join(f).metadata().unwrap().len() > 100, "{f}");
-        }
-        std::fs::remove_dir_all(dir).ok();
-    }
 }

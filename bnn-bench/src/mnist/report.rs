@@ -1,0 +1,188 @@
+//! The report: our table, the OOD and rotation tables, the published rows, the record.
+
+use super::*;
+
+/// The Markdown report: our table, then the published rows.
+pub fn markdown(
+    options: &MnistOptions,
+    data: &MnistData,
+    results: &[MnistResult],
+    wall: f64,
+) -> String {
+    let mut md = format!(
+        "# MNIST: classification, calibration and OOD (Fashion-MNIST, noise, inverted, rotated)\n\n\
+         {} training, {} MNIST test and {} Fashion-MNIST test images{}; {} epochs, Adam lr 10⁻³, \
+         batch 100, 1 training sample; {} prediction samples (1 for MAP, the deterministic net); \
+         seed {}, backend `{}`, wall time {:.0} s.\n\n\
+         | architecture | method | error % | NLL | ECE | Brier | AUROC entropy | AUROC MI | \
+         ECDF area ↓ | mean H in | mean H out | AUROC misclassified | train s |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        data.train.len(),
+        data.test.len(),
+        data.ood.len(),
+        if options.quick { " (--quick)" } else { "" },
+        options.epochs(),
+        options.prediction_samples,
+        options.seed,
+        bnn_burn::backend_name(),
+        wall
+    );
+    for r in results {
+        md.push_str(&format!(
+            "| {} | {} | {:.2} | {:.4} | {:.4} | {:.4} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | \
+             {} | {:.0} |\n",
+            r.arch.name(),
+            r.method,
+            r.error_pct,
+            r.nll,
+            r.ece,
+            r.brier,
+            r.auroc_entropy,
+            r.auroc_mi,
+            r.ecdf_area,
+            r.mean_entropy_in,
+            r.mean_entropy_out,
+            r.misclassification_auroc
+                .map(|a| format!("{a:.3}"))
+                .unwrap_or_else(|| "–".into()),
+            r.train_seconds
+        ));
+    }
+    md += &ood_tables(results, data);
+    md.push_str(
+        "\nECDF area: the area under the empirical CDF of predictive entropies on the OOD set \
+         over [0, ln 10] = ln 10 − mean entropy (Haußmann 2021 §5.7); 0 when every OOD \
+         prediction is uniform, 2.303 when every one is certain. AUROC: OOD images are the \
+         positives, scored by predictive entropy or by mutual information. AUROC misclassified: \
+         the misclassified MNIST test images are the positives, scored by predictive entropy.\n\n\
+         ## Published (strided LeNet5)\n\nBeside each published row, our LeNet5 row of the same \
+         method where we have one, and the difference in combined standard errors (binomial, \
+         `√(e(1−e)/n)` over the 10 000 test images for theirs and our n for ours; positive: \
+         ours has the lower error).\n\n\
+         | method | MNIST error % | Fashion-MNIST ECDF area ↓ | ours: error % | z (error) | \
+         source |\n|---|---:|---:|---:|---:|---|\n",
+    );
+    for p in mnist_published::all() {
+        let ours = results
+            .iter()
+            .find(|r| r.arch == Arch::LeNet5 && r.method == p.method);
+        let (ours_cell, z) = match ours {
+            Some(r) => (
+                format!("{:.2}", r.error_pct),
+                error_z(r.error_pct, data.test.len(), p.error_pct, 10_000)
+                    .map(|z| format!("{z:+.1}"))
+                    .unwrap_or_else(|| "–".into()),
+            ),
+            None => ("–".into(), "–".into()),
+        };
+        md.push_str(&format!(
+            "| {} | {:.2} | {} | {ours_cell} | {z} | {} |\n",
+            p.method,
+            p.error_pct,
+            p.ecdf_area
+                .map(|a| format!("{a:.3}"))
+                .unwrap_or_else(|| "–".into()),
+            p.source
+        ));
+    }
+    md
+}
+
+/// `(theirs − ours)/√(se_ours² + se_theirs²)` of two test errors in %, with binomial standard
+/// errors over `n_ours` and `n_theirs` images: positive when ours is lower; `None` when both
+/// standard errors are 0.
+pub fn error_z(ours_pct: f64, n_ours: usize, theirs_pct: f64, n_theirs: usize) -> Option<f64> {
+    let se = |pct: f64, n: usize| {
+        let e = pct / 100.0;
+        (e * (1.0 - e) / n.max(1) as f64).sqrt()
+    };
+    let s = se(ours_pct, n_ours).hypot(se(theirs_pct, n_theirs));
+    (s > 0.0).then(|| (theirs_pct - ours_pct) / 100.0 / s)
+}
+
+/// The OOD table (every OOD set) and the rotation table (error % and mean entropy per angle).
+fn ood_tables(results: &[MnistResult], data: &MnistData) -> String {
+    let Some(first) = results.first() else {
+        return String::new();
+    };
+    let mut md = format!(
+        "\n## Out-of-distribution sets\n\nAUROC of predictive entropy / of mutual information \
+         (MNIST test images negative, the set's positive) and the entropy-ECDF area ↓; {} \
+         Fashion-MNIST test images (normalised with their own statistics), {} uniform-noise \
+         images and the {} MNIST test images with inverted pixels (both normalised as MNIST).\n\n\
+         | architecture | method |",
+        data.ood.len(),
+        data.noise.len(),
+        data.inverted.len()
+    );
+    for o in &first.ood_sets {
+        md += &format!(" {} AUROC H / MI | {} ECDF area |", o.set, o.set);
+    }
+    md += "\n|---|---|";
+    md += &"---:|---:|".repeat(first.ood_sets.len());
+    md += "\n";
+    for r in results {
+        md += &format!("| {} | {} |", r.arch.name(), r.method);
+        for o in &r.ood_sets {
+            md += &format!(
+                " {:.3} / {:.3} | {:.3} |",
+                o.auroc_entropy, o.auroc_mi, o.ecdf_area
+            );
+        }
+        md += "\n";
+    }
+    md += "\n## Rotated MNIST test images\n\nTest error % / mean predictive entropy (nats) per \
+           counter-clockwise rotation (bilinear, black outside); figure: `rotation.svg`.\n\n\
+           | architecture | method |";
+    for a in &first.rotations {
+        md += &format!(" {}° |", a.degrees);
+    }
+    md += "\n|---|---|";
+    md += &"---:|".repeat(first.rotations.len());
+    md += "\n";
+    for r in results {
+        md += &format!("| {} | {} |", r.arch.name(), r.method);
+        for a in &r.rotations {
+            md += &format!(" {:.1} / {:.3} |", a.error_pct, a.mean_entropy);
+        }
+        md += "\n";
+    }
+    md
+}
+
+pub(crate) fn write_report(
+    options: &MnistOptions,
+    data: &MnistData,
+    results: &[MnistResult],
+    wall: f64,
+) -> Result<(), Box<dyn Error>> {
+    for r in results {
+        r.check()?;
+    }
+    std::fs::create_dir_all(&options.out)?;
+    let md = markdown(options, data, results, wall);
+    std::fs::write(options.out.join("mnist.md"), &md)?;
+    let record = experiment::record(
+        "mnist",
+        options,
+        wall,
+        &results,
+        serde_json::json!({
+            "epochs": options.epochs(),
+            "n_train": data.train.len(),
+            "n_test": data.test.len(),
+            "n_ood": data.ood.len(),
+            "n_noise": data.noise.len(),
+            "rotation_angles": ROTATION_ANGLES,
+        }),
+    );
+    std::fs::write(
+        options.out.join("mnist.json"),
+        serde_json::to_string_pretty(&record)?,
+    )?;
+    plot_reliability(&options.out.join("reliability.svg"), results)?;
+    plot_entropy(&options.out.join("entropy.svg"), results)?;
+    plot_rotation(&options.out.join("rotation.svg"), results)?;
+    println!("{md}");
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! Tests of the MNIST harness.
+
+use super::*;
+
+#[test]
+fn histogram_bins_cover_the_range_and_keep_every_value() {
+    let h = histogram(&[0.0, 0.1, 0.5, 0.99, 1.0, 1.5], 1.0, 4);
+    assert_eq!(h, vec![2, 0, 1, 3]);
+}
+
+#[test]
+fn arch_names_parse() {
+    assert_eq!("MLP".parse::<Arch>().unwrap(), Arch::Mlp);
+    assert_eq!("lenet5".parse::<Arch>().unwrap(), Arch::LeNet5);
+    assert!("resnet".parse::<Arch>().unwrap_err().contains("lenet5"));
+}
+
+/// A tiny synthetic "MNIST" (two shapes of 28×28 images) runs end to end for every
+/// method and both architectures, writes its files, and scores the in-distribution set
+/// better than chance.
+#[test]
+fn a_small_run_writes_its_table_and_figures() {
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
+    let make = |n: usize, shift: usize| {
+        let mut pixels = vec![0u8; n * 784];
+        let mut labels = vec![0u8; n];
+        for i in 0..n {
+            let class = (i % 2) as u8;
+            labels[i] = class;
+            for r in 4..24 {
+                // Class 0: a vertical bar; class 1: a horizontal bar; at one of 5
+                // positions.
+                let at = 11 + (i / 2 + shift) % 5;
+                let (rr, cc) = if class == 0 { (r, at) } else { (at, r) };
+                pixels[i * 784 + rr * 28 + cc] = 255;
+            }
+        }
+        ImageSet::new(pixels, labels, [1, 28, 28], 10).unwrap()
+    };
+    let data = MnistData::new(make(200, 0), make(40, 1), {
+        let mut s = make(40, 0);
+        s.pixels
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, p)| *p = (i * 37 % 256) as u8);
+        s
+    })
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("bnn-mnist-test-{}", std::process::id()));
+    let options = MnistOptions {
+        methods: vec![],
+        archs: vec![],
+        epochs: Some(5),
+        seed: 0,
+        quick: true,
+        prediction_samples: 4,
+        out: dir.clone(),
+        data_dir: None,
+    };
+    let mut results = Vec::new();
+    for arch in Arch::ALL {
+        for m in methods() {
+            let r = run_one(arch, &m, &data, 5, 4, 1).unwrap();
+            assert!(
+                r.error_pct < 30.0,
+                "{} {}: {}",
+                arch.name(),
+                m.name,
+                r.error_pct
+            );
+            assert!(r.ecdf_area >= 0.0 && r.ecdf_area <= 10f64.ln() + 1e-9);
+            assert_eq!(r.entropy_hist_in.iter().sum::<usize>(), 40);
+            results.push(r);
+        }
+    }
+    // The same seed gives the same numbers.
+    let again = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1).unwrap();
+    let first = &results[Arch::ALL.len() * methods().len() - 1];
+    assert_eq!(
+        (again.error_pct, again.nll, again.ecdf_area, again.auroc_mi),
+        (first.error_pct, first.nll, first.ecdf_area, first.auroc_mi)
+    );
+    // Every OOD set and rotation angle is scored; rotating by 0° is the test set itself, and
+    // turning the bars by 90° swaps the classes: the error there is far above the upright one.
+    for r in &results {
+        let sets: Vec<&str> = r.ood_sets.iter().map(|o| o.set.as_str()).collect();
+        assert_eq!(sets, ["Fashion-MNIST", "uniform noise", "inverted MNIST"]);
+        assert_eq!(r.rotations.len(), ROTATION_ANGLES.len());
+        assert_eq!(r.rotations[0].error_pct, r.error_pct);
+        assert_eq!(r.rotations[0].auroc_entropy, 0.5);
+        assert!(
+            r.rotations[2].error_pct > r.error_pct + 40.0,
+            "{} {}: {:?}",
+            r.arch.name(),
+            r.method,
+            r.rotations[2]
+        );
+    }
+    write_report(&options, &data, &results, 1.0).unwrap();
+    let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
+    assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));
+    assert!(md.contains("uniform noise AUROC H / MI") && md.contains("| 315° |"));
+    for f in [
+        "mnist.json",
+        "reliability.svg",
+        "entropy.svg",
+        "rotation.svg",
+    ] {
+        assert!(dir.join(f).metadata().unwrap().len() > 100, "{f}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn misclassification_auroc_ranks_the_wrong_predictions_by_entropy() {
+    // Three images: two right (entropies 0.1, 0.3), one wrong (entropy 0.2): AUROC 0.5.
+    let probs = [0.9, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+    let probs: Vec<f64> = probs.iter().cycle().take(30).copied().collect();
+    assert_eq!(
+        misclassification_auroc(&probs, &[0, 0, 1], &[0.1, 0.3, 0.2]),
+        Some(0.5)
+    );
+    assert_eq!(
+        misclassification_auroc(&probs, &[0, 0, 1], &[0.1, 0.2, 0.3]),
+        Some(1.0)
+    );
+    // No error at all: undefined.
+    assert_eq!(
+        misclassification_auroc(&probs, &[0, 0, 0], &[0.1, 0.2, 0.3]),
+        None
+    );
+}
+
+#[test]
+fn error_differences_use_binomial_standard_errors() {
+    // 1.0 % vs 1.2 % on 10 000 images each: se = √(0.01·0.99/1e4 + 0.012·0.988/1e4).
+    let se = (0.01f64 * 0.99 / 1e4 + 0.012 * 0.988 / 1e4).sqrt();
+    let z = error_z(1.0, 10_000, 1.2, 10_000).unwrap();
+    assert!((z - 0.002 / se).abs() < 1e-9, "{z}");
+    assert_eq!(error_z(0.0, 10, 0.0, 10), None);
+}
