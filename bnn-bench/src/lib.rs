@@ -8,7 +8,7 @@
 //! use bnn_bench::uci::{self, UciOptions};
 //!
 //! let options = UciOptions {
-//!     datasets: vec![bnn_datasets::UciDataset::Yacht],
+//!     datasets: vec![bnn_datasets::UciDataset::Yacht.into()],
 //!     methods: vec!["MC dropout".into()],
 //!     splits: Some(2),
 //!     epochs: None,

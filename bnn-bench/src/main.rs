@@ -145,6 +145,10 @@ enum Command {
         /// ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Reuse the finished rows of an interrupted run in --out (mnist.partial.json) with the
+        /// same seed, epochs, samples and data size.
+        #[arg(long)]
+        resume: bool,
     },
     /// The decomposition pictures: every method on the heteroscedastic and bimodal toys of
     /// Depeweg (2019) §6.1.3, predictive mean with ±2σ aleatoric and total bands, one figure.
@@ -270,6 +274,7 @@ fn main() {
             samples,
             out,
             data_dir,
+            resume,
         } => archs
             .iter()
             .map(|a| a.parse::<mnist::Arch>())
@@ -285,6 +290,7 @@ fn main() {
                     prediction_samples: samples,
                     out,
                     data_dir,
+                    resume,
                 })
                 .map(|_| ())
             }),

@@ -2,6 +2,13 @@
 //!
 //! Order of every array: [`bnn_datasets::UciDataset::ALL`] (boston, concrete, energy, kin8nm,
 //! naval, power, protein, wine, yacht). `None` where the source has no entry.
+//!
+//! Two traps of the secondary sources (`spec/gal-mc-dropout.md`): Farquhar 2022 Table 4.2 and
+//! Haußmann 2021 Table 5.1 copy Gal & Ghahramani 2016's MC-dropout standard deviations as if
+//! they were standard errors, and Haußmann's Table 5.1 swaps MC dropout's power and protein
+//! values (−2.89 / −2.80; Gal has power −2.80 ± .05, protein −2.89 ± .01). MC-dropout numbers
+//! here come from Gal's own tables, converted where needed; a column transcribed from Table 5.1
+//! must unswap those two cells.
 
 /// `(mean, standard error)` over splits.
 pub type Cell = Option<(f64, f64)>;

@@ -98,7 +98,7 @@ pub fn brier(probs: &[f64], n_classes: usize, labels: &[usize]) -> f64 {
 }
 
 /// One bin of a reliability diagram.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReliabilityBin {
     /// Lower edge of the confidence bin.
     pub lower: f64,

@@ -47,7 +47,7 @@ pub const ENTROPY_BINS: usize = 40;
 const CHUNK: usize = 500;
 
 /// The network shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Arch {
     /// MLP 784-400-400-10 (Blundell et al. 2015; Farquhar 2022 §4.3).
     Mlp,
@@ -111,6 +111,9 @@ pub struct MnistOptions {
     pub out: PathBuf,
     /// Data folder (default search when `None`).
     pub data_dir: Option<PathBuf>,
+    /// Reuse the rows of an interrupted run (`mnist.partial.json` in `out`) with the same
+    /// seed, epochs, prediction samples and data size.
+    pub resume: bool,
 }
 
 impl MnistOptions {
@@ -120,7 +123,7 @@ impl MnistOptions {
 }
 
 /// What one (architecture, method) run measured.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct MnistResult {
     /// Architecture.
     pub arch: Arch,
@@ -320,7 +323,7 @@ impl MnistData {
 }
 
 /// OOD detection on one set: MNIST test images are the negatives, the set's the positives.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct OodScore {
     /// The OOD set.
     pub set: String,
@@ -335,7 +338,7 @@ pub struct OodScore {
 }
 
 /// The MNIST test images rotated by one angle.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RotationScore {
     /// Counter-clockwise rotation, degrees.
     pub degrees: f64,
@@ -497,10 +500,24 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let root = DataRoot::new(options.data_dir.as_deref());
     let data = MnistData::load(&root, options.quick)?;
     let epochs = options.epochs();
-    let mut results = Vec::new();
+    let partial = options.out.join("mnist.partial.json");
+    let earlier: Vec<MnistResult> = if options.resume {
+        resumable(&partial, options, &data)?
+    } else {
+        Vec::new()
+    };
+    let mut results: Vec<MnistResult> = Vec::new();
     for &arch in &archs {
         for method in &selected {
             let seed = experiment::derive(options.seed, &[arch.name(), method.name], 0);
+            if let Some(r) = earlier
+                .iter()
+                .find(|r| r.arch == arch && r.method == method.name && r.seed == seed)
+            {
+                eprintln!("[mnist] {} / {}: reused", arch.name(), method.name);
+                results.push(r.clone());
+                continue;
+            }
             eprintln!(
                 "[mnist] {} / {}: training {} epochs on {} images",
                 arch.name(),
@@ -530,9 +547,62 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
                 r.train_seconds
             );
             results.push(r);
+            // Rows finished so far survive an interrupted run; the report replaces this file.
+            std::fs::write(
+                &partial,
+                serde_json::to_string_pretty(&run_key(options, &data, &results))?,
+            )
+            .map_err(|e| format!("{}: {e}", partial.display()))?;
         }
     }
     let wall = start.elapsed().as_secs_f64();
     write_report(options, &data, &results, wall)?;
+    let _ = std::fs::remove_file(&partial);
     Ok(results)
+}
+
+/// What makes rows of two runs interchangeable, with the rows.
+fn run_key(options: &MnistOptions, data: &MnistData, rows: &[MnistResult]) -> serde_json::Value {
+    serde_json::json!({
+        "seed": options.seed,
+        "epochs": options.epochs(),
+        "prediction_samples": options.prediction_samples,
+        "n_train": data.train.len(),
+        "n_test": data.test.len(),
+        "n_ood": data.ood.len(),
+        "results": rows,
+    })
+}
+
+/// The rows of an interrupted run that this run can reuse (same seed, epochs, samples and
+/// data sizes); none when the file is missing or was written under other settings.
+fn resumable(
+    path: &Path,
+    options: &MnistOptions,
+    data: &MnistData,
+) -> Result<Vec<MnistResult>, Box<dyn Error>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display()).into()),
+    };
+    let record: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not an mnist partial record ({e})", path.display()))?;
+    let key = run_key(options, data, &[]);
+    let same = [
+        "seed",
+        "epochs",
+        "prediction_samples",
+        "n_train",
+        "n_test",
+        "n_ood",
+    ]
+    .iter()
+    .all(|k| record[k] == key[k]);
+    if !same {
+        eprintln!("{}: other settings; starting afresh", path.display());
+        return Ok(Vec::new());
+    }
+    Ok(serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?)
 }

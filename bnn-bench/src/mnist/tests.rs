@@ -56,6 +56,7 @@ fn a_small_run_writes_its_table_and_figures() {
         prediction_samples: 4,
         out: dir.clone(),
         data_dir: None,
+        resume: false,
     };
     let mut results = Vec::new();
     for arch in Arch::ALL {
@@ -96,6 +97,27 @@ fn a_small_run_writes_its_table_and_figures() {
             r.rotations[2]
         );
     }
+    // An interrupted run's rows are reused only under the same settings.
+    std::fs::create_dir_all(&dir).unwrap();
+    let partial = dir.join("mnist.partial.json");
+    let key = run_key(&options, &data, &results[..2]);
+    std::fs::write(&partial, serde_json::to_string(&key).unwrap()).unwrap();
+    let back = resumable(&partial, &options, &data).unwrap();
+    assert_eq!(back.len(), 2);
+    assert_eq!(
+        (
+            back[1].method.as_str(),
+            back[1].error_pct,
+            back[1].rotations.len()
+        ),
+        (results[1].method.as_str(), results[1].error_pct, 8)
+    );
+    let other = MnistOptions {
+        seed: 1,
+        ..options.clone()
+    };
+    assert!(resumable(&partial, &other, &data).unwrap().is_empty());
+    std::fs::remove_file(&partial).unwrap();
     write_report(&options, &data, &results, 1.0).unwrap();
     let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
     assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));

@@ -253,6 +253,9 @@ fn published_standard_deviations_are_converted_and_labelled() {
     let (m, se) = gal16.test_ll[0].unwrap();
     assert_eq!(m, -2.46);
     assert!((se - 0.25 / 20f64.sqrt()).abs() < 1e-12);
+    // Power before protein (Haußmann's Table 5.1 swaps them).
+    assert_eq!(gal16.test_ll[5].unwrap().0, -2.80);
+    assert_eq!(gal16.test_ll[6].unwrap().0, -2.89);
     let (_, se_protein) = gal16.test_rmse[6].unwrap();
     assert!((se_protein - 0.04 / 5f64.sqrt()).abs() < 1e-12);
 
