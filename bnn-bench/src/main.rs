@@ -114,6 +114,17 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// One UCI report from the rows of several `uci` runs (uci.json or uci.partial.json), with
+    /// no training: a later record's row replaces the same (data set, method) row of an earlier
+    /// one.
+    UciReport {
+        /// Output folder for uci.md, uci.json and uci.svg.
+        #[arg(long)]
+        out: PathBuf,
+        /// Run records, in order of precedence (later wins).
+        #[arg(required = true)]
+        records: Vec<PathBuf>,
+    },
     /// MNIST classification with out-of-distribution sets (Fashion-MNIST, uniform noise,
     /// inverted MNIST, MNIST rotated in 45° steps): every method as an MLP 784-400-400-10 and
     /// as the strided LeNet5 (Haußmann 2021); error, NLL, ECE, Brier, OOD AUROC of entropy and
@@ -265,6 +276,7 @@ fn main() {
                 })
                 .map(|_| ())
             }),
+        Command::UciReport { out, records } => uci::combine(&records, &out).map(|_| ()),
         Command::Mnist {
             methods,
             archs,

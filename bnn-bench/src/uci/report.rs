@@ -235,3 +235,60 @@ pub(crate) fn write_report(
     println!("{md}");
     Ok(())
 }
+
+/// Combines the rows of several `uci` run records (`uci.json` or `uci.partial.json`) into one
+/// report in `out`, without training: a row (data set, method) of a later record replaces the
+/// same row of an earlier one. The options shown are the first record's; the wall time is the
+/// sum of the records'. Every record is read and checked before anything is written.
+///
+/// # Errors
+/// A file that cannot be read or is not a `uci` record (its path named), non-finite numbers,
+/// an unwritable `out`.
+pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box<dyn Error>> {
+    if records.is_empty() {
+        return Err("uci-report: give at least one uci.json or uci.partial.json".into());
+    }
+    crate::experiment::prepare_out(out)?;
+    let mut rows: Vec<MethodResult> = Vec::new();
+    let mut wall = 0.0;
+    let mut first: Option<serde_json::Value> = None;
+    for path in records {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let record: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not JSON ({e})", path.display()))?;
+        if record["experiment"] != "uci" {
+            return Err(format!("{}: not a uci run record", path.display()).into());
+        }
+        let results: Vec<MethodResult> = serde_json::from_value(record["results"].clone())
+            .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?;
+        wall += record["wall_seconds"].as_f64().unwrap_or(0.0);
+        for r in results {
+            rows.retain(|o| !(o.dataset == r.dataset && o.method == r.method));
+            rows.push(r);
+        }
+        first.get_or_insert(record);
+    }
+    let first = first.expect("at least one record");
+    let o = &first["options"];
+    let mut methods: Vec<String> = Vec::new();
+    for r in &rows {
+        if !methods.contains(&r.method) {
+            methods.push(r.method.clone());
+        }
+    }
+    let options = UciOptions {
+        datasets: sets_in(&rows),
+        methods,
+        splits: o["splits"].as_u64().map(|s| s as usize),
+        epochs: None,
+        seed: o["seed"].as_u64().unwrap_or(0),
+        quick: o["quick"].as_bool().unwrap_or(false),
+        out: out.to_path_buf(),
+        data_dir: None,
+        jobs: o["jobs"].as_u64().unwrap_or(1) as usize,
+        resume: false,
+    };
+    write_report(&options, &rows, wall)?;
+    Ok(rows)
+}

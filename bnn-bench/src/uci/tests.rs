@@ -288,3 +288,49 @@ fn published_standard_deviations_are_converted_and_labelled() {
     );
     assert!(md.contains("| boston | +0.0 | -0.4 |"), "{md}");
 }
+
+#[test]
+fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
+    let dir = std::env::temp_dir().join(format!("bnn-uci-combine-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = protein_options(false);
+    let row = |d: UciDataset, method: &str, ll: f64| MethodResult {
+        method: method.into(),
+        dataset: d.into(),
+        budget: budget(&d.into(), &meta(), 455, &o),
+        splits: vec![SplitOutcome {
+            test_ll: ll,
+            test_rmse: 3.0,
+            detail: String::new(),
+        }],
+        seconds: 1.0,
+    };
+    let write = |name: &str, rows: &[MethodResult]| {
+        let path = dir.join(name);
+        std::fs::write(&path, record(&o, rows, 10.0).to_string()).unwrap();
+        path
+    };
+    let a = write(
+        "a.json",
+        &[
+            row(UciDataset::Boston, "MAP", -2.7),
+            row(UciDataset::Boston, "MC dropout", -9.0),
+        ],
+    );
+    let b = write("b.json", &[row(UciDataset::Boston, "MC dropout", -2.5)]);
+    let out = dir.join("out");
+    let rows = combine(&[a.clone(), b], &out).unwrap();
+    assert_eq!(rows.len(), 2);
+    let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
+    assert!(md.contains("-2.50 ± 0.00") && !md.contains("-9.00"), "{md}");
+    assert!(md.contains("wall time 20 s"), "{md}");
+    // A file that is not a uci record is named, and nothing is written.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\"experiment\": \"mnist\"}").unwrap();
+    let out2 = dir.join("out2");
+    let err = combine(&[a, bad.clone()], &out2).unwrap_err().to_string();
+    assert!(err.contains(&bad.display().to_string()), "{err}");
+    assert!(!out2.join("uci.md").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
