@@ -79,6 +79,16 @@ pub fn prepare_out(out: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The text of `path`, or `None` when it does not exist (a run with nothing to resume); any
+/// other read error names the file.
+pub fn read_if_exists(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: cannot read: {e}", path.display())),
+    }
+}
+
 /// Reports and plots refuse NaN and ±∞: `Err` naming the row and the field when `value` is not
 /// finite.
 pub fn check_finite(row: &str, field: &str, value: f64) -> Result<(), String> {

@@ -65,7 +65,8 @@ fn rows(probs: &[f64], n_classes: usize) -> std::slice::Chunks<'_, f64> {
     probs.chunks(n_classes)
 }
 
-fn argmax(row: &[f64]) -> (usize, f64) {
+/// The first largest entry of `row` and its value (`(0, −∞)` for an empty row).
+pub fn argmax(row: &[f64]) -> (usize, f64) {
     row.iter()
         .copied()
         .enumerate()

@@ -384,6 +384,16 @@ impl UciData {
     /// [`DataError::NotADataSet`] when `dir` has neither `data.txt` nor `data/data.txt` (the
     /// folder named); otherwise as [`UciData::load_dir`].
     pub fn load_folder(dir: &Path) -> Result<Self, DataError> {
+        let (data_dir, name) = Self::locate_folder(dir)?;
+        Self::read_dir(None, name, &data_dir)
+    }
+
+    /// Where a user's set keeps its files (`dir` or `dir/data`) and its name in tables (the
+    /// set's folder name), without reading the files: for naming a set before loading it.
+    ///
+    /// # Errors
+    /// As [`UciData::load_folder`] for a folder without `data.txt`.
+    pub fn locate_folder(dir: &Path) -> Result<(PathBuf, String), DataError> {
         let data_dir = if dir.join("data.txt").is_file() {
             dir.to_path_buf()
         } else if dir.join("data/data.txt").is_file() {
@@ -412,7 +422,7 @@ impl UciData {
             .or_else(|| named.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| named.display().to_string());
-        Self::read_dir(None, name, &data_dir)
+        Ok((data_dir, name))
     }
 
     fn read_dir(dataset: Option<UciDataset>, name: String, dir: &Path) -> Result<Self, DataError> {

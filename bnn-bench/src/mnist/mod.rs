@@ -12,7 +12,7 @@ use bnn_burn::host::to_vec;
 use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::Categorical;
 use bnn_burn::metrics::{
-    ReliabilityBin, accuracy, auroc, brier, ece, entropy_ecdf_area, nll, reliability_curve,
+    ReliabilityBin, accuracy, argmax, auroc, brier, ece, entropy_ecdf_area, nll, reliability_curve,
 };
 use bnn_burn::nets::{Classifier, ConvNetConfig, ImageClassifier, MlpConfig};
 use bnn_burn::predict::{ClassPrediction, Predict, PredictError, PredictMode};
@@ -355,15 +355,7 @@ pub struct RotationScore {
 pub fn misclassification_auroc(probs: &[f64], labels: &[usize], entropy: &[f64]) -> Option<f64> {
     let (mut right, mut wrong) = (Vec::new(), Vec::new());
     for ((p, &l), &h) in probs.chunks(N_CLASSES).zip(labels).zip(entropy) {
-        let argmax = p
-            .iter()
-            .enumerate()
-            .fold(
-                (0, f64::NEG_INFINITY),
-                |b, (i, &v)| if v > b.1 { (i, v) } else { b },
-            )
-            .0;
-        if argmax == l {
+        if argmax(p).0 == l {
             right.push(h)
         } else {
             wrong.push(h)
@@ -581,10 +573,8 @@ fn resumable(
     options: &MnistOptions,
     data: &MnistData,
 ) -> Result<Vec<MnistResult>, Box<dyn Error>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display()).into()),
+    let Some(text) = experiment::read_if_exists(path)? else {
+        return Ok(Vec::new());
     };
     let record: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| format!("{}: not an mnist partial record ({e})", path.display()))?;

@@ -80,11 +80,10 @@ impl DataSet {
         }
         let path = PathBuf::from(s);
         if path.is_dir() {
-            let data = UciData::load_folder(&path).map_err(|e| format!("--dataset {s}: {e}"))?;
-            return Ok(DataSet::Folder {
-                name: data.name,
-                path,
-            });
+            // Named now, loaded once with the other sets before any training.
+            let (_, name) =
+                UciData::locate_folder(&path).map_err(|e| format!("--dataset {s}: {e}"))?;
+            return Ok(DataSet::Folder { name, path });
         }
         Err(format!(
             "--dataset {s:?}: neither one of the 9 sets ({}) nor a folder",

@@ -39,10 +39,8 @@ pub(crate) fn finished_splits(
     seed: u64,
 ) -> Result<Vec<Option<SplitOutcome>>, Box<dyn Error>> {
     let mut done: Vec<Option<SplitOutcome>> = vec![None; unit.n_splits];
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
-        Err(e) => return Err(format!("{}: {e}", path.display()).into()),
+    let Some(text) = crate::experiment::read_if_exists(path)? else {
+        return Ok(done);
     };
     for (line, l) in text.lines().enumerate() {
         // A line cut off by the interruption is the split in progress: skip it.
@@ -136,10 +134,8 @@ pub(crate) fn run_unit(
 /// samples (the budget and split count are checked per row).
 pub(crate) fn resumable(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let path = options.out.join("uci.partial.json");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display()).into()),
+    let Some(text) = crate::experiment::read_if_exists(&path)? else {
+        return Ok(Vec::new());
     };
     let record: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| format!("{}: not a uci run record ({e})", path.display()))?;
