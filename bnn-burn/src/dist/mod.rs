@@ -1,8 +1,11 @@
 //! Distributions as tensors: the crate's one Gaussian log-density and the priors over weight
-//! tensors (a trained posterior can be the next prior).
+//! tensors (a trained posterior can be the next prior), and the diagonal Gaussian [`Moments`] that
+//! moment propagation carries through a network.
 
 pub mod gaussian;
+pub mod moments;
 pub mod prior;
 
 pub use gaussian::gaussian_log_density;
+pub use moments::Moments;
 pub use prior::{GaussianPrior, Prior, ScaleMixturePrior, WeightPrior};

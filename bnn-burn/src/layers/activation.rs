@@ -1,5 +1,5 @@
-//! Activations between layers. Moment propagation (Haußmann 2021 ch. 3–4) will give each a
-//! moment rule beside its pointwise form.
+//! Activations between layers; their moment rules for Gaussian inputs are in `moments.rs`
+//! ([`Activation::moments`]).
 
 use burn::config::Config;
 use burn::tensor::Tensor;

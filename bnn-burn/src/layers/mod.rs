@@ -1,5 +1,6 @@
 //! Bayesian layers over any posterior family: [`BayesianLinear`] and [`BayesianConv2d`], their
-//! shared weight model ([`WeightConfig`]), the gradient [`Estimator`]s, activations, pooling,
+//! shared weight model ([`WeightConfig`]), the gradient [`Estimator`]s, activations and pooling
+//! with their moment rules ([`MomentRule`]),
 //! and the [`Pass`] that carries samples, fixed draws and training terms through a network.
 
 mod activation;
@@ -7,6 +8,7 @@ mod conv;
 mod estimator;
 mod fused_path;
 mod linear;
+mod moments;
 mod ops;
 mod params;
 mod pass;
@@ -17,6 +19,10 @@ pub use activation::Activation;
 pub use conv::{BayesianConv2d, BayesianConv2dConfig};
 pub use estimator::Estimator;
 pub use linear::{BayesianLinear, BayesianLinearConfig};
+pub use moments::{
+    MomentRule, VAR_EPS, elu_moments, leaky_relu_moments, leaky_relu_vbp_moments, max_moments,
+    relu_moments, relu_vbp_moments,
+};
 pub use ops::Conv2dGeometry;
 pub use params::LayerParams;
 pub use pass::{LayerDraw, Pass};

@@ -1,0 +1,53 @@
+//! A diagonal Gaussian over an activation tensor: the state that moment propagation carries
+//! through a network in place of samples (Haußmann 2021 §3.1; Wu et al. 2019).
+
+use burn::tensor::Tensor;
+
+/// `h ~ N(mean, diag var)`, elementwise independent (the covariances between units are dropped,
+/// the approximation every layer of a moment-propagating net makes).
+#[derive(Debug, Clone)]
+pub struct Moments<const D: usize> {
+    /// `E[h]`.
+    pub mean: Tensor<D>,
+    /// `Var[h] ≥ 0`, shaped like the mean.
+    pub var: Tensor<D>,
+}
+
+impl<const D: usize> Moments<D> {
+    /// Mean and variance of the same shape.
+    ///
+    /// # Panics
+    /// If the shapes differ (both are named).
+    pub fn new(mean: Tensor<D>, var: Tensor<D>) -> Self {
+        assert_eq!(
+            mean.dims(),
+            var.dims(),
+            "Moments: mean and variance must have the same shape"
+        );
+        Self { mean, var }
+    }
+
+    /// A deterministic input: `var = 0`.
+    pub fn deterministic(x: Tensor<D>) -> Self {
+        let var = x.zeros_like();
+        Self { mean: x, var }
+    }
+
+    /// `E[h²] = Var[h] + E[h]²`.
+    pub fn second_moment(&self) -> Tensor<D> {
+        self.var.clone() + self.mean.clone().square()
+    }
+
+    /// Shape of the activation.
+    pub fn dims(&self) -> [usize; D] {
+        self.mean.dims()
+    }
+
+    /// Both tensors reshaped (e.g. flattening feature maps before a dense layer).
+    pub fn reshape<const E: usize>(self, shape: [usize; E]) -> Moments<E> {
+        Moments {
+            mean: self.mean.reshape(shape),
+            var: self.var.reshape(shape),
+        }
+    }
+}

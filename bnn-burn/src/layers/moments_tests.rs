@@ -1,0 +1,362 @@
+//! Every moment rule against Monte Carlo through the same Gaussian input (10⁶ draws, `f64` on
+//! the host), with tolerances from the sample size: 5 standard errors of the sample mean
+//! (`√(Var/n)`) and of the sample variance (`√((m₄ − Var²)/n)`), plus the `f32` rounding of
+//! the rule's own evaluation.
+
+use super::*;
+use crate::testing::{test_device, to_vec};
+use rand::{RngExt, SeedableRng, rngs::StdRng};
+
+const N: usize = 1_000_000;
+
+/// `n` standard normal draws (Box–Muller), reproducible.
+fn normals(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(n + 1);
+    while out.len() < n {
+        let u1: f64 = 1.0 - rng.random::<f64>();
+        let u2: f64 = rng.random();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let t = std::f64::consts::TAU * u2;
+        out.push(r * t.cos());
+        out.push(r * t.sin());
+    }
+    out.truncate(n);
+    out
+}
+
+/// Sample mean, variance and their standard errors of `h(i)` over `n` draws.
+struct McMoments {
+    mean: f64,
+    var: f64,
+    mean_se: f64,
+    var_se: f64,
+}
+
+fn monte_carlo(n: usize, mut h: impl FnMut(usize) -> f64) -> McMoments {
+    let xs: Vec<f64> = (0..n).map(&mut h).collect();
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    let (mut m2, mut m4) = (0.0, 0.0);
+    for x in &xs {
+        let d2 = (x - mean).powi(2);
+        m2 += d2;
+        m4 += d2 * d2;
+    }
+    let (var, m4) = (m2 / n as f64, m4 / n as f64);
+    McMoments {
+        mean,
+        var,
+        mean_se: (var / n as f64).sqrt(),
+        var_se: ((m4 - var * var).max(0.0) / n as f64).sqrt(),
+    }
+}
+
+/// The grid: `s ∈ {0.1, 1, 3}`, `a = μ/s ∈ {−10, …, 10}`.
+fn grid() -> Vec<(f64, f64)> {
+    let ratios = [-10.0, -3.0, -1.0, -0.2, 0.0, 0.2, 1.0, 3.0, 10.0];
+    [0.1, 1.0, 3.0]
+        .iter()
+        .flat_map(|&s| ratios.iter().map(move |&a| (a * s, s)))
+        .collect()
+}
+
+/// The rule's moments on the whole grid at once, on the device.
+fn rule_on_grid(points: &[(f64, f64)], rule: impl Fn(Moments<1>) -> Moments<1>) -> Vec<(f64, f64)> {
+    let device = test_device();
+    let mean: Vec<f32> = points.iter().map(|p| p.0 as f32).collect();
+    let var: Vec<f32> = points.iter().map(|p| (p.1 * p.1) as f32).collect();
+    let m = Moments::new(
+        Tensor::<1>::from_floats(mean.as_slice(), &device),
+        Tensor::<1>::from_floats(var.as_slice(), &device),
+    );
+    let out = rule(m);
+    to_vec(out.mean).into_iter().zip(to_vec(out.var)).collect()
+}
+
+/// Checks `rule` against `h(f, u)` with `f ~ N(μ, s²)` and `u ~ U(0, 1)` independent.
+fn check(
+    name: &str,
+    rule: impl Fn(Moments<1>) -> Moments<1>,
+    h: impl Fn(f64, f64, f64) -> f64,
+    seed: u64,
+) {
+    let points = grid();
+    let got = rule_on_grid(&points, rule);
+    let eps = normals(N, seed);
+    let mut rng = StdRng::seed_from_u64(seed + 1);
+    let uniforms: Vec<f64> = (0..N).map(|_| rng.random()).collect();
+    for (&(mu, s), &(mean, var)) in points.iter().zip(&got) {
+        let mc = monte_carlo(N, |i| h(mu + s * eps[i], uniforms[i], mu));
+        // f32 evaluation of the rule: relative 1e-5 of the input's scale.
+        let scale = mu.abs() + s;
+        let mean_tol = 5.0 * mc.mean_se + 1e-5 * scale;
+        let var_tol = 5.0 * mc.var_se + 1e-5 * scale * scale;
+        assert!(
+            (mean - mc.mean).abs() <= mean_tol,
+            "{name} at μ = {mu}, s = {s}: mean {mean} vs Monte Carlo {} (tolerance {mean_tol:.2e})",
+            mc.mean
+        );
+        assert!(
+            (var - mc.var).abs() <= var_tol,
+            "{name} at μ = {mu}, s = {s}: variance {var} vs Monte Carlo {} (tolerance {var_tol:.2e})",
+            mc.var
+        );
+    }
+}
+
+fn sigmoid_f64(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+#[test]
+fn relu_moments_match_monte_carlo() {
+    check("relu", relu_moments, |f, _, _| f.max(0.0), 1);
+}
+
+#[test]
+fn leaky_relu_moments_match_monte_carlo() {
+    check(
+        "leaky relu",
+        |m| leaky_relu_moments(m, 0.1),
+        |f, _, _| if f > 0.0 { f } else { 0.1 * f },
+        2,
+    );
+}
+
+#[test]
+fn elu_and_selu_moments_match_monte_carlo() {
+    check(
+        "elu",
+        |m| elu_moments(m, 0.7),
+        |f, _, _| if f > 0.0 { f } else { 0.7 * f.exp_m1() },
+        3,
+    );
+    let (lambda, alpha) = SELU;
+    check(
+        "selu",
+        |m| Activation::Selu.moments(m, MomentRule::Clt).unwrap(),
+        |f, _, _| lambda * if f > 0.0 { f } else { alpha * f.exp_m1() },
+        4,
+    );
+}
+
+#[test]
+fn vbp_gates_match_monte_carlo_of_their_bernoulli_model() {
+    // VBP's model: h = f·z with z ~ Ber(σ(C·E[f])) independent of f.
+    for c in [1.0, 100.0] {
+        check(
+            "VBP relu",
+            |m| {
+                Activation::Relu
+                    .moments(m, MomentRule::Vbp { gate: c })
+                    .unwrap()
+            },
+            move |f, u, mu| if u < sigmoid_f64(c * mu) { f } else { 0.0 },
+            5,
+        );
+        check(
+            "VBP leaky relu",
+            |m| leaky_relu_vbp_moments(m, 0.2, c),
+            move |f, u, mu| {
+                let z = if u < sigmoid_f64(c * mu) { 1.0 } else { 0.0 };
+                f * (0.2 + 0.8 * z)
+            },
+            6,
+        );
+    }
+}
+
+#[test]
+fn vbp_matches_clt_far_from_zero() {
+    // §3.5: the two rules agree for |μ| ≫ s (the gate is then 0 or 1).
+    let device = test_device();
+    let m = || {
+        Moments::new(
+            Tensor::<1>::from_floats([-8.0, 8.0], &device),
+            Tensor::<1>::from_floats([1.0, 1.0], &device),
+        )
+    };
+    let vbp = relu_vbp_moments(m(), 100.0);
+    let clt = relu_moments(m());
+    for (a, b) in to_vec(vbp.mean).iter().zip(to_vec(clt.mean)) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+    for (a, b) in to_vec(vbp.var).iter().zip(to_vec(clt.var)) {
+        assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+    }
+}
+
+#[test]
+fn identity_passes_moments_and_tanh_is_refused() {
+    let device = test_device();
+    let m = Moments::new(
+        Tensor::<1>::from_floats([1.5], &device),
+        Tensor::<1>::from_floats([0.25], &device),
+    );
+    let out = Activation::Identity
+        .moments(m.clone(), MomentRule::Clt)
+        .unwrap();
+    assert_eq!(to_vec(out.mean), vec![1.5]);
+    assert_eq!(to_vec(out.var), vec![0.25]);
+    let err = Activation::Tanh.moments(m, MomentRule::Clt).unwrap_err();
+    assert!(err.to_string().contains("tanh has no moment rule"), "{err}");
+}
+
+#[test]
+fn clark_max_of_two_gaussians_is_exact() {
+    // For two independent Gaussians Clark's mean and variance are exact.
+    let cases = [
+        (0.0, 1.0, 0.0, 1.0),
+        (1.0, 0.5, -0.5, 2.0),
+        (3.0, 0.1, 2.9, 0.3),
+        (-4.0, 1.0, 4.0, 1.0),
+    ];
+    let device = test_device();
+    let col = |f: fn(&(f64, f64, f64, f64)) -> f64| {
+        let v: Vec<f32> = cases.iter().map(|c| f(c) as f32).collect();
+        Tensor::<1>::from_floats(v.as_slice(), &device)
+    };
+    let a = Moments::new(col(|c| c.0), col(|c| c.1 * c.1));
+    let b = Moments::new(col(|c| c.2), col(|c| c.3 * c.3));
+    let got = max_moments(a, b);
+    let (mean, var) = (to_vec(got.mean), to_vec(got.var));
+    let e1 = normals(N, 7);
+    let e2 = normals(N, 8);
+    for (i, &(ma, sa, mb, sb)) in cases.iter().enumerate() {
+        let mc = monte_carlo(N, |k| (ma + sa * e1[k]).max(mb + sb * e2[k]));
+        let scale = ma.abs().max(mb.abs()) + sa + sb;
+        assert!(
+            (mean[i] - mc.mean).abs() <= 5.0 * mc.mean_se + 1e-5 * scale,
+            "case {i}: mean {} vs {}",
+            mean[i],
+            mc.mean
+        );
+        assert!(
+            (var[i] - mc.var).abs() <= 5.0 * mc.var_se + 1e-5 * scale * scale,
+            "case {i}: variance {} vs {}",
+            var[i],
+            mc.var
+        );
+    }
+}
+
+#[test]
+fn pooled_moments_reduce_to_pooling_without_variance_and_average_exactly() {
+    let device = test_device();
+    let x: Vec<f32> = (0..32).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+    let mean = Tensor::<1>::from_floats(x.as_slice(), &device).reshape([1, 1, 2, 4, 4]);
+    let var = mean.clone().abs() * 0.1 + 0.5;
+    for pool in [
+        Pool::Max {
+            kernel: 2,
+            stride: 2,
+        },
+        Pool::Avg {
+            kernel: 2,
+            stride: 2,
+        },
+        Pool::Max {
+            kernel: 3,
+            stride: 1,
+        },
+    ] {
+        let det = pool.moments(Moments::new(mean.clone(), mean.zeros_like()));
+        let det_dims = det.dims();
+        let want = to_vec(pool.forward(mean.clone()));
+        for (g, w) in to_vec(det.mean).iter().zip(&want) {
+            assert!((g - w).abs() < 1e-3, "{pool:?}: {g} vs {w}");
+        }
+        assert!(to_vec(det.var).iter().all(|v| *v < 1e-6), "{pool:?}");
+        let noisy = pool.moments(Moments::new(mean.clone(), var.clone()));
+        assert_eq!(noisy.dims(), det_dims);
+        if let Pool::Avg { .. } = pool {
+            // Σ var / k⁴ over each window.
+            let want = to_vec(
+                Pool::Avg {
+                    kernel: 2,
+                    stride: 2,
+                }
+                .forward(var.clone()),
+            );
+            for (g, w) in to_vec(noisy.var).iter().zip(&want) {
+                assert!((g - w / 4.0).abs() < 1e-6, "{g} vs {}", w / 4.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn max_pool_moments_match_monte_carlo_of_a_window() {
+    // One 2×2 window: Clark's recursion is an approximation beyond two inputs (the running
+    // maximum is not Gaussian). In ascending order of the means, for four comparable inputs, its
+    // mean is within 1 % and its variance within 10 % (checked against 10⁶ draws).
+    let device = test_device();
+    let (mus, sds) = ([0.5f64, 0.0, -0.3, 0.2], [1.0f64, 0.5, 0.8, 0.3]);
+    let to_t = |v: [f64; 4]| {
+        let f: Vec<f32> = v.iter().map(|x| *x as f32).collect();
+        Tensor::<1>::from_floats(f.as_slice(), &device).reshape([1, 1, 1, 2, 2])
+    };
+    let got = Pool::Max {
+        kernel: 2,
+        stride: 2,
+    }
+    .moments(Moments::new(to_t(mus), to_t(sds.map(|s| s * s))));
+    let eps: Vec<Vec<f64>> = (0..4).map(|j| normals(N, 20 + j)).collect();
+    let mc = monte_carlo(N, |k| {
+        (0..4)
+            .map(|j| mus[j] + sds[j] * eps[j][k])
+            .fold(f64::NEG_INFINITY, f64::max)
+    });
+    let (mean, var) = (to_vec(got.mean)[0], to_vec(got.var)[0]);
+    assert!(
+        (mean - mc.mean).abs() < 0.01 * mc.mean.abs() + 5.0 * mc.mean_se,
+        "{mean} vs {}",
+        mc.mean
+    );
+    assert!((var - mc.var).abs() < 0.1 * mc.var, "{var} vs {}", mc.var);
+}
+
+#[test]
+fn extreme_inputs_give_finite_moments() {
+    let device = test_device();
+    let means = [-1e4f32, -1e4, 1e4, 1e4, 0.0, 0.0, 3.0, -3.0];
+    let vars = [0.0f32, 1e8, 0.0, 1e8, 0.0, 1e-30, 1e-12, 1e4];
+    let m = || {
+        Moments::new(
+            Tensor::<1>::from_floats(means, &device),
+            Tensor::<1>::from_floats(vars, &device),
+        )
+    };
+    let rules: [(&str, Moments<1>); 7] = [
+        ("relu", relu_moments(m())),
+        ("leaky", leaky_relu_moments(m(), 0.1)),
+        ("elu", elu_moments(m(), 1.0)),
+        ("vbp", relu_vbp_moments(m(), 100.0)),
+        ("vbp leaky", leaky_relu_vbp_moments(m(), 0.1, 100.0)),
+        (
+            "max",
+            max_moments(m(), Moments::deterministic(m().mean.flip([0]))),
+        ),
+        (
+            "selu",
+            Activation::Selu.moments(m(), MomentRule::Clt).unwrap(),
+        ),
+    ];
+    for (name, out) in rules {
+        let (mean, var) = (to_vec(out.mean), to_vec(out.var));
+        for i in 0..means.len() {
+            assert!(
+                mean[i].is_finite() && var[i].is_finite() && var[i] >= 0.0,
+                "{name} at μ = {}, var = {}: mean {}, variance {}",
+                means[i],
+                vars[i],
+                mean[i],
+                var[i]
+            );
+        }
+    }
+    // The limits: relu of a certain input is the input, of a certainly negative one 0.
+    let relu = relu_moments(m());
+    let mean = to_vec(relu.mean);
+    assert!((mean[2] - 1e4).abs() < 1e-2 && mean[0].abs() < 1e-6);
+}
