@@ -1,14 +1,16 @@
 //! Likelihoods `p(y | f(x; w))`: what turns the network's outputs of `S` posterior draws,
 //! `[S, B, k]`, into per-draw log-likelihoods `[S, B]` and into a prediction type.
 
-use crate::dist::gaussian_log_density;
+use crate::dist::{Moments, gaussian_log_density};
 use crate::error::{Check, ConfigError};
-use crate::predict::{ClassPrediction, GaussianPrediction, GaussianSamples};
-use crate::special::softplus;
+use crate::posterior::Unsupported;
+use crate::predict::{ClassPrediction, GaussianMoments, GaussianPrediction, GaussianSamples};
+use crate::special::{HALF_LN_2PI, logsumexp, softplus};
 use crate::train::Batch;
 use burn::config::Config;
 use burn::module::{Module, ModuleDisplay, Param};
-use burn::tensor::activation::log_softmax;
+use burn::tensor::Distribution;
+use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::{Device, Int, Tensor};
 
 /// Smallest predicted variance of the heteroscedastic head.
@@ -29,6 +31,58 @@ pub trait Likelihood: Module + ModuleDisplay + 'static {
 
     /// The prediction from the outputs of `S` draws.
     fn predict(&self, out: Tensor<3>) -> Self::Prediction;
+
+    /// The prediction from the moments of the outputs, `[B, k]` each (moment propagation);
+    /// `logits` says how a classifier treats Gaussian logits.
+    ///
+    /// # Errors
+    /// When the likelihood has no moment form (the default).
+    fn predict_moments(
+        &self,
+        _out: Moments<2>,
+        _logits: LogitRule,
+    ) -> Result<Self::Prediction, Unsupported> {
+        Err(Unsupported {
+            family: "likelihood",
+            what: "this likelihood has no prediction from output moments",
+        })
+    }
+
+    /// `E_{f ~ N(out)}[ln p(y_b | f)]` per example, `[B]`: in closed form where there is one,
+    /// else as `logits` approximates it (a training step by moment propagation).
+    ///
+    /// # Errors
+    /// When the likelihood has no moment form (the default).
+    fn expected_log_likelihood(
+        &self,
+        _out: Moments<2>,
+        _target: Self::Target,
+        _logits: LogitRule,
+    ) -> Result<Tensor<1>, Unsupported> {
+        Err(Unsupported {
+            family: "likelihood",
+            what: "this likelihood has no expected log-likelihood under output moments",
+        })
+    }
+}
+
+/// How a classifier treats Gaussian logits `f ~ N(μ, diag v)` from moment propagation
+/// (Haußmann 2021 §2.4, §3.1).
+#[derive(Config, Debug, PartialEq, Copy)]
+pub enum LogitRule {
+    /// MacKay's probit approximation `E[softmax f] ≈ softmax(μ/√(1 + πv/8))`; training plugs it
+    /// in as the likelihood (as the CLT reference code does with its probit predictive).
+    Probit,
+    /// The second-order Taylor (delta-method) expansion
+    /// `E[ln softmax(f)_y] ≈ μ_y − lse(μ) − ½Σ_c v_c ζ_c(1 − ζ_c)`, `ζ = softmax(μ)` (Wu et al.
+    /// 2019); its prediction is `softmax(μ)` (the correction is the same for every class).
+    Taylor,
+    /// `samples` draws of the logits only, `f_s = μ + √v ⊙ ε_s`: the prediction is their
+    /// softmax samples (so it keeps an epistemic part), training averages `ln softmax(f_s)_y`.
+    Sampled {
+        /// Draws of the logits (≥ 1).
+        samples: usize,
+    },
 }
 
 /// Configuration of [`GaussianLikelihood`].
@@ -113,6 +167,35 @@ impl Likelihood for GaussianLikelihood {
         let var = self.variance().expand(mean.dims());
         GaussianPrediction::Samples(GaussianSamples { mean, var })
     }
+
+    /// `N(E f, Var f + σ²)`: `Var f` is the epistemic part, `σ²` the aleatoric one.
+    fn predict_moments(
+        &self,
+        out: Moments<2>,
+        _logits: LogitRule,
+    ) -> Result<GaussianPrediction, Unsupported> {
+        let aleatoric_var = self.variance().squeeze_dim::<2>(0).expand(out.dims());
+        Ok(GaussianPrediction::Moments(GaussianMoments {
+            mean: out.mean,
+            aleatoric_var,
+            epistemic_var: out.var,
+        }))
+    }
+
+    /// `−½ ln 2πσ² − ((y − E f)² + Var f)/(2σ²)`, summed over dimensions: exact (Haußmann 2021
+    /// eq. 3.5 with `β = 1/σ²`).
+    fn expected_log_likelihood(
+        &self,
+        out: Moments<2>,
+        y: Tensor<2>,
+        _logits: LogitRule,
+    ) -> Result<Tensor<1>, Unsupported> {
+        let b = y.dims()[0];
+        let var = self.variance().squeeze_dim::<2>(0);
+        let fit = (y - out.mean).square() + out.var;
+        let ll = fit.div(var.clone() * 2.0).neg() - var.log() * 0.5 - HALF_LN_2PI;
+        Ok(ll.sum_dim(1).reshape([b]))
+    }
 }
 
 /// Heteroscedastic Gaussian: the network outputs `[μ, v]` (`2D` units) and
@@ -182,12 +265,64 @@ impl Likelihood for Categorical {
     fn predict(&self, logits: Tensor<3>) -> ClassPrediction {
         ClassPrediction::from_logits(logits)
     }
+
+    fn predict_moments(
+        &self,
+        out: Moments<2>,
+        logits: LogitRule,
+    ) -> Result<ClassPrediction, Unsupported> {
+        Ok(ClassPrediction::from_logits(match logits {
+            LogitRule::Probit => probit_logits(out).unsqueeze::<3>(),
+            LogitRule::Taylor => out.mean.unsqueeze::<3>(),
+            LogitRule::Sampled { samples } => sample_logits(out, samples),
+        }))
+    }
+
+    fn expected_log_likelihood(
+        &self,
+        out: Moments<2>,
+        labels: Tensor<1, Int>,
+        logits: LogitRule,
+    ) -> Result<Tensor<1>, Unsupported> {
+        let b = labels.dims()[0];
+        let pick = |t: Tensor<2>| t.gather(1, labels.clone().reshape([b, 1])).reshape([b]);
+        Ok(match logits {
+            LogitRule::Probit => pick(log_softmax(probit_logits(out), 1)),
+            LogitRule::Taylor => {
+                let zeta = softmax(out.mean.clone(), 1);
+                let correction = (out.var * zeta.clone() * (zeta.neg() + 1.0)).sum_dim(1) * 0.5;
+                let lse = logsumexp(out.mean.clone(), 1);
+                pick(out.mean) - (lse + correction).reshape([b])
+            }
+            LogitRule::Sampled { samples } => {
+                let s = samples.max(1);
+                let ll = self.log_likelihood(sample_logits(out, s), labels);
+                ll.mean_dim(0).reshape([b])
+            }
+        })
+    }
+}
+
+/// MacKay's probit-scaled logits `μ/√(1 + πv/8)`.
+fn probit_logits(out: Moments<2>) -> Tensor<2> {
+    out.mean / (out.var * (std::f64::consts::PI / 8.0) + 1.0).sqrt()
+}
+
+/// `samples` draws `μ + √v ⊙ ε` of Gaussian logits, `[S, B, C]`.
+fn sample_logits(out: Moments<2>, samples: usize) -> Tensor<3> {
+    let [b, c] = out.dims();
+    let s = samples.max(1);
+    let eps = Tensor::<3>::random(
+        [s, b, c],
+        Distribution::Normal(0.0, 1.0),
+        &out.mean.device(),
+    );
+    out.mean.unsqueeze::<3>() + out.var.clamp_min(0.0).sqrt().unsqueeze::<3>() * eps
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::special::HALF_LN_2PI;
     use crate::testing::{test_device, to_vec};
 
     #[test]

@@ -6,8 +6,9 @@ use super::ops::{Conv2dGeometry, check_channels, conv2d_per_sample, random_signs
 use super::params::LayerParams;
 use super::pass::Pass;
 use super::weights::WeightConfig;
+use crate::dist::Moments;
 use crate::error::{Check, ConfigError};
-use crate::posterior::{AnyPosterior, KlDivergence, TensorSpec, WeightPosterior};
+use crate::posterior::{AnyPosterior, KlDivergence, TensorSpec, Unsupported, WeightPosterior};
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::module::conv2d;
@@ -123,6 +124,21 @@ impl<W: WeightPosterior<4>, B: WeightPosterior<1>> BayesianConv2d<W, B> {
             options: self.geometry.options(),
         };
         self.params.run(&op, x, pass)
+    }
+
+    /// Moment propagation: `[S, B, C_in, H, W]` moments → `[S, B, C_out, H', W']` by the
+    /// linear moment rule in the sliding window (see [`Pass::moments`]).
+    ///
+    /// # Errors
+    /// When the posterior has no marginal variance.
+    pub fn moments(&self, m: Moments<5>, pass: &mut Pass) -> Result<Moments<5>, Unsupported> {
+        let shape = self.params.shape();
+        check_channels("BayesianConv2d", &m.mean.dims(), shape[1], 2);
+        let op = ConvOp {
+            shape,
+            options: self.geometry.options(),
+        };
+        self.params.moments(&op, m, pass)
     }
 
     /// `S` posterior samples in one call: `[S, B, C_in, H, W]` → `[S, B, C_out, H', W']`.

@@ -116,8 +116,8 @@ where
             Some(Err(why)) => pass.fail(why),
             None => pass.fail(Unsupported {
                 family: q.weight.family(),
-                what: "ln q(w) − ln p(w) needs one weight draw per sample: use \
-                       Estimator::Reparameterization",
+                what: "this posterior's ln q(w) − ln p(w) needs one weight draw per sample: \
+                       use Estimator::Reparameterization",
             }),
         }
     }

@@ -5,8 +5,11 @@ use super::ops::{check_last_dim, random_signs};
 use super::params::LayerParams;
 use super::pass::Pass;
 use super::weights::WeightConfig;
+use crate::dist::Moments;
 use crate::error::{Check, ConfigError};
-use crate::posterior::{AnyPosterior, KlDivergence, PosteriorFamily, TensorSpec, WeightPosterior};
+use crate::posterior::{
+    AnyPosterior, KlDivergence, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior,
+};
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::module::linear;
@@ -108,6 +111,20 @@ impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {
         let shape = self.shape();
         check_last_dim("BayesianLinear", &x, shape[0]);
         self.params.run(&LinearOp { shape }, x, pass)
+    }
+
+    /// Moment propagation: `[S, B, d_input]` moments → `[S, B, d_output]` by the linear moment
+    /// rule (see [`Pass::moments`]).
+    ///
+    /// # Errors
+    /// When the posterior has no marginal variance.
+    ///
+    /// # Panics
+    /// If the last axis is not `d_input`.
+    pub fn moments(&self, m: Moments<3>, pass: &mut Pass) -> Result<Moments<3>, Unsupported> {
+        let shape = self.shape();
+        check_last_dim("BayesianLinear", &m.mean, shape[0]);
+        self.params.moments(&LinearOp { shape }, m, pass)
     }
 
     /// `S` posterior samples in one call: `[S, B, d_input]` → `[S, B, d_output]`.

@@ -5,9 +5,9 @@
 use super::estimator::{self, Estimator, WeightOp};
 use super::pass::{LayerDraw, Pass};
 use super::weights::WeightConfig;
-use crate::dist::WeightPrior;
+use crate::dist::{Moments, WeightPrior};
 use crate::error::ConfigError;
-use crate::posterior::{PosteriorDist, PosteriorFamily, TensorSpec, WeightPosterior};
+use crate::posterior::{PosteriorDist, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior};
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 
@@ -96,5 +96,50 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         pass: &mut Pass,
     ) -> Tensor<DX> {
         estimator::run(self, op, x, pass)
+    }
+
+    /// The linear moment rule (Haußmann 2021 §0): with weights independent of the inputs,
+    /// `E[f] = E[h] ∗ E[w] + E[b]` and
+    /// `Var[f] = E[h²] ∗ Var[w] + Var[h] ∗ E[w]² + Var[b]` (two weight operations beside the
+    /// mean's; covariances between units are dropped). The pass's KL gets the layer's KL.
+    ///
+    /// # Errors
+    /// When a posterior has no marginal variance.
+    pub(crate) fn moments<const DX: usize>(
+        &self,
+        op: &impl WeightOp<DX, DW>,
+        m: Moments<DX>,
+        pass: &mut Pass,
+    ) -> Result<Moments<DX>, Unsupported> {
+        let weight = self.weight.dist();
+        let bias = self.bias.as_ref().map(|b| b.dist());
+        let w_mean = weight.mean();
+        let mean = op.apply(
+            m.mean.clone(),
+            w_mean.clone(),
+            bias.as_ref().map(|b| b.mean()),
+        );
+        let no_variance = |family| Unsupported {
+            family,
+            what: "this posterior has no marginal variance, which moment propagation needs",
+        };
+        let bias_var = match (&bias, self.bias.as_ref().is_none_or(|b| b.is_point())) {
+            (Some(b), false) => Some(
+                b.marginal_variance()
+                    .ok_or_else(|| no_variance(b.family()))?,
+            ),
+            _ => None,
+        };
+        let mut var = op.apply(m.var.clone(), w_mean.square(), bias_var);
+        if !self.weight.is_point() {
+            let w_var = weight
+                .marginal_variance()
+                .ok_or_else(|| no_variance(weight.family()))?;
+            var = var + op.apply(m.second_moment(), w_var, None);
+        }
+        if pass.collects_kl() {
+            pass.add_kl(estimator::layer_kl(&weight, bias.as_ref(), self));
+        }
+        Ok(Moments::new(mean, var))
     }
 }

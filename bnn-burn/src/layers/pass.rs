@@ -4,6 +4,7 @@
 //! Every network has one forward loop; prediction, a training step and a fixed network draw are
 //! the same loop with a different [`Pass`].
 
+use super::MomentRule;
 use crate::fused::{Kernels, KeySource};
 use crate::posterior::Unsupported;
 use burn::tensor::Tensor;
@@ -32,6 +33,7 @@ pub struct Pass<'a> {
     kernels: Kernels,
     keys: KeySource,
     kl_fold: Option<f64>,
+    moment_rule: MomentRule,
 }
 
 impl<'a> Pass<'a> {
@@ -49,6 +51,7 @@ impl<'a> Pass<'a> {
             kernels: Kernels::default(),
             keys: KeySource::default(),
             kl_fold: None,
+            moment_rule: MomentRule::Clt,
         }
     }
 
@@ -61,6 +64,29 @@ impl<'a> Pass<'a> {
     /// per-sample `ln q(w_s) − ln p(w_s)` too (black-box α needs it).
     pub fn train(samples: usize, log_ratio: bool) -> Self {
         Self::new(samples, true, log_ratio)
+    }
+
+    /// Moment propagation for prediction: layers map a diagonal Gaussian activation to the next
+    /// ([`crate::dist::Moments`]), rectifiers by `rule`; no sampling, no training terms.
+    pub fn moments(rule: MomentRule) -> Self {
+        Self {
+            moment_rule: rule,
+            ..Self::new(1, false, false)
+        }
+    }
+
+    /// A training step by moment propagation (VBP, CLT, DVI): as [`Pass::moments`], with the
+    /// layers' KL summed.
+    pub fn train_moments(rule: MomentRule) -> Self {
+        Self {
+            moment_rule: rule,
+            ..Self::new(1, true, false)
+        }
+    }
+
+    /// The rectifiers' moment rule of a moment pass.
+    pub fn moment_rule(&self) -> MomentRule {
+        self.moment_rule
     }
 
     /// One pass with every layer's weights taken from `draws`, in layer order.

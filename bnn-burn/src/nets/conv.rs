@@ -4,12 +4,13 @@
 //! Linear(800→500) → Linear(500→C)`, ReLU everywhere, no pooling, no padding.
 
 use super::{Bnn, Body, MlpBody, MlpConfig};
+use crate::dist::Moments;
 use crate::error::{Check, ConfigError};
 use crate::layers::{
     BayesianConv2d, BayesianConv2dConfig, Conv2dGeometry, LayerDraw, Pass, Pool, WeightConfig,
 };
 use crate::likelihood::Likelihood;
-use crate::posterior::KlDivergence;
+use crate::posterior::{KlDivergence, Unsupported};
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
@@ -175,21 +176,20 @@ impl ConvNetConfig {
             body: dense,
             head,
             likelihood,
+            moments,
         } = self.dense.init(likelihood, device)?;
         let body = ConvBody {
             blocks,
             dense,
             input: self.input,
         };
-        Ok(Bnn::new(body, head, likelihood))
+        Ok(Bnn::new(body, head, likelihood).with_moments(moments))
     }
 }
 
-impl Body for ConvBody {
-    type Input = Tensor<4>;
-
-    fn features(&self, x: Tensor<4>, pass: &mut Pass) -> Tensor<3> {
-        let [b, c, h, w] = x.dims();
+impl ConvBody {
+    fn check_input(&self, x: &Tensor<4>) {
+        let [_, c, h, w] = x.dims();
         assert!(
             [c, h, w] == self.input,
             "ConvBody: input shape {:?} does not match the configured images [B, {}, {}, {}]",
@@ -198,6 +198,15 @@ impl Body for ConvBody {
             self.input[1],
             self.input[2]
         );
+    }
+}
+
+impl Body for ConvBody {
+    type Input = Tensor<4>;
+
+    fn features(&self, x: Tensor<4>, pass: &mut Pass) -> Tensor<3> {
+        self.check_input(&x);
+        let b = x.dims()[0];
         let s = pass.samples();
         let mut z = x.unsqueeze::<5>().repeat_dim(0, s);
         for block in &self.blocks {
@@ -208,6 +217,24 @@ impl Body for ConvBody {
         }
         let [_, _, cf, hf, wf] = z.dims();
         self.dense.propagate(z.reshape([s, b, cf * hf * wf]), pass)
+    }
+
+    fn feature_moments(&self, x: Tensor<4>, pass: &mut Pass) -> Result<Moments<3>, Unsupported> {
+        self.check_input(&x);
+        let b = x.dims()[0];
+        let mut m = Moments::deterministic(x.unsqueeze::<5>());
+        for block in &self.blocks {
+            m = self
+                .dense
+                .activation
+                .moments(block.conv.moments(m, pass)?, pass.moment_rule())?;
+            if let Some(pool) = &block.pool {
+                m = pool.moments(m);
+            }
+        }
+        let [_, _, cf, hf, wf] = m.dims();
+        self.dense
+            .propagate_moments(m.reshape([1, b, cf * hf * wf]), pass)
     }
 
     fn feature_dim(&self) -> usize {

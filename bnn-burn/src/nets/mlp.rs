@@ -1,12 +1,13 @@
 //! The multilayer perceptron body: Bayesian linear layers with an activation after each.
 
 use super::{Bnn, Body};
+use crate::dist::Moments;
 use crate::error::{Check, ConfigError};
 use crate::layers::{
     Activation, BayesianLinear, BayesianLinearConfig, LayerDraw, Pass, WeightConfig,
 };
 use crate::likelihood::Likelihood;
-use crate::posterior::KlDivergence;
+use crate::posterior::{KlDivergence, Unsupported};
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
@@ -125,19 +126,46 @@ impl MlpBody {
         }
         h
     }
+
+    /// The moment form of [`MlpBody::propagate`]: each layer's linear moment rule, then the
+    /// activation's moment rule of the pass.
+    ///
+    /// # Errors
+    /// When the activation or a posterior has no moment rule.
+    pub fn propagate_moments(
+        &self,
+        mut m: Moments<3>,
+        pass: &mut Pass,
+    ) -> Result<Moments<3>, Unsupported> {
+        for layer in &self.layers {
+            m = self
+                .activation
+                .moments(layer.moments(m, pass)?, pass.moment_rule())?;
+        }
+        Ok(m)
+    }
+
+    fn check_input(&self, dims: [usize; 2]) {
+        let [b, d] = dims;
+        assert!(
+            d == self.d_input,
+            "MlpBody: input shape [{b}, {d}] has width {d}, but the network expects d_input = {}",
+            self.d_input
+        );
+    }
 }
 
 impl Body for MlpBody {
     type Input = Tensor<2>;
 
     fn features(&self, x: Tensor<2>, pass: &mut Pass) -> Tensor<3> {
-        let [b, d] = x.dims();
-        assert!(
-            d == self.d_input,
-            "MlpBody: input shape [{b}, {d}] has width {d}, but the network expects d_input = {}",
-            self.d_input
-        );
+        self.check_input(x.dims());
         self.propagate(x.unsqueeze::<3>().repeat_dim(0, pass.samples()), pass)
+    }
+
+    fn feature_moments(&self, x: Tensor<2>, pass: &mut Pass) -> Result<Moments<3>, Unsupported> {
+        self.check_input(x.dims());
+        self.propagate_moments(Moments::deterministic(x.unsqueeze::<3>()), pass)
     }
 
     fn feature_dim(&self) -> usize {

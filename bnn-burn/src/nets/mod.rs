@@ -7,10 +7,13 @@
 
 mod conv;
 mod mlp;
+mod moments;
 
 pub use conv::{ConvBlock, ConvBody, ConvNetConfig, ConvSpec, conv_features};
 pub use mlp::{MlpBody, MlpConfig};
+pub use moments::MomentConfig;
 
+use crate::dist::Moments;
 use crate::layers::{BayesianLinear, LayerDraw, Pass};
 use crate::likelihood::{Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood};
 use crate::objective::{StepRequest, StepTerms};
@@ -27,6 +30,22 @@ pub trait Body: Module + ModuleDisplay + 'static {
 
     /// Features `[S, B, F]` of the pass's `S` draws.
     fn features(&self, input: Self::Input, pass: &mut Pass) -> Tensor<3>;
+
+    /// Feature moments `[1, B, F]` under a moment pass ([`Pass::moments`]).
+    ///
+    /// # Errors
+    /// When a layer or activation has no moment rule; the default: a body that does not
+    /// propagate moments.
+    fn feature_moments(
+        &self,
+        _input: Self::Input,
+        _pass: &mut Pass,
+    ) -> Result<Moments<3>, Unsupported> {
+        Err(Unsupported {
+            family: "this body",
+            what: "does not propagate moments",
+        })
+    }
 
     /// Feature width `F`.
     fn feature_dim(&self) -> usize;
@@ -50,6 +69,9 @@ pub struct Bnn<B: Module, L: Module> {
     pub head: BayesianLinear,
     /// Observation model.
     pub likelihood: L,
+    /// Moment propagation: the rule, the logits' treatment, and whether training uses it.
+    #[module(skip)]
+    pub moments: MomentConfig,
 }
 
 /// A regressor with a homoscedastic Gaussian likelihood.
@@ -78,6 +100,7 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
             body,
             head,
             likelihood,
+            moments: MomentConfig::new(),
         }
     }
 
@@ -149,12 +172,16 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
             PredictMode::Samples(_) if self.is_point() => 1,
             PredictMode::Samples(n) => n,
             PredictMode::Moments => {
-                return Err(PredictError::Unsupported {
+                let unsupported = |why: Unsupported| PredictError::Unsupported {
                     model: "Bnn",
                     mode,
-                    reason: "these layers do not propagate moments; predict with \
-                             PredictMode::Samples(n)",
-                });
+                    reason: why.what,
+                };
+                let m = self.predictive_moments(input).map_err(unsupported)?;
+                return self
+                    .likelihood
+                    .predict_moments(m, self.moments.predict_logits)
+                    .map_err(unsupported);
             }
         };
         let out = self.forward(input, &mut Pass::predict(samples));
@@ -171,6 +198,9 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
         batch: Minibatch<B::Input, L::Target>,
         request: StepRequest,
     ) -> Result<StepTerms, Unsupported> {
+        if self.moments.train {
+            return self.moment_step(batch, request);
+        }
         let mut pass =
             Pass::train(request.samples, request.log_ratio).with_kernels(request.kernels);
         if let Some(weight) = request.kl_fold {
@@ -185,6 +215,40 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
             kl,
             local_kl: None,
             log_ratio: log_ratio?,
+        })
+    }
+}
+
+impl<B: Body, L: Likelihood> Bnn<B, L> {
+    /// A training step by moment propagation: `E_q[ln p(y | f)]` from the outputs' moments,
+    /// one deterministic pass, the layers' KL.
+    fn moment_step(
+        &self,
+        batch: Minibatch<B::Input, L::Target>,
+        request: StepRequest,
+    ) -> Result<StepTerms, Unsupported> {
+        if request.log_ratio {
+            return Err(Unsupported {
+                family: "moment propagation",
+                what: "has no per-draw ln q(w) − ln p(w): train it with the ELBO",
+            });
+        }
+        let mut pass = Pass::train_moments(self.moments.rule);
+        let out = self.output_moments(batch.input, &mut pass)?;
+        let device = out.mean.device();
+        let out = Moments::new(out.mean.squeeze_dim(0), out.var.squeeze_dim(0));
+        let b = out.dims()[0];
+        let ll = self.likelihood.expected_log_likelihood(
+            out,
+            batch.target,
+            self.moments.train_logits,
+        )?;
+        let (kl, _) = pass.into_terms(&device);
+        Ok(StepTerms {
+            log_likelihood: ll.reshape([1, b]),
+            kl,
+            local_kl: None,
+            log_ratio: None,
         })
     }
 }

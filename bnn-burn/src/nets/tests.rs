@@ -121,8 +121,14 @@ fn prediction_modes_and_point_estimates() {
         net.predict(x.clone(), PredictMode::Samples(0)).unwrap_err(),
         PredictError::NoSamples
     );
-    let err = net.predict(x.clone(), PredictMode::Moments).unwrap_err();
-    assert!(err.to_string().contains("Samples"), "{err}");
+    let m = net.predict(x.clone(), PredictMode::Moments).unwrap();
+    assert_eq!(m.samples().unwrap().probs.dims(), [100, 4, 3]);
+    let tanh = MlpConfig::new(2, vec![8], 3)
+        .with_activation(crate::layers::Activation::Tanh)
+        .init(Categorical, &d)
+        .unwrap();
+    let err = tanh.predict(x.clone(), PredictMode::Moments).unwrap_err();
+    assert!(err.to_string().contains("tanh has no moment rule"), "{err}");
     let p = net.predict(x.clone(), PredictMode::Samples(5)).unwrap();
     assert_eq!(p.samples().unwrap().probs.dims(), [5, 4, 3]);
     // A point estimate answers with one draw: they would all be equal.

@@ -224,7 +224,7 @@ impl<const D: usize> PosteriorDist<D> for DropoutDist<D> {
 
     fn log_q(&self, _w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
         Err(Unsupported {
-            family: "dropout",
+            family: "dropout posterior",
             what: "a dropout mask distribution has no density ln q(w) (its mass sits on points)",
         })
     }

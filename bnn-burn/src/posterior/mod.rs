@@ -43,11 +43,13 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::Tensor;
 
-/// A quantity a family does not define (e.g. the density of a point mass).
+/// A quantity a posterior family, an activation or a likelihood does not define (e.g. the
+/// density of a point mass, the moments of tanh).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{family} posterior: {what}")]
+#[error("{family}: {what}")]
 pub struct Unsupported {
-    /// The family.
+    /// What cannot give it: a posterior family (`"point posterior"`), an activation, a
+    /// likelihood.
     pub family: &'static str,
     /// What it cannot give, and why.
     pub what: &'static str,

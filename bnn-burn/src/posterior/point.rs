@@ -86,7 +86,7 @@ impl<const D: usize> PosteriorDist<D> for PointDist<D> {
 
     fn log_q(&self, _w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
         Err(Unsupported {
-            family: "point",
+            family: "point posterior",
             what: "a point mass has no density ln q(w)",
         })
     }
