@@ -6,9 +6,12 @@
 use super::{Bnn, Body};
 use crate::dist::Moments;
 use crate::layers::{MomentRule, Pass};
-use crate::likelihood::{Likelihood, LogitRule};
+use crate::likelihood::{GaussianLikelihood, Likelihood, LogitRule, NoiseFit};
 use crate::posterior::Unsupported;
+use crate::train::{Callback, EpochStats, TrainError};
 use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::Tensor;
 
 /// How a network propagates moments, and whether it trains that way.
 #[derive(Config, Debug, PartialEq)]
@@ -65,6 +68,77 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
     pub(crate) fn predictive_moments(&self, input: B::Input) -> Result<Moments<2>, Unsupported> {
         let m = self.output_moments(input, &mut Pass::moments(self.moments.rule))?;
         Ok(Moments::new(m.mean.squeeze_dim(0), m.var.squeeze_dim(0)))
+    }
+}
+
+/// VBP's closed-form noise (Haußmann 2021 §3.2): after every epoch the Gaussian likelihood's
+/// variance is set to its type-II maximum-likelihood value
+/// `σ² = 1/β* = (1/N) Σ_n [(y_n − E f(x_n))² + Var f(x_n)]` over the training rows, per
+/// target dimension, from the network's moments. The noise is then held out of the gradient
+/// ([`NoiseFit::Fixed`]).
+#[derive(Debug, Clone)]
+pub struct NoiseRefit {
+    x: Tensor<2>,
+    y: Tensor<2>,
+    chunk: usize,
+}
+
+impl NoiseRefit {
+    /// Refits on the training inputs `x [N, d]` and targets `y [N, D]` (any device; moved to
+    /// the model's), `chunk` rows at a time.
+    ///
+    /// # Panics
+    /// If `x` and `y` have different numbers of rows.
+    pub fn new(x: Tensor<2>, y: Tensor<2>) -> Self {
+        assert_eq!(
+            x.dims()[0],
+            y.dims()[0],
+            "NoiseRefit: {} input rows but {} target rows",
+            x.dims()[0],
+            y.dims()[0]
+        );
+        Self { x, y, chunk: 4096 }
+    }
+}
+
+impl<B: Body<Input = Tensor<2>>> Callback<Bnn<B, GaussianLikelihood>> for NoiseRefit {
+    fn update(
+        &mut self,
+        mut model: Bnn<B, GaussianLikelihood>,
+        stats: &EpochStats,
+    ) -> Result<Bnn<B, GaussianLikelihood>, TrainError> {
+        let valid = model.valid();
+        let device = valid.devices()[0].clone();
+        let [n, d] = self.y.dims();
+        let mut sum = Tensor::<2>::zeros([1, d], &device);
+        for start in (0..n).step_by(self.chunk) {
+            let rows = start..(start + self.chunk).min(n);
+            let x = self.x.clone().slice([rows.clone(), 0..self.x.dims()[1]]);
+            let y = self.y.clone().slice([rows, 0..d]).to_device(&device);
+            let m = valid.predictive_moments(x.to_device(&device))?;
+            sum = sum + ((y - m.mean).square() + m.var).sum_dim(0);
+        }
+        let var = crate::host::to_vec(sum)
+            .into_iter()
+            .map(|s| s / n as f64)
+            .collect::<Vec<_>>();
+        if let Some(bad) = var.iter().find(|v| !v.is_finite()) {
+            return Err(TrainError::Diverged {
+                epoch: stats.epoch,
+                step: 0,
+                detail: format!("the refitted noise variance is {bad}"),
+            });
+        }
+        let log_std: Vec<f32> = var
+            .iter()
+            .map(|v| (0.5 * v.max(1e-12).ln()) as f32)
+            .collect();
+        model.likelihood.fit = NoiseFit::Fixed;
+        model.likelihood.log_std = model
+            .likelihood
+            .log_std
+            .map(|t| Tensor::<1>::from_floats(log_std.as_slice(), &t.device()));
+        Ok(model)
     }
 }
 

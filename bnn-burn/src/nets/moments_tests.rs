@@ -227,3 +227,37 @@ fn training_by_moments_fits_a_regression_and_never_samples() {
         assert!(report.history.iter().all(|e| e.loss.is_finite()));
     }
 }
+
+#[test]
+fn noise_refit_sets_the_type_two_maximum_likelihood_noise_every_epoch() {
+    use crate::train::Trainer;
+    let _guard = seeded(&device(), 17);
+    let dev = training_device();
+    let n = 96;
+    let x = Tensor::<2>::random([n, 2], Distribution::Uniform(-2.0, 2.0), &device());
+    let y = x.clone().sum_dim(1).cos()
+        + Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 0.2), &device());
+    let likelihood = GaussianLikelihoodConfig::new().init(&dev).unwrap();
+    let net = MlpConfig::new(2, vec![16], 1)
+        .init(likelihood, &dev)
+        .unwrap()
+        .with_moments(MomentConfig::vbp());
+    let config = TrainConfig::new(20)
+        .with_batch_size(16)
+        .with_learning_rate(0.01)
+        .with_progress(false);
+    let (net, _) = Trainer::new(config)
+        .with_callback(NoiseRefit::new(x.clone(), y.clone()))
+        .fit(net, (x.clone(), y.clone()))
+        .unwrap();
+    let net = net.valid();
+    assert_eq!(net.likelihood.fit, crate::likelihood::NoiseFit::Fixed);
+    // The last refit used the parameters after the last step, which are the returned ones.
+    let m = net.predictive_moments(x).unwrap();
+    let want = to_vec(((y - m.mean).square() + m.var).mean())[0];
+    let got = to_vec(net.likelihood.noise_std())[0].powi(2);
+    assert!(
+        (got - want).abs() < 1e-4 * want,
+        "σ² = {got}, closed form {want}"
+    );
+}

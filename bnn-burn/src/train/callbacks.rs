@@ -1,6 +1,7 @@
-//! Callbacks: code that runs at the end of every step and epoch and may stop training or
-//! replace the returned model. Early stopping is one; checkpointing another; posterior moment
-//! collectors (SWAG) plug in the same way.
+//! Callbacks: code that runs at the end of every step and epoch and may stop training, set
+//! parameters in closed form between epochs, or replace the returned model. Early stopping is
+//! one; checkpointing another; VBP's noise refit ([`crate::nets::NoiseRefit`]) and posterior
+//! moment collectors (SWAG) plug in the same way.
 
 use super::{CheckpointError, EpochStats, TrainError, TrainReport, save_checkpoint};
 use burn::module::Module;
@@ -36,6 +37,13 @@ pub trait Callback<M> {
     /// After every epoch.
     fn on_epoch_end(&mut self, _model: &M, _stats: &EpochStats) -> Result<Flow, TrainError> {
         Ok(Flow::Continue)
+    }
+
+    /// After [`Callback::on_epoch_end`]: may return the model with parameters set in closed
+    /// form (e.g. VBP's noise precision refit after every epoch). Parameters an update sets
+    /// should not be trained by gradient (the optimiser's state of a parameter is kept by id).
+    fn update(&mut self, model: M, _stats: &EpochStats) -> Result<M, TrainError> {
+        Ok(model)
     }
 
     /// At the end; may return another model (the best one, an average).

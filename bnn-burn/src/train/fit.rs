@@ -205,6 +205,7 @@ impl<M: Model> Trainer<M> {
                 if callback.on_epoch_end(&model, &stats)? == Flow::Stop {
                     flow = Flow::Stop;
                 }
+                model = callback.update(model, &stats)?;
             }
             history.push(stats);
             if flow == Flow::Stop {
