@@ -6,7 +6,9 @@
 
 use bnn_burn::Prior;
 use bnn_burn::layers::{Estimator, WeightConfig};
-use bnn_burn::posterior::PosteriorConfig;
+use bnn_burn::nets::MomentConfig;
+use bnn_burn::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
+use bnn_burn::special::inverse_softplus;
 
 /// A named weight model.
 #[derive(Debug, Clone)]
@@ -15,6 +17,9 @@ pub struct Method {
     pub name: &'static str,
     /// The weight model of every layer.
     pub weights: WeightConfig,
+    /// `Some`: the network propagates moments (and trains by them if the config says so)
+    /// instead of sampling.
+    pub moments: Option<MomentConfig>,
 }
 
 impl Method {
@@ -23,7 +28,40 @@ impl Method {
         Self {
             name,
             weights: WeightConfig::of(posterior).with_estimator(estimator),
+            moments: None,
         }
+    }
+
+    /// A mean-field net trained and predicted by moment propagation under the prior
+    /// `N(0, 1/α)`, with Haußmann's initial variances (`ln σ² ≈ −9`, Haußmann 2021 §2.6).
+    fn moment_method(name: &'static str, moments: MomentConfig, alpha: f64) -> Self {
+        let sigma0 = (-4.5f64).exp();
+        let scale = ScaleInit::new()
+            .with_rho(inverse_softplus(sigma0))
+            .with_rho_std(1e-3);
+        let posterior = PosteriorConfig::MeanField(MeanFieldConfig::new().with_scale(scale));
+        let mut m = Self::new(name, posterior, Estimator::LocalReparameterization);
+        m.weights.prior = Prior::gaussian(1.0 / alpha.sqrt());
+        m.moments = Some(moments);
+        m
+    }
+
+    /// VBP (Haußmann 2021 ch. 3): mean-field weights, the identity–Heaviside gate (C = 100),
+    /// trained by moments (the regression noise refit after every epoch), prior precision `α`
+    /// (10 for regression, 100 for classification in the thesis).
+    pub fn vbp(alpha: f64) -> Self {
+        Self::moment_method("VBP", MomentConfig::vbp(), alpha)
+    }
+
+    /// CLT / DVI-diagonal moments (Wu et al. 2019; Haußmann 2021 ch. 4): exact Gaussian ReLU
+    /// moments, trained by moments, prior precision `α`.
+    pub fn clt(alpha: f64) -> Self {
+        Self::moment_method("CLT", MomentConfig::clt(), alpha)
+    }
+
+    /// Whether the method predicts by moments.
+    pub fn predicts_by_moments(&self) -> bool {
+        self.moments.is_some()
     }
 
     /// A point estimate (MAP) under an N(0, σ₀²) prior.

@@ -212,10 +212,10 @@ pub const PUBLISHED: [PublishedColumn; 7] = [
         test_rmse: [None; 9],
     },
     PublishedColumn {
-        name: "VBP",
+        name: "VBP (Haußmann)",
         source: "Haußmann 2021 Table 3.1",
         spread: Spread::StandardError,
-        counterparts: &[],
+        counterparts: &["VBP"],
         test_ll: [
             c(-2.59, 0.03),
             c(-3.15, 0.02),

@@ -34,8 +34,16 @@ pub fn registry() -> Vec<Box<dyn UciMethod>> {
         Box::new(fit(Method::mean_field(Estimator::LocalReparameterization))),
         Box::new(fit(Method::radial())),
         Box::new(fit(Method::low_rank(2))),
+        Box::new(fit(Method::vbp(HAUSSMANN_REGRESSION_ALPHA))),
+        Box::new(fit(Method::clt(HAUSSMANN_REGRESSION_ALPHA))),
     ]
 }
+
+/// The prior precision of Haußmann's UCI experiments (prior `N(0, 1/10)`, §2.6 of the digest).
+pub const HAUSSMANN_REGRESSION_ALPHA: f64 = 10.0;
+
+/// Haußmann's Adam learning rate for the UCI experiments of VBP (Haußmann 2021 §3.4).
+pub const HAUSSMANN_LEARNING_RATE: f64 = 1e-2;
 
 /// Activations held at once by a chunk of test passes (elements of the widest layer).
 pub(crate) const PASS_CHUNK_ELEMENTS: usize = 10_000_000;
@@ -43,11 +51,19 @@ pub(crate) const PASS_CHUNK_ELEMENTS: usize = 10_000_000;
 /// Test LL (mixture over `split.budget.test_passes` posterior draws, original units) and RMSE of
 /// the predictive mean. The draws go through the net in chunks ([`MixtureAccumulator`]), so
 /// Gal's 10 000 passes over protein's 4 573 test rows need no 18 GB tensor.
+///
+/// A network that trains by moments predicts by moments (`N(E f, Var f + σ²)`, no draws).
 pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), Box<dyn Error>> {
     let device = model.devices()[0].clone();
     let d = split.train.n_features;
     let x = matrix(&split.test_x, d, &device);
     let y = matrix(&split.y_scaler.transform(&split.test_y), 1, &device);
+    if model.moments.train {
+        let scores = model
+            .predict(x, PredictMode::Moments)?
+            .scores(y, &split.y_scaler.std);
+        return Ok((scores.log_likelihood, scores.rmse));
+    }
     let passes = split.budget.test_passes.max(1);
     let width = split.meta.n_hidden.max(d) * split.test_y.len().max(1);
     let chunk = (PASS_CHUNK_ELEMENTS / width).clamp(1, passes);
@@ -70,9 +86,13 @@ pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), 
 }
 
 /// Trains a one-hidden-layer regressor with `weights` on `data`; `fixed_noise_std`
-/// (standardised units) fixes the Gaussian noise, `None` learns it from 0.5.
+/// (standardised units) fixes the Gaussian noise, `None` learns it from 0.5. With `moments`
+/// that train, the net trains by moment propagation and its noise is refit in closed form after
+/// every epoch ([`NoiseRefit`], from σ = 1 as Haußmann's β₀ = 1).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn fit(
     weights: &WeightConfig,
+    moments: Option<&MomentConfig>,
     data: &RegressionData,
     split: &PreparedSplit,
     fixed_noise_std: Option<f64>,
@@ -82,17 +102,21 @@ pub(crate) fn fit(
 ) -> Result<(Regressor, usize), Box<dyn Error>> {
     let device = training_device();
     device.seed(seed);
+    let refit = moments.is_some_and(|m| m.train) && fixed_noise_std.is_none();
     let likelihood = GaussianLikelihoodConfig::new()
-        .with_noise_std(fixed_noise_std.unwrap_or(0.5))
-        .with_fit(if fixed_noise_std.is_some() {
+        .with_noise_std(fixed_noise_std.unwrap_or(if refit { 1.0 } else { 0.5 }))
+        .with_fit(if fixed_noise_std.is_some() || refit {
             NoiseFit::Fixed
         } else {
             NoiseFit::Learned
         })
         .init(&device)?;
-    let model = MlpConfig::new(data.n_features, vec![split.meta.n_hidden], 1)
+    let mut model = MlpConfig::new(data.n_features, vec![split.meta.n_hidden], 1)
         .with_weights(weights.clone())
         .init(likelihood, &device)?;
+    if let Some(m) = moments {
+        model = model.with_moments(m.clone());
+    }
     let config = TrainConfig::new(split.budget.epochs)
         .with_batch_size(split.budget.batch_size)
         .with_learning_rate(split.budget.learning_rate)
@@ -102,7 +126,11 @@ pub(crate) fn fit(
         .with_progress(false);
     let x = matrix(&data.x, data.n_features, &device);
     let y = matrix(&data.y, 1, &device);
-    let (model, report) = train(model, (x, y), &config)?;
+    let mut trainer = Trainer::new(config);
+    if refit {
+        trainer = trainer.with_callback(NoiseRefit::new(x.clone(), y.clone()));
+    }
+    let (model, report) = trainer.fit(model, (x, y))?;
     Ok((model.valid(), report.best_epoch))
 }
 
@@ -121,9 +149,20 @@ impl UciMethod for BayesianFit {
         self.method.name
     }
 
+    /// The protocol's budget; the moment methods at Haußmann's learning rate 10⁻².
+    fn budget(&self, d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
+        let mut b = budget(d, meta, n_train, options);
+        if self.method.predicts_by_moments() {
+            b.learning_rate = HAUSSMANN_LEARNING_RATE;
+            b.test_passes = 1;
+        }
+        b
+    }
+
     fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
         let (model, best_epoch) = fit(
             &self.method.weights,
+            self.method.moments.as_ref(),
             &split.train,
             split,
             None,
@@ -184,6 +223,7 @@ impl GalDropout {
             .with_initializer(Initializer::XavierUniform { gain: 1.0 });
         let (mut model, _) = fit(
             &weights,
+            None,
             &eval.train,
             eval,
             Some(std::f64::consts::FRAC_1_SQRT_2),
