@@ -1,6 +1,6 @@
 //! `bnn-bench`: the one front door for the experiments of bnn-burn.
 
-use bnn_bench::{alloc, data_load, mnist, perf, perf_models, quickstart, toy, uci};
+use bnn_bench::{alloc, data_load, mnist, perf, perf_models, perf_predict, quickstart, toy, uci};
 
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
@@ -34,6 +34,25 @@ enum Command {
         /// Training epochs per method.
         #[arg(long, default_value_t = 1500)]
         epochs: usize,
+    },
+    /// What a prediction costs by moment propagation against Monte Carlo through the same
+    /// trained nets (MFVI-LRT, VBP; MLP 1-200-200-1 on the cubic toy), with each one's test LL.
+    PerfPredict {
+        /// Output folder for perf-predict.md and perf-predict.json.
+        #[arg(long, default_value = "runs/perf-predict")]
+        out: PathBuf,
+        /// Seed of data, initialisation and training.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Training epochs per method.
+        #[arg(long, default_value_t = 300)]
+        epochs: usize,
+        /// Monte Carlo draws of the sampled prediction.
+        #[arg(long, default_value_t = 100)]
+        samples: usize,
+        /// Timed repetitions of each prediction (the median is reported).
+        #[arg(long, default_value_t = 11)]
+        rounds: usize,
     },
     /// Milliseconds per training step and peak heap of the MLP 784-400-400-10 (batch 128) and
     /// LeNet5 (batch 100), Adam, for burn's deterministic layers and every posterior family,
@@ -200,6 +219,20 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Quickstart { out, seed, epochs } => quickstart::run(&out, seed, epochs),
+        Command::PerfPredict {
+            out,
+            seed,
+            epochs,
+            samples,
+            rounds,
+        } => perf_predict::run(&perf_predict::PredictOptions {
+            out,
+            seed,
+            epochs,
+            samples,
+            rounds,
+        })
+        .map(|_| ()),
         Command::Perf {
             out,
             steps,

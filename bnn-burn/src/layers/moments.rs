@@ -11,7 +11,7 @@
 
 use crate::dist::Moments;
 use crate::posterior::Unsupported;
-use crate::special::{normal_cdf, normal_log_cdf, normal_pdf};
+use crate::special::{normal_cdf_pair, normal_log_cdf, normal_pdf};
 use burn::config::Config;
 use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
@@ -63,10 +63,11 @@ impl<const D: usize> Standardised<D> {
     fn new(m: &Moments<D>) -> Self {
         let s = (m.var.clone().clamp_min(0.0) + VAR_EPS).sqrt();
         let a = (m.mean.clone() / s.clone()).clamp(-A_MAX, A_MAX);
+        let (cdf, cdf_neg) = normal_cdf_pair(a.clone());
         Self {
             mean: m.mean.clone(),
-            cdf: normal_cdf(a.clone()),
-            cdf_neg: normal_cdf(a.clone().neg()),
+            cdf,
+            cdf_neg,
             pdf: normal_pdf(a.clone()),
             s,
             a,
