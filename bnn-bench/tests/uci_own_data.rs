@@ -92,6 +92,7 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
         "budget": result["budget"],
         "k": 0,
         "outcome": { "test_ll": 123.0, "test_rmse": 0.5, "detail": "" },
+        "seconds": 1000.0,
     });
     std::fs::write(
         out.join("myLinearSet-MFVI.splits.jsonl"),
@@ -115,6 +116,9 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
     let resumed = &record["results"][0]["splits"];
     assert_eq!(resumed[0]["test_ll"], 123.0);
     assert_eq!(resumed[1], first_run[1]);
+    // The row's time includes the reused split's recorded 1000 s.
+    let seconds = record["results"][0]["seconds"].as_f64().unwrap();
+    assert!(seconds > 1000.0, "row seconds {seconds}");
     assert!(!out.join("myLinearSet-MFVI.splits.jsonl").exists());
 
     // A folder that is not in the layout is an error naming it, before any training.

@@ -286,7 +286,8 @@ pub struct MethodResult {
     pub budget: Budget,
     /// One outcome per split, in split order.
     pub splits: Vec<SplitOutcome>,
-    /// Wall time over all splits, seconds.
+    /// Seconds over all splits (the sum of the splits' own times, those reused by a resumed run
+    /// included; 0 for a split finished by a version that did not record its time).
     pub seconds: f64,
 }
 

@@ -19,6 +19,9 @@ struct SplitRecord {
     budget: Budget,
     k: usize,
     outcome: SplitOutcome,
+    /// Wall time of the split (0 in files written before it was recorded).
+    #[serde(default)]
+    seconds: f64,
 }
 
 /// Where a row's finished splits are kept while it runs (removed when the row is done): a
@@ -32,13 +35,16 @@ pub(crate) fn progress_path(unit: &Unit, out: &Path) -> PathBuf {
     ))
 }
 
-/// The splits of `unit` already finished under `seed` (split number → outcome).
+/// A finished split's outcome and its wall time in seconds.
+type Finished = (SplitOutcome, f64);
+
+/// The splits of `unit` already finished under `seed` (split number → outcome and seconds).
 pub(crate) fn finished_splits(
     path: &Path,
     unit: &Unit,
     seed: u64,
-) -> Result<Vec<Option<SplitOutcome>>, Box<dyn Error>> {
-    let mut done: Vec<Option<SplitOutcome>> = vec![None; unit.n_splits];
+) -> Result<Vec<Option<Finished>>, Box<dyn Error>> {
+    let mut done: Vec<Option<Finished>> = vec![None; unit.n_splits];
     let Some(text) = crate::experiment::read_if_exists(path)? else {
         return Ok(done);
     };
@@ -53,7 +59,7 @@ pub(crate) fn finished_splits(
             continue;
         };
         if r.seed == seed && r.budget == unit.budget && r.k < unit.n_splits {
-            done[r.k] = Some(r.outcome);
+            done[r.k] = Some((r.outcome, r.seconds));
         }
     }
     Ok(done)
@@ -67,7 +73,6 @@ pub(crate) fn run_unit(
     out: &Path,
     resume: bool,
 ) -> Result<MethodResult, Box<dyn Error>> {
-    let t0 = Instant::now();
     let (dataset, set, method, n_splits) = (unit.dataset, unit.set, unit.method, unit.n_splits);
     let progress = progress_path(unit, out);
     let mut splits = if resume {
@@ -85,6 +90,7 @@ pub(crate) fn run_unit(
     }
     let todo: Vec<usize> = (0..n_splits).filter(|&k| splits[k].is_none()).collect();
     for k in todo {
+        let t0 = Instant::now();
         let prepared = prepare(
             dataset,
             set,
@@ -93,6 +99,7 @@ pub(crate) fn run_unit(
             split_seed(seed, dataset, method.name(), k),
         )?;
         let outcome = method.run(&prepared)?;
+        let seconds = t0.elapsed().as_secs_f64();
         eprintln!(
             "[{}] {} split {}/{n_splits}: test LL {:.3}, RMSE {:.3} ({:.1} s) {}",
             dataset,
@@ -100,7 +107,7 @@ pub(crate) fn run_unit(
             k + 1,
             outcome.test_ll,
             outcome.test_rmse,
-            t0.elapsed().as_secs_f64(),
+            seconds,
             outcome.detail
         );
         let record = SplitRecord {
@@ -108,6 +115,7 @@ pub(crate) fn run_unit(
             budget: unit.budget,
             k,
             outcome: outcome.clone(),
+            seconds,
         };
         let mut line = serde_json::to_string(&record)?;
         line.push('\n');
@@ -118,15 +126,17 @@ pub(crate) fn run_unit(
             .open(&progress)
             .and_then(|mut f| f.write_all(line.as_bytes()))
             .map_err(|e| format!("{}: {e}", progress.display()))?;
-        splits[k] = Some(outcome);
+        splits[k] = Some((outcome, seconds));
     }
     let _ = std::fs::remove_file(&progress);
+    let (splits, times): (Vec<SplitOutcome>, Vec<f64>) = splits.into_iter().flatten().unzip();
     Ok(MethodResult {
         method: method.name().to_string(),
         dataset: dataset.clone(),
         budget: unit.budget,
-        splits: splits.into_iter().flatten().collect(),
-        seconds: t0.elapsed().as_secs_f64(),
+        splits,
+        // The splits' own times, reused ones included: a resumed row reports its whole cost.
+        seconds: times.iter().sum(),
     })
 }
 
