@@ -4,11 +4,14 @@
 //! estimator and prior everywhere (a harness may set the task's hyperparameters, such as the
 //! drop rate). The settings are the benchmarks' (N(0, 1) priors, ρ₀ = −5, Gal's length-scales).
 
-use bnn_burn::Prior;
 use bnn_burn::layers::{Estimator, WeightConfig};
-use bnn_burn::nets::MomentConfig;
+use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+use bnn_burn::nets::{MlpConfig, MomentConfig, NoiseRefit, Regressor};
 use bnn_burn::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
 use bnn_burn::special::inverse_softplus;
+use bnn_burn::train::{TrainConfig, Trainer};
+use bnn_burn::{ConfigError, Prior};
+use burn::tensor::{Device, Tensor};
 
 /// A named weight model.
 #[derive(Debug, Clone)]
@@ -17,8 +20,8 @@ pub struct Method {
     pub name: &'static str,
     /// The weight model of every layer.
     pub weights: WeightConfig,
-    /// `Some`: the network propagates moments (and trains by them if the config says so)
-    /// instead of sampling.
+    /// `Some`: the network trains and predicts by moment propagation instead of sampling (the
+    /// constructors set [`MomentConfig::train`]).
     pub moments: Option<MomentConfig>,
 }
 
@@ -59,9 +62,53 @@ impl Method {
         Self::moment_method("CLT", MomentConfig::clt(), alpha)
     }
 
-    /// Whether the method predicts by moments.
+    /// Whether the method trains and predicts by moments.
     pub fn predicts_by_moments(&self) -> bool {
         self.moments.is_some()
+    }
+
+    /// The MLP regressor of this method (its weights and moment settings). Its Gaussian noise
+    /// starts at σ = 1 and is held out of the gradient for a method trained by moments (β₀ = 1,
+    /// refit in closed form by [`Method::regression_trainer`]); otherwise it is learned from
+    /// `noise_std`.
+    ///
+    /// # Errors
+    /// An invalid `mlp` or `noise_std`.
+    pub fn regressor(
+        &self,
+        mlp: MlpConfig,
+        noise_std: f64,
+        device: &Device,
+    ) -> Result<Regressor, ConfigError> {
+        let likelihood = match self.moments {
+            Some(_) => GaussianLikelihoodConfig::new()
+                .with_noise_std(1.0)
+                .with_fit(NoiseFit::Fixed),
+            None => GaussianLikelihoodConfig::new().with_noise_std(noise_std),
+        }
+        .init(device)?;
+        let model = mlp
+            .with_weights(self.weights.clone())
+            .init(likelihood, device)?;
+        Ok(match &self.moments {
+            Some(m) => model.with_moments(m.clone()),
+            None => model,
+        })
+    }
+
+    /// The trainer of a regressor of this method on `(x, y)`: a method trained by moments
+    /// refits its noise in closed form after every epoch ([`NoiseRefit`], Haußmann 2021 §3.2).
+    pub fn regression_trainer(
+        &self,
+        config: TrainConfig,
+        x: &Tensor<2>,
+        y: &Tensor<2>,
+    ) -> Trainer<Regressor> {
+        let trainer = Trainer::new(config);
+        match self.moments {
+            Some(_) => trainer.with_callback(NoiseRefit::new(x.clone(), y.clone())),
+            None => trainer,
+        }
     }
 
     /// A point estimate (MAP) under an N(0, σ₀²) prior.

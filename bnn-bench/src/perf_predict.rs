@@ -10,10 +10,9 @@
 use crate::methods::Method;
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::Estimator;
-use bnn_burn::likelihood::GaussianLikelihoodConfig;
-use bnn_burn::nets::{MlpConfig, NoiseRefit, Regressor};
+use bnn_burn::nets::{MlpConfig, Regressor};
 use bnn_burn::predict::{GaussianPrediction, Predict, PredictMode};
-use bnn_burn::train::{TrainConfig, Trainer};
+use bnn_burn::train::TrainConfig;
 use bnn_datasets::{RegressionData, toy};
 use burn::module::Module;
 use std::error::Error;
@@ -162,28 +161,21 @@ fn fit(
 ) -> Result<Regressor, Box<dyn Error>> {
     let device = bnn_burn::training_device();
     device.seed(o.seed);
-    let moments = method.moments.clone().filter(|m| m.train);
-    let likelihood = GaussianLikelihoodConfig::new()
-        .with_noise_std(if moments.is_some() { 1.0 } else { 0.5 })
-        .init(&device)?;
-    let mut model = MlpConfig::new(1, HIDDEN.to_vec(), 1)
-        .with_weights(method.weights.clone())
-        .init(likelihood, &device)?;
-    if let Some(m) = &method.moments {
-        model = model.with_moments(m.clone());
-    }
+    let model = method.regressor(MlpConfig::new(1, HIDDEN.to_vec(), 1), 0.5, &device)?;
     let x = matrix(&train.x, 1, &device);
     let y = matrix(&train.y, 1, &device);
     let config = TrainConfig::new(o.epochs)
         .with_batch_size(64)
-        .with_learning_rate(if moments.is_some() { 1e-2 } else { 3e-3 })
+        .with_learning_rate(if method.predicts_by_moments() {
+            1e-2
+        } else {
+            3e-3
+        })
         .with_seed(o.seed)
         .with_progress(false);
-    let mut trainer = Trainer::new(config);
-    if moments.is_some() {
-        trainer = trainer.with_callback(NoiseRefit::new(x.clone(), y.clone()));
-    }
-    let (model, _) = trainer.fit(model, (x, y))?;
+    let (model, _) = method
+        .regression_trainer(config, &x, &y)
+        .fit(model, (x, y))?;
     Ok(model.valid())
 }
 

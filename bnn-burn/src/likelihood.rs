@@ -43,8 +43,9 @@ pub trait Likelihood: Module + ModuleDisplay + 'static {
         _logits: LogitRule,
     ) -> Result<Self::Prediction, Unsupported> {
         Err(Unsupported {
-            family: "likelihood",
-            what: "this likelihood has no prediction from output moments",
+            family: std::any::type_name::<Self>(),
+            what: "this likelihood has no prediction from output moments; predict with \
+                   PredictMode::Samples(n)",
         })
     }
 
@@ -60,8 +61,9 @@ pub trait Likelihood: Module + ModuleDisplay + 'static {
         _logits: LogitRule,
     ) -> Result<Tensor<1>, Unsupported> {
         Err(Unsupported {
-            family: "likelihood",
-            what: "this likelihood has no expected log-likelihood under output moments",
+            family: std::any::type_name::<Self>(),
+            what: "this likelihood has no expected log-likelihood under output moments; train \
+                   it by sampling (MomentConfig::train = false)",
         })
     }
 }
@@ -192,7 +194,7 @@ impl Likelihood for GaussianLikelihood {
     ) -> Result<Tensor<1>, Unsupported> {
         let b = y.dims()[0];
         let var = self.variance().squeeze_dim::<2>(0);
-        let fit = (y - out.mean).square() + out.var;
+        let fit = out.expected_squared_error(y);
         let ll = fit.div(var.clone() * 2.0).neg() - var.log() * 0.5 - HALF_LN_2PI;
         Ok(ll.sum_dim(1).reshape([b]))
     }
@@ -295,8 +297,7 @@ impl Likelihood for Categorical {
                 pick(out.mean) - (lse + correction).reshape([b])
             }
             LogitRule::Sampled { samples } => {
-                let s = samples.max(1);
-                let ll = self.log_likelihood(sample_logits(out, s), labels);
+                let ll = self.log_likelihood(sample_logits(out, samples), labels);
                 ll.mean_dim(0).reshape([b])
             }
         })

@@ -21,3 +21,36 @@ pub fn seeded(device: &Device, seed: u64) -> MutexGuard<'static, ()> {
 }
 
 pub use crate::host::to_vec;
+
+/// Sample mean and (population) variance of `xs`, with their standard errors `√(Var/n)` and
+/// `√((m₄ − Var²)/n)`: the tolerances of the Monte Carlo checks.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleMoments {
+    /// Sample mean.
+    pub mean: f64,
+    /// Sample variance (divided by `n`).
+    pub var: f64,
+    /// Standard error of the mean.
+    pub mean_se: f64,
+    /// Standard error of the variance.
+    pub var_se: f64,
+}
+
+/// The [`SampleMoments`] of `xs` (in `f64`, two passes).
+pub fn sample_moments(xs: &[f64]) -> SampleMoments {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let (mut m2, mut m4) = (0.0, 0.0);
+    for x in xs {
+        let d2 = (x - mean).powi(2);
+        m2 += d2;
+        m4 += d2 * d2;
+    }
+    let (var, m4) = (m2 / n, m4 / n);
+    SampleMoments {
+        mean,
+        var,
+        mean_se: (var / n).sqrt(),
+        var_se: ((m4 - var * var).max(0.0) / n).sqrt(),
+    }
+}

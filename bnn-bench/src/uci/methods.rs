@@ -85,14 +85,12 @@ pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), 
     Ok((scores.log_likelihood, scores.rmse))
 }
 
-/// Trains a one-hidden-layer regressor with `weights` on `data`; `fixed_noise_std`
-/// (standardised units) fixes the Gaussian noise, `None` learns it from 0.5. With `moments`
-/// that train, the net trains by moment propagation and its noise is refit in closed form after
-/// every epoch ([`NoiseRefit`], from σ = 1 as Haußmann's β₀ = 1).
-#[allow(clippy::too_many_arguments)]
+/// Trains a one-hidden-layer regressor of `method` on `data` ([`Method::regressor`] and
+/// [`Method::regression_trainer`]: a method trained by moments refits its noise in closed form);
+/// `fixed_noise_std` (standardised units) fixes the Gaussian noise instead, `None` learns it
+/// from 0.5.
 pub(crate) fn fit(
-    weights: &WeightConfig,
-    moments: Option<&MomentConfig>,
+    method: &Method,
     data: &RegressionData,
     split: &PreparedSplit,
     fixed_noise_std: Option<f64>,
@@ -102,20 +100,13 @@ pub(crate) fn fit(
 ) -> Result<(Regressor, usize), Box<dyn Error>> {
     let device = training_device();
     device.seed(seed);
-    let refit = moments.is_some_and(|m| m.train) && fixed_noise_std.is_none();
-    let likelihood = GaussianLikelihoodConfig::new()
-        .with_noise_std(fixed_noise_std.unwrap_or(if refit { 1.0 } else { 0.5 }))
-        .with_fit(if fixed_noise_std.is_some() || refit {
-            NoiseFit::Fixed
-        } else {
-            NoiseFit::Learned
-        })
-        .init(&device)?;
-    let mut model = MlpConfig::new(data.n_features, vec![split.meta.n_hidden], 1)
-        .with_weights(weights.clone())
-        .init(likelihood, &device)?;
-    if let Some(m) = moments {
-        model = model.with_moments(m.clone());
+    let mlp = MlpConfig::new(data.n_features, vec![split.meta.n_hidden], 1);
+    let mut model = method.regressor(mlp, 0.5, &device)?;
+    if let Some(std) = fixed_noise_std {
+        model.likelihood = GaussianLikelihoodConfig::new()
+            .with_noise_std(std)
+            .with_fit(NoiseFit::Fixed)
+            .init(&device)?;
     }
     let config = TrainConfig::new(split.budget.epochs)
         .with_batch_size(split.budget.batch_size)
@@ -126,10 +117,7 @@ pub(crate) fn fit(
         .with_progress(false);
     let x = matrix(&data.x, data.n_features, &device);
     let y = matrix(&data.y, 1, &device);
-    let mut trainer = Trainer::new(config);
-    if refit {
-        trainer = trainer.with_callback(NoiseRefit::new(x.clone(), y.clone()));
-    }
+    let trainer = method.regression_trainer(config, &x, &y);
     let (model, report) = trainer.fit(model, (x, y))?;
     Ok((model.valid(), report.best_epoch))
 }
@@ -161,8 +149,7 @@ impl UciMethod for BayesianFit {
 
     fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
         let (model, best_epoch) = fit(
-            &self.method.weights,
-            self.method.moments.as_ref(),
+            &self.method,
             &split.train,
             split,
             None,
@@ -175,11 +162,17 @@ impl UciMethod for BayesianFit {
         Ok(SplitOutcome {
             test_ll,
             test_rmse,
-            detail: match self.early_stopping {
-                Some(_) => {
-                    format!("learned noise std {noise:.4}, best validation epoch {best_epoch}")
+            detail: {
+                let how = match self.method.predicts_by_moments() {
+                    true => "closed-form",
+                    false => "learned",
+                };
+                match self.early_stopping {
+                    Some(_) => {
+                        format!("{how} noise std {noise:.4}, best validation epoch {best_epoch}")
+                    }
+                    None => format!("{how} noise std {noise:.4}"),
                 }
-                None => format!("learned noise std {noise:.4}"),
             },
         })
     }
@@ -218,12 +211,12 @@ impl GalDropout {
     ) -> Result<(f64, f64), Box<dyn Error>> {
         // Prior N(0, τ/l²) on M: the dropout KL's weight decay is l²(1−p)/(2Nτ)·‖M‖².
         // Keras's Dense defaults: Glorot-uniform kernels, zero biases.
-        let weights = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt())
+        let mut method = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt());
+        method.weights = method
             .weights
             .with_initializer(Initializer::XavierUniform { gain: 1.0 });
         let (mut model, _) = fit(
-            &weights,
-            None,
+            &method,
             &eval.train,
             eval,
             Some(std::f64::consts::FRAC_1_SQRT_2),

@@ -9,12 +9,12 @@
 use crate::methods::Method;
 use crate::uci_published::{self, PublishedColumn};
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::layers::{Estimator, WeightConfig};
+use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
 use bnn_burn::metrics::mean_and_standard_error;
-use bnn_burn::nets::{MlpConfig, MomentConfig, NoiseRefit, Regressor};
+use bnn_burn::nets::{MlpConfig, Regressor};
 use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
-use bnn_burn::train::{EarlyStoppingConfig, TrainConfig, Trainer};
+use bnn_burn::train::{EarlyStoppingConfig, TrainConfig};
 use bnn_burn::training_device;
 use bnn_datasets::uci::{UciData, UciDataset, UciMeta};
 use bnn_datasets::{DataRoot, RegressionData, Standardizer};

@@ -38,6 +38,12 @@ impl<const D: usize> Moments<D> {
         self.var.clone() + self.mean.clone().square()
     }
 
+    /// `E[(y − h)²] = (y − E h)² + Var h` for targets `y` of the same shape: the data term of
+    /// a Gaussian likelihood's expectation (Haußmann 2021 eq. 3.5).
+    pub fn expected_squared_error(&self, y: Tensor<D>) -> Tensor<D> {
+        (y - self.mean.clone()).square() + self.var.clone()
+    }
+
     /// Shape of the activation.
     pub fn dims(&self) -> [usize; D] {
         self.mean.dims()

@@ -4,7 +4,7 @@
 //! the rule's own evaluation.
 
 use super::*;
-use crate::testing::{test_device, to_vec};
+use crate::testing::{SampleMoments, sample_moments, test_device, to_vec};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
 const N: usize = 1_000_000;
@@ -26,29 +26,8 @@ fn normals(n: usize, seed: u64) -> Vec<f64> {
 }
 
 /// Sample mean, variance and their standard errors of `h(i)` over `n` draws.
-struct McMoments {
-    mean: f64,
-    var: f64,
-    mean_se: f64,
-    var_se: f64,
-}
-
-fn monte_carlo(n: usize, mut h: impl FnMut(usize) -> f64) -> McMoments {
-    let xs: Vec<f64> = (0..n).map(&mut h).collect();
-    let mean = xs.iter().sum::<f64>() / n as f64;
-    let (mut m2, mut m4) = (0.0, 0.0);
-    for x in &xs {
-        let d2 = (x - mean).powi(2);
-        m2 += d2;
-        m4 += d2 * d2;
-    }
-    let (var, m4) = (m2 / n as f64, m4 / n as f64);
-    McMoments {
-        mean,
-        var,
-        mean_se: (var / n as f64).sqrt(),
-        var_se: ((m4 - var * var).max(0.0) / n as f64).sqrt(),
-    }
+fn monte_carlo(n: usize, h: impl FnMut(usize) -> f64) -> SampleMoments {
+    sample_moments(&(0..n).map(h).collect::<Vec<_>>())
 }
 
 /// The grid: `s ∈ {0.1, 1, 3}`, `a = μ/s ∈ {−10, …, 10}`.

@@ -42,8 +42,8 @@ pub trait Body: Module + ModuleDisplay + 'static {
         _pass: &mut Pass,
     ) -> Result<Moments<3>, Unsupported> {
         Err(Unsupported {
-            family: "this body",
-            what: "does not propagate moments",
+            family: std::any::type_name::<Self>(),
+            what: "this body does not propagate moments; predict with PredictMode::Samples(n)",
         })
     }
 
@@ -173,7 +173,7 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
             PredictMode::Samples(n) => n,
             PredictMode::Moments => {
                 let unsupported = |why: Unsupported| PredictError::Unsupported {
-                    model: "Bnn",
+                    model: why.family,
                     mode,
                     reason: why.what,
                 };

@@ -80,12 +80,14 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
 pub struct NoiseRefit {
     x: Tensor<2>,
     y: Tensor<2>,
-    chunk: usize,
 }
+
+/// Rows per moment pass of a refit.
+const REFIT_CHUNK: usize = 4096;
 
 impl NoiseRefit {
     /// Refits on the training inputs `x [N, d]` and targets `y [N, D]` (any device; moved to
-    /// the model's), `chunk` rows at a time.
+    /// the model's), a few thousand rows at a time.
     ///
     /// # Panics
     /// If `x` and `y` have different numbers of rows.
@@ -97,7 +99,7 @@ impl NoiseRefit {
             x.dims()[0],
             y.dims()[0]
         );
-        Self { x, y, chunk: 4096 }
+        Self { x, y }
     }
 }
 
@@ -111,12 +113,12 @@ impl<B: Body<Input = Tensor<2>>> Callback<Bnn<B, GaussianLikelihood>> for NoiseR
         let device = valid.devices()[0].clone();
         let [n, d] = self.y.dims();
         let mut sum = Tensor::<2>::zeros([1, d], &device);
-        for start in (0..n).step_by(self.chunk) {
-            let rows = start..(start + self.chunk).min(n);
+        for start in (0..n).step_by(REFIT_CHUNK) {
+            let rows = start..(start + REFIT_CHUNK).min(n);
             let x = self.x.clone().slice([rows.clone(), 0..self.x.dims()[1]]);
             let y = self.y.clone().slice([rows, 0..d]).to_device(&device);
             let m = valid.predictive_moments(x.to_device(&device))?;
-            sum = sum + ((y - m.mean).square() + m.var).sum_dim(0);
+            sum = sum + m.expected_squared_error(y).sum_dim(0);
         }
         let var = crate::host::to_vec(sum)
             .into_iter()

@@ -7,7 +7,7 @@ use crate::likelihood::{Categorical, GaussianLikelihoodConfig, LogitRule};
 use crate::nets::{MlpConfig, Regressor};
 use crate::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
 use crate::predict::{Predict, PredictMode};
-use crate::testing::{seeded, to_vec};
+use crate::testing::{sample_moments, seeded, to_vec};
 use crate::train::{TrainConfig, train};
 use crate::{device, training_device};
 use burn::module::Module;
@@ -45,11 +45,8 @@ fn moments_and_monte_carlo(net: &Regressor, n: usize) -> Vec<[f64; 6]> {
     (0..b)
         .map(|i| {
             let xs: Vec<f64> = (0..n).map(|s| f[s * b + i]).collect();
-            let mc_mean = xs.iter().sum::<f64>() / n as f64;
-            let m2 = xs.iter().map(|v| (v - mc_mean).powi(2)).sum::<f64>() / n as f64;
-            let m4 = xs.iter().map(|v| (v - mc_mean).powi(4)).sum::<f64>() / n as f64;
-            let (mean_se, var_se) = ((m2 / n as f64).sqrt(), ((m4 - m2 * m2) / n as f64).sqrt());
-            [mean[i], var[i], mc_mean, m2, mean_se, var_se]
+            let mc = sample_moments(&xs);
+            [mean[i], var[i], mc.mean, mc.var, mc.mean_se, mc.var_se]
         })
         .collect()
 }

@@ -37,7 +37,7 @@ pub enum PredictError {
     /// The model cannot predict in this mode.
     #[error("{model} cannot predict in mode {mode:?}: {reason}")]
     Unsupported {
-        /// The model.
+        /// The model, or the part of it that cannot (an activation, a likelihood, a body).
         model: &'static str,
         /// The mode asked for.
         mode: PredictMode,
