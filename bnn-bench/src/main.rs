@@ -217,6 +217,11 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    // A bad BNN_BURN_BACKEND is an error before any work, not a panic in the middle of it.
+    if let Err(e) = bnn_burn::device::try_selected_backend() {
+        eprintln!("{e}");
+        std::process::exit(2);
+    }
     let result = match cli.command {
         Command::Quickstart { out, seed, epochs } => quickstart::run(&out, seed, epochs),
         Command::PerfPredict {

@@ -5,7 +5,7 @@
 //! drop rate). The settings are the benchmarks' (N(0, 1) priors, ρ₀ = −5, Gal's length-scales).
 
 use bnn_burn::layers::{Estimator, WeightConfig};
-use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit, NoiseModel};
 use bnn_burn::nets::{MlpConfig, MomentConfig, NoiseRefit, Regressor};
 use bnn_burn::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
 use bnn_burn::special::inverse_softplus;
@@ -23,6 +23,8 @@ pub struct Method {
     /// `Some`: the network trains and predicts by moment propagation instead of sampling (the
     /// constructors set [`MomentConfig::train`]).
     pub moments: Option<MomentConfig>,
+    /// A regressor's noise: homoscedastic, or the network's log-variance output (DVI).
+    pub noise: NoiseModel,
 }
 
 impl Method {
@@ -32,6 +34,7 @@ impl Method {
             name,
             weights: WeightConfig::of(posterior).with_estimator(estimator),
             moments: None,
+            noise: NoiseModel::Homoscedastic,
         }
     }
 
@@ -56,10 +59,19 @@ impl Method {
         Self::moment_method("VBP", MomentConfig::vbp(), alpha)
     }
 
-    /// CLT / DVI-diagonal moments (Wu et al. 2019; Haußmann 2021 ch. 4): exact Gaussian ReLU
-    /// moments, trained by moments, prior precision `α`.
+    /// CLT moments (Haußmann 2021 ch. 4): exact Gaussian ReLU moments, trained by moments (the
+    /// regression noise refit like VBP's), prior precision `α`.
     pub fn clt(alpha: f64) -> Self {
         Self::moment_method("CLT", MomentConfig::clt(), alpha)
+    }
+
+    /// DVI, diagonal (Wu et al. 2019): CLT moments and, for regression, the heteroscedastic
+    /// log-variance head `y ~ N(μ(x), e^{ℓ(x)})` with its closed-form expected log-likelihood;
+    /// trained by moments, prior precision `α`.
+    pub fn dvi(alpha: f64) -> Self {
+        let mut m = Self::moment_method("DVI", MomentConfig::clt(), alpha);
+        m.noise = NoiseModel::LogVarianceHead;
+        m
     }
 
     /// Whether the method trains and predicts by moments.
@@ -67,10 +79,10 @@ impl Method {
         self.moments.is_some()
     }
 
-    /// The MLP regressor of this method (its weights and moment settings). Its Gaussian noise
-    /// starts at σ = 1 and is held out of the gradient for a method trained by moments (β₀ = 1,
-    /// refit in closed form by [`Method::regression_trainer`]); otherwise it is learned from
-    /// `noise_std`.
+    /// The MLP regressor of this method (its weights, moment settings and noise model). Its
+    /// homoscedastic noise starts at σ = 1 and is held out of the gradient for a method trained
+    /// by moments (β₀ = 1, refit in closed form by [`Method::regression_trainer`]); otherwise it
+    /// is learned from `noise_std`. A log-variance head (DVI) predicts the noise per example.
     ///
     /// # Errors
     /// An invalid `mlp` or `noise_std`.
@@ -86,18 +98,20 @@ impl Method {
                 .with_fit(NoiseFit::Fixed),
             None => GaussianLikelihoodConfig::new().with_noise_std(noise_std),
         }
+        .with_noise(self.noise)
         .init(device)?;
         let model = mlp
             .with_weights(self.weights.clone())
             .init(likelihood, device)?;
         Ok(match &self.moments {
-            Some(m) => model.with_moments(m.clone()),
+            Some(m) => model.with_moments(m.clone())?,
             None => model,
         })
     }
 
-    /// The trainer of a regressor of this method on `(x, y)`: a method trained by moments
-    /// refits its noise in closed form after every epoch ([`NoiseRefit`], Haußmann 2021 §3.2).
+    /// The trainer of a regressor of this method on `(x, y)`: a method trained by moments with a
+    /// homoscedastic noise refits it in closed form after every epoch ([`NoiseRefit`],
+    /// Haußmann 2021 §3.2).
     pub fn regression_trainer(
         &self,
         config: TrainConfig,
@@ -105,9 +119,11 @@ impl Method {
         y: &Tensor<2>,
     ) -> Trainer<Regressor> {
         let trainer = Trainer::new(config);
-        match self.moments {
-            Some(_) => trainer.with_callback(NoiseRefit::new(x.clone(), y.clone())),
-            None => trainer,
+        match (&self.moments, self.noise) {
+            (Some(_), NoiseModel::Homoscedastic) => {
+                trainer.with_callback(NoiseRefit::new(x.clone(), y.clone()))
+            }
+            _ => trainer,
         }
     }
 

@@ -194,10 +194,10 @@ pub const PUBLISHED: [PublishedColumn; 7] = [
     },
     // ../shared/spec/haussmann-thesis.md Table 3.1 (LL only).
     PublishedColumn {
-        name: "DVI",
+        name: "DVI (Wu et al.)",
         source: "Wu et al. 2019, via Haußmann 2021 Table 3.1",
         spread: Spread::StandardError,
-        counterparts: &[],
+        counterparts: &["DVI"],
         test_ll: [
             c(-2.58, 0.04),
             c(-3.23, 0.01),

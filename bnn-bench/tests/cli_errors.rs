@@ -129,3 +129,22 @@ fn uci_splits_outside_the_data_sets_range_are_errors_before_training() {
     assert!(!dir.join("uci.md").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_bad_backend_variable_is_an_error_naming_it_before_any_work() {
+    let dir = scratch("backend");
+    let out = dir.to_str().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
+        .args(["toy", "--out", out])
+        .env(bnn_burn::BACKEND_ENV, "cuda")
+        .output()
+        .expect("bnn-bench runs");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(bnn_burn::BACKEND_ENV) && err.contains("\"cuda\""),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "wrote output");
+    let _ = std::fs::remove_dir_all(&dir);
+}

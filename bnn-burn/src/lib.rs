@@ -33,6 +33,7 @@ pub mod nets;
 pub mod objective;
 pub mod posterior;
 pub mod predict;
+pub mod reduce;
 pub mod special;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
@@ -61,7 +62,7 @@ pub mod prelude {
     pub use burn::tensor::{Distribution, Int, Tensor};
 }
 
-pub use device::{backend_name, device, training_device};
+pub use device::{BACKEND_ENV, BackendKind, backend_name, device, training_device};
 pub use dist::Prior;
 pub use error::ConfigError;
 pub use posterior::KlDivergence;

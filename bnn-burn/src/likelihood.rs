@@ -99,6 +99,22 @@ pub struct GaussianLikelihoodConfig {
     /// Learn σ by gradient (type-II maximum likelihood) or keep it at `noise_std`.
     #[config(default = "NoiseFit::Learned")]
     pub fit: NoiseFit,
+    /// Where the noise comes from: the learned `σ` above, or a log-variance output of the
+    /// network per example (DVI's heteroscedastic head; `noise_std` and `fit` are then unused).
+    #[config(default = "NoiseModel::Homoscedastic")]
+    pub noise: NoiseModel,
+}
+
+/// Where a [`GaussianLikelihood`]'s noise variance comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum NoiseModel {
+    /// One `σ²` per target dimension, a parameter of the likelihood.
+    Homoscedastic,
+    /// Per example: the network outputs `[μ, ℓ]` per target dimension (means first, then
+    /// log-variances) and `y ~ N(μ, e^ℓ)`. Under Gaussian output moments the expected
+    /// log-likelihood is closed-form, `E[e^{−ℓ}] = e^{−E ℓ + Var ℓ/2}` (Wu et al. 2019, the
+    /// diagonal DVI), which is what the softplus head of [`HeteroscedasticGaussian`] lacks.
+    LogVarianceHead,
 }
 
 /// Whether a likelihood's noise scale is fitted with the weights or held at its initial value.
@@ -118,6 +134,9 @@ pub struct GaussianLikelihood {
     /// Whether `log_std` receives gradients.
     #[module(skip)]
     pub fit: NoiseFit,
+    /// Whether the noise is `log_std` or a log-variance output of the network.
+    #[module(skip)]
+    pub noise: NoiseModel,
 }
 
 impl GaussianLikelihoodConfig {
@@ -130,6 +149,7 @@ impl GaussianLikelihoodConfig {
         Ok(GaussianLikelihood {
             log_std: Param::from_tensor(log_std),
             fit: self.fit,
+            noise: self.noise,
         })
     }
 }
@@ -144,48 +164,88 @@ impl GaussianLikelihood {
         (log_std * 2.0).exp().unsqueeze::<3>()
     }
 
-    /// Noise standard deviations σ, `[D]`.
+    /// Noise standard deviations σ, `[D]` (the homoscedastic σ; unused under
+    /// [`NoiseModel::LogVarianceHead`]).
     pub fn noise_std(&self) -> Tensor<1> {
         self.log_std.val().exp()
     }
+
+    /// Whether the network outputs the noise ([`NoiseModel::LogVarianceHead`]).
+    pub fn has_variance_head(&self) -> bool {
+        self.noise == NoiseModel::LogVarianceHead
+    }
+
+    /// The `[.., 2D]` outputs of a log-variance head split into means and clamped
+    /// log-variances, `[.., D]` each.
+    fn split_head<const N: usize>(out: Tensor<N>) -> (Tensor<N>, Tensor<N>) {
+        let k = out.dims()[N - 1];
+        assert!(
+            k.is_multiple_of(2),
+            "GaussianLikelihood (log-variance head): network output [.., {k}] must have 2·D units \
+             (means, then log-variances)"
+        );
+        let [mean, log_var] = out.split(k / 2, N - 1).try_into().unwrap();
+        (mean, log_var)
+    }
 }
+
+/// Bounds of a log-variance head's `ℓ = ln σ²` (σ² from 10⁻⁶ to e²⁰): beyond them the
+/// exponentials of the likelihood leave `f32`'s range; the gradient stops there.
+const LOG_VAR_RANGE: (f64, f64) = (-13.8, 20.0);
 
 impl Likelihood for GaussianLikelihood {
     type Target = Tensor<2>;
     type Prediction = GaussianPrediction;
 
     fn outputs_per_target(&self) -> usize {
-        1
+        match self.noise {
+            NoiseModel::Homoscedastic => 1,
+            NoiseModel::LogVarianceHead => 2,
+        }
     }
 
     fn log_likelihood(&self, out: Tensor<3>, y: Tensor<2>) -> Tensor<2> {
         let [s, b, _] = out.dims();
-        gaussian_log_density(y.unsqueeze::<3>(), out, self.variance())
+        let GaussianSamples { mean, var } = self.samples(out);
+        gaussian_log_density(y.unsqueeze::<3>(), mean, var)
             .sum_dim(2)
             .reshape([s, b])
     }
 
-    fn predict(&self, mean: Tensor<3>) -> GaussianPrediction {
-        let var = self.variance().expand(mean.dims());
-        GaussianPrediction::Samples(GaussianSamples { mean, var })
+    fn predict(&self, out: Tensor<3>) -> GaussianPrediction {
+        GaussianPrediction::Samples(self.samples(out))
     }
 
-    /// `N(E f, Var f + σ²)`: `Var f` is the epistemic part, `σ²` the aleatoric one.
+    /// `N(E f, Var f + σ²)`: `Var f` is the epistemic part, `σ²` the aleatoric one. Under a
+    /// log-variance head `ℓ ~ N(m, v)`, the aleatoric variance is `E[e^ℓ] = e^{m + v/2}` and
+    /// the epistemic one the mean unit's variance.
     fn predict_moments(
         &self,
         out: Moments<2>,
         _logits: LogitRule,
     ) -> Result<GaussianPrediction, Unsupported> {
-        let aleatoric_var = self.variance().squeeze_dim::<2>(0).expand(out.dims());
-        Ok(GaussianPrediction::Moments(GaussianMoments {
-            mean: out.mean,
-            aleatoric_var,
-            epistemic_var: out.var,
+        Ok(GaussianPrediction::Moments(match self.noise {
+            NoiseModel::Homoscedastic => GaussianMoments {
+                aleatoric_var: self.variance().squeeze_dim::<2>(0).expand(out.dims()),
+                mean: out.mean,
+                epistemic_var: out.var,
+            },
+            NoiseModel::LogVarianceHead => {
+                let (mean, log_var) = Self::head_moments(out);
+                let (lo, hi) = LOG_VAR_RANGE;
+                GaussianMoments {
+                    aleatoric_var: (log_var.mean + log_var.var * 0.5).clamp(lo, hi).exp(),
+                    mean: mean.mean,
+                    epistemic_var: mean.var,
+                }
+            }
         }))
     }
 
-    /// `−½ ln 2πσ² − ((y − E f)² + Var f)/(2σ²)`, summed over dimensions: exact (Haußmann 2021
-    /// eq. 3.5 with `β = 1/σ²`).
+    /// Homoscedastic: `−½ ln 2πσ² − ((y − E f)² + Var f)/(2σ²)` (Haußmann 2021 eq. 3.5 with
+    /// `β = 1/σ²`). Log-variance head, mean unit `f` and log-variance `ℓ ~ N(m, v)` independent
+    /// (diagonal): `−½ ln 2π − ½ m − ½ e^{−m + v/2} ((y − E f)² + Var f)` (Wu et al. 2019).
+    /// Both exact, summed over dimensions.
     fn expected_log_likelihood(
         &self,
         out: Moments<2>,
@@ -193,10 +253,51 @@ impl Likelihood for GaussianLikelihood {
         _logits: LogitRule,
     ) -> Result<Tensor<1>, Unsupported> {
         let b = y.dims()[0];
-        let var = self.variance().squeeze_dim::<2>(0);
-        let fit = out.expected_squared_error(y);
-        let ll = fit.div(var.clone() * 2.0).neg() - var.log() * 0.5 - HALF_LN_2PI;
+        let ll = match self.noise {
+            NoiseModel::Homoscedastic => {
+                let var = self.variance().squeeze_dim::<2>(0);
+                let fit = out.expected_squared_error(y);
+                fit.div(var.clone() * 2.0).neg() - var.log() * 0.5 - HALF_LN_2PI
+            }
+            NoiseModel::LogVarianceHead => {
+                let (mean, log_var) = Self::head_moments(out);
+                let (lo, hi) = LOG_VAR_RANGE;
+                let m = log_var.mean.clamp(lo, hi);
+                let inv_var = (m.clone().neg() + log_var.var.clamp_max(hi) * 0.5).exp();
+                (mean.expected_squared_error(y) * inv_var + m) * -0.5 - HALF_LN_2PI
+            }
+        };
         Ok(ll.sum_dim(1).reshape([b]))
+    }
+}
+
+impl GaussianLikelihood {
+    /// Means and variances of the outputs of `S` draws, `[S, B, D]` each.
+    fn samples(&self, out: Tensor<3>) -> GaussianSamples {
+        match self.noise {
+            NoiseModel::Homoscedastic => GaussianSamples {
+                var: self.variance().expand(out.dims()),
+                mean: out,
+            },
+            NoiseModel::LogVarianceHead => {
+                let (mean, log_var) = Self::split_head(out);
+                let (lo, hi) = LOG_VAR_RANGE;
+                GaussianSamples {
+                    mean,
+                    var: log_var.clamp(lo, hi).exp(),
+                }
+            }
+        }
+    }
+
+    /// The output moments of a log-variance head split into the means' and the log-variances'.
+    fn head_moments(out: Moments<2>) -> (Moments<2>, Moments<2>) {
+        let (mean_m, log_var_m) = Self::split_head(out.mean);
+        let (mean_v, log_var_v) = Self::split_head(out.var);
+        (
+            Moments::new(mean_m, mean_v),
+            Moments::new(log_var_m, log_var_v),
+        )
     }
 }
 
@@ -298,7 +399,7 @@ impl Likelihood for Categorical {
             }
             LogitRule::Sampled { samples } => {
                 let ll = self.log_likelihood(sample_logits(out, samples), labels);
-                ll.mean_dim(0).reshape([b])
+                crate::reduce::mean_dim(ll, 0).reshape([b])
             }
         })
     }

@@ -68,12 +68,12 @@ pub fn digamma<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 /// The maximum is subtracted first (and treated as a constant), so inputs of magnitude 1e4 and
 /// more neither overflow nor underflow; a slice that is all `-inf` gives `-inf`, not NaN.
 pub fn logsumexp<const D: usize>(x: Tensor<D>, dim: usize) -> Tensor<D> {
-    let max = x.clone().max_dim(dim).detach();
+    let max = crate::reduce::max_dim(x.clone(), dim).detach();
     // An all -inf slice has max -inf; shifting by 0 there keeps exp(-inf - 0) = 0 and log 0 = -inf.
     let finite = max.clone().is_finite();
     let zeros = max.zeros_like();
     let max = zeros.mask_where(finite, max);
-    (x - max.clone()).exp().sum_dim(dim).log() + max
+    crate::reduce::sum_dim((x - max.clone()).exp(), dim).log() + max
 }
 
 /// `log( (1/n) Σ_dim exp(x) )`, with `n` the size of `dim`; keeps `dim` with size 1.
@@ -163,12 +163,13 @@ pub fn softplus<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 
 /// `ln(1 + y)` for `y > −1`, accurate for small `|y|` on every backend.
 ///
-/// Where the backend's own `log1p` is accurate ([`crate::device::ACCURATE_LOG1P`]) it is used.
+/// Where the tensor's backend has an accurate `log1p` ([`crate::device::accurate_log1p`]) it is
+/// used.
 /// Otherwise (Vulkan allows `ln` an absolute error of 2⁻²¹ near 1, so neither `ln(1 + y)` nor a
 /// compensated form keeps small `y`) the series `Σ_{k=1}^{9} (−1)^{k+1} yᵏ/k` is used for
 /// `|y| < 0.1` (truncation error `< |y|¹⁰/10 ≤ 10⁻¹¹`), and `ln(1 + y)` above.
 pub fn log1p<const D: usize>(y: Tensor<D>) -> Tensor<D> {
-    if crate::device::ACCURATE_LOG1P {
+    if crate::device::accurate_log1p(&y.device()) {
         return y.log1p();
     }
     let small = y.clone().abs().lower_elem(0.1);

@@ -36,6 +36,7 @@ pub fn registry() -> Vec<Box<dyn UciMethod>> {
         Box::new(fit(Method::low_rank(2))),
         Box::new(fit(Method::vbp(HAUSSMANN_REGRESSION_ALPHA))),
         Box::new(fit(Method::clt(HAUSSMANN_REGRESSION_ALPHA))),
+        Box::new(fit(Method::dvi(HAUSSMANN_REGRESSION_ALPHA))),
     ]
 }
 
@@ -122,7 +123,7 @@ pub(crate) fn fit(
     Ok((model.valid(), report.best_epoch))
 }
 
-/// A regressor of one weight model with a learned homoscedastic noise.
+/// A regressor of one weight model and its noise model ([`Method::regressor`]).
 pub struct BayesianFit {
     /// The method (its name is the table's).
     pub method: Method,
@@ -159,20 +160,17 @@ impl UciMethod for BayesianFit {
         )?;
         let noise = to_vec(model.likelihood.noise_std())[0] * split.y_scaler.std[0];
         let (test_ll, test_rmse) = evaluate(&model, split)?;
+        let noise = match (self.method.noise, self.method.predicts_by_moments()) {
+            (NoiseModel::LogVarianceHead, _) => "log-variance head".to_string(),
+            (NoiseModel::Homoscedastic, true) => format!("closed-form noise std {noise:.4}"),
+            (NoiseModel::Homoscedastic, false) => format!("learned noise std {noise:.4}"),
+        };
         Ok(SplitOutcome {
             test_ll,
             test_rmse,
-            detail: {
-                let how = match self.method.predicts_by_moments() {
-                    true => "closed-form",
-                    false => "learned",
-                };
-                match self.early_stopping {
-                    Some(_) => {
-                        format!("{how} noise std {noise:.4}, best validation epoch {best_epoch}")
-                    }
-                    None => format!("{how} noise std {noise:.4}"),
-                }
+            detail: match self.early_stopping {
+                Some(_) => format!("{noise}, best validation epoch {best_epoch}"),
+                None => noise,
             },
         })
     }

@@ -10,7 +10,7 @@ use crate::methods::Method;
 use crate::uci_published::{self, PublishedColumn};
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::Estimator;
-use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit, NoiseModel};
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{MlpConfig, Regressor};
 use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};

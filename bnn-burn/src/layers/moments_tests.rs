@@ -4,26 +4,10 @@
 //! the rule's own evaluation.
 
 use super::*;
-use crate::testing::{SampleMoments, sample_moments, test_device, to_vec};
+use crate::testing::{SampleMoments, host_normals as normals, sample_moments, test_device, to_vec};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
 const N: usize = 1_000_000;
-
-/// `n` standard normal draws (Box–Muller), reproducible.
-fn normals(n: usize, seed: u64) -> Vec<f64> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut out = Vec::with_capacity(n + 1);
-    while out.len() < n {
-        let u1: f64 = 1.0 - rng.random::<f64>();
-        let u2: f64 = rng.random();
-        let r = (-2.0 * u1.ln()).sqrt();
-        let t = std::f64::consts::TAU * u2;
-        out.push(r * t.cos());
-        out.push(r * t.sin());
-    }
-    out.truncate(n);
-    out
-}
 
 /// Sample mean, variance and their standard errors of `h(i)` over `n` draws.
 fn monte_carlo(n: usize, h: impl FnMut(usize) -> f64) -> SampleMoments {
@@ -268,7 +252,7 @@ fn pooled_moments_reduce_to_pooling_without_variance_and_average_exactly() {
 fn max_pool_moments_match_monte_carlo_of_a_window() {
     // One 2×2 window: Clark's recursion is an approximation beyond two inputs (the running
     // maximum is not Gaussian). In ascending order of the means, for four comparable inputs, its
-    // mean is within 1 % and its variance within 10 % (checked against 10⁶ draws).
+    // mean is within 1 % and its variance within 10 % (measured against 10⁶ draws).
     let device = test_device();
     let (mus, sds) = ([0.5f64, 0.0, -0.3, 0.2], [1.0f64, 0.5, 0.8, 0.3]);
     let to_t = |v: [f64; 4]| {

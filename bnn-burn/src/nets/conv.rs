@@ -183,7 +183,9 @@ impl ConvNetConfig {
             dense,
             input: self.input,
         };
-        Ok(Bnn::new(body, head, likelihood).with_moments(moments))
+        let mut net = Bnn::new(body, head, likelihood);
+        net.moments = moments;
+        Ok(net)
     }
 }
 

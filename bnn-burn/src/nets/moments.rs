@@ -42,13 +42,35 @@ impl MomentConfig {
     pub fn clt() -> Self {
         Self::new().with_train(true)
     }
+
+    /// Checks every field: a gate sharpness `C` that is a finite number > 0, and at least one
+    /// draw where the logits are sampled. The error names the field.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        let check = crate::error::Check("MomentConfig");
+        if let MomentRule::Vbp { gate } = self.rule {
+            check.positive("rule.gate", gate)?;
+        }
+        for (field, rule) in [
+            ("predict_logits.samples", self.predict_logits),
+            ("train_logits.samples", self.train_logits),
+        ] {
+            if let LogitRule::Sampled { samples } = rule {
+                check.at_least_one(field, samples)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// The network with `config` for moment prediction (and training, if it says so).
-    pub fn with_moments(mut self, config: MomentConfig) -> Self {
+    ///
+    /// # Errors
+    /// When `config` is invalid ([`MomentConfig::validate`]): the error names the field.
+    pub fn with_moments(mut self, config: MomentConfig) -> Result<Self, crate::ConfigError> {
+        config.validate()?;
         self.moments = config;
-        self
+        Ok(self)
     }
 
     /// Moments of the head's outputs, `[1, B, k]`, under a moment `pass` ([`Pass::moments`]).
@@ -109,6 +131,15 @@ impl<B: Body<Input = Tensor<2>>> Callback<Bnn<B, GaussianLikelihood>> for NoiseR
         mut model: Bnn<B, GaussianLikelihood>,
         stats: &EpochStats,
     ) -> Result<Bnn<B, GaussianLikelihood>, TrainError> {
+        if model.likelihood.has_variance_head() {
+            return Err(TrainError::Config(crate::ConfigError {
+                config: "NoiseRefit",
+                field: "likelihood.noise",
+                value: "LogVarianceHead".into(),
+                expected: "NoiseModel::Homoscedastic: a log-variance head has no noise \
+                           parameter to refit (train it without NoiseRefit)",
+            }));
+        }
         let valid = model.valid();
         let device = valid.devices()[0].clone();
         let [n, d] = self.y.dims();

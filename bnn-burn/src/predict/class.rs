@@ -2,6 +2,7 @@
 //! and variance decompositions into aleatoric and epistemic parts.
 
 use super::P_FLOOR;
+use crate::reduce::{mean_dim, sum_dim};
 use crate::special::digamma;
 use burn::tensor::{Int, Tensor};
 
@@ -52,7 +53,7 @@ impl ClassSamples {
     pub fn variation_ratio(&self) -> Tensor<1> {
         let [s, b, c] = self.probs.dims();
         let labels = self.probs.clone().argmax(2).reshape([s, b]);
-        let counts = labels.one_hot::<3>(c).float().sum_dim(0).reshape([b, c]);
+        let counts = sum_dim(labels.one_hot::<3>(c).float(), 0).reshape([b, c]);
         counts
             .max_dim(1)
             .reshape([b])
@@ -77,7 +78,7 @@ impl ClassPrediction {
     /// Predictive probabilities `p̄ = E[π]`, `[B, C]`.
     pub fn mean(&self) -> Tensor<2> {
         match self {
-            Self::Samples(s) => s.probs.clone().mean_dim(0).squeeze_dim(0),
+            Self::Samples(s) => mean_dim(s.probs.clone(), 0).squeeze_dim(0),
             Self::Dirichlet(d) => d.alpha.clone() / d.total(),
         }
     }
@@ -91,9 +92,7 @@ impl ClassPrediction {
     /// `ψ(α₀ + 1) − Σ_c (α_c/α₀) ψ(α_c + 1)`.
     pub fn aleatoric_entropy(&self) -> Tensor<1> {
         match self {
-            Self::Samples(s) => entropy_last_dim(s.probs.clone())
-                .mean_dim(0)
-                .reshape([s.batch()]),
+            Self::Samples(s) => mean_dim(entropy_last_dim(s.probs.clone()), 0).reshape([s.batch()]),
             Self::Dirichlet(d) => {
                 let a0 = d.total();
                 let weighted = (d.alpha.clone() / a0.clone()) * digamma(d.alpha.clone() + 1.0);
@@ -113,7 +112,7 @@ impl ClassPrediction {
         match self {
             Self::Samples(s) => {
                 let p = s.probs.clone();
-                (p.clone() * (p.neg() + 1.0)).mean_dim(0).squeeze_dim(0)
+                mean_dim(p.clone() * (p.neg() + 1.0), 0).squeeze_dim(0)
             }
             Self::Dirichlet(d) => {
                 let a0 = d.total();
@@ -128,8 +127,8 @@ impl ClassPrediction {
         match self {
             Self::Samples(s) => {
                 let p = s.probs.clone();
-                let m = p.clone().mean_dim(0);
-                (p - m).square().mean_dim(0).squeeze_dim(0)
+                let m = mean_dim(p.clone(), 0);
+                mean_dim((p - m).square(), 0).squeeze_dim(0)
             }
             Self::Dirichlet(d) => {
                 let p = self.mean();

@@ -4,6 +4,7 @@
 
 use crate::dist::gaussian_log_density;
 use crate::metrics::{log_likelihood_in_original_units, rmse};
+use crate::reduce::{mean_dim, sum_dim};
 use crate::special::log_mean_exp;
 use burn::tensor::Tensor;
 
@@ -50,7 +51,7 @@ impl GaussianPrediction {
     /// Predictive mean `E[y]`, `[B, D]`.
     pub fn mean(&self) -> Tensor<2> {
         match self {
-            Self::Samples(s) => s.mean.clone().mean_dim(0).squeeze_dim(0),
+            Self::Samples(s) => mean_dim(s.mean.clone(), 0).squeeze_dim(0),
             Self::Moments(m) => m.mean.clone(),
         }
     }
@@ -58,7 +59,7 @@ impl GaussianPrediction {
     /// Aleatoric variance `E_w[σ²(x, w)]`, `[B, D]`.
     pub fn aleatoric_variance(&self) -> Tensor<2> {
         match self {
-            Self::Samples(s) => s.var.clone().mean_dim(0).squeeze_dim(0),
+            Self::Samples(s) => mean_dim(s.var.clone(), 0).squeeze_dim(0),
             Self::Moments(m) => m.aleatoric_var.clone(),
         }
     }
@@ -67,8 +68,8 @@ impl GaussianPrediction {
     pub fn epistemic_variance(&self) -> Tensor<2> {
         match self {
             Self::Samples(s) => {
-                let m = s.mean.clone().mean_dim(0);
-                (s.mean.clone() - m).square().mean_dim(0).squeeze_dim(0)
+                let m = mean_dim(s.mean.clone(), 0);
+                mean_dim((s.mean.clone() - m).square(), 0).squeeze_dim(0)
             }
             Self::Moments(m) => m.epistemic_var.clone(),
         }
@@ -181,7 +182,7 @@ impl MixtureAccumulator {
                 (*acc - m).exp() + (0..s).map(|t| (per_draw[t * b + i] - m).exp()).sum::<f64>();
             *acc = m + total.ln();
         }
-        let means = crate::host::to_vec(chunk.mean.clone().sum_dim(0));
+        let means = crate::host::to_vec(sum_dim(chunk.mean.clone(), 0));
         for (acc, m) in self.mean_sum.iter_mut().zip(means) {
             *acc += m;
         }
