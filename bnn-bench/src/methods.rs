@@ -5,8 +5,8 @@
 //! drop rate). The settings are the benchmarks' (N(0, 1) priors, ρ₀ = −5, Gal's length-scales).
 
 use bnn_burn::layers::{Estimator, WeightConfig};
-use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit, NoiseModel};
-use bnn_burn::nets::{MlpConfig, MomentConfig, NoiseRefit, Regressor};
+use bnn_burn::likelihood::{GaussianLikelihoodConfig, Likelihood, LogitRule, NoiseFit, NoiseModel};
+use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor};
 use bnn_burn::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
 use bnn_burn::special::inverse_softplus;
 use bnn_burn::train::{TrainConfig, Trainer};
@@ -25,6 +25,18 @@ pub struct Method {
     pub moments: Option<MomentConfig>,
     /// A regressor's noise: homoscedastic, or the network's log-variance output (DVI).
     pub noise: NoiseModel,
+    /// A classifier's likelihood: softmax, or the CLT-BNN's multi-label probit.
+    pub class_likelihood: ClassLikelihood,
+}
+
+/// The likelihood a classifier of a method uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassLikelihood {
+    /// `y ~ Cat(softmax f)` ([`bnn_burn::likelihood::Categorical`]).
+    Softmax,
+    /// `y_c ~ Ber(Φ(f_c))` per class of the one-hot label (Haußmann 2021 ch. 4;
+    /// [`bnn_burn::likelihood::MultiLabelProbit`]).
+    MultiLabelProbit,
 }
 
 impl Method {
@@ -35,6 +47,7 @@ impl Method {
             weights: WeightConfig::of(posterior).with_estimator(estimator),
             moments: None,
             noise: NoiseModel::Homoscedastic,
+            class_likelihood: ClassLikelihood::Softmax,
         }
     }
 
@@ -59,10 +72,17 @@ impl Method {
         Self::moment_method("VBP", MomentConfig::vbp(), alpha)
     }
 
-    /// CLT moments (Haußmann 2021 ch. 4): exact Gaussian ReLU moments, trained by moments (the
-    /// regression noise refit like VBP's), prior precision `α`.
+    /// The CLT-BNN (Haußmann 2021 ch. 4): exact Gaussian ReLU moments, trained by moments, prior
+    /// precision `α`. A regressor refits its noise like VBP's; a classifier uses the multi-label
+    /// probit likelihood, trained with the reference code's plug-in loss and predicting by the
+    /// exact per-class marginals `Φ(g/√(1 + h))` (eq. 4.4).
     pub fn clt(alpha: f64) -> Self {
-        Self::moment_method("CLT", MomentConfig::clt(), alpha)
+        let moments = MomentConfig::clt()
+            .with_train_logits(LogitRule::Probit)
+            .with_predict_logits(LogitRule::Probit);
+        let mut m = Self::moment_method("CLT", moments, alpha);
+        m.class_likelihood = ClassLikelihood::MultiLabelProbit;
+        m
     }
 
     /// DVI, diagonal (Wu et al. 2019): CLT moments and, for regression, the heteroscedastic
@@ -103,10 +123,21 @@ impl Method {
         let model = mlp
             .with_weights(self.weights.clone())
             .init(likelihood, device)?;
-        Ok(match &self.moments {
-            Some(m) => model.with_moments(m.clone())?,
-            None => model,
-        })
+        self.with_moments(model)
+    }
+
+    /// `net` with this method's moment settings (unchanged for a method that samples).
+    ///
+    /// # Errors
+    /// An invalid [`MomentConfig`].
+    pub fn with_moments<B: Body, L: Likelihood>(
+        &self,
+        net: Bnn<B, L>,
+    ) -> Result<Bnn<B, L>, ConfigError> {
+        match &self.moments {
+            Some(m) => net.with_moments(m.clone()),
+            None => Ok(net),
+        }
     }
 
     /// The trainer of a regressor of this method on `(x, y)`: a method trained by moments with a

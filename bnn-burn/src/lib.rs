@@ -49,7 +49,7 @@ pub use burn;
 pub mod prelude {
     pub use crate::layers::{Estimator, WeightConfig};
     pub use crate::likelihood::{
-        Categorical, GaussianLikelihoodConfig, HeteroscedasticGaussian, NoiseFit,
+        Categorical, GaussianLikelihoodConfig, HeteroscedasticGaussian, MultiLabelProbit, NoiseFit,
     };
     pub use crate::nets::{
         Classifier, ConvNetConfig, HeteroscedasticRegressor, ImageClassifier, MlpConfig, Regressor,

@@ -4,8 +4,12 @@
 use crate::dist::{Moments, gaussian_log_density};
 use crate::error::{Check, ConfigError};
 use crate::posterior::Unsupported;
-use crate::predict::{ClassPrediction, GaussianMoments, GaussianPrediction, GaussianSamples};
-use crate::special::{HALF_LN_2PI, logsumexp, softplus};
+use crate::predict::{
+    ClassPrediction, ClassSamples, GaussianMoments, GaussianPrediction, GaussianSamples,
+};
+use crate::special::{
+    HALF_LN_2PI, logsumexp, normal_cdf, normal_log_cdf, normal_log_pdf, softplus,
+};
 use crate::train::Batch;
 use burn::config::Config;
 use burn::module::{Module, ModuleDisplay, Param};
@@ -356,11 +360,7 @@ impl Likelihood for Categorical {
 
     fn log_likelihood(&self, logits: Tensor<3>, labels: Tensor<1, Int>) -> Tensor<2> {
         let [s, b, c] = logits.dims();
-        let n_labels = labels.dims()[0];
-        assert!(
-            n_labels == b,
-            "Categorical: {n_labels} labels for logits of shape [{s}, {b}, {c}]"
-        );
+        check_label_count("Categorical", [s, b, c], labels.dims()[0]);
         let idx = labels.reshape([1, b, 1]).repeat_dim(0, s);
         log_softmax(logits, 2).gather(2, idx).reshape([s, b])
     }
@@ -398,11 +398,130 @@ impl Likelihood for Categorical {
                 pick(out.mean) - (lse + correction).reshape([b])
             }
             LogitRule::Sampled { samples } => {
-                let ll = self.log_likelihood(sample_logits(out, samples), labels);
-                crate::reduce::mean_dim(ll, 0).reshape([b])
+                sampled_expected_log_likelihood(self, out, labels, samples)
             }
         })
     }
+}
+
+/// The CLT-BNN's multi-label probit likelihood (Haußmann 2021 ch. 4, eq. 4.4), used for
+/// multiclass labels too: `y | f ~ Π_c Ber(y_c | Φ(f_c))` with `y` the one-hot label, so
+/// `ln p(y | f) = Σ_c ln Φ((2y_c − 1) f_c)`. Under Gaussian logits `f_c ~ N(g_c, h_c)` each
+/// class's marginal is exact, `p(y_c = 1) = Φ(g_c / √(1 + h_c))`. A prediction's class
+/// probabilities are these marginals normalised over classes (the ranking, and so the
+/// predicted class, is the marginals').
+#[derive(Module, Debug, Default)]
+pub struct MultiLabelProbit;
+
+impl MultiLabelProbit {
+    /// `2y − 1` of the one-hot labels, `[B, C]`.
+    fn signs(labels: Tensor<1, Int>, classes: usize) -> Tensor<2> {
+        let b = labels.dims()[0];
+        let device = labels.device();
+        let classes = Tensor::<1, Int>::arange(0..classes as i64, &device).reshape([1, classes]);
+        classes.equal(labels.reshape([b, 1])).float() * 2.0 - 1.0
+    }
+
+    /// Per-class marginals `Φ(f)` normalised over the last axis.
+    fn class_probs(marginals: Tensor<3>) -> ClassPrediction {
+        let total = marginals.clone().sum_dim(2).clamp_min(f64::MIN_POSITIVE);
+        ClassPrediction::Samples(ClassSamples {
+            probs: marginals / total,
+        })
+    }
+
+    /// `g / √(1 + h)`: the argument of each class's exact marginal.
+    fn probit_scaled(out: Moments<2>) -> Tensor<2> {
+        out.mean / (out.var.clamp_min(0.0) + 1.0).sqrt()
+    }
+}
+
+impl Likelihood for MultiLabelProbit {
+    type Target = Tensor<1, Int>;
+    type Prediction = ClassPrediction;
+
+    fn outputs_per_target(&self) -> usize {
+        1
+    }
+
+    fn log_likelihood(&self, logits: Tensor<3>, labels: Tensor<1, Int>) -> Tensor<2> {
+        let [s, b, c] = logits.dims();
+        check_label_count("MultiLabelProbit", [s, b, c], labels.dims()[0]);
+        let signs = Self::signs(labels, c).unsqueeze::<3>();
+        normal_log_cdf(logits * signs).sum_dim(2).reshape([s, b])
+    }
+
+    fn predict(&self, logits: Tensor<3>) -> ClassPrediction {
+        Self::class_probs(normal_cdf(logits))
+    }
+
+    /// `Probit` and `Taylor` give the exact marginals `Φ(g/√(1 + h))`; `Sampled` the marginals
+    /// `Φ(f_s)` of logit draws (which keep an epistemic part).
+    fn predict_moments(
+        &self,
+        out: Moments<2>,
+        logits: LogitRule,
+    ) -> Result<ClassPrediction, Unsupported> {
+        Ok(match logits {
+            LogitRule::Probit | LogitRule::Taylor => {
+                Self::class_probs(normal_cdf(Self::probit_scaled(out)).unsqueeze::<3>())
+            }
+            LogitRule::Sampled { samples } => self.predict(sample_logits(out, samples)),
+        })
+    }
+
+    /// `Probit`: the reference code's plug-in `Σ_c ln Φ((2y_c − 1) g_c/√(1 + h_c))`, the log of
+    /// each class's exact marginal. `Taylor`: the second-order expansion of `E[ln Φ(s f)]`,
+    /// `ln Φ(s g) − ½ h λ(s g)(s g + λ(s g))` with `λ = φ/Φ`. `Sampled`: the average over
+    /// logit draws.
+    fn expected_log_likelihood(
+        &self,
+        out: Moments<2>,
+        labels: Tensor<1, Int>,
+        logits: LogitRule,
+    ) -> Result<Tensor<1>, Unsupported> {
+        let [b, c] = out.dims();
+        Ok(match logits {
+            LogitRule::Probit => {
+                let signs = Self::signs(labels, c);
+                normal_log_cdf(Self::probit_scaled(out) * signs)
+                    .sum_dim(1)
+                    .reshape([b])
+            }
+            LogitRule::Taylor => {
+                let x = out.mean * Self::signs(labels, c);
+                let log_cdf = normal_log_cdf(x.clone());
+                let lambda = (normal_log_pdf(x.clone()) - log_cdf.clone()).exp();
+                let curvature = lambda.clone() * (x + lambda);
+                (log_cdf - out.var.clamp_min(0.0) * curvature * 0.5)
+                    .sum_dim(1)
+                    .reshape([b])
+            }
+            LogitRule::Sampled { samples } => {
+                sampled_expected_log_likelihood(self, out, labels, samples)
+            }
+        })
+    }
+}
+
+/// Panics naming the likelihood when `n_labels` is not the batch of logits of shape `dims`.
+fn check_label_count(likelihood: &str, [s, b, c]: [usize; 3], n_labels: usize) {
+    assert!(
+        n_labels == b,
+        "{likelihood}: {n_labels} labels for logits of shape [{s}, {b}, {c}]"
+    );
+}
+
+/// The average of `ln p(y | f_s)` over `samples` draws of Gaussian logits, `[B]`.
+fn sampled_expected_log_likelihood<L: Likelihood<Target = Tensor<1, Int>>>(
+    likelihood: &L,
+    out: Moments<2>,
+    labels: Tensor<1, Int>,
+    samples: usize,
+) -> Tensor<1> {
+    let b = labels.dims()[0];
+    let ll = likelihood.log_likelihood(sample_logits(out, samples), labels);
+    crate::reduce::mean_dim(ll, 0).reshape([b])
 }
 
 /// MacKay's probit-scaled logits `μ/√(1 + πv/8)`.
@@ -472,5 +591,93 @@ mod tests {
         let y = Tensor::<2>::ones([2, 1], &device);
         let grads = lik.log_likelihood(mean, y).sum().backward();
         assert!(lik.log_std.grad(&grads).is_none());
+    }
+
+    /// `Σ_c ln Φ((2y_c − 1) f_c)`, by hand: label 1 of logits (0.5, −1, 2) gives
+    /// `ln Φ(−0.5) + ln Φ(−1) + ln Φ(−2)`.
+    #[test]
+    fn probit_log_likelihood_sums_one_binary_probit_per_class() {
+        let device = test_device();
+        let logits = Tensor::<3>::from_floats([[[0.5, -1.0, 2.0]]], &device);
+        let labels = Tensor::<1, Int>::from_ints([1], &device);
+        let ll = to_vec(MultiLabelProbit.log_likelihood(logits, labels))[0];
+        let want: f64 = [
+            0.308_537_538_725_986_9,
+            0.158_655_253_931_457_07,
+            0.022_750_131_948_179_2,
+        ]
+        .iter()
+        .map(|p: &f64| p.ln())
+        .sum();
+        assert!((ll - want).abs() < 1e-5, "{ll} vs {want}");
+    }
+
+    /// Under `f ~ N(g, h)` each class's marginal `E[Φ(f)] = Φ(g/√(1 + h))` exactly (the
+    /// `Probit` rule's log is its log), and the `Taylor` rule is `E[ln Φ(f)]` to second order:
+    /// both against 10⁶ host draws pushed through the library's `Φ` and `ln Φ`, to 5 standard
+    /// errors (and `h²` for the Taylor remainder).
+    #[test]
+    fn probit_rules_match_monte_carlo_of_gaussian_logits() {
+        use crate::testing::{host_normals, sample_moments};
+        let device = test_device();
+        let n = 1_000_000;
+        let eps = host_normals(n, 41);
+        let labels = Tensor::<1, Int>::from_ints([0], &device);
+        for (g, h) in [
+            (-3.0f64, 0.01f64),
+            (-0.5, 1.0),
+            (0.0, 9.0),
+            (1.2, 0.05),
+            (4.0, 2.0),
+        ] {
+            let out = Moments::new(
+                Tensor::<2>::from_floats([[g]], &device),
+                Tensor::<2>::from_floats([[h]], &device),
+            );
+            let ell = |rule| {
+                let e = MultiLabelProbit.expected_log_likelihood(out.clone(), labels.clone(), rule);
+                to_vec(e.unwrap())[0]
+            };
+            let draws: Vec<f32> = eps.iter().map(|e| (g + h.sqrt() * e) as f32).collect();
+            let f = Tensor::<1>::from_floats(draws.as_slice(), &device);
+            let cdf = sample_moments(&to_vec(normal_cdf(f.clone())));
+            let probit = ell(LogitRule::Probit).exp();
+            assert!(
+                (probit - cdf.mean).abs() <= 5.0 * cdf.mean_se + 1e-6,
+                "g {g}, h {h}: Φ(g/√(1+h)) = {probit}, Monte Carlo {}",
+                cdf.mean
+            );
+            if h <= 0.05 {
+                let log_cdf = sample_moments(&to_vec(normal_log_cdf(f)));
+                let taylor = ell(LogitRule::Taylor);
+                assert!(
+                    (taylor - log_cdf.mean).abs() <= 5.0 * log_cdf.mean_se + h * h,
+                    "g {g}, h {h}: Taylor {taylor}, Monte Carlo {}",
+                    log_cdf.mean
+                );
+            }
+        }
+    }
+
+    /// The prediction's probabilities are the marginals normalised: rows sum to one, and the
+    /// order of the classes is the order of `g/√(1 + h)`.
+    #[test]
+    fn probit_predictions_normalise_the_marginals() {
+        let device = test_device();
+        let out = Moments::new(
+            Tensor::<2>::from_floats([[1.0, 0.5, -2.0], [0.0, 0.2, 0.1]], &device),
+            Tensor::<2>::from_floats([[0.1, 0.1, 0.1], [4.0, 0.0, 1.0]], &device),
+        );
+        let p = MultiLabelProbit
+            .predict_moments(out, LogitRule::Probit)
+            .unwrap()
+            .mean();
+        let p = to_vec(p);
+        for row in p.chunks(3) {
+            assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-5, "{row:?}");
+        }
+        assert!(p[0] > p[1] && p[1] > p[2], "{p:?}");
+        // Row 2: 0/√5 = 0 < 0.1/√2 ≈ 0.07 < 0.2: classes 1, 2, 0.
+        assert!(p[4] > p[5] && p[5] > p[3], "{p:?}");
     }
 }

@@ -6,15 +6,15 @@
 //! misclassification-detection AUROC of entropy, and error and entropy per rotation angle, with
 //! reliability diagrams, entropy histograms and the rotation curves.
 use crate::experiment;
-use crate::methods::Method;
+use crate::methods::{ClassLikelihood, Method};
 use crate::mnist_published;
 use bnn_burn::host::to_vec;
 use bnn_burn::layers::Estimator;
-use bnn_burn::likelihood::Categorical;
+use bnn_burn::likelihood::{Categorical, Likelihood, MultiLabelProbit};
 use bnn_burn::metrics::{
     ReliabilityBin, accuracy, argmax, auroc, brier, ece, entropy_ecdf_area, nll, reliability_curve,
 };
-use bnn_burn::nets::{Classifier, ConvNetConfig, ImageClassifier, MlpConfig};
+use bnn_burn::nets::{ConvNetConfig, MlpConfig};
 use bnn_burn::predict::{ClassPrediction, Predict, PredictError, PredictMode};
 use bnn_burn::train::{TrainConfig, train};
 use bnn_burn::training_device;
@@ -82,15 +82,25 @@ impl FromStr for Arch {
 /// Every method, in table order, under its catalogue name ([`Method`]): MAP with a N(0, 1)
 /// prior (the deterministic net); MC dropout with p = 0.2 on every layer input and Gal's
 /// length-scale 10⁻²; mean-field with local reparameterisation (MFVI-LRT) and radial with
-/// N(0, 1) priors and ρ₀ = −5.
+/// N(0, 1) priors and ρ₀ = −5; and the sampling-free methods of Haußmann (2021) Table 3.2 and
+/// ch. 4 with its prior precision α = 100, trained and predicted by moment propagation: VBP
+/// (softmax, Taylor loss, 100 logit draws for the prediction), DVI (the same with exact ReLU
+/// moments) and CLT (multi-label probit, closed-form predictive).
 pub fn methods() -> Vec<Method> {
     vec![
         Method::map(1.0),
         Method::mc_dropout(0.2, 1e-2),
         Method::mean_field(Estimator::LocalReparameterization),
         Method::radial(),
+        Method::vbp(MOMENT_PRIOR_PRECISION),
+        Method::dvi(MOMENT_PRIOR_PRECISION),
+        Method::clt(MOMENT_PRIOR_PRECISION),
     ]
 }
+
+/// The prior precision α of the moment methods on MNIST (Haußmann 2021 §3.5: α = 100 for every
+/// classification method).
+pub const MOMENT_PRIOR_PRECISION: f64 = 100.0;
 
 /// Options of one `mnist` run.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -208,23 +218,63 @@ impl MnistResult {
     }
 }
 
-/// A trained model of either shape.
-enum Trained {
-    Mlp(Classifier),
-    Conv(ImageClassifier),
+/// A trained classifier of either shape and either class likelihood, and how it predicts
+/// (by moments for a method trained by moments, else by `samples` posterior draws).
+struct Trained {
+    net: Box<dyn Predict<Input = Tensor<4>, Prediction = ClassPrediction>>,
+    mode: PredictMode,
 }
 
 impl Trained {
-    fn predict(&self, images: Tensor<4>, samples: usize) -> Result<ClassPrediction, PredictError> {
-        let mode = PredictMode::Samples(samples);
-        match self {
-            Trained::Mlp(m) => {
-                let [b, c, h, w] = images.dims();
-                m.predict(images.reshape([b, c * h * w]), mode)
-            }
-            Trained::Conv(m) => m.predict(images, mode),
-        }
+    fn predict(&self, images: Tensor<4>) -> Result<ClassPrediction, PredictError> {
+        self.net.predict(images, self.mode)
     }
+}
+
+/// An MLP classifier fed flattened images.
+struct Flattened<M>(M);
+
+impl<M: Predict<Input = Tensor<2>>> Predict for Flattened<M> {
+    type Input = Tensor<4>;
+    type Prediction = M::Prediction;
+
+    fn predict(&self, images: Tensor<4>, mode: PredictMode) -> Result<M::Prediction, PredictError> {
+        let [b, c, h, w] = images.dims();
+        self.0.predict(images.reshape([b, c * h * w]), mode)
+    }
+}
+
+/// Trains `method` as `arch` with the class likelihood `likelihood` on `(images, labels)`.
+fn fit<L>(
+    arch: Arch,
+    method: &Method,
+    likelihood: L,
+    (images, labels): (Tensor<4>, Tensor<1, Int>),
+    config: &TrainConfig,
+    device: &Device,
+) -> Result<Box<dyn Predict<Input = Tensor<4>, Prediction = ClassPrediction>>, Box<dyn Error>>
+where
+    L: Likelihood<Target = Tensor<1, Int>, Prediction = ClassPrediction>,
+{
+    let [n, c, h, w] = images.dims();
+    Ok(match arch {
+        Arch::Mlp => {
+            let net = MlpConfig::new(c * h * w, vec![400, 400], N_CLASSES)
+                .with_weights(method.weights.clone())
+                .init(likelihood, device)?;
+            let net = method.with_moments(net)?;
+            let (m, _) = train(net, (images.reshape([n, c * h * w]), labels), config)?;
+            Box::new(Flattened(m.valid()))
+        }
+        Arch::LeNet5 => {
+            let net = ConvNetConfig::lenet5([c, h, w], N_CLASSES)
+                .with_weights(method.weights.clone())
+                .init(likelihood, device)?;
+            let net = method.with_moments(net)?;
+            let (m, _) = train(net, (images, labels), config)?;
+            Box::new(m.valid())
+        }
+    })
 }
 
 /// Per-image predictive probabilities `[n, C]`, log-likelihoods of the labels, predictive
@@ -240,7 +290,6 @@ fn predict_set(
     model: &Trained,
     set: &ImageSet,
     norm: &Normalization,
-    samples: usize,
     device: &Device,
 ) -> Result<Predictions, PredictError> {
     let mut p = Predictions {
@@ -252,7 +301,7 @@ fn predict_set(
     let indices: Vec<usize> = (0..set.len()).collect();
     for chunk in indices.chunks(CHUNK) {
         let batch = set.batch(chunk, norm, device);
-        let pred = model.predict(batch.images, samples)?;
+        let pred = model.predict(batch.images)?;
         p.probs.extend(to_vec(pred.mean()));
         p.log_likelihood.extend(to_vec(pred.log_prob(batch.labels)));
         p.entropy.extend(to_vec(pred.entropy()));
@@ -384,34 +433,28 @@ pub fn run_one(
         .with_learning_rate(1e-3)
         .with_seed(seed)
         .with_progress(true);
-    let [c, h, w] = data.train.shape();
     let t0 = Instant::now();
-    let model = match arch {
-        Arch::Mlp => {
-            let net: Classifier = MlpConfig::new(c * h * w, vec![400, 400], N_CLASSES)
-                .with_weights(method.weights.clone())
-                .init(Categorical, &device)?;
-            let x = batch.images.reshape([data.train.len(), c * h * w]);
-            let (m, _) = train(net, (x, labels), &config)?;
-            Trained::Mlp(m.valid())
-        }
-        Arch::LeNet5 => {
-            let net: ImageClassifier = ConvNetConfig::lenet5([c, h, w], N_CLASSES)
-                .with_weights(method.weights.clone())
-                .init(Categorical, &device)?;
-            let (m, _) = train(net, (batch.images, labels), &config)?;
-            Trained::Conv(m.valid())
+    let data_xy = (batch.images, labels);
+    let net = match method.class_likelihood {
+        ClassLikelihood::Softmax => fit(arch, method, Categorical, data_xy, &config, &device)?,
+        ClassLikelihood::MultiLabelProbit => {
+            fit(arch, method, MultiLabelProbit, data_xy, &config, &device)?
         }
     };
+    let mode = if method.predicts_by_moments() {
+        PredictMode::Moments
+    } else {
+        PredictMode::Samples(samples)
+    };
+    let model = Trained { net, mode };
     let train_seconds = t0.elapsed().as_secs_f64();
     let plain = device.inner();
-    let inn = predict_set(&model, &data.test, &mnist, samples, &plain)?;
+    let inn = predict_set(&model, &data.test, &mnist, &plain)?;
     // Each set is normalised with its own statistics, as in the thesis code.
     let out = predict_set(
         &model,
         &data.ood,
         &MnistFamily::FashionMnist.normalization(),
-        samples,
         &plain,
     )?;
     let labels: Vec<usize> = data.test.labels.iter().map(|&l| l as usize).collect();
@@ -423,8 +466,8 @@ pub fn run_one(
         ecdf_area: entropy_ecdf_area(&p.entropy, N_CLASSES),
         mean_entropy: bnn_burn::metrics::mean(&p.entropy),
     };
-    let noise = predict_set(&model, &data.noise, &mnist, samples, &plain)?;
-    let inverted = predict_set(&model, &data.inverted, &mnist, samples, &plain)?;
+    let noise = predict_set(&model, &data.noise, &mnist, &plain)?;
+    let inverted = predict_set(&model, &data.inverted, &mnist, &plain)?;
     let ood_sets = vec![
         score("Fashion-MNIST", &out),
         score("uniform noise", &noise),
@@ -436,7 +479,7 @@ pub fn run_one(
         let p = if degrees == 0.0 {
             &inn
         } else {
-            rotated = predict_set(&model, &data.test.rotated(degrees), &mnist, samples, &plain)?;
+            rotated = predict_set(&model, &data.test.rotated(degrees), &mnist, &plain)?;
             &rotated
         };
         rotations.push(RotationScore {

@@ -12,7 +12,8 @@ pub fn markdown(
     let mut md = format!(
         "# MNIST: classification, calibration and OOD (Fashion-MNIST, noise, inverted, rotated)\n\n\
          {} training, {} MNIST test and {} Fashion-MNIST test images{}; {} epochs, Adam lr 10⁻³, \
-         batch 100, 1 training sample; {} prediction samples (1 for MAP, the deterministic net); \
+         batch 100, 1 training sample; {} prediction samples (1 for MAP, the deterministic net; \
+         VBP, DVI and CLT train and predict by moments); \
          seed {}, backend `{}`, wall time {:.0} s.\n\n\
          | architecture | method | error % | NLL | ECE | Brier | AUROC entropy | AUROC MI | \
          ECDF area ↓ | mean H in | mean H out | AUROC misclassified | train s |\n\

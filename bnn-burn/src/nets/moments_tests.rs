@@ -456,3 +456,50 @@ fn invalid_moment_configs_name_the_field() {
     );
     assert!(net().with_moments(MomentConfig::vbp()).is_ok());
 }
+
+/// The CLT-BNN (Haußmann 2021 ch. 4): CLT moments and the multi-label probit likelihood,
+/// trained by moments with the reference code's plug-in loss, separates three Gaussian blobs.
+#[test]
+fn clt_probit_classifier_trains_by_moments() {
+    use crate::likelihood::MultiLabelProbit;
+    let _guard = seeded(&device(), 23);
+    let dev = training_device();
+    let per_class = 100;
+    let centres = [(-2.0, 0.0), (2.0, 0.0), (0.0, 2.5)];
+    let mut xs = Vec::new();
+    let mut labels = Vec::new();
+    let noise = crate::testing::host_normals(2 * per_class * centres.len(), 24);
+    for (c, (cx, cy)) in centres.iter().enumerate() {
+        for i in 0..per_class {
+            let k = 2 * (c * per_class + i);
+            xs.extend([
+                (cx + 0.7 * noise[k]) as f32,
+                (cy + 0.7 * noise[k + 1]) as f32,
+            ]);
+            labels.push(c as i64);
+        }
+    }
+    let n = labels.len();
+    let x = Tensor::<2>::from_data(burn::tensor::TensorData::new(xs, [n, 2]), &device());
+    let y = Tensor::<1, Int>::from_ints(labels.as_slice(), &device());
+    let net = MlpConfig::new(2, vec![16], 3)
+        .init(MultiLabelProbit, &dev)
+        .unwrap()
+        .with_moments(MomentConfig::clt().with_train_logits(LogitRule::Probit))
+        .unwrap();
+    let config = TrainConfig::new(15)
+        .with_batch_size(32)
+        .with_learning_rate(0.02)
+        .with_progress(false);
+    let (net, _) = train(net, (x.clone(), y.clone()), &config).unwrap();
+    let p = net.valid().predict(x, PredictMode::Moments).unwrap();
+    let predicted = to_vec(p.mean().argmax(1).float());
+    let labels = to_vec(y.float());
+    let accuracy = predicted
+        .iter()
+        .zip(&labels)
+        .filter(|(a, b)| a == b)
+        .count() as f64
+        / n as f64;
+    assert!(accuracy > 0.9, "training accuracy {accuracy}");
+}
