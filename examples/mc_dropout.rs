@@ -22,6 +22,7 @@ use bnn_burn::train::{TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::Standardizer;
 use bnn_datasets::toy::{self, CUBIC_NOISE_STD};
+use bnn_examples::{MoonsTask, flat, moons_task};
 use burn::module::Module;
 use burn::tensor::Device;
 use std::error::Error;
@@ -144,18 +145,12 @@ fn regression() -> Result<(), Box<dyn Error>> {
 fn classification() -> Result<(), Box<dyn Error>> {
     let device = training_device();
     let plain = device.clone().inner();
-    let train_set = toy::two_moons(1000, 0.1, 10);
-    let test_set = toy::two_moons(1000, 0.1, 11);
-    let flat = |pts: &[[f64; 2]]| pts.iter().flatten().copied().collect::<Vec<f64>>();
-    let sx = Standardizer::fit(&flat(&train_set.x), 2)?;
-    // Far-away inputs: a ring of radius 3 to 5 around the data's centre.
-    let far: Vec<[f64; 2]> = (0..1000)
-        .map(|k| {
-            let angle = k as f64 * 2.0 * std::f64::consts::PI / 1000.0;
-            let radius = 3.0 + 0.5 * (k % 5) as f64;
-            [0.5 + radius * angle.cos(), 0.25 + radius * angle.sin()]
-        })
-        .collect();
+    let MoonsTask {
+        train: train_set,
+        test: test_set,
+        far,
+        sx,
+    } = moons_task()?;
 
     device.seed(3);
     let model: Classifier = MlpConfig::new(2, vec![100, 100], 2)

@@ -6,9 +6,8 @@
 
 use bnn_burn::layers::{Estimator, WeightConfig};
 use bnn_burn::likelihood::{GaussianLikelihoodConfig, Likelihood, LogitRule, NoiseFit, NoiseModel};
-use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor};
-use bnn_burn::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
-use bnn_burn::special::inverse_softplus;
+use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights};
+use bnn_burn::posterior::PosteriorConfig;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};
@@ -54,15 +53,13 @@ impl Method {
     /// A mean-field net trained and predicted by moment propagation under the prior
     /// `N(0, 1/α)`, with Haußmann's initial variances (`ln σ² ≈ −9`, Haußmann 2021 §2.6).
     fn moment_method(name: &'static str, moments: MomentConfig, alpha: f64) -> Self {
-        let sigma0 = (-4.5f64).exp();
-        let scale = ScaleInit::new()
-            .with_rho(inverse_softplus(sigma0))
-            .with_rho_std(1e-3);
-        let posterior = PosteriorConfig::MeanField(MeanFieldConfig::new().with_scale(scale));
-        let mut m = Self::new(name, posterior, Estimator::LocalReparameterization);
-        m.weights.prior = Prior::gaussian(1.0 / alpha.sqrt());
-        m.moments = Some(moments);
-        m
+        Self {
+            name,
+            weights: moment_weights(alpha),
+            moments: Some(moments),
+            noise: NoiseModel::Homoscedastic,
+            class_likelihood: ClassLikelihood::Softmax,
+        }
     }
 
     /// VBP (Haußmann 2021 ch. 3): mean-field weights, the identity–Heaviside gate (C = 100),

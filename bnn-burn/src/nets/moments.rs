@@ -62,6 +62,21 @@ impl MomentConfig {
     }
 }
 
+/// The weights of Haußmann's moment-trained nets (2021 §2.6, §3.5): mean-field Gaussian with
+/// initial variances `ln σ² ≈ −9` (σ₀ = e^{−4.5}), under the prior `N(0, 1/α)` of precision
+/// `prior_precision` (the thesis: 10 for regression, 100 for classification; ch. 4: 10).
+pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
+    use crate::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
+    let scale = ScaleInit::new()
+        .with_rho(crate::special::inverse_softplus((-4.5f64).exp()))
+        .with_rho_std(1e-3);
+    crate::layers::WeightConfig::of(PosteriorConfig::MeanField(
+        MeanFieldConfig::new().with_scale(scale),
+    ))
+    .with_estimator(crate::layers::Estimator::LocalReparameterization)
+    .with_prior(crate::Prior::gaussian(1.0 / prior_precision.sqrt()))
+}
+
 impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// The network with `config` for moment prediction (and training, if it says so).
     ///
