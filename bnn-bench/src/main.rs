@@ -97,7 +97,8 @@ enum Command {
     /// 90/10 splits, one hidden layer of 50 units (100 for protein), test LL and RMSE in
     /// original units, mean ± s.e. over splits, beside the published columns.
     Uci {
-        /// Methods (MAP, "MC dropout", MFVI, MFVI-LRT, Radial); repeatable [default: all].
+        /// Methods (MAP, "MC dropout", MFVI, MFVI-LRT, Radial, Low-rank, VBP, CLT, DVI);
+        /// repeatable [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Data sets: a name (boston, concrete, energy, kin8nm, naval, power, protein, wine,
@@ -150,7 +151,8 @@ enum Command {
     /// mutual information per set, entropy-ECDF area, misclassification AUROC, error and
     /// entropy per angle; reliability diagrams, entropy histograms, rotation curves.
     Mnist {
-        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial); repeatable [default: all].
+        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, VBP, DVI, CLT); repeatable
+        /// [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Architectures (mlp, lenet5); repeatable [default: both].
