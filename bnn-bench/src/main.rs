@@ -110,7 +110,8 @@ enum Command {
         #[arg(long)]
         splits: Option<usize>,
         /// Training epochs [default: the protocol's n_epochs, raised to 8000 optimiser steps, at
-        /// most 10 × n_epochs; capped at ~1500 steps with --quick].
+        /// most 10 × n_epochs; MC dropout: Gal's 100 × n_epochs; capped at ~1500 steps with
+        /// --quick].
         #[arg(long)]
         epochs: Option<usize>,
         /// Seed.

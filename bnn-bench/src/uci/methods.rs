@@ -178,9 +178,10 @@ impl UciMethod for BayesianFit {
 
 /// MC dropout under Gal's current UCI protocol (`spec/gal-mc-dropout.md`; his repository's
 /// "Grid Search (new)"): dropout on the input and on the hidden layer, MSE on standardised
-/// targets plus weight decay `λ = l²(1−p)/(2Nτ)` (l = 10⁻²), Adam at 10⁻³, batch 128, 10 × the
-/// protocol's epochs (400; 200 for protein), Keras's initialisation (Glorot-uniform kernels, zero
-/// biases). Every (p, τ) of the data set's grid is trained on
+/// targets plus weight decay `λ = l²(1−p)/(2Nτ)` (l = 10⁻²), Adam at 10⁻³, batch 128,
+/// [`GAL_EPOCH_MULTIPLIER`] × the protocol's epochs (4 000; 2 000 for protein), Keras's
+/// initialisation (Glorot-uniform kernels, zero biases). Every (p, τ) of the data set's grid is
+/// trained on
 /// the first 80 % of the training rows and scored by validation LL on the last 20 %; the best
 /// pair is refit on all training rows. Test LL from `T = 10 000` stochastic passes with noise
 /// precision τ in original units: `logsumexp_t(−½τ(y − ŷ_t)²) − ln T − ½ ln 2π + ½ ln τ`.
@@ -198,6 +199,14 @@ pub const GAL_BATCH: usize = 128;
 
 /// Gal's test passes `T`.
 pub const GAL_TEST_PASSES: usize = 10_000;
+
+/// The epoch multiplier (`--epochx`) behind Gal's updated table: 100, not the 10 his readme
+/// and `spec/gal-mc-dropout.md` state. His repository's per-split results of the grid search
+/// are the `*_100_xepochs_1_hidden_layers.txt` files, and they reproduce the table (yacht's 20
+/// test LLs average −1.260 ± 0.014 against the printed −1.25 ± 0.01; kin8nm's 100× log has
+/// 1.133 against 1.14, its 10× log 1.090). Measured here at 10×: energy −1.92 and yacht −2.28
+/// against −1.21 and −1.25; energy at 100× on 2 splits −1.20.
+pub const GAL_EPOCH_MULTIPLIER: usize = 100;
 
 impl GalDropout {
     /// Fits one (p, τ) on `eval.train` and scores it on `eval`'s test rows.
@@ -244,11 +253,11 @@ impl UciMethod for GalDropout {
         "MC dropout"
     }
 
-    /// 10 × the protocol's epochs at batch 128, Adam at 10⁻³, 10 000 test passes; `--quick`
-    /// caps a fit at ~1500 steps and predicts with 1 000 passes.
+    /// [`GAL_EPOCH_MULTIPLIER`] × the protocol's epochs at batch 128, Adam at 10⁻³, 10 000
+    /// test passes; `--quick` caps a fit at ~1500 steps and predicts with 1 000 passes.
     fn budget(&self, _d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
         let steps_per_epoch = n_train.div_ceil(GAL_BATCH).max(1);
-        let full = meta.n_epochs * 10;
+        let full = meta.n_epochs * GAL_EPOCH_MULTIPLIER;
         Budget {
             epochs: run_epochs(full, steps_per_epoch, options),
             batch_size: GAL_BATCH,

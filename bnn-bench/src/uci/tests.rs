@@ -90,11 +90,11 @@ fn protein_options(quick: bool) -> UciOptions {
 fn gal_protocol_budget_and_grid_edges() {
     let meta = meta();
     let mut o = protein_options(false);
-    // 10 × n_epochs at batch 128, Adam 10⁻³, T = 10 000.
+    // 100 × n_epochs at batch 128, Adam 10⁻³, T = 10 000.
     let b = GalDropout.budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
     assert_eq!(
         (b.epochs, b.batch_size, b.learning_rate, b.test_passes),
-        (400, 128, 1e-3, 10_000)
+        (4_000, 128, 1e-3, 10_000)
     );
     o.quick = true;
     let b = GalDropout.budget(&UciDataset::Protein.into(), &meta, 41_157, &o);

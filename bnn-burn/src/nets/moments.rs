@@ -63,8 +63,10 @@ impl MomentConfig {
 }
 
 /// The weights of Haußmann's moment-trained nets (2021 §2.6, §3.5): mean-field Gaussian with
-/// initial variances `ln σ² ≈ −9` (σ₀ = e^{−4.5}), under the prior `N(0, 1/α)` of precision
-/// `prior_precision` (the thesis: 10 for regression, 100 for classification; ch. 4: 10).
+/// initial means `N(0, 1/fan_in)` (his VBP code's; the thesis text says He's `2/fan_in`, which
+/// measured 0.17 nats worse on energy and 0.03 on kin8nm, 5 UCI splits each) and variances
+/// `ln σ² ≈ −9` (σ₀ = e^{−4.5}), under the prior `N(0, 1/α)` of precision `prior_precision`
+/// (the thesis: 10 for regression, 100 for classification; ch. 4: 10).
 pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
     use crate::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
     let scale = ScaleInit::new()
@@ -75,6 +77,10 @@ pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
     ))
     .with_estimator(crate::layers::Estimator::LocalReparameterization)
     .with_prior(crate::Prior::gaussian(1.0 / prior_precision.sqrt()))
+    .with_initializer(burn::nn::Initializer::KaimingNormal {
+        gain: 1.0,
+        fan_out_only: false,
+    })
 }
 
 impl<B: Body, L: Likelihood> Bnn<B, L> {
