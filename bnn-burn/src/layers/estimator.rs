@@ -13,6 +13,7 @@
 
 use super::params::LayerParams;
 use super::pass::Pass;
+use crate::dist::WeightPrior;
 use crate::fused::{self, Kernels};
 use crate::posterior::{DropoutNoise, McDropout};
 use crate::posterior::{PosteriorDist, Unsupported, WeightPosterior, row};
@@ -134,11 +135,41 @@ where
     W: WeightPosterior<DW>,
     B: WeightPosterior<1>,
 {
-    let kl = weight.kl(&params.weight_prior);
+    let range = params.kl_log_var_range;
+    let kl = kl_with(weight, &params.weight_prior, range);
     match (bias, &params.bias_prior) {
-        (Some(b), Some(p)) => kl + b.kl(p),
+        (Some(b), Some(p)) => kl + kl_with(b, p, range),
         _ => kl,
     }
+}
+
+/// `KL(q ‖ p)`, with `ln σ²` clamped inside it when `range` is given.
+fn kl_with<const D: usize, Q: PosteriorDist<D> + ?Sized>(
+    q: &Q,
+    prior: &WeightPrior<D>,
+    range: Option<(f64, f64)>,
+) -> Tensor<1> {
+    match range {
+        Some(range) => clamped_gaussian_kl(q, prior, range),
+        None => q.kl(prior),
+    }
+}
+
+/// `KL(q ‖ p)` of a factorised Gaussian `q` with each `ln σ²` clamped to `[lo, hi]`:
+/// `E_q̃[−ln p] − H[q̃]`, `q̃ = N(μ, e^{clamp(ln σ², lo, hi)})` (Haußmann's VBP code). A point
+/// mass (no variance) keeps its exact KL.
+fn clamped_gaussian_kl<const D: usize, Q: PosteriorDist<D> + ?Sized>(
+    q: &Q,
+    prior: &WeightPrior<D>,
+    (lo, hi): (f64, f64),
+) -> Tensor<1> {
+    let (WeightPrior::Gaussian(g), Some(var)) = (prior, q.marginal_variance()) else {
+        return q.kl(prior);
+    };
+    let n = var.shape().num_elements() as f64;
+    let log_var = var.log().clamp(lo, hi);
+    let entropy = log_var.clone().sum() * 0.5 + n * (crate::special::HALF_LN_2PI + 0.5);
+    g.cross_entropy_moments(q.mean(), Some(log_var.exp())) - entropy
 }
 
 /// `ln q(w_s) − ln p(w_s)` of the draws of weight and bias, `[S]`.

@@ -96,6 +96,9 @@ where
         return None;
     }
     let collect = pass.collects_kl();
+    if collect && params.kl_log_var_range.is_some() {
+        return None; // the fused kernels compute the exact KL
+    }
     let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect)?;
     let bias = match &params.bias {
         None => None,

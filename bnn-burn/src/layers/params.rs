@@ -25,6 +25,9 @@ pub struct LayerParams<W: Module, B: Module, const DW: usize> {
     /// Gradient estimator.
     #[module(skip)]
     pub estimator: Estimator,
+    /// The clamp of `ln σ²` inside the KL ([`WeightConfig::kl_log_var_range`]).
+    #[module(skip)]
+    pub kl_log_var_range: Option<(f64, f64)>,
 }
 
 impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams<W, B, DW> {
@@ -49,6 +52,7 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
             weight_prior,
             bias_prior,
             estimator: weights.estimator,
+            kl_log_var_range: weights.kl_log_var_range,
         }
     }
 

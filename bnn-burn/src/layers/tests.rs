@@ -377,3 +377,114 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
         }
     }
 }
+
+/// The KL with `ln σ²` clamped (Haußmann's VBP code): equal to the closed form at the clamped
+/// variances (a host f64 oracle), with no KL gradient on the `ρ` of a clamped variance and the
+/// exact KL's gradient on the others; within the range it is the exact KL. Bad ranges, families
+/// and priors name the field.
+#[test]
+fn the_clamped_kl_is_the_closed_form_at_the_clamped_variances() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&test_device(), 56);
+    let (alpha, lo, hi) = (10.0f64, -11.0, 11.0);
+    // ρ around softplus⁻¹(e^{−5.5}) ± 1.5: about half the variances fall below e^{−11}.
+    let scale = ScaleInit::new()
+        .with_rho(crate::special::inverse_softplus((-5.5f64).exp()))
+        .with_rho_std(1.5);
+    let config = WeightConfig::of(PosteriorConfig::MeanField(
+        MeanFieldConfig::new().with_scale(scale),
+    ))
+    .with_prior(crate::dist::Prior::gaussian(1.0 / alpha.sqrt()));
+    let clamped = BayesianLinearConfig::new(6, 4)
+        .with_weights(config.clone().with_kl_log_var_range(Some((lo, hi))))
+        .init(&device)
+        .unwrap();
+    let mut exact = clamped.clone();
+    exact.params.kl_log_var_range = None;
+    let kl_and_rho_grad = |l: &BayesianLinear| {
+        let kl = l.kl();
+        let grads = kl.clone().backward();
+        let rho = l.params.weight.fused().unwrap().rho;
+        (to_vec(kl)[0], to_vec(rho.grad(&grads).unwrap()))
+    };
+    // The host oracle: ½Σ[α(μ² + σ̃²) − 1 − ln ασ̃²] over weight and bias.
+    let oracle = |posterior: &dyn PosteriorDist<2>| -> (f64, Vec<bool>) {
+        let (m, v) = (
+            to_vec(posterior.mean()),
+            to_vec(posterior.marginal_variance().unwrap()),
+        );
+        let inside = v.iter().map(|v| v.ln() > lo && v.ln() < hi).collect();
+        let kl = m
+            .iter()
+            .zip(&v)
+            .map(|(m, v)| {
+                let v = v.ln().clamp(lo, hi).exp();
+                0.5 * (alpha * (m * m + v) - 1.0 - (alpha * v).ln())
+            })
+            .sum();
+        (kl, inside)
+    };
+    let wd = clamped.params.weight.dist();
+    let (mut want, inside) = oracle(&wd);
+    let bd = clamped.params.bias.as_ref().unwrap().dist();
+    let bias_2d = crate::posterior::MeanFieldDist::new(
+        bd.mean().reshape([1, -1]),
+        bd.marginal_variance().unwrap().sqrt().reshape([1, -1]),
+    );
+    want += oracle(&bias_2d).0;
+    let clamped_count = inside.iter().filter(|i| !**i).count();
+    assert!(
+        clamped_count > 3 && clamped_count < inside.len() - 3,
+        "{clamped_count} of {} variances clamped: the test needs both kinds",
+        inside.len()
+    );
+    let (kl, grad) = kl_and_rho_grad(&clamped);
+    assert!((kl - want).abs() <= 1e-4 * want.abs(), "KL {kl} vs {want}");
+    let (kl_exact, grad_exact) = kl_and_rho_grad(&exact);
+    assert!(kl_exact > kl + 1.0, "the clamp must change the KL here");
+    for ((g, g_exact), inside) in grad.iter().zip(&grad_exact).zip(&inside) {
+        match inside {
+            true => assert!((g - g_exact).abs() <= 1e-4 * g_exact.abs().max(1e-3)),
+            false => assert_eq!(*g, 0.0),
+        }
+    }
+    // A range holding every variance gives the exact KL.
+    let mut wide = clamped.clone();
+    wide.params.kl_log_var_range = Some((-100.0, 100.0));
+    let (kl_wide, _) = kl_and_rho_grad(&wide);
+    assert!((kl_wide - kl_exact).abs() <= 1e-5 * kl_exact.abs());
+
+    for (weights, expected) in [
+        (
+            config.clone().with_kl_log_var_range(Some((3.0, -3.0))),
+            "finite (lo, hi) with lo < hi",
+        ),
+        (
+            config
+                .clone()
+                .with_posterior(PosteriorConfig::radial())
+                .with_kl_log_var_range(Some((lo, hi))),
+            "None with a family other than mean-field",
+        ),
+        (
+            config
+                .clone()
+                .with_prior(crate::dist::Prior::ScaleMixture {
+                    pi: 0.5,
+                    sigma1: 1.0,
+                    sigma2: 0.1,
+                })
+                .with_kl_log_var_range(Some((lo, hi))),
+            "None with a prior other than a Gaussian",
+        ),
+    ] {
+        let err = BayesianLinearConfig::new(2, 2)
+            .with_weights(weights)
+            .init(&device)
+            .unwrap_err();
+        assert_eq!(
+            (err.field, err.expected),
+            ("weights.kl_log_var_range", expected)
+        );
+    }
+}

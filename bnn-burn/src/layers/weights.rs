@@ -33,6 +33,13 @@ pub struct WeightConfig {
     /// Whether the layers have biases.
     #[config(default = true)]
     pub bias: bool,
+    /// `(lo, hi)`: inside the KL, each weight's `ln σ²` is clamped to `[lo, hi]`, so the KL
+    /// neither pulls a variance below `e^lo` up nor one above `e^hi` down
+    /// (`KL = ½Σ[α(μ² + σ̃²) − 1 − ln ασ̃²]`, `σ̃² = e^{clamp(ln σ², lo, hi)}`). Haußmann's VBP
+    /// code uses `(−11, 11)` (2021 §2.6 of the digest). Needs a mean-field family and a Gaussian
+    /// prior; `None` (default): the exact KL.
+    #[config(default = "None")]
+    pub kl_log_var_range: Option<(f64, f64)>,
 }
 
 impl WeightConfig {
@@ -56,6 +63,25 @@ impl WeightConfig {
         family.validate()?;
         self.prior.validate(config)?;
         check.at_least_one("weights.kl_samples", self.kl_samples)?;
+        if let Some((lo, hi)) = self.kl_log_var_range {
+            let problem = if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+                Some("finite (lo, hi) with lo < hi")
+            } else if !family.factorised_gaussian() {
+                Some("None with a family other than mean-field")
+            } else if !matches!(self.prior, Prior::Gaussian { .. }) {
+                Some("None with a prior other than a Gaussian")
+            } else {
+                None
+            };
+            if let Some(expected) = problem {
+                return Err(ConfigError {
+                    config,
+                    field: "weights.kl_log_var_range",
+                    value: format!("({lo}, {hi}) with the {} family", family.name()),
+                    expected,
+                });
+            }
+        }
         if self.estimator != Estimator::Reparameterization && !family.has_marginal_variance() {
             return Err(ConfigError {
                 config,

@@ -11,7 +11,7 @@ mod moments;
 
 pub use conv::{ConvBlock, ConvBody, ConvNetConfig, ConvSpec, conv_features};
 pub use mlp::{MlpBody, MlpConfig};
-pub use moments::{MomentConfig, NoiseRefit, moment_weights};
+pub use moments::{MomentConfig, NoiseRefit, VBP_KL_LOG_VAR_RANGE, moment_weights};
 
 use crate::dist::Moments;
 use crate::layers::{BayesianLinear, LayerDraw, Pass};

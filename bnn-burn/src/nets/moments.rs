@@ -66,7 +66,8 @@ impl MomentConfig {
 /// initial means `N(0, 1/fan_in)` (his VBP code's; the thesis text says He's `2/fan_in`, which
 /// measured 0.17 nats worse on energy and 0.03 on kin8nm, 5 UCI splits each) and variances
 /// `ln σ² ≈ −9` (σ₀ = e^{−4.5}), under the prior `N(0, 1/α)` of precision `prior_precision`
-/// (the thesis: 10 for regression, 100 for classification; ch. 4: 10).
+/// (the thesis: 10 for regression, 100 for classification; ch. 4: 10), its KL with `ln σ²`
+/// clamped to [`VBP_KL_LOG_VAR_RANGE`] as in his code.
 pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
     use crate::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
     let scale = ScaleInit::new()
@@ -81,7 +82,11 @@ pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
         gain: 1.0,
         fan_out_only: false,
     })
+    .with_kl_log_var_range(Some(VBP_KL_LOG_VAR_RANGE))
 }
+
+/// The clamp of `ln σ²` inside the KL in Haußmann's VBP code (`[−11, 11]`).
+pub const VBP_KL_LOG_VAR_RANGE: (f64, f64) = (-11.0, 11.0);
 
 impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// The network with `config` for moment prediction (and training, if it says so).

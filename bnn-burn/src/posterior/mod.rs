@@ -176,6 +176,13 @@ pub trait PosteriorFamily: Clone {
     fn has_marginal_variance(&self) -> bool {
         true
     }
+
+    /// Whether `q` is a product of independent Gaussians given by its mean and marginal
+    /// variance (the mean-field family), so that its KL to a Gaussian prior is a function of
+    /// those two alone ([`crate::layers::WeightConfig::kl_log_var_range`] needs it).
+    fn factorised_gaussian(&self) -> bool {
+        false
+    }
 }
 
 /// Generates the serialisable [`PosteriorConfig`] and the runtime [`AnyPosterior`] from one list.
@@ -215,6 +222,10 @@ macro_rules! posterior_families {
 
             fn has_marginal_variance(&self) -> bool {
                 match self { $(Self::$variant(c) => c.has_marginal_variance(),)* }
+            }
+
+            fn factorised_gaussian(&self) -> bool {
+                match self { $(Self::$variant(c) => c.factorised_gaussian(),)* }
             }
         }
 

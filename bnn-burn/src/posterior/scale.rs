@@ -193,6 +193,10 @@ macro_rules! location_scale_family {
                 self.scale.validate(stringify!($config))
             }
 
+            fn factorised_gaussian(&self) -> bool {
+                !$radial
+            }
+
             fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> $posterior<D> {
                 $posterior {
                     loc: LocationScale::init(mean, &self.scale),
