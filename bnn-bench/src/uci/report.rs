@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The last printed digit of every published UCI cell (all sources print two decimals).
+pub const PUBLISHED_DIGIT: f64 = 0.01;
+
 /// Refuses a report of non-finite numbers or of rows without splits: the error names the data
 /// set, method and split.
 pub fn check_results(results: &[MethodResult]) -> Result<(), String> {
@@ -143,29 +146,41 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         .collect();
     if !pairs.is_empty() {
         md += "\n## Difference to the published counterpart, in combined standard errors\n\n\
-               `z = (ours − published) / √(se_ours² + se_published²)`, signed so that a positive \
+               `z = (ours − published) / √(se_ours² + se_published² + 0.01²/12)` (the last \
+               term: the published cell's rounding to two decimals), signed so that a positive \
                value means ours is better (higher LL, lower RMSE); `–` where either cell is \
-               missing or both standard errors are 0.\n";
+               missing.\n";
+        // A pair without a single published cell in this metric gets no column, and a metric
+        // without any, no table (e.g. Haußmann's Table 3.1 has no RMSE).
         let ztable = |title: &str,
                       ours: &dyn Fn(&MethodResult) -> (f64, f64),
                       theirs: &dyn Fn(&PublishedColumn, usize) -> uci_published::Cell,
                       higher_is_better: bool| {
+            let z = |d: &DataSet, m: &str, p: &PublishedColumn| {
+                results
+                    .iter()
+                    .find(|r| r.dataset == *d && r.method == m)
+                    .zip(published_index(d).and_then(|i| theirs(p, i)))
+                    .and_then(|(r, th)| z_score(ours(r), th, higher_is_better))
+            };
+            let shown: Vec<_> = pairs
+                .iter()
+                .filter(|(m, p)| sets.iter().any(|d| z(d, m, p).is_some()))
+                .collect();
+            if shown.is_empty() {
+                return String::new();
+            }
             let mut t = format!("\n{title}\n\n| data set |");
-            for (m, p) in &pairs {
+            for (m, p) in &shown {
                 t += &format!(" {m} vs {} |", p.name);
             }
             t += "\n|---|";
-            t += &"---:|".repeat(pairs.len());
+            t += &"---:|".repeat(shown.len());
             t += "\n";
             for d in &sets {
                 t += &format!("| {d} |");
-                for (m, p) in &pairs {
-                    let z = results
-                        .iter()
-                        .find(|r| r.dataset == *d && r.method == *m)
-                        .zip(published_index(d).and_then(|i| theirs(p, i)))
-                        .and_then(|(r, th)| z_score(ours(r), th, higher_is_better));
-                    t += &match z {
+                for (m, p) in &shown {
+                    t += &match z(d, m, p) {
                         Some(z) => format!(" {z:+.1} |"),
                         None => " – |".into(),
                     };
@@ -192,10 +207,13 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
     md
 }
 
-/// `(ours − theirs)/√(se_ours² + se_theirs²)` of two `(mean, standard error)` cells, signed so
-/// that positive means ours is better; `None` when both standard errors are 0.
+/// `(ours − theirs)/√(se_ours² + se_theirs² + u²/12)` of two `(mean, standard error)` cells,
+/// signed so that positive means ours is better. `u` = [`PUBLISHED_DIGIT`]: a published cell
+/// is rounded to it, an error uniform on `±u/2` (standard deviation `u/√12`), which decides
+/// cells printed as `0.00 ± 0.00` (naval's RMSE). `None` when every term is 0.
 pub fn z_score(ours: (f64, f64), theirs: (f64, f64), higher_is_better: bool) -> Option<f64> {
-    let se = ours.1.hypot(theirs.1);
+    let rounding = PUBLISHED_DIGIT / 12f64.sqrt();
+    let se = ours.1.hypot(theirs.1).hypot(rounding);
     if se <= 0.0 {
         return None;
     }

@@ -145,11 +145,20 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
         }],
         seconds: 1.0,
     };
-    let md = markdown(&o, &[r], 1.0);
+    let md = markdown(&o, std::slice::from_ref(&r), 1.0);
     assert!(md.contains("| yacht |") && md.contains("-1.63 ± 0.02") && md.contains("PBP"));
     assert!(md.contains("Gal & Ghahramani 2016"));
     // MAP has no published counterpart: no difference table.
     assert!(!md.contains("combined standard errors"));
+    // VBP's counterpart (Haußmann's Table 3.1) has a test LL but no RMSE: a z table for the LL
+    // only, in one column.
+    let vbp = MethodResult {
+        method: "VBP".into(),
+        ..r
+    };
+    let md = markdown(&o, &[vbp], 1.0);
+    assert!(md.contains("Test log-likelihood:") && md.contains("VBP vs VBP (Haußmann)"));
+    assert!(!md.contains("Test RMSE:"), "{md}");
 }
 
 #[test]
@@ -234,11 +243,14 @@ fn data_sets_are_names_or_folders_and_old_records_still_read() {
 
 #[test]
 fn z_scores_are_signed_so_that_positive_is_better() {
+    let rounding = 0.01f64.powi(2) / 12.0;
     let z = z_score((-2.0, 0.03), (-2.1, 0.04), true).unwrap();
-    assert!((z - 2.0).abs() < 1e-12, "{z}");
+    assert!((z - 0.1 / (0.0025 + rounding).sqrt()).abs() < 1e-12, "{z}");
     let z = z_score((3.0, 0.3), (2.6, 0.4), false).unwrap();
-    assert!((z + 0.8).abs() < 1e-12, "{z}");
-    assert_eq!(z_score((0.01, 0.0), (0.0, 0.0), false), None);
+    assert!((z + 0.4 / (0.25 + rounding).sqrt()).abs() < 1e-12, "{z}");
+    // A published `0.00 ± 0.00` is known to ±0.005: ours at 0.002 is within a standard error.
+    let z = z_score((0.002, 0.0001), (0.0, 0.0), false).unwrap();
+    assert!(z < 0.0 && z > -1.0, "{z}");
 }
 
 /// Gal & Ghahramani 2016's ± are standard deviations over splits: stored divided by √20
