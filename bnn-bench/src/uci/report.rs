@@ -67,7 +67,8 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
     let mut md = format!(
         "# UCI regression\n\n{} splits per set{}, seed {}, backend `{}`, wall time {:.0} s \
          ({} worker process{}; the rows' own times sum to {:.0} s). Mean ± standard error over \
-         splits; ours first, then published columns (sources below).\n",
+         splits; ours first, then published columns (sources below). `epochs`: the training \
+         epochs of most of a set's rows; a cell trained for another count says so.\n",
         options
             .splits
             .map(|s| s.to_string())
@@ -100,14 +101,18 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         t += "\n";
         for d in &sets {
             let rows: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == *d).collect();
-            t += &format!("| {d} | {} |", rows[0].budget.epochs);
+            let epochs = usual_epochs(&rows);
+            t += &format!("| {d} | {epochs} |");
             for m in &methods {
                 let cell = rows
                     .iter()
                     .find(|r| r.method == *m)
                     .map(|r| {
                         let (v, se) = ours(r);
-                        format!("{v:.digits$} ± {se:.digits$}")
+                        match r.budget.epochs {
+                            e if e == epochs => format!("{v:.digits$} ± {se:.digits$}"),
+                            e => format!("{v:.digits$} ± {se:.digits$} ({e} ep.)"),
+                        }
                     })
                     .unwrap_or_else(|| "–".into());
                 t += &format!(" {cell} |");
@@ -205,6 +210,19 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         .join("; ");
     md += ".\n";
     md
+}
+
+/// The epoch count most of `rows` trained for (the smallest of equally common ones).
+pub fn usual_epochs(rows: &[&MethodResult]) -> usize {
+    let mut counts = std::collections::BTreeMap::new();
+    for r in rows {
+        *counts.entry(r.budget.epochs).or_insert(0usize) += 1;
+    }
+    let best = counts.values().copied().max().unwrap_or(0);
+    counts
+        .into_iter()
+        .find(|&(_, c)| c == best)
+        .map_or(0, |(e, _)| e)
 }
 
 /// `(ours − theirs)/√(se_ours² + se_theirs² + u²/12)` of two `(mean, standard error)` cells,

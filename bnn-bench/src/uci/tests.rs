@@ -129,6 +129,17 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
         budget(&UciDataset::Yacht.into(), &meta, 277, &o).epochs,
         400
     );
+    // Methods trained by moments: 10 × n_epochs at Haußmann's learning rate, one pass to test.
+    let vbp = BayesianFit {
+        method: crate::methods::Method::vbp(HAUSSMANN_REGRESSION_ALPHA),
+        train_samples: 1,
+        early_stopping: None,
+    };
+    let b = vbp.budget(&UciDataset::Kin8nm.into(), &meta, 7373, &o);
+    assert_eq!(
+        (b.epochs, b.batch_size, b.learning_rate, b.test_passes),
+        (400, 64, 1e-2, 1)
+    );
     // Large sets keep the protocol's n_epochs when that already exceeds 8000 steps.
     assert_eq!(
         budget(&UciDataset::Kin8nm.into(), &meta, 30_000, &o).epochs,
@@ -156,9 +167,17 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
         method: "VBP".into(),
         ..r
     };
-    let md = markdown(&o, &[vbp], 1.0);
+    let mut map = vbp.clone();
+    map.method = "MAP".into();
+    let mut vbp_long = vbp.clone();
+    vbp_long.budget.epochs = 4000;
+    let md = markdown(&o, &[vbp, map.clone()], 1.0);
     assert!(md.contains("Test log-likelihood:") && md.contains("VBP vs VBP (Haußmann)"));
     assert!(!md.contains("Test RMSE:"), "{md}");
+    assert!(!md.contains(" ep.)"), "{md}");
+    // A row trained for another epoch count than the set's other rows says so in its cell.
+    let md = markdown(&o, &[vbp_long, map.clone(), map], 1.0);
+    assert!(md.contains("-1.00 ± 0.00 (4000 ep.)"), "{md}");
 }
 
 #[test]
