@@ -228,7 +228,8 @@ pub fn usual_epochs(rows: &[&MethodResult]) -> usize {
 /// `(ours − theirs)/√(se_ours² + se_theirs² + u²/12)` of two `(mean, standard error)` cells,
 /// signed so that positive means ours is better. `u` = [`PUBLISHED_DIGIT`]: a published cell
 /// is rounded to it, an error uniform on `±u/2` (standard deviation `u/√12`), which decides
-/// cells printed as `0.00 ± 0.00` (naval's RMSE). `None` when every term is 0.
+/// cells printed as `0.00 ± 0.00` (naval's RMSE). `None` only for a non-positive combined
+/// error, which the rounding term rules out for finite inputs.
 pub fn z_score(ours: (f64, f64), theirs: (f64, f64), higher_is_better: bool) -> Option<f64> {
     let rounding = PUBLISHED_DIGIT / 12f64.sqrt();
     let se = ours.1.hypot(theirs.1).hypot(rounding);

@@ -15,7 +15,7 @@ use super::params::LayerParams;
 use super::pass::Pass;
 use crate::dist::WeightPrior;
 use crate::fused::{self, Kernels};
-use crate::posterior::{DropoutNoise, McDropout};
+use crate::posterior::{DropoutNoise, McDropout, MeanFieldDist};
 use crate::posterior::{PosteriorDist, Unsupported, WeightPosterior, row};
 use burn::config::Config;
 use burn::tensor::{Distribution, Tensor};
@@ -155,21 +155,19 @@ fn kl_with<const D: usize, Q: PosteriorDist<D> + ?Sized>(
     }
 }
 
-/// `KL(q ‖ p)` of a factorised Gaussian `q` with each `ln σ²` clamped to `[lo, hi]`:
-/// `E_q̃[−ln p] − H[q̃]`, `q̃ = N(μ, e^{clamp(ln σ², lo, hi)})` (Haußmann's VBP code). A point
-/// mass (no variance) keeps its exact KL.
+/// `KL(q ‖ p)` of a factorised Gaussian `q` with each `ln σ²` clamped to `[lo, hi]`: the
+/// mean-field KL of `q̃ = N(μ, e^{clamp(ln σ², lo, hi)})` (Haußmann's VBP code). A point mass
+/// (no variance) keeps its exact KL.
 fn clamped_gaussian_kl<const D: usize, Q: PosteriorDist<D> + ?Sized>(
     q: &Q,
     prior: &WeightPrior<D>,
     (lo, hi): (f64, f64),
 ) -> Tensor<1> {
-    let (WeightPrior::Gaussian(g), Some(var)) = (prior, q.marginal_variance()) else {
+    let Some(var) = q.marginal_variance() else {
         return q.kl(prior);
     };
-    let n = var.shape().num_elements() as f64;
-    let log_var = var.log().clamp(lo, hi);
-    let entropy = log_var.clone().sum() * 0.5 + n * (crate::special::HALF_LN_2PI + 0.5);
-    g.cross_entropy_moments(q.mean(), Some(log_var.exp())) - entropy
+    let sigma = (var.log().clamp(lo, hi) * 0.5).exp();
+    MeanFieldDist::new(q.mean(), sigma).kl(prior)
 }
 
 /// `ln q(w_s) − ln p(w_s)` of the draws of weight and bias, `[S]`.

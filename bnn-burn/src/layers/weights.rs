@@ -77,7 +77,11 @@ impl WeightConfig {
                 return Err(ConfigError {
                     config,
                     field: "weights.kl_log_var_range",
-                    value: format!("({lo}, {hi}) with the {} family", family.name()),
+                    value: format!(
+                        "({lo}, {hi}) with the {} family and the prior {:?}",
+                        family.name(),
+                        self.prior
+                    ),
                     expected,
                 });
             }
