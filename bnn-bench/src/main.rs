@@ -127,8 +127,9 @@ enum Command {
         /// not depend on it (every split has its own seed).
         #[arg(long, default_value_t = 1)]
         jobs: usize,
-        /// Reuse the finished rows of an interrupted run in --out (uci.partial.json) that have
-        /// the same seed, budget and split count.
+        /// Reuse the finished rows in --out (uci.json, and an interrupted run's
+        /// uci.partial.json) that have the same seed, budget and split count; rows there of
+        /// other data sets or methods are kept in the new report.
         #[arg(long)]
         resume: bool,
         /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].

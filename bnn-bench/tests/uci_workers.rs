@@ -12,16 +12,15 @@ fn data_present() -> bool {
 
 /// Runs `bnn-bench uci` on two yacht rows; returns (test LLs per row, stderr).
 fn run(out: &Path, extra: &[&str]) -> (Vec<Vec<f64>>, String) {
+    run_methods(out, &["MAP", "Radial"], extra)
+}
+
+/// Runs `bnn-bench uci` on yacht with `methods`; returns (test LLs per row of the record,
+/// stderr).
+fn run_methods(out: &Path, methods: &[&str], extra: &[&str]) -> (Vec<Vec<f64>>, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
-        .args([
-            "uci",
-            "--dataset",
-            "yacht",
-            "--method",
-            "MAP",
-            "--method",
-            "Radial",
-        ])
+        .args(["uci", "--dataset", "yacht"])
+        .args(methods.iter().flat_map(|m| ["--method", m]))
         .args(["--splits", "2", "--epochs", "3", "--out"])
         .arg(out)
         .args(extra)
@@ -80,5 +79,18 @@ fn workers_and_resume_give_the_same_numbers() {
     );
     assert_eq!(serial, resumed);
     assert!(!resumed_dir.join("uci.partial.json").exists());
+
+    // A resumed run of one row in that finished folder reuses it and keeps the other row.
+    let (again, stderr) = run_methods(&resumed_dir, &["Radial"], &["--resume"]);
+    assert!(
+        stderr.contains("1 of 1 rows reused, 1 other rows kept"),
+        "{stderr}"
+    );
+    assert_eq!(again, serial, "the MAP row was dropped or changed");
+    assert!(
+        std::fs::read_to_string(resumed_dir.join("uci.md"))
+            .unwrap()
+            .contains("MAP")
+    );
     std::fs::remove_dir_all(base).ok();
 }

@@ -201,8 +201,9 @@ pub struct UciOptions {
     /// running executable started as `<exe> uci …`: above 1 only from the `bnn-bench` binary
     /// (a user crate that calls [`run`] keeps `jobs = 1`).
     pub jobs: usize,
-    /// Reuse the rows of an interrupted run (`uci.partial.json` in `out`) that have this run's
-    /// seed, budget and split count.
+    /// Reuse the finished rows in `out` (those of `uci.json`, replaced by an interrupted run's
+    /// `uci.partial.json`) that have this run's seed, budget and split count; rows there of
+    /// other data sets or methods are kept in the new records.
     pub resume: bool,
 }
 
@@ -390,13 +391,27 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
         })
         .collect();
     let reused = done.iter().flatten().count();
+    // Finished rows of other data sets or methods already in `out` stay in its records: a
+    // resumed run of a few rows must not drop the folder's others.
+    let kept: Vec<MethodResult> = earlier
+        .into_iter()
+        .filter(|r| {
+            !units
+                .iter()
+                .any(|u| r.dataset == *u.dataset && r.method == u.method.name())
+        })
+        .collect();
     if options.resume {
-        eprintln!("resuming: {reused} of {} rows reused", units.len());
+        eprintln!(
+            "resuming: {reused} of {} rows reused, {} other rows kept",
+            units.len(),
+            kept.len()
+        );
     }
     std::fs::create_dir_all(&options.out)?;
     // Rows finished so far survive an interrupted long run; the final report replaces this file.
     let save_partial = |done: &[Option<MethodResult>]| -> Result<(), Box<dyn Error>> {
-        let rows: Vec<MethodResult> = done.iter().flatten().cloned().collect();
+        let rows: Vec<MethodResult> = kept.iter().chain(done.iter().flatten()).cloned().collect();
         std::fs::write(
             options.out.join("uci.partial.json"),
             serde_json::to_string_pretty(&record(options, &rows, start.elapsed().as_secs_f64()))?,
@@ -466,7 +481,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
         }
         let _ = std::fs::remove_dir(&workers);
     }
-    let results: Vec<MethodResult> = done.into_iter().flatten().collect();
+    let results: Vec<MethodResult> = kept.into_iter().chain(done.into_iter().flatten()).collect();
     let wall = start.elapsed().as_secs_f64();
     write_report(options, &results, wall)?;
     let _ = std::fs::remove_file(options.out.join("uci.partial.json"));

@@ -140,11 +140,25 @@ pub(crate) fn run_unit(
     })
 }
 
-/// The rows of an interrupted run in `out` that this run can reuse: same seed and prediction
-/// samples (the budget and split count are checked per row).
+/// The finished rows in `out` that this run can reuse or must keep: those of a finished run
+/// (`uci.json`), replaced by those of an interrupted one (`uci.partial.json`) for the same data
+/// set and method; each record only with this run's seed and prediction samples (the budget and
+/// split count are checked per row).
 pub(crate) fn resumable(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
-    let path = options.out.join("uci.partial.json");
-    let Some(text) = crate::experiment::read_if_exists(&path)? else {
+    let mut rows: Vec<MethodResult> = Vec::new();
+    for name in ["uci.json", "uci.partial.json"] {
+        for row in record_rows(&options.out.join(name), options)? {
+            rows.retain(|r| !(r.dataset == row.dataset && r.method == row.method));
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows of the run record at `path` (none when it does not exist, or has another seed or
+/// prediction count).
+fn record_rows(path: &Path, options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
+    let Some(text) = crate::experiment::read_if_exists(path)? else {
         return Ok(Vec::new());
     };
     let record: serde_json::Value = serde_json::from_str(&text)
@@ -153,7 +167,7 @@ pub(crate) fn resumable(options: &UciOptions) -> Result<Vec<MethodResult>, Box<d
         || record["prediction_samples"].as_u64() != Some(PREDICTION_SAMPLES as u64)
     {
         eprintln!(
-            "{}: another seed or prediction count; starting afresh",
+            "{}: another seed or prediction count; not reused",
             path.display()
         );
         return Ok(Vec::new());

@@ -20,7 +20,8 @@ pub struct LayerParams<W: Module, B: Module, const DW: usize> {
     pub bias: Option<B>,
     /// Prior over the weight.
     pub weight_prior: WeightPrior<DW>,
-    /// Prior over the bias.
+    /// Prior over the bias (`None` without a bias, or for a point bias without a prior term,
+    /// [`WeightConfig::point_bias`]).
     pub bias_prior: Option<WeightPrior<1>>,
     /// Gradient estimator.
     #[module(skip)]
@@ -45,7 +46,10 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         F: PosteriorFamily<Posterior<DW> = W, Posterior<1> = B>,
     {
         let (weight, weight_prior) = weights.weight(family, spec, fans, device);
-        let (bias, bias_prior) = bias.map(|n| weights.bias(family, n, device)).unzip();
+        let (bias, bias_prior) = match bias.map(|n| weights.bias(family, n, device)) {
+            Some((posterior, prior)) => (Some(posterior), prior),
+            None => (None, None),
+        };
         Self {
             weight,
             bias,
@@ -80,13 +84,15 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         estimator::layer_kl(&self.weight.dist(), bias.as_ref(), self)
     }
 
-    /// The same parameters with `q` of every tensor, moment-matched, as its prior (VCL).
+    /// The same parameters with `q` of every tensor, moment-matched, as its prior (VCL); a point
+    /// bias ([`WeightConfig::point_bias`]) keeps no prior.
     ///
     /// # Errors
     /// When a posterior has no positive marginal variance (e.g. a point estimate).
     pub fn with_posterior_as_prior(mut self) -> Result<Self, ConfigError> {
         self.weight_prior = WeightPrior::from_posterior(&self.weight.dist())?;
-        if let Some(b) = &self.bias {
+        // A point bias (no prior term) stays without one.
+        if let (Some(b), Some(_)) = (&self.bias, &self.bias_prior) {
             self.bias_prior = Some(WeightPrior::from_posterior(&b.dist())?);
         }
         Ok(self)

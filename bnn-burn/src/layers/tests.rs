@@ -488,3 +488,60 @@ fn the_clamped_kl_is_the_closed_form_at_the_clamped_variances() {
         );
     }
 }
+
+/// A point bias ([`WeightConfig::point_bias`], Haußmann's VBP code) is a point estimate without
+/// a prior: the layer's KL is its weight's alone, the bias adds no variance to the output
+/// moments, it is trained, and a family that cannot express a point is refused naming the field.
+#[test]
+fn a_point_bias_has_no_noise_and_no_prior_term() {
+    let device = test_device();
+    let config = |point_bias| {
+        BayesianLinearConfig::new(3, 2).with_weights(
+            weights(
+                PosteriorConfig::mean_field(),
+                Estimator::LocalReparameterization,
+            )
+            .with_point_bias(point_bias),
+        )
+    };
+    let point = config(true).init(&device).unwrap();
+    let bayes = config(false).init(&device).unwrap();
+    assert!(matches!(
+        point.params.bias,
+        Some(crate::posterior::AnyPosterior::Point(_))
+    ));
+    assert!(point.params.bias_prior.is_none() && bayes.params.bias_prior.is_some());
+    let weight_kl =
+        |l: &BayesianLinear| to_vec(l.params.weight.dist().kl(&l.params.weight_prior))[0];
+    let (kl_point, kl_bayes) = (to_vec(point.kl())[0], to_vec(bayes.kl())[0]);
+    assert!((kl_point - weight_kl(&point)).abs() <= 1e-5 * kl_point.abs().max(1.0));
+    assert!(
+        kl_bayes - weight_kl(&bayes) > 1.0,
+        "a Bayesian bias has its own KL term"
+    );
+    // At x = 0 only the bias can make the output uncertain.
+    let zero = crate::dist::Moments::deterministic(Tensor::<3>::zeros([1, 4, 3], &device));
+    let rule = crate::layers::MomentRule::Clt;
+    let var = |l: &BayesianLinear| {
+        let m = l.moments(zero.clone(), &mut Pass::moments(rule)).unwrap();
+        to_vec(m.var).into_iter().fold(0.0f64, f64::max)
+    };
+    assert_eq!(var(&point), 0.0);
+    assert!(var(&bayes) > 0.0);
+    let ad = test_device().autodiff();
+    let trained = config(true).init(&ad).unwrap();
+    let x = Tensor::<3>::random([1, 4, 3], Distribution::Normal(0.0, 1.0), &ad);
+    let grads = trained.run(x, &mut Pass::train(1, false)).sum().backward();
+    let Some(crate::posterior::AnyPosterior::Point(b)) = &trained.params.bias else {
+        unreachable!()
+    };
+    assert!(b.weight.grad(&grads).is_some(), "the point bias is trained");
+    // Continual learning leaves a point bias without a prior.
+    let next = point.params.with_posterior_as_prior().unwrap();
+    assert!(next.bias_prior.is_none());
+    let err = BayesianLinearConfig::new(3, 2)
+        .with_weights(WeightConfig::new().with_point_bias(true))
+        .init_with(&MeanFieldConfig::new(), &device)
+        .unwrap_err();
+    assert_eq!(err.field, "weights.point_bias");
+}

@@ -33,6 +33,12 @@ pub struct WeightConfig {
     /// Whether the layers have biases.
     #[config(default = true)]
     pub bias: bool,
+    /// Whether a bias is a point estimate without a prior (no noise, no term in the KL: fitted
+    /// by maximum likelihood), as in Haußmann 2021's VBP code, instead of a posterior of the
+    /// weights' family with the weights' prior. Needs a family that can express a point
+    /// ([`PosteriorFamily::point_estimate`]; any run-time [`PosteriorConfig`] can).
+    #[config(default = false)]
+    pub point_bias: bool,
     /// `(lo, hi)`: inside the KL, each weight's `ln σ²` is clamped to `[lo, hi]`, so the KL
     /// neither pulls a variance below `e^lo` up nor one above `e^hi` down
     /// (`KL = ½Σ[α(μ² + σ̃²) − 1 − ln ασ̃²]`, `σ̃² = e^{clamp(ln σ², lo, hi)}`). Haußmann's VBP
@@ -86,6 +92,14 @@ impl WeightConfig {
                 });
             }
         }
+        if self.point_bias && self.bias && family.point_estimate().is_none() {
+            return Err(ConfigError {
+                config,
+                field: "weights.point_bias",
+                value: format!("true with the {} family", family.name()),
+                expected: "false, or a family with a point estimate (e.g. a PosteriorConfig)",
+            });
+        }
         if self.estimator != Estimator::Reparameterization && !family.has_marginal_variance() {
             return Err(ConfigError {
                 config,
@@ -114,18 +128,33 @@ impl WeightConfig {
     }
 
     /// The posterior (of `family`'s bias configuration) and prior of a bias of `n` entries
-    /// (means start at 0).
+    /// (means start at 0); with [`Self::point_bias`], a point estimate and no prior.
+    ///
+    /// # Panics
+    /// With `point_bias` and a family without a point estimate, which
+    /// [`Self::validate_with`] rejects.
     pub(crate) fn bias<F: PosteriorFamily>(
         &self,
         family: &F,
         n: usize,
         device: &Device,
-    ) -> (F::Posterior<1>, WeightPrior<1>) {
+    ) -> (F::Posterior<1>, Option<WeightPrior<1>>) {
         let spec = TensorSpec {
             shape: [n],
             input_axis: None,
         };
-        let posterior = family.for_bias().init(Tensor::zeros([n], device), &spec);
-        (posterior, self.prior.weight_prior(self.kl_samples, device))
+        let mean = Tensor::zeros([n], device);
+        if self.point_bias {
+            let point = family
+                .point_estimate()
+                .expect("validate_with rejects point_bias without a point estimate");
+            (point.init(mean, &spec), None)
+        } else {
+            let posterior = family.for_bias().init(mean, &spec);
+            (
+                posterior,
+                Some(self.prior.weight_prior(self.kl_samples, device)),
+            )
+        }
     }
 }

@@ -149,6 +149,10 @@ impl PosteriorFamily for DropoutConfig {
     fn for_bias(&self) -> Self {
         Self { p: 0.0, ..*self }
     }
+
+    fn point_estimate(&self) -> Option<Self> {
+        Some(Self { p: 0.0, ..*self })
+    }
 }
 
 impl<const D: usize> WeightPosterior<D> for DropoutPosterior<D> {

@@ -9,11 +9,12 @@
 //! reparameterisation (which keeps marginals and drops the correlations between outputs).
 
 use super::{
-    PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported, WeightPosterior, numel, row,
+    PosteriorDist, PosteriorFamily, ScaleInit, ScaleParam, TensorSpec, Unsupported,
+    WeightPosterior, numel, row,
 };
 use crate::error::{Check, ConfigError};
 use crate::linalg::{cholesky, cholesky_log_det, solve_lower};
-use crate::special::{HALF_LN_2PI, softplus, softplus_scalar};
+use crate::special::HALF_LN_2PI;
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Distribution, Tensor};
@@ -34,19 +35,21 @@ pub struct LowRankConfig {
 
 /// Low-rank Gaussian parameters of one tensor.
 ///
-/// The factor is stored as `F / c`, `c` the initial diagonal scale `softplus(ρ₀)`: an optimiser
-/// step then moves `F` as much as it moves `σ` (through `softplus`), instead of ~`1/σ₀` times
-/// more.
+/// The factor is stored as `F / c`, `c` the initial diagonal scale `σ(ρ₀)`: an optimiser step
+/// then moves `F` as much as it moves `σ` (through `σ(ρ)`), instead of ~`1/σ₀` times more.
 #[derive(Module, Debug)]
 pub struct LowRankPosterior<const D: usize> {
     /// Mean `μ`.
     pub mu: Param<Tensor<D>>,
     /// Factor `F / c`, `[numel, k]`.
     pub factor: Param<Tensor<2>>,
-    /// Unconstrained diagonal scale; `σ = softplus(ρ)`.
+    /// Unconstrained diagonal scale; `σ = param(ρ)`.
     pub rho: Param<Tensor<D>>,
     /// The scale `c` of the factor.
     pub factor_scale: f64,
+    /// How `ρ` gives `σ`.
+    #[module(skip)]
+    pub param: ScaleParam,
 }
 
 /// `N(μ, F Fᵀ + diag σ²)` for one step.
@@ -77,7 +80,7 @@ impl PosteriorFamily for LowRankConfig {
     fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> LowRankPosterior<D> {
         let device = mean.device();
         let shape = [numel(mean.dims()), self.rank];
-        let factor_scale = softplus_scalar(self.scale.rho);
+        let factor_scale = self.scale.param.sigma_of(self.scale.rho);
         let factor = if self.factor_init_std > 0.0 {
             let std = self.factor_init_std / factor_scale;
             Tensor::random(shape, Distribution::Normal(0.0, std), &device)
@@ -90,6 +93,7 @@ impl PosteriorFamily for LowRankConfig {
             factor: Param::from_tensor(factor),
             rho: Param::from_tensor(rho),
             factor_scale,
+            param: self.scale.param,
         }
     }
 }
@@ -101,7 +105,7 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
         LowRankDist {
             mu: self.mu.val(),
             factor: self.factor.val() * self.factor_scale,
-            sigma: softplus(self.rho.val()),
+            sigma: self.param.sigma(self.rho.val()),
         }
     }
 

@@ -35,7 +35,7 @@ pub use low_rank::{LowRankConfig, LowRankDist, LowRankPosterior};
 pub use mean_field::{MeanFieldConfig, MeanFieldDist, MeanFieldPosterior};
 pub use point::{PointConfig, PointDist, PointPosterior};
 pub use radial::{RadialConfig, RadialDist, RadialPosterior, radial_entropy_constant};
-pub use scale::{FusedScale, LocationScale, ScaleInit};
+pub use scale::{FusedScale, LocationScale, ScaleInit, ScaleParam};
 
 use crate::dist::WeightPrior;
 use crate::error::ConfigError;
@@ -171,6 +171,14 @@ pub trait PosteriorFamily: Clone {
         self.clone()
     }
 
+    /// This family's configuration of a point estimate (a tensor without noise), when it can
+    /// express one: the run-time choice ([`PosteriorConfig`]) through its point family, the
+    /// point family itself, dropout at rate 0. A layer with
+    /// [`point_bias`](crate::layers::WeightConfig::point_bias) needs it.
+    fn point_estimate(&self) -> Option<Self> {
+        None
+    }
+
     /// Whether [`PosteriorDist::marginal_variance`] is defined (local reparameterisation and
     /// Flipout need it).
     fn has_marginal_variance(&self) -> bool {
@@ -218,6 +226,10 @@ macro_rules! posterior_families {
 
             fn for_bias(&self) -> Self {
                 match self { $(Self::$variant(c) => Self::$variant(c.for_bias()),)* }
+            }
+
+            fn point_estimate(&self) -> Option<Self> {
+                Some(Self::point())
             }
 
             fn has_marginal_variance(&self) -> bool {

@@ -38,6 +38,10 @@ impl PosteriorFamily for PointConfig {
         Ok(())
     }
 
+    fn point_estimate(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+
     fn init<const D: usize>(&self, mean: Tensor<D>, _spec: &TensorSpec<D>) -> PointPosterior<D> {
         PointPosterior {
             weight: Param::from_tensor(mean),

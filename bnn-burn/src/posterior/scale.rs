@@ -1,5 +1,6 @@
-//! What the Gaussian-based families share: the initial scale `ρ` (σ = softplus(ρ), Blundell et
-//! al. 2015; Farquhar 2022 App. B.3) and the location-scale parameters `(μ, ρ)`.
+//! What the Gaussian-based families share: the unconstrained scale `ρ` (σ = softplus(ρ), Blundell
+//! et al. 2015; Farquhar 2022 App. B.3, or ρ = ln σ², Haußmann 2021's VBP code), its
+//! initialisation, and the location-scale parameters `(μ, ρ)`.
 
 use crate::dist::{GaussianPrior, WeightPrior};
 use crate::error::{Check, ConfigError};
@@ -9,16 +10,60 @@ use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Distribution, Tensor};
 
-/// Initialisation of the unconstrained scale `ρ ~ N(rho, rho_std²)`, `σ = softplus(ρ)`: the one
-/// sub-configuration every scale-carrying family validates the same way.
+/// How the unconstrained parameter `ρ` of a location-scale family gives its scale `σ`. The
+/// choice matters beyond the initial value: Adam's steps are of about `lr` in `ρ` whatever its
+/// gradient's size, so it sets how fast the variances move.
+#[derive(Config, Debug, PartialEq, Eq, Copy)]
+pub enum ScaleParam {
+    /// `σ = softplus(ρ)` (Blundell et al. 2015; Farquhar 2022 App. B.3). For small σ,
+    /// `ρ ≈ ln σ = ½ ln σ²`.
+    Softplus,
+    /// `ρ = ln σ²`, `σ = exp(ρ/2)` (Kingma et al. 2015; the `logsig2` of Haußmann 2021's VBP
+    /// code): a step in `ρ` moves `ln σ²` half as far as under [`Self::Softplus`] near σ = 0.
+    LogVariance,
+}
+
+impl ScaleParam {
+    /// `σ(ρ)` elementwise.
+    pub fn sigma<const D: usize>(self, rho: Tensor<D>) -> Tensor<D> {
+        match self {
+            Self::Softplus => softplus(rho),
+            Self::LogVariance => (rho * 0.5).exp(),
+        }
+    }
+
+    /// `σ(ρ)` of one value.
+    pub fn sigma_of(self, rho: f64) -> f64 {
+        match self {
+            Self::Softplus => crate::special::softplus_scalar(rho),
+            Self::LogVariance => (0.5 * rho).exp(),
+        }
+    }
+
+    /// The `ρ` whose scale is `sigma > 0`.
+    pub fn rho_of(self, sigma: f64) -> f64 {
+        match self {
+            Self::Softplus => crate::special::inverse_softplus(sigma),
+            Self::LogVariance => 2.0 * sigma.ln(),
+        }
+    }
+}
+
+/// The unconstrained scale: its parameterisation `σ(ρ)` and initialisation
+/// `ρ ~ N(rho, rho_std²)`; the one sub-configuration every scale-carrying family validates the
+/// same way.
 #[derive(Config, Debug, PartialEq, Copy)]
 pub struct ScaleInit {
-    /// Mean of the initial `ρ` (−5 gives σ ≈ 0.0067; Farquhar uses −4 to −6).
+    /// Mean of the initial `ρ` (softplus: −5 gives σ ≈ 0.0067, Farquhar uses −4 to −6;
+    /// log-variance: −9 gives σ² = e⁻⁹ as in Haußmann's VBP code).
     #[config(default = -5.0)]
     pub rho: f64,
     /// Standard deviation of the jitter on the initial `ρ` (0 for a constant).
     #[config(default = 0.1)]
     pub rho_std: f64,
+    /// How `ρ` gives `σ` (softplus by default).
+    #[config(default = "ScaleParam::Softplus")]
+    pub param: ScaleParam,
 }
 
 impl ScaleInit {
@@ -49,8 +94,11 @@ impl ScaleInit {
 pub struct LocationScale<const D: usize> {
     /// Posterior mean `μ`.
     pub mu: Param<Tensor<D>>,
-    /// Unconstrained scale; `σ = softplus(ρ)`.
+    /// Unconstrained scale; `σ = param(ρ)`.
     pub rho: Param<Tensor<D>>,
+    /// How `ρ` gives `σ`.
+    #[module(skip)]
+    pub param: ScaleParam,
 }
 
 impl<const D: usize> LocationScale<D> {
@@ -60,12 +108,23 @@ impl<const D: usize> LocationScale<D> {
         Self {
             mu: Param::from_tensor(mean),
             rho: Param::from_tensor(rho),
+            param: scale.param,
         }
     }
 
     /// `(μ, σ)` evaluated once.
     pub fn evaluate(&self) -> (Tensor<D>, Tensor<D>) {
-        (self.mu.val(), softplus(self.rho.val()))
+        (self.mu.val(), self.param.sigma(self.rho.val()))
+    }
+
+    /// `μ` and `ρ` for the fused kernels, which implement `σ = softplus(ρ)` only: `None` under
+    /// another parameterisation (the layer then runs on burn ops).
+    pub fn fused(&self, radial: bool) -> Option<FusedScale<D>> {
+        (self.param == ScaleParam::Softplus).then(|| FusedScale {
+            mu: self.mu.val(),
+            rho: self.rho.val(),
+            radial,
+        })
     }
 }
 
@@ -247,11 +306,7 @@ macro_rules! location_scale_family {
             }
 
             fn fused(&self) -> Option<FusedScale<D>> {
-                Some(FusedScale {
-                    mu: self.loc.mu.val(),
-                    rho: self.loc.rho.val(),
-                    radial: $radial,
-                })
+                self.loc.fused($radial)
             }
         }
     };

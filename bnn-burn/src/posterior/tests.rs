@@ -374,3 +374,52 @@ fn radial_normalised_deviation_is_half_normal() {
     // With one entry the radial posterior is the Gaussian: the constant is −½ ln 2πe.
     assert!((radial_entropy_constant(1) + crate::special::HALF_LN_2PI + 0.5).abs() < 1e-10);
 }
+
+/// Under [`ScaleParam::LogVariance`], `ρ` is `ln σ²` in every location-scale family (σ = e^{ρ/2},
+/// the low-rank factor's scale too), and the fused kernels, which implement softplus only, are
+/// not used; softplus stays the default.
+#[test]
+fn log_variance_scales_are_the_exponential_of_half_rho() {
+    let device = test_device();
+    let scale = ScaleInit::new()
+        .with_param(ScaleParam::LogVariance)
+        .with_rho(-3.0)
+        .with_rho_std(0.5);
+    assert_eq!(ScaleInit::new().param, ScaleParam::Softplus);
+    let mean = Tensor::<2>::zeros([3, 4], &device);
+    let spec = TensorSpec {
+        shape: [3, 4],
+        input_axis: Some(0),
+    };
+    let close = |sigma: Tensor<2>, rho: Tensor<2>| {
+        for (s, r) in to_vec(sigma).into_iter().zip(to_vec(rho)) {
+            assert!((s - (0.5 * r).exp()).abs() <= 1e-6 * s, "σ {s}, ρ {r}");
+        }
+    };
+    let mf = MeanFieldConfig::new()
+        .with_scale(scale)
+        .init(mean.clone(), &spec);
+    close(mf.dist().sigma, mf.loc.rho.val());
+    assert!(mf.fused().is_none());
+    let radial = RadialConfig::new()
+        .with_scale(scale)
+        .init(mean.clone(), &spec);
+    close(radial.dist().sigma, radial.loc.rho.val());
+    assert!(radial.fused().is_none());
+    let low = LowRankConfig::new()
+        .with_scale(scale)
+        .init(mean.clone(), &spec);
+    close(low.dist().sigma, low.rho.val());
+    assert!((low.factor_scale - (-1.5f64).exp()).abs() < 1e-12);
+    let softplus = MeanFieldConfig::new().init(mean, &spec);
+    assert!(softplus.fused().is_some());
+    for param in [ScaleParam::Softplus, ScaleParam::LogVariance] {
+        for sigma in [1e-4, 0.3, 2.0] {
+            let back = param.sigma_of(param.rho_of(sigma));
+            assert!(
+                (back - sigma).abs() <= 1e-12 * sigma.max(1.0),
+                "{param:?} {sigma}"
+            );
+        }
+    }
+}
