@@ -179,8 +179,9 @@ enum Command {
         /// ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// Reuse the finished rows of an interrupted run in --out (mnist.partial.json) with the
-        /// same seed, epochs, samples and data size.
+        /// Reuse the finished rows in --out (mnist.json, and an interrupted run's
+        /// mnist.partial.json) with the same seed, epochs, samples and data size; rows there of
+        /// other architectures or methods are kept in the new report.
         #[arg(long)]
         resume: bool,
     },

@@ -121,8 +121,9 @@ pub struct MnistOptions {
     pub out: PathBuf,
     /// Data folder (default search when `None`).
     pub data_dir: Option<PathBuf>,
-    /// Reuse the rows of an interrupted run (`mnist.partial.json` in `out`) with the same
-    /// seed, epochs, prediction samples and data size.
+    /// Reuse the finished rows in `out` (`mnist.json`, replaced by an interrupted run's
+    /// `mnist.partial.json`) with the same seed, epochs, prediction samples and data size;
+    /// rows there of other architectures or methods are kept in the new records.
     pub resume: bool,
 }
 
@@ -537,11 +538,17 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let epochs = options.epochs();
     let partial = options.out.join("mnist.partial.json");
     let earlier: Vec<MnistResult> = if options.resume {
-        resumable(&partial, options, &data)?
+        resumable(&options.out, options, &data)?
     } else {
         Vec::new()
     };
-    let mut results: Vec<MnistResult> = Vec::new();
+    // Finished rows of other architectures or methods already in `out` stay in its records.
+    let names: Vec<&str> = selected.iter().map(|m| m.name).collect();
+    let kept = other_rows(&earlier, &archs, &names);
+    if options.resume && !kept.is_empty() {
+        eprintln!("[mnist] {} other rows in the folder kept", kept.len());
+    }
+    let mut results: Vec<MnistResult> = kept;
     for &arch in &archs {
         for method in &selected {
             let seed = experiment::derive(options.seed, &[arch.name(), method.name], 0);
@@ -609,9 +616,28 @@ fn run_key(options: &MnistOptions, data: &MnistData, rows: &[MnistResult]) -> se
     })
 }
 
-/// The rows of an interrupted run that this run can reuse (same seed, epochs, samples and
-/// data sizes); none when the file is missing or was written under other settings.
+/// The finished rows in `out` that this run can reuse or must keep: those of a finished run
+/// (`mnist.json`), replaced by those of an interrupted one (`mnist.partial.json`) for the same
+/// architecture and method; each record only under this run's seed, epochs, samples and data
+/// sizes.
 fn resumable(
+    out: &Path,
+    options: &MnistOptions,
+    data: &MnistData,
+) -> Result<Vec<MnistResult>, Box<dyn Error>> {
+    let mut rows: Vec<MnistResult> = Vec::new();
+    for name in ["mnist.json", "mnist.partial.json"] {
+        for row in record_rows(&out.join(name), options, data)? {
+            rows.retain(|r| !(r.arch == row.arch && r.method == row.method));
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows of the record at `path`; none when it is missing or was written under other
+/// settings.
+fn record_rows(
     path: &Path,
     options: &MnistOptions,
     data: &MnistData,
@@ -620,7 +646,7 @@ fn resumable(
         return Ok(Vec::new());
     };
     let record: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not an mnist partial record ({e})", path.display()))?;
+        .map_err(|e| format!("{}: not an mnist record ({e})", path.display()))?;
     let key = run_key(options, data, &[]);
     let same = [
         "seed",
@@ -631,11 +657,28 @@ fn resumable(
         "n_ood",
     ]
     .iter()
-    .all(|k| record[k] == key[k]);
+    // A finished record (`mnist.json`) keeps the seed and sample count under its options.
+    .all(|k| {
+        let value = if record[k].is_null() {
+            &record["options"][k]
+        } else {
+            &record[k]
+        };
+        *value == key[k]
+    });
     if !same {
-        eprintln!("{}: other settings; starting afresh", path.display());
+        eprintln!("{}: other settings; not reused", path.display());
         return Ok(Vec::new());
     }
     Ok(serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?)
+}
+
+/// The rows of `earlier` whose (architecture, method) this run does not select.
+fn other_rows(earlier: &[MnistResult], archs: &[Arch], methods: &[&str]) -> Vec<MnistResult> {
+    earlier
+        .iter()
+        .filter(|r| !(archs.contains(&r.arch) && methods.contains(&r.method.as_str())))
+        .cloned()
+        .collect()
 }

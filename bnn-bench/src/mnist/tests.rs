@@ -102,7 +102,7 @@ fn a_small_run_writes_its_table_and_figures() {
     let partial = dir.join("mnist.partial.json");
     let key = run_key(&options, &data, &results[..2]);
     std::fs::write(&partial, serde_json::to_string(&key).unwrap()).unwrap();
-    let back = resumable(&partial, &options, &data).unwrap();
+    let back = resumable(&dir, &options, &data).unwrap();
     assert_eq!(back.len(), 2);
     assert_eq!(
         (
@@ -116,8 +116,26 @@ fn a_small_run_writes_its_table_and_figures() {
         seed: 1,
         ..options.clone()
     };
-    assert!(resumable(&partial, &other, &data).unwrap().is_empty());
+    assert!(resumable(&dir, &other, &data).unwrap().is_empty());
+    // A run of one of those rows keeps the other; a finished record's rows are reused too,
+    // an interrupted run's replacing them.
+    let kept = other_rows(&back, &[back[0].arch], &[back[0].method.as_str()]);
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].method, back[1].method);
     std::fs::remove_file(&partial).unwrap();
+    write_report(&options, &data, &results[..3], 1.0).unwrap();
+    let mut newer = results[0].clone();
+    newer.error_pct += 1.0;
+    std::fs::write(
+        &partial,
+        serde_json::to_string(&run_key(&options, &data, &[newer])).unwrap(),
+    )
+    .unwrap();
+    let both = resumable(&dir, &options, &data).unwrap();
+    assert_eq!(both.len(), 3);
+    assert_eq!(both[2].error_pct, results[0].error_pct + 1.0);
+    std::fs::remove_file(&partial).unwrap();
+    std::fs::remove_file(dir.join("mnist.json")).unwrap();
     write_report(&options, &data, &results, 1.0).unwrap();
     let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
     assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));
