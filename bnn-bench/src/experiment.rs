@@ -89,6 +89,14 @@ pub fn read_if_exists(path: &Path) -> Result<Option<String>, String> {
     }
 }
 
+/// Appends `row` to `rows`, dropping the earlier row `same` matches: how the rows of several
+/// records (a finished run, then an interrupted one; or `uci-report`'s inputs) are merged, a
+/// later record's row winning.
+pub fn replace_or_push<T>(rows: &mut Vec<T>, row: T, same: impl Fn(&T, &T) -> bool) {
+    rows.retain(|r| !same(r, &row));
+    rows.push(row);
+}
+
 /// Reports and plots refuse NaN and ±∞: `Err` naming the row and the field when `value` is not
 /// finite.
 pub fn check_finite(row: &str, field: &str, value: f64) -> Result<(), String> {

@@ -628,8 +628,9 @@ fn resumable(
     let mut rows: Vec<MnistResult> = Vec::new();
     for name in ["mnist.json", "mnist.partial.json"] {
         for row in record_rows(&out.join(name), options, data)? {
-            rows.retain(|r| !(r.arch == row.arch && r.method == row.method));
-            rows.push(row);
+            experiment::replace_or_push(&mut rows, row, |a, b| {
+                a.arch == b.arch && a.method == b.method
+            });
         }
     }
     Ok(rows)

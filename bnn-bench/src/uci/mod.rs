@@ -293,6 +293,11 @@ pub struct MethodResult {
 }
 
 impl MethodResult {
+    /// Whether `other` is the same row of a table (data set and method).
+    pub fn same_row(&self, other: &Self) -> bool {
+        self.dataset == other.dataset && self.method == other.method
+    }
+
     /// Mean and standard error of the test LL.
     pub fn ll(&self) -> (f64, f64) {
         mean_and_standard_error(&self.splits.iter().map(|s| s.test_ll).collect::<Vec<_>>())

@@ -301,8 +301,7 @@ pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box
             .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?;
         wall += record["wall_seconds"].as_f64().unwrap_or(0.0);
         for r in results {
-            rows.retain(|o| !(o.dataset == r.dataset && o.method == r.method));
-            rows.push(r);
+            crate::experiment::replace_or_push(&mut rows, r, MethodResult::same_row);
         }
         first.get_or_insert(record);
     }

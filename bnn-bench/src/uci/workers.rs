@@ -148,8 +148,7 @@ pub(crate) fn resumable(options: &UciOptions) -> Result<Vec<MethodResult>, Box<d
     let mut rows: Vec<MethodResult> = Vec::new();
     for name in ["uci.json", "uci.partial.json"] {
         for row in record_rows(&options.out.join(name), options)? {
-            rows.retain(|r| !(r.dataset == row.dataset && r.method == row.method));
-            rows.push(row);
+            crate::experiment::replace_or_push(&mut rows, row, MethodResult::same_row);
         }
     }
     Ok(rows)

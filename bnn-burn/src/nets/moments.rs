@@ -70,7 +70,7 @@ impl MomentConfig {
 /// classification; ch. 4: 10), its KL with `ln σ²` clamped to [`VBP_KL_LOG_VAR_RANGE`]; biases
 /// are point estimates without a prior ([`WeightConfig::point_bias`]). On energy (20 splits) the
 /// last two took VBP's test LL from −1.49 ± 0.10 (softplus scales, Bayesian biases) to
-/// −1.10 ± 0.06 (Table 3.1: −1.11 ± 0.07).
+/// −1.14 ± 0.08 (Table 3.1: −1.11 ± 0.07).
 ///
 /// [`ScaleParam::LogVariance`]: crate::posterior::ScaleParam::LogVariance
 /// [`WeightConfig::point_bias`]: crate::layers::WeightConfig::point_bias

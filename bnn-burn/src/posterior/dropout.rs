@@ -151,7 +151,7 @@ impl PosteriorFamily for DropoutConfig {
     }
 
     fn point_estimate(&self) -> Option<Self> {
-        Some(Self { p: 0.0, ..*self })
+        Some(self.for_bias())
     }
 }
 
