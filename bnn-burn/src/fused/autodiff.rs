@@ -7,6 +7,7 @@
 
 use super::cpu::KlTerms;
 use super::ext::FusedKernels;
+use super::rectifier::{RectifierOutput, RectifierRule};
 use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -51,6 +52,14 @@ pub trait FusedOps: Backend {
 
     /// [`FusedKernels::fused_dropout`].
     fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self>;
+
+    /// `(E h, Var h)` of [`FusedKernels::fused_rectifier`], both differentiable (two graph
+    /// nodes, each with its own backward pass).
+    fn rectifier_op(
+        mean: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        rule: RectifierRule,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
 }
 
 /// The inner backends: forward kernels only.
@@ -101,6 +110,14 @@ macro_rules! inner_ops {
 
             fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
                 Self::fused_dropout(x, key, p)
+            }
+
+            fn rectifier_op(
+                mean: FloatTensor<Self>,
+                var: FloatTensor<Self>,
+                rule: RectifierRule,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                Self::fused_rectifier(mean, var, rule)
             }
         }
     };
@@ -227,6 +244,23 @@ impl<B: FusedKernels> Backward<B, 1> for DropoutBackward {
     }
 }
 
+/// The backward pass of one output of [`FusedOps::rectifier_op`].
+#[derive(Debug)]
+struct RectifierBackward(RectifierOutput);
+
+impl<B: FusedKernels> Backward<B, 2> for RectifierBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>, RectifierRule);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_mean, node_var] = ops.parents;
+        let g = grads.consume::<B>(&ops.node);
+        let (mean, var, rule) = ops.state;
+        let (dmean, dvar) = B::fused_rectifier_backward(mean, var, g, rule, self.0);
+        register!(grads, node_mean, dmean);
+        register!(grads, node_var, dvar);
+    }
+}
+
 impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     fn sample_op(
         mu: FloatTensor<Self>,
@@ -343,5 +377,27 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             OpsKind::Tracked(prep) => prep.finish((key, p), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
+    }
+
+    fn rectifier_op(
+        mean: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        rule: RectifierRule,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (m, v) = B::fused_rectifier(mean.primitive().clone(), var.primitive().clone(), rule);
+        let node = |output: RectifierOutput, y: FloatTensor<B>| match RectifierBackward(output)
+            .prepare::<C>([mean.node(), var.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                prep.finish((mean.primitive().clone(), var.primitive().clone(), rule), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        };
+        (
+            node(RectifierOutput::Mean, m),
+            node(RectifierOutput::Var, v),
+        )
     }
 }

@@ -6,6 +6,7 @@
 
 use super::cpu::{self, AdamStep, KlTerms};
 use super::ext::FusedKernels;
+use super::rectifier::{self, RectifierOutput, RectifierRule};
 use burn::backend::TensorMetadata;
 use burn::backend::tensor::FloatTensor;
 use burn::tensor::Shape;
@@ -200,6 +201,40 @@ macro_rules! cpu_fused_kernels {
                 let x = x.values();
                 let y = written(shape.num_elements(), |y| cpu::dropout(key, &x, p, y));
                 <FloatTensor<Self>>::from_values(y, shape)
+            }
+
+            fn fused_rectifier(
+                mean: FloatTensor<Self>,
+                var: FloatTensor<Self>,
+                rule: RectifierRule,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let shape = mean.shape();
+                let (mean, var) = (mean.values(), var.values());
+                let (m, v) = written2(shape.num_elements(), |m, v| {
+                    rectifier::rectifier(rule, &mean, &var, m, v)
+                });
+                (
+                    <FloatTensor<Self>>::from_values(m, shape.clone()),
+                    <FloatTensor<Self>>::from_values(v, shape),
+                )
+            }
+
+            fn fused_rectifier_backward(
+                mean: FloatTensor<Self>,
+                var: FloatTensor<Self>,
+                grad: FloatTensor<Self>,
+                rule: RectifierRule,
+                output: RectifierOutput,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let shape = mean.shape();
+                let (mean, var, grad) = (mean.values(), var.values(), grad.values());
+                let (dm, dv) = written2(shape.num_elements(), |dm, dv| {
+                    rectifier::rectifier_backward(rule, output, &mean, &var, &grad, dm, dv)
+                });
+                (
+                    <FloatTensor<Self>>::from_values(dm, shape.clone()),
+                    <FloatTensor<Self>>::from_values(dv, shape),
+                )
             }
 
             fn fused_adam(

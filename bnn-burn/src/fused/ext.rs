@@ -16,8 +16,9 @@
 #![allow(deprecated)]
 
 use super::cpu::{self, AdamStep, KlTerms, VAR_FLOOR};
+use super::rectifier::{RectifierOutput, RectifierRule};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Backend, FloatDType, Scalar, TensorMetadata, backend_extension};
+use burn::backend::{Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension};
 use burn::tensor::{Shape, TensorData};
 
 /// A tensor of `shape` from host values of the CPU kernels' counter-based streams.
@@ -223,6 +224,114 @@ pub trait FusedKernels: Backend {
         Self::float_mul(x, mask)
     }
 
+    /// `(E h, Var h)` of `h = relu(f)`, `f ~ N(mean, var)` elementwise, by `rule`
+    /// ([`super::rectifier`]'s formulas).
+    fn fused_rectifier(
+        mean: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        rule: RectifierRule,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        match rule {
+            RectifierRule::Gaussian => {
+                let z = Standardised::<Self>::new(mean.clone(), var);
+                let m = z.mean(mean);
+                let (a, c, q, p) = (z.a.clone(), z.cdf.clone(), z.cdf_neg.clone(), z.pdf.clone());
+                // g = Φ + a²ΦΦ̄ + aφ(1 − 2Φ) − φ².
+                let g = Self::float_add(
+                    Self::float_add(
+                        c.clone(),
+                        Self::float_mul(
+                            Self::float_mul(Self::float_mul(a.clone(), a.clone()), c.clone()),
+                            q,
+                        ),
+                    ),
+                    Self::float_sub(
+                        Self::float_mul(
+                            Self::float_mul(a, p.clone()),
+                            Self::float_add_scalar(
+                                Self::float_mul_scalar(c, Scalar::from(-2.0)),
+                                Scalar::from(1.0),
+                            ),
+                        ),
+                        Self::float_mul(p.clone(), p),
+                    ),
+                );
+                let s2 = Self::float_mul(z.s.clone(), z.s);
+                (
+                    m,
+                    Self::float_mul(s2, Self::float_clamp_min(g, Scalar::from(0.0))),
+                )
+            }
+            RectifierRule::Gate(gate) => {
+                let p = gate_probability::<Self>(mean.clone(), gate);
+                let pq = Self::float_mul(p.clone(), one_minus::<Self>(p.clone()));
+                let m2 = Self::float_mul(mean.clone(), mean.clone());
+                let v = Self::float_add(Self::float_mul(p.clone(), var), Self::float_mul(pq, m2));
+                (Self::float_mul(p, mean), v)
+            }
+        }
+    }
+
+    /// `(dmean, dvar) = grad·∂output/∂(mean, var)` of [`FusedKernels::fused_rectifier`].
+    fn fused_rectifier_backward(
+        mean: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        rule: RectifierRule,
+        output: RectifierOutput,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let mul = Self::float_mul;
+        match rule {
+            RectifierRule::Gaussian => {
+                let negative =
+                    Self::float_lower_elem(var.clone(), Scalar::from(0.0), BoolDType::Native);
+                let z = Standardised::<Self>::new(mean.clone(), var);
+                let (dmu, ds) = match output {
+                    RectifierOutput::Mean => {
+                        (mul(grad.clone(), z.cdf.clone()), mul(grad, z.pdf.clone()))
+                    }
+                    RectifierOutput::Var => {
+                        // ∂V/∂μ = 2mΦ̄, ∂V/∂s = 2(sΦ − mφ).
+                        let m = z.mean(mean);
+                        let g2 = Self::float_mul_scalar(grad, Scalar::from(2.0));
+                        let ds = Self::float_sub(
+                            mul(z.s.clone(), z.cdf.clone()),
+                            mul(m.clone(), z.pdf.clone()),
+                        );
+                        (mul(g2.clone(), mul(m, z.cdf_neg.clone())), mul(g2, ds))
+                    }
+                };
+                let dv = Self::float_div(Self::float_mul_scalar(ds, Scalar::from(0.5)), z.s);
+                (dmu, Self::float_mask_fill(dv, negative, Scalar::from(0.0)))
+            }
+            RectifierRule::Gate(gate) => {
+                let p = gate_probability::<Self>(mean.clone(), gate);
+                let pq = mul(p.clone(), one_minus::<Self>(p.clone()));
+                let dp = Self::float_mul_scalar(pq.clone(), Scalar::from(gate));
+                match output {
+                    RectifierOutput::Mean => {
+                        let d = Self::float_add(p, mul(mean, dp));
+                        let zeros = Self::float_zeros(d.shape(), &d.device(), FloatDType::F32);
+                        (mul(grad, d), zeros)
+                    }
+                    RectifierOutput::Var => {
+                        // ∂V/∂μ = v·p' + p'(1 − 2p)μ² + 2p(1 − p)μ, ∂V/∂v = p.
+                        let m2 = mul(mean.clone(), mean.clone());
+                        let one_minus_2p = Self::float_add_scalar(
+                            Self::float_mul_scalar(p.clone(), Scalar::from(-2.0)),
+                            Scalar::from(1.0),
+                        );
+                        let d = Self::float_add(
+                            Self::float_add(mul(var, dp.clone()), mul(mul(dp, one_minus_2p), m2)),
+                            Self::float_mul_scalar(mul(pq, mean), Scalar::from(2.0)),
+                        );
+                        (mul(grad.clone(), d), mul(grad, p))
+                    }
+                }
+            }
+        }
+    }
+
     /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.
     fn fused_adam(
         param: FloatTensor<Self>,
@@ -274,6 +383,86 @@ pub trait FusedKernels: Backend {
 // user's own burn dependency may too): the composed ops are then fused lazily by burn.
 #[cfg(feature = "wgpu")]
 impl FusedKernels for burn::backend::Cube {}
+
+/// `1 − x`.
+fn one_minus<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_add_scalar(B::float_neg(x), Scalar::from(1.0))
+}
+
+/// VBP's gate `σ(C·μ)`, its logit clamped to `±40` as in the CPU kernel.
+fn gate_probability<B: Backend>(mean: FloatTensor<B>, gate: f32) -> FloatTensor<B> {
+    let x = B::float_clamp(
+        B::float_mul_scalar(mean, Scalar::from(gate)),
+        Scalar::from(-40.0),
+        Scalar::from(40.0),
+    );
+    B::sigmoid(x)
+}
+
+/// The standardised pre-activation of the Gaussian rectifier rule from burn primitives:
+/// `s = √(max(v, 0) + 10⁻⁸)`, `a = μ/s` clamped to `±40`, `Φ(a)`, `Φ(−a)` and `φ(a)` from one
+/// exponential (the tail `½ erfc(|a|/√2)` by Numerical Recipes' fit, as the CPU kernel).
+struct Standardised<B: Backend> {
+    s: FloatTensor<B>,
+    a: FloatTensor<B>,
+    cdf: FloatTensor<B>,
+    cdf_neg: FloatTensor<B>,
+    pdf: FloatTensor<B>,
+}
+
+impl<B: Backend> Standardised<B> {
+    fn new(mean: FloatTensor<B>, var: FloatTensor<B>) -> Self {
+        let v = B::float_add_scalar(
+            B::float_clamp_min(var, Scalar::from(0.0)),
+            Scalar::from(1e-8),
+        );
+        let s = B::float_sqrt(v);
+        let a = B::float_clamp(
+            B::float_div(mean, s.clone()),
+            Scalar::from(-40.0),
+            Scalar::from(40.0),
+        );
+        let abs = B::float_abs(a.clone());
+        let half_a2 =
+            B::float_mul_scalar(B::float_mul(abs.clone(), abs.clone()), Scalar::from(0.5));
+        let t = B::float_recip(B::float_add_scalar(
+            B::float_mul_scalar(abs, Scalar::from(std::f64::consts::FRAC_1_SQRT_2 * 0.5)),
+            Scalar::from(1.0),
+        ));
+        let c = super::rectifier::ERFC;
+        let mut poly = B::float_mul_scalar(t.clone(), Scalar::from(c[9]));
+        for k in (1..9).rev() {
+            poly = B::float_mul(B::float_add_scalar(poly, Scalar::from(c[k])), t.clone());
+        }
+        let poly = B::float_add_scalar(poly, Scalar::from(c[0]));
+        let e = B::float_exp(B::float_neg(half_a2));
+        let tail = B::float_mul(
+            B::float_mul_scalar(B::float_mul(t, B::float_exp(poly)), Scalar::from(0.5)),
+            e.clone(),
+        );
+        let pdf = B::float_mul_scalar(e, Scalar::from(0.398_942_280_401_432_7));
+        // Φ(a) is the tail below zero and one minus it above; Φ(−a) the other way round.
+        let negative = B::float_lower_elem(a.clone(), Scalar::from(0.0), BoolDType::Native);
+        let body = one_minus::<B>(tail.clone());
+        let cdf = B::float_mask_where(body.clone(), negative.clone(), tail.clone());
+        let cdf_neg = B::float_mask_where(tail, negative, body);
+        Self {
+            s,
+            a,
+            cdf,
+            cdf_neg,
+            pdf,
+        }
+    }
+
+    /// `E[relu f] = μΦ(a) + sφ(a)`.
+    fn mean(&self, mean: FloatTensor<B>) -> FloatTensor<B> {
+        B::float_add(
+            B::float_mul(mean, self.cdf.clone()),
+            B::float_mul(self.s.clone(), self.pdf.clone()),
+        )
+    }
+}
 
 /// `softplus(x) = max(x, 0) + ln(1 + t)`, `t = e^{−|x|}`, from burn primitives, with
 /// `ln(1 + t) = 2 atanh(t/(2 + t))` by its series (`t/(2+t) ≤ 1/3`): only multiplications and

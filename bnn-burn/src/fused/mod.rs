@@ -37,6 +37,7 @@ mod autodiff;
 pub mod cpu;
 mod cpu_backends;
 mod ext;
+pub mod rectifier;
 pub mod rng;
 mod simd;
 
@@ -44,6 +45,7 @@ pub use adam::{FusedAdam, FusedAdamW};
 pub use autodiff::FusedOps;
 pub use cpu::{AdamStep, KlTerms, VAR_FLOOR};
 pub use ext::FusedKernels;
+pub use rectifier::RectifierRule;
 
 use burn::backend::Dispatch;
 use burn::tensor::{Device, Distribution, Tensor};
@@ -194,6 +196,18 @@ pub fn dropout<const D: usize>(x: Tensor<D>, key: u64, p: f64) -> Tensor<D> {
         key,
         p,
     ))
+}
+
+/// `(E h, Var h)` of `h = relu(f)` for `f ~ N(mean, var)` elementwise, by `rule` (the
+/// Gaussian moments or VBP's gate; [`rectifier`]): one pass forward, one per output backward.
+pub fn rectifier_moments<const D: usize>(
+    mean: Tensor<D>,
+    var: Tensor<D>,
+    rule: RectifierRule,
+) -> (Tensor<D>, Tensor<D>) {
+    let (m, v) =
+        <Dispatch as FusedOps>::rectifier_op(mean.into_dispatch(), var.into_dispatch(), rule);
+    (Tensor::from_dispatch(m), Tensor::from_dispatch(v))
 }
 
 #[cfg(test)]

@@ -392,3 +392,94 @@ fn fused_adam_and_adamw_follow_burns_optimisers_and_records() {
     let want = step(&mut reference, first);
     assert!(rel_err(&to_vec(twice.a.val()), &to_vec(want.a.val())) < 1e-5);
 }
+
+/// Pre-activation moments `(μ, v)`: a grid over `μ/s` from −10⁵ to 10⁵ (|μ/s| up to 10 and
+/// far beyond, variances from 10⁻¹² to 100), then 1 000 random pairs. `μ = 0` exactly is left
+/// out: the reference differentiates `|a|` there with burn's `sign(0) = 0` and drops `φ`'s term.
+fn rectifier_inputs() -> (Vec<f32>, Vec<f32>) {
+    let (mut means, mut vars) = (Vec::new(), Vec::new());
+    for mu in [
+        -1e3f32, -30.0, -8.0, -5.0, -2.0, -0.5, 1e-6, 0.3, 1.0, 2.0, 5.0, 9.0, 30.0, 1e3,
+    ] {
+        for var in [1e-12f32, 1e-4, 0.01, 1.0, 4.0, 100.0] {
+            means.push(mu);
+            vars.push(var);
+        }
+    }
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut uniform = move || {
+        state = crate::fused::rng::mix(state);
+        (state >> 40) as f32 / (1u64 << 24) as f32
+    };
+    for _ in 0..1000 {
+        means.push((uniform() - 0.5) * 8.0);
+        vars.push((10f32).powf((uniform() - 0.7) * 6.0));
+    }
+    (means, vars)
+}
+
+/// The fused rectifier rules (`E h`, `Var h` and both gradients) against the reference
+/// compositions of burn ops (`relu_moments`, `relu_vbp_moments`) on the same inputs, element by
+/// element: errors within `2·10⁻⁵` of the value plus the scale it is computed at (`|μ| + s`
+/// for the mean, `s² + |μ|s` for the variance, where the reference's `g(a)` cancels; 1 or
+/// `1/s` for the gradients), `f32` round-off of two different evaluations of `Φ` and `φ`.
+#[test]
+fn rectifier_moments_and_gradients_match_the_composition_of_burn_ops() {
+    use crate::dist::Moments;
+    use crate::layers::{relu_moments, relu_vbp_moments};
+    let device = test_device().autodiff();
+    let (means, vars) = rectifier_inputs();
+    let n = means.len();
+    // Output gradients of either sign.
+    let (r_mean, r_var): (Vec<f32>, Vec<f32>) = (0..n)
+        .map(|i| (((i * 7) % 5) as f32 - 2.0, ((i * 3) % 7) as f32 - 3.0))
+        .unzip();
+    for (rule, name) in [
+        (RectifierRule::Gaussian, "gaussian"),
+        (RectifierRule::Gate(100.0), "gate C = 100"),
+        (RectifierRule::Gate(1.0), "gate C = 1"),
+    ] {
+        let run = |fused: bool| {
+            let mu = Tensor::<1>::from_floats(means.as_slice(), &device).require_grad();
+            let var = Tensor::<1>::from_floats(vars.as_slice(), &device).require_grad();
+            let (m, v) = if fused {
+                rectifier_moments(mu.clone(), var.clone(), rule)
+            } else {
+                let input = Moments::new(mu.clone(), var.clone());
+                let out = match rule {
+                    RectifierRule::Gaussian => relu_moments(input),
+                    RectifierRule::Gate(c) => relu_vbp_moments(input, c as f64),
+                };
+                (out.mean, out.var)
+            };
+            let loss = (m.clone() * Tensor::from_floats(r_mean.as_slice(), &device)
+                + v.clone() * Tensor::from_floats(r_var.as_slice(), &device))
+            .sum();
+            let g = loss.backward();
+            [
+                to_vec(m),
+                to_vec(v),
+                to_vec(mu.grad(&g).expect("dμ")),
+                to_vec(var.grad(&g).expect("dv")),
+            ]
+        };
+        let (got, want) = (run(true), run(false));
+        for i in 0..n {
+            let (mu, var) = (means[i] as f64, vars[i] as f64);
+            let s = (var + 1e-8).sqrt();
+            let scales = [
+                mu.abs() + s,
+                s * s + mu.abs() * s,
+                (want[2][i].abs()).max(1.0),
+                (want[3][i].abs()).max(1.0 / s),
+            ];
+            for (k, what) in ["E h", "Var h", "dμ", "dv"].iter().enumerate() {
+                let (g, w) = (got[k][i], want[k][i]);
+                assert!(
+                    g.is_finite() && (g - w).abs() <= 2e-5 * (scales[k] + w.abs()),
+                    "{name}, μ = {mu}, v = {var}: {what} fused {g} vs reference {w}"
+                );
+            }
+        }
+    }
+}

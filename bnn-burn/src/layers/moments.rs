@@ -18,7 +18,8 @@ use burn::tensor::activation::sigmoid;
 use burn::tensor::module::{avg_pool2d, unfold4d};
 use burn::tensor::ops::{AvgPoolOptions, UnfoldOptions};
 
-use super::{Activation, Pool};
+use super::{Activation, Pass, Pool};
+use crate::fused::{self, Kernels, RectifierRule};
 
 /// Added to every pre-activation variance before `s = √var` (the reference code's `1e-8`), so
 /// that `a = μ/s` stays finite for deterministic inputs.
@@ -199,6 +200,32 @@ impl Activation {
                 });
             }
         })
+    }
+}
+
+impl Activation {
+    /// [`Activation::moments`] under `pass`'s rule and kernels: with [`Kernels::Fused`] the
+    /// rectifier's rules run as one fused pass forward and one per output backward
+    /// ([`fused::rectifier_moments`]), the same formulas as [`relu_moments`] and
+    /// [`relu_vbp_moments`] (which stay the reference).
+    ///
+    /// # Errors
+    /// As [`Activation::moments`].
+    pub(crate) fn pass_moments<const D: usize>(
+        &self,
+        m: Moments<D>,
+        pass: &Pass,
+    ) -> Result<Moments<D>, Unsupported> {
+        let rule = pass.moment_rule();
+        if let (Activation::Relu, Kernels::Fused) = (*self, pass.kernels()) {
+            let fused_rule = match rule {
+                MomentRule::Clt => RectifierRule::Gaussian,
+                MomentRule::Vbp { gate } => RectifierRule::Gate(gate as f32),
+            };
+            let (mean, var) = fused::rectifier_moments(m.mean, m.var, fused_rule);
+            return Ok(Moments::new(mean, var));
+        }
+        self.moments(m, rule)
     }
 }
 

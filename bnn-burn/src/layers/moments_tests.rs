@@ -290,7 +290,13 @@ fn extreme_inputs_give_finite_moments() {
             Tensor::<1>::from_floats(vars, &device),
         )
     };
-    let rules: [(&str, Moments<1>); 7] = [
+    let fused = |rule| {
+        let (mean, var) = crate::fused::rectifier_moments(m().mean, m().var, rule);
+        Moments::new(mean, var)
+    };
+    let rules: [(&str, Moments<1>); 9] = [
+        ("fused relu", fused(crate::fused::RectifierRule::Gaussian)),
+        ("fused vbp", fused(crate::fused::RectifierRule::Gate(100.0))),
         ("relu", relu_moments(m())),
         ("leaky", leaky_relu_moments(m(), 0.1)),
         ("elu", elu_moments(m(), 1.0)),

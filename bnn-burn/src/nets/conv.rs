@@ -229,7 +229,7 @@ impl Body for ConvBody {
             m = self
                 .dense
                 .activation
-                .moments(block.conv.moments(m, pass)?, pass.moment_rule())?;
+                .pass_moments(block.conv.moments(m, pass)?, pass)?;
             if let Some(pool) = &block.pool {
                 m = pool.moments(m);
             }

@@ -140,7 +140,7 @@ impl MlpBody {
         for layer in &self.layers {
             m = self
                 .activation
-                .moments(layer.moments(m, pass)?, pass.moment_rule())?;
+                .pass_moments(layer.moments(m, pass)?, pass)?;
         }
         Ok(m)
     }
