@@ -167,6 +167,9 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
     type Prediction = L::Prediction;
 
     fn predict(&self, input: B::Input, mode: PredictMode) -> Result<L::Prediction, PredictError> {
+        // Subnormals flushed to zero (see `device::flush_subnormals`): the moment pass
+        // multiplies small variances together.
+        let _flushed = crate::device::SubnormalsFlushed::enter();
         let samples = match mode {
             PredictMode::Samples(0) => return Err(PredictError::NoSamples),
             PredictMode::Samples(_) if self.is_point() => 1,

@@ -56,6 +56,9 @@ impl<M: Model> Trainer<M> {
     ) -> Result<(M, TrainReport), TrainError> {
         let config = self.config.clone();
         config.validate()?;
+        // Small variances multiplied together underflow to subnormals (moment training above
+        // all), which x86 runs tens of times slower: flush them while training.
+        let _flushed = crate::device::SubnormalsFlushed::enter();
         let objective: Box<dyn Objective> = match self.objective.take() {
             Some(o) => o,
             None => Box::new(
