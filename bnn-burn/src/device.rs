@@ -199,7 +199,10 @@ mod tests {
     #[test]
     fn subnormal_guards_flush_on_every_thread_and_restore_the_callers_modes() {
         use super::{SubnormalsFlushed, flushes_subnormals};
-        assert!(!flushes_subnormals(), "a fresh test thread has the IEEE modes");
+        assert!(
+            !flushes_subnormals(),
+            "a fresh test thread has the IEEE modes"
+        );
         assert!(quarter_of_the_smallest_normal() > 0.0);
         {
             let _outer = SubnormalsFlushed::enter();

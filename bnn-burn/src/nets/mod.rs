@@ -218,6 +218,7 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
             kl,
             local_kl: None,
             log_ratio: log_ratio?,
+            local_log_ratio: None,
         })
     }
 }
@@ -252,6 +253,7 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
             kl,
             local_kl: None,
             log_ratio: None,
+            local_log_ratio: None,
         })
     }
 }

@@ -111,6 +111,7 @@ mod tests {
             kl: Tensor::<1>::from_floats([50.0], &device),
             local_kl: None,
             log_ratio: None,
+            local_log_ratio: None,
         };
         let context = StepContext {
             epoch: 0,

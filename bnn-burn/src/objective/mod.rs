@@ -5,8 +5,10 @@
 //! [`Objective`] combines them. The ELBO is one; black-box α (Depeweg 2019) and PAC-Bayes
 //! bounds (Haußmann 2021) are others, without a change to the training loop.
 
+mod alpha;
 mod elbo;
 
+pub use alpha::{AlphaBound, AlphaConfig, AlphaDivergence};
 pub use elbo::{Elbo, ElboConfig, KlSchedule};
 
 use crate::fused::Kernels;
@@ -49,6 +51,9 @@ pub struct StepTerms {
     pub local_kl: Option<Tensor<1>>,
     /// `ln q(w_s) − ln p(w_s)` per draw, `[S]`, when requested.
     pub log_ratio: Option<Tensor<1>>,
+    /// `ln q(z_{n,s}) − ln p(z_{n,s})` of per-row latents per draw, `[S, B]`, when requested
+    /// and the model has latents (black-box α keeps them inside its `logsumexp`).
+    pub local_log_ratio: Option<Tensor<2>>,
 }
 
 /// Where a step stands in training.

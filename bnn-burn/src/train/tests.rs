@@ -367,6 +367,46 @@ fn an_objective_plugs_in_without_touching_the_loop() {
     assert!(matches!(err, TrainError::Unsupported(_)), "{err}");
 }
 
+/// Black-box α (α = ½, Depeweg's energy) trains a reparameterised mean-field net through the
+/// same loop: its per-draw log-ratios are differentiable, so the gradient reaches the weights'
+/// means and scales, and the noise.
+#[test]
+fn black_box_alpha_trains_means_scales_and_noise() {
+    use crate::objective::AlphaConfig;
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 13);
+    let data = linear_data(&device, 128);
+    let weights = WeightConfig::of(PosteriorConfig::mean_field())
+        .with_estimator(Estimator::Reparameterization);
+    let model = regressor(weights, 16, &device);
+    let scale = |m: &Regressor| to_vec(m.head.params.weight.dist().marginal_variance().unwrap());
+    let before = (
+        scale(&model),
+        to_vec(model.head.params.weight.dist().mean()),
+        to_vec(model.likelihood.log_std.val()),
+    );
+    let config = quiet(60).with_train_samples(4);
+    let (trained, report) = Trainer::new(config)
+        .with_objective(AlphaConfig::new().init().unwrap())
+        .fit(model, data.clone())
+        .unwrap();
+    assert_ne!(scale(&trained), before.0);
+    assert_ne!(to_vec(trained.head.params.weight.dist().mean()), before.1);
+    assert_ne!(to_vec(trained.likelihood.log_std.val()), before.2);
+    let (first, last) = (report.history[0].nll, report.history[59].nll);
+    assert!(last < first - 0.5, "NLL {first} -> {last}");
+    // The noise moves down from 0.5 towards 0.1, the mean fits the line (sd of y: 2.3).
+    let noise = to_vec(trained.valid().likelihood.noise_std())[0];
+    assert!(noise < 0.45, "learned noise std {noise}");
+    let (x, y) = data;
+    let p = trained
+        .valid()
+        .predict(x.without_autodiff(), PredictMode::Samples(50))
+        .unwrap();
+    let rmse = to_vec((p.mean() - y.without_autodiff()).square().mean())[0].sqrt();
+    assert!(rmse < 0.3, "RMSE {rmse}");
+}
+
 /// A burn `Dataset` with a `Batcher` trains like tensors.
 #[test]
 fn a_burn_dataset_trains_like_tensors() {
