@@ -25,6 +25,7 @@ pub mod dist;
 pub mod error;
 pub mod fused;
 pub mod host;
+pub mod latent;
 pub mod layers;
 pub mod likelihood;
 pub mod linalg;

@@ -6,10 +6,12 @@
 //! network draws differ only in the [`Pass`] they carry.
 
 mod conv;
+mod latent;
 mod mlp;
 mod moments;
 
 pub use conv::{ConvBlock, ConvBody, ConvNetConfig, ConvSpec, conv_features};
+pub use latent::{BnnLv, BnnLvConfig, LatentRegressor};
 pub use mlp::{MlpBody, MlpConfig};
 pub use moments::{MomentConfig, NoiseRefit, VBP_KL_LOG_VAR_RANGE, moment_weights};
 

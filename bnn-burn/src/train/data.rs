@@ -77,6 +77,19 @@ pub trait Model: Module + 'static {
         batch: Minibatch<Self::Input, Self::Target>,
         request: StepRequest,
     ) -> Result<StepTerms, Unsupported>;
+
+    /// Parameters the model updates itself instead of the optimiser, after each step's backward
+    /// pass (BNN+LV's per-row latents: [`crate::latent::LatentTable::sparse_step`]); it takes
+    /// their gradients out of `grads`, so the optimiser leaves them alone. `rows` are the
+    /// minibatch's rows and `learning_rate` the configured one. The default: nothing.
+    fn local_update(
+        self,
+        _grads: &mut burn::optim::GradientsParams,
+        _rows: &[usize],
+        _learning_rate: f64,
+    ) -> Self {
+        self
+    }
 }
 
 /// A training set.

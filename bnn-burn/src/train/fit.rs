@@ -142,7 +142,8 @@ impl<M: Model> Trainer<M> {
                     ],
                     0,
                 ));
-                let grads = GradientsParams::from_grads(loss.loss.backward(), &model);
+                let mut grads = GradientsParams::from_grads(loss.loss.backward(), &model);
+                model = model.local_update(&mut grads, rows, config.learning_rate);
                 model = optim.step(lr.step(), model, grads);
                 last = (epoch, step);
                 let info = StepInfo {

@@ -1,0 +1,206 @@
+//! BNN+LV: a Bayesian MLP with a latent input per data point (Depeweg 2019 ch. 3).
+//!
+//! `y_n = f(x_n, z_n; W) + ε_n`, `z_n ~ N(0, γ)`, `ε_n ~ N(0, Σ)`, `W` mean-field. The latent
+//! enters as extra input columns; training uses `q(z_n) = N(m_n, v_n)` of the row's entry in a
+//! [`LatentTable`] (updated sparsely: [`crate::train::Model::local_update`]), prediction draws
+//! `z* ~ N(0, γ)` from the **prior** (eq. 3.19), so the predictive of `K` joint draws of `(W, z*)`
+//! is the Gaussian mixture `(1/K) Σ_k N(y | f(x, z*_k; W_k), Σ)`: heteroscedastic and multimodal
+//! noise (aleatoric) through `z`, model uncertainty (epistemic) through `W`.
+//!
+//! A step returns the latents' closed-form KL per row ([`StepTerms::local_kl`]) and, for
+//! black-box α ([`crate::objective::AlphaDivergence`]), their per-draw
+//! `ln q(z_{n,k}) − ln p(z_{n,k})` ([`StepTerms::local_log_ratio`]), which enters the energy's
+//! `logsumexp` beside the weights' ratio (eq. 3.15, one tied site per row).
+
+use super::{Bnn, MlpBody, MlpConfig};
+use crate::error::ConfigError;
+use crate::latent::{LatentConfig, LatentTable};
+use crate::layers::Pass;
+use crate::likelihood::{GaussianLikelihood, Likelihood};
+use crate::objective::{StepRequest, StepTerms};
+use crate::posterior::Unsupported;
+use crate::predict::{Predict, PredictError, PredictMode};
+use crate::train::{Minibatch, Model};
+use burn::config::Config;
+use burn::module::Module;
+use burn::optim::GradientsParams;
+use burn::tensor::{Device, Distribution, Tensor};
+
+/// Configuration of a [`BnnLv`].
+#[derive(Config, Debug)]
+pub struct BnnLvConfig {
+    /// The network on the observed inputs (`d_input` = their dimension `d`; the latent columns
+    /// are added to it).
+    pub mlp: MlpConfig,
+    /// The latent table.
+    #[config(default = "LatentConfig::new()")]
+    pub latent: LatentConfig,
+}
+
+impl BnnLvConfig {
+    /// A BNN+LV with `likelihood` for `rows` training rows.
+    ///
+    /// # Errors
+    /// An invalid network or latent configuration (the error names the field).
+    pub fn init<L: Likelihood>(
+        &self,
+        likelihood: L,
+        rows: usize,
+        device: &Device,
+    ) -> Result<BnnLv<L>, ConfigError> {
+        let d = self.mlp.d_input;
+        crate::error::Check("BnnLvConfig").at_least_one("mlp.d_input", d)?;
+        let latents = self.latent.init(rows, d, device)?;
+        let mut mlp = self.mlp.clone();
+        mlp.d_input = d + self.latent.d_latent;
+        Ok(BnnLv {
+            net: mlp.init(likelihood, device)?,
+            latents,
+        })
+    }
+
+    /// A regressor (learned homoscedastic Gaussian noise `Σ`, one per output).
+    ///
+    /// # Errors
+    /// As [`BnnLvConfig::init`].
+    pub fn init_regressor(
+        &self,
+        rows: usize,
+        device: &Device,
+    ) -> Result<LatentRegressor, ConfigError> {
+        let likelihood = crate::likelihood::GaussianLikelihoodConfig::new()
+            .with_d_output(self.mlp.d_output)
+            .init(device)?;
+        self.init(likelihood, rows, device)
+    }
+}
+
+/// BNN+LV (module docs).
+#[derive(Module, Debug)]
+pub struct BnnLv<L: Module> {
+    /// The network on `[x, z]`.
+    pub net: Bnn<MlpBody, L>,
+    /// `q(z_n)` of the training rows.
+    pub latents: LatentTable,
+}
+
+/// BNN+LV regression.
+pub type LatentRegressor = BnnLv<GaussianLikelihood>;
+
+/// `ln N(z | m, v)` summed over the last axis, `[S, B]`.
+fn log_normal(z: Tensor<3>, mean: Tensor<3>, var: Tensor<3>) -> Tensor<2> {
+    let t = (z - mean).square() / var.clone() + var.log() + (2.0 * std::f64::consts::PI).ln();
+    (t.sum_dim(2) * -0.5).squeeze_dim(2)
+}
+
+impl<L: Likelihood> BnnLv<L> {
+    /// Observed input dimensions `d`.
+    pub fn d_input(&self) -> usize {
+        self.net.body.d_input - self.latents.d_latent()
+    }
+
+    /// The head's outputs `[S, B, k]` for inputs `x [B, d]` and latents `z [S, B, d_z]` under
+    /// the pass's `S` weight draws.
+    ///
+    /// # Panics
+    /// If `x` has not `d` columns or `z` does not match `x`'s rows and the latent width.
+    pub fn forward(&self, x: Tensor<2>, z: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
+        let [b, d] = x.dims();
+        let [s, bz, dz] = z.dims();
+        assert!(
+            d == self.d_input() && bz == b && dz == self.latents.d_latent(),
+            "BnnLv: inputs [{b}, {d}] and latents [{s}, {bz}, {dz}] for a net on {} inputs and {} \
+             latents",
+            self.d_input(),
+            self.latents.d_latent()
+        );
+        let h = Tensor::cat(vec![x.unsqueeze_dim::<3>(0).expand([s, b, d]), z], 2);
+        let features = self.net.body.propagate(h, pass);
+        self.net.head.run(features, pass)
+    }
+
+    /// `samples` prior draws `z* ~ N(0, γ)` for `rows` inputs, `[S, B, d_z]`.
+    pub fn prior_latents(&self, samples: usize, rows: usize, device: &Device) -> Tensor<3> {
+        let std = self.latents.gamma.sqrt();
+        Tensor::random(
+            [samples, rows, self.latents.d_latent()],
+            Distribution::Normal(0.0, std),
+            device,
+        )
+    }
+}
+
+impl<L: Likelihood> Model for BnnLv<L> {
+    type Input = Tensor<2>;
+    type Target = L::Target;
+
+    fn step(
+        &self,
+        batch: Minibatch<Tensor<2>, L::Target>,
+        request: StepRequest,
+    ) -> Result<StepTerms, Unsupported> {
+        let s = request.samples;
+        let (mean, var) = self.latents.rows_of(batch.rows);
+        let [b, dz] = mean.dims();
+        let device = mean.device();
+        let eps = Tensor::<3>::random([s, b, dz], Distribution::Normal(0.0, 1.0), &device);
+        let (mean3, var3) = (
+            mean.clone().unsqueeze_dim::<3>(0).expand([s, b, dz]),
+            var.clone().unsqueeze_dim::<3>(0).expand([s, b, dz]),
+        );
+        let z = mean3.clone() + var3.clone().sqrt() * eps;
+        let mut pass = Pass::train(s, request.log_ratio).with_kernels(request.kernels);
+        if let Some(weight) = request.kl_fold {
+            pass = pass.fold_kl(weight);
+        }
+        let out = self.forward(batch.input, z.clone(), &mut pass);
+        let log_likelihood = self.net.likelihood.log_likelihood(out, batch.target);
+        let (kl, log_ratio) = pass.into_terms(&device);
+        let local_log_ratio = request.log_ratio.then(|| {
+            let gamma = Tensor::full([s, b, dz], self.latents.gamma, &device);
+            log_normal(z.clone(), mean3, var3) - log_normal(z, gamma.zeros_like(), gamma)
+        });
+        Ok(StepTerms {
+            log_likelihood,
+            kl,
+            local_kl: Some(self.latents.kl(mean, var)),
+            log_ratio: log_ratio?,
+            local_log_ratio,
+        })
+    }
+
+    /// The latent table's rows of the batch, by its sparse Adam ([`LatentTable::sparse_step`]).
+    fn local_update(mut self, grads: &mut GradientsParams, rows: &[usize], lr: f64) -> Self {
+        self.latents = self.latents.sparse_step(grads, rows, lr);
+        self
+    }
+}
+
+impl<L: Likelihood> Predict for BnnLv<L> {
+    type Input = Tensor<2>;
+    type Prediction = L::Prediction;
+
+    /// `K` joint draws of the weights and of `z* ~ N(0, γ)`: the mixture predictive.
+    fn predict(&self, x: Tensor<2>, mode: PredictMode) -> Result<L::Prediction, PredictError> {
+        let _flushed = crate::device::SubnormalsFlushed::enter();
+        let samples = match mode {
+            PredictMode::Samples(0) => return Err(PredictError::NoSamples),
+            PredictMode::Samples(n) => n,
+            PredictMode::Moments => {
+                return Err(PredictError::Unsupported {
+                    model: "BnnLv",
+                    mode,
+                    reason: "a latent input's prior is not propagated by moments; predict with \
+                             PredictMode::Samples(n)",
+                });
+            }
+        };
+        let z = self.prior_latents(samples, x.dims()[0], &x.device());
+        let out = self.forward(x, z, &mut Pass::predict(samples));
+        Ok(self.net.likelihood.predict(out))
+    }
+}
+
+#[cfg(test)]
+#[path = "latent_tests.rs"]
+mod tests;
