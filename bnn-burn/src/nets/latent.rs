@@ -35,6 +35,10 @@ pub struct BnnLvConfig {
     /// The latent table.
     #[config(default = "LatentConfig::new()")]
     pub latent: LatentConfig,
+    /// Initial noise std of [`BnnLvConfig::init_regressor`]: the code's `ln Σ = −5`, so that
+    /// the net must first explain the data through `f` and `z` rather than the noise.
+    #[config(default = 0.082_084_998_623_898_8)]
+    pub noise_std: f64,
 }
 
 impl BnnLvConfig {
@@ -70,6 +74,7 @@ impl BnnLvConfig {
     ) -> Result<LatentRegressor, ConfigError> {
         let likelihood = crate::likelihood::GaussianLikelihoodConfig::new()
             .with_d_output(self.mlp.d_output)
+            .with_noise_std(self.noise_std)
             .init(device)?;
         self.init(likelihood, rows, device)
     }
