@@ -12,9 +12,11 @@
 //! the totals (Depeweg 2019 §3.2; Gal 2016 §3.3).
 
 mod class;
+mod entropy;
 mod gaussian;
 
 pub use class::{ClassPrediction, ClassSamples, DirichletPrediction};
+pub use entropy::{EntropyError, knn_entropy};
 pub use gaussian::{
     GaussianMoments, GaussianPrediction, GaussianSamples, MixtureAccumulator, RegressionScores,
 };
