@@ -48,8 +48,9 @@ pub enum EntropyError {
 
 /// `ln V_d` of the unit `d`-ball, by `V_d = V_{d−2}·2π/d` from `V_0 = 1`, `V_1 = 2`.
 fn ln_unit_ball(d: usize) -> f64 {
-    let mut v = if d % 2 == 0 { 1.0f64 } else { 2.0 };
-    let mut j = if d % 2 == 0 { 2 } else { 3 };
+    let even = d.is_multiple_of(2);
+    let mut v = if even { 1.0f64 } else { 2.0 };
+    let mut j = if even { 2 } else { 3 };
     while j <= d {
         v *= 2.0 * std::f64::consts::PI / j as f64;
         j += 2;
