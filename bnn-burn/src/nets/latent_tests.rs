@@ -129,9 +129,10 @@ fn prediction_mixes_prior_latents_and_refuses_moments() {
 }
 
 /// `y = x + 2s + 0.1ε` with a fair coin `s = ±1` per row: a bimodal noise no Gaussian
-/// likelihood can express. BNN+LV (black-box α = ½) learns it: its mixture predictive's test LL
-/// is far above a plain BNN's trained the same way (whose best is the Gaussian of sd 2,
-/// LL ≈ −2.1; the two modes of sd 0.1 give ≈ +0.2).
+/// likelihood can express. BNN+LV (Depeweg's weights, black-box α = ½) learns it: its mixture
+/// predictive's test LL (−0.21 to −0.24 over seeds 21–23) is far above a plain BNN's trained the
+/// same way (whose best is the Gaussian of sd 2, LL ≈ −2.1; the two modes of sd 0.1 give
+/// ≈ +0.2).
 #[test]
 fn bnn_lv_learns_bimodal_noise_that_a_bnn_cannot() {
     use crate::train::{TrainConfig, Trainer};
@@ -145,8 +146,7 @@ fn bnn_lv_learns_bimodal_noise_that_a_bnn_cannot() {
         (x, y)
     };
     let (train, test) = (data(400), data(1000));
-    let weights = WeightConfig::of(PosteriorConfig::mean_field())
-        .with_estimator(Estimator::Reparameterization);
+    let weights = super::depeweg_weights(1.0);
     let mlp = |d| MlpConfig::new(d, vec![20, 20], 1).with_weights(weights.clone());
     let config = TrainConfig::new(250)
         .with_batch_size(100)
@@ -182,7 +182,10 @@ fn bnn_lv_learns_bimodal_noise_that_a_bnn_cannot() {
     );
     eprintln!("test LL: BNN+LV {lv_ll:.3}, BNN {bnn_ll:.3}");
     assert!(bnn_ll < -1.8, "a unimodal predictive: {bnn_ll}");
-    assert!(lv_ll > bnn_ll + 0.7, "BNN+LV {lv_ll} vs BNN {bnn_ll}");
+    assert!(
+        lv_ll > -0.6 && lv_ll > bnn_ll + 1.2,
+        "BNN+LV {lv_ll} vs BNN {bnn_ll}"
+    );
 }
 
 /// The decomposition's parts: with point weights the epistemic variance and entropy are 0

@@ -13,7 +13,7 @@ use burn::tensor::{Distribution, Tensor};
 /// How the unconstrained parameter `ρ` of a location-scale family gives its scale `σ`. The
 /// choice matters beyond the initial value: Adam's steps are of about `lr` in `ρ` whatever its
 /// gradient's size, so it sets how fast the variances move.
-#[derive(Config, Debug, PartialEq, Eq, Copy)]
+#[derive(Config, Debug, PartialEq, Copy)]
 pub enum ScaleParam {
     /// `σ = softplus(ρ)` (Blundell et al. 2015; Farquhar 2022 App. B.3). For small σ,
     /// `ρ ≈ ln σ = ½ ln σ²`.
@@ -21,6 +21,13 @@ pub enum ScaleParam {
     /// `ρ = ln σ²`, `σ = exp(ρ/2)` (Kingma et al. 2015; the `logsig2` of Haußmann 2021's VBP
     /// code): a step in `ρ` moves `ln σ²` half as far as under [`Self::Softplus`] near σ = 0.
     LogVariance,
+    /// `σ² = bound·sigmoid(ρ)` (Depeweg 2019 eq. 3.20, `bound` = the prior variance `λ`): the
+    /// variance can never reach the prior's, so black-box α's tied site `f(W)` stays finite.
+    /// Evaluated as `σ = exp(½(ln bound − softplus(−ρ)))`.
+    SigmoidVariance {
+        /// The variance's upper bound `λ > 0`.
+        bound: f64,
+    },
 }
 
 impl ScaleParam {
@@ -29,6 +36,7 @@ impl ScaleParam {
         match self {
             Self::Softplus => softplus(rho),
             Self::LogVariance => (rho * 0.5).exp(),
+            Self::SigmoidVariance { bound } => ((softplus(rho.neg()) - bound.ln()) * -0.5).exp(),
         }
     }
 
@@ -37,6 +45,9 @@ impl ScaleParam {
         match self {
             Self::Softplus => crate::special::softplus_scalar(rho),
             Self::LogVariance => (0.5 * rho).exp(),
+            Self::SigmoidVariance { bound } => {
+                (0.5 * (bound.ln() - crate::special::softplus_scalar(-rho))).exp()
+            }
         }
     }
 
@@ -45,6 +56,11 @@ impl ScaleParam {
         match self {
             Self::Softplus => crate::special::inverse_softplus(sigma),
             Self::LogVariance => 2.0 * sigma.ln(),
+            // logit(σ²/bound); σ² ≥ bound has no ρ (infinite).
+            Self::SigmoidVariance { bound } => {
+                let r = sigma * sigma / bound;
+                r.ln() - (-r).ln_1p()
+            }
         }
     }
 }
@@ -71,6 +87,9 @@ impl ScaleInit {
     pub fn validate(&self, config: &'static str) -> Result<(), ConfigError> {
         let check = Check(config);
         check.finite("scale.rho", self.rho)?;
+        if let ScaleParam::SigmoidVariance { bound } = self.param {
+            check.positive("scale.param.bound", bound)?;
+        }
         check.non_negative("scale.rho_std", self.rho_std)
     }
 

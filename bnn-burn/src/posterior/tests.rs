@@ -413,7 +413,11 @@ fn log_variance_scales_are_the_exponential_of_half_rho() {
     assert!((low.factor_scale - (-1.5f64).exp()).abs() < 1e-12);
     let softplus = MeanFieldConfig::new().init(mean, &spec);
     assert!(softplus.fused().is_some());
-    for param in [ScaleParam::Softplus, ScaleParam::LogVariance] {
+    for param in [
+        ScaleParam::Softplus,
+        ScaleParam::LogVariance,
+        ScaleParam::SigmoidVariance { bound: 5.0 },
+    ] {
         for sigma in [1e-4, 0.3, 2.0] {
             let back = param.sigma_of(param.rho_of(sigma));
             assert!(
@@ -422,4 +426,31 @@ fn log_variance_scales_are_the_exponential_of_half_rho() {
             );
         }
     }
+}
+
+/// Depeweg's `σ² = λ·sigmoid(ρ)` (eq. 3.20): the code's `ρ = −10` gives `σ² = λ·4.54·10⁻⁵`, the
+/// variance stays below `λ` for any `ρ`, the tensor and scalar forms agree, and a bound that is
+/// not a positive number is refused with the field named.
+#[test]
+fn sigmoid_variances_stay_below_their_bound() {
+    let device = test_device();
+    let param = ScaleParam::SigmoidVariance { bound: 2.0 };
+    let rho = Tensor::<1>::from_floats([-10.0, 0.0, 40.0, -60.0], &device);
+    let sigma = to_vec(param.sigma(rho));
+    let want = [
+        2.0 * 4.539_786_870_243_44e-5,
+        1.0,
+        2.0,
+        2.0 * (-60f64).exp(),
+    ];
+    for (s, w) in sigma.iter().zip(want) {
+        assert!((s * s - w).abs() <= 1e-5 * w, "σ² {} vs {w}", s * s);
+        assert!(s * s <= 2.0);
+    }
+    assert!((param.sigma_of(-10.0).powi(2) - want[0]).abs() < 1e-12);
+    let err = MeanFieldConfig::new()
+        .with_scale(ScaleInit::new().with_param(ScaleParam::SigmoidVariance { bound: 0.0 }))
+        .validate()
+        .unwrap_err();
+    assert_eq!(err.field, "scale.param.bound");
 }
