@@ -353,6 +353,74 @@ impl LatentRegressor {
     }
 }
 
+/// The entropy decomposition of one input's class predictive (Depeweg 2019 §3.2, closed form):
+/// with `p̄_W = mean_z softmax f(x, z; W)`, total `H(mean_W p̄_W)`, aleatoric `mean_W H(p̄_W)`
+/// and epistemic their difference (the mutual information between the label and `W`, ≥ 0).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ClassDecomposition {
+    /// `H[y*]` (nats).
+    pub total: f64,
+    /// `E_W H[y* | W]`.
+    pub aleatoric: f64,
+    /// `I(y*; W)`.
+    pub epistemic: f64,
+}
+
+impl BnnLv<crate::likelihood::Categorical> {
+    /// [`ClassDecomposition`] of each input row of `x [B, d]` from `n_w` weight draws with `n_z`
+    /// prior latents each.
+    ///
+    /// # Errors
+    /// `n_w` or `n_z` of 0.
+    pub fn decompose_classes(
+        &self,
+        x: Tensor<2>,
+        n_w: usize,
+        n_z: usize,
+    ) -> Result<Vec<ClassDecomposition>, DecompositionError> {
+        if n_w == 0 || n_z == 0 {
+            return Err(DecompositionError::Config {
+                what: format!("n_w = {n_w}, n_z = {n_z}: both need at least 1 draw"),
+            });
+        }
+        let _flushed = crate::device::SubnormalsFlushed::enter();
+        let (b, device) = (x.dims()[0], x.device());
+        let entropy = |p: Tensor<2>| -> Tensor<1> {
+            (p.clone() * p.clamp_min(1e-30).log())
+                .sum_dim(1)
+                .neg()
+                .squeeze_dim(1)
+        };
+        let mut mean_p: Option<Tensor<2>> = None;
+        let mut aleatoric = Tensor::<1>::zeros([b], &device);
+        for _ in 0..n_w {
+            let mut draws = crate::nets::Body::draw(&self.net.body);
+            draws.push(self.net.head.params.draw());
+            let z = self.prior_latents(n_z, b, &device);
+            let logits = self.forward(x.clone(), z, &mut Pass::fixed(&draws));
+            let p = burn::tensor::activation::softmax(logits, 2)
+                .mean_dim(0)
+                .squeeze_dim(0);
+            aleatoric = aleatoric + entropy(p.clone()) / n_w as f64;
+            mean_p = Some(match mean_p {
+                Some(m) => m + p / n_w as f64,
+                None => p / n_w as f64,
+            });
+        }
+        let total = crate::host::to_vec(entropy(mean_p.expect("n_w ≥ 1")));
+        let aleatoric = crate::host::to_vec(aleatoric);
+        Ok(total
+            .into_iter()
+            .zip(aleatoric)
+            .map(|(total, aleatoric)| ClassDecomposition {
+                total,
+                aleatoric,
+                epistemic: total - aleatoric,
+            })
+            .collect())
+    }
+}
+
 /// Sensitivities of a BNN+LV's prediction to each input (Depeweg 2019 §3.3, eqs. 3.27–3.33):
 /// `I_i = mean_n |∂q(x_n)/∂x_{n,i}|` for `q` the predictive mean, the epistemic std
 /// `σ_ep = std_W(mean_z y)` and the aleatoric std `σ_al = √(mean_W var_z y)`, with

@@ -286,3 +286,31 @@ fn sensitivities_tell_the_epistemic_input() {
         assert!(err.to_string().contains("autodiff"), "{err}");
     }
 }
+
+/// The class decomposition: entropies within `[0, ln C]`, the epistemic part ≥ 0 (Jensen), 0 for
+/// point weights up to the latents' sampling error (different latents per weight draw), and
+/// positive once the weights are uncertain.
+#[test]
+fn class_decomposition_bounds_and_point_weights() {
+    let device = test_device();
+    let _guard = seeded(&device, 12);
+    let x = Tensor::<2>::random([4, 2], Distribution::Normal(0.0, 1.0), &device);
+    let classifier = |weights: WeightConfig| {
+        BnnLvConfig::new(MlpConfig::new(2, vec![8], 3).with_weights(weights))
+            .init(crate::likelihood::Categorical, 8, &device)
+            .unwrap()
+    };
+    let point = classifier(WeightConfig::of(PosteriorConfig::point()));
+    for d in point.decompose_classes(x.clone(), 10, 2000).unwrap() {
+        assert!(d.epistemic >= -1e-6 && d.epistemic < 0.005, "{d:?}");
+        assert!(d.total <= 3f64.ln() + 1e-6 && d.aleatoric > 0.0, "{d:?}");
+    }
+    let random = classifier(WeightConfig::of(PosteriorConfig::MeanField(
+        crate::posterior::MeanFieldConfig::new()
+            .with_scale(crate::posterior::ScaleInit::new().with_rho(0.0)),
+    )));
+    let parts = random.decompose_classes(x, 200, 50).unwrap();
+    for d in &parts {
+        assert!(d.epistemic > 0.01 && d.total <= 3f64.ln() + 1e-6, "{d:?}");
+    }
+}

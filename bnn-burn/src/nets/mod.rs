@@ -12,8 +12,8 @@ mod moments;
 
 pub use conv::{ConvBlock, ConvBody, ConvNetConfig, ConvSpec, conv_features};
 pub use latent::{
-    BnnLv, BnnLvConfig, Decomposition, DecompositionError, LatentRegressor, Sensitivity,
-    depeweg_weights,
+    BnnLv, BnnLvConfig, ClassDecomposition, Decomposition, DecompositionError, LatentRegressor,
+    Sensitivity, depeweg_weights,
 };
 pub use mlp::{MlpBody, MlpConfig};
 pub use moments::{MomentConfig, NoiseRefit, VBP_KL_LOG_VAR_RANGE, moment_weights};
