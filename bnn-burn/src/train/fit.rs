@@ -170,7 +170,7 @@ impl<M: Model> Trainer<M> {
                     value: v[0],
                 });
             }
-            divergence.start(values[1] + values[2] / n_train as f64);
+            divergence.start(values[0]);
             let steps = (values.len() / 3) as f64;
             let mean = |k: usize| values.iter().skip(k).step_by(3).sum::<f64>() / steps;
             let val_nll = match val_rows.is_empty() {
@@ -300,9 +300,11 @@ fn validation_nll<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     Ok(total / rows.len() as f64)
 }
 
-/// Divergence after the last update, judged on the per-point objective `NLL + KL/N`
-/// (unweighted, so a KL warm-up cannot trigger it): above `L₀ + (|L₀| + 1)`, with `L₀` its value
-/// for the untrained model at the first step, training ended worse than twice where it started.
+/// Divergence after the last update, judged on the objective's own loss per point at the first
+/// epoch's weights (both values at epoch 0's context, so a KL warm-up cannot trigger it; and
+/// the quantity trained, so an α-energy is judged as itself, not by its per-draw NLL, which a
+/// mass-covering α may legitimately raise): above `L₀ + (|L₀| + 1)`, with `L₀` its value for
+/// the untrained model at the first step, training ended worse than twice where it started.
 /// A learning rate of 10 ends there with noise variances of 10²⁰ and every value finite; a
 /// healthy run ends far below `L₀`. Mid-training spikes are not judged: a run from a large
 /// initial σ, or a small problem with a fixed high precision, can spike by orders of magnitude
@@ -327,15 +329,15 @@ impl Divergence {
         match value.is_finite() && value <= limit {
             true => Ok(()),
             false => Err(format!(
-                "the per-point objective NLL + KL/N rose from {initial:.4} at the first step to \
-                 {value:.4e} after the last update"
+                "the objective per point rose from {initial:.4} at the first step to {value:.4e} \
+                 after the last update"
             )),
         }
     }
 }
 
 /// Finite parameters and objective on one minibatch after the last update; returns the
-/// per-point `NLL + KL/N` there.
+/// objective's loss there (at epoch 0's context).
 fn final_check<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     model: &M,
     objective: &dyn Objective,
@@ -361,7 +363,7 @@ fn final_check<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     let loss = objective.loss(terms, &context);
     let value = crate::host::to_vec(Tensor::cat(vec![loss.loss, loss.nll, loss.kl], 0));
     match value[0].is_finite() {
-        true => Ok(value[1] + value[2] / n_train as f64),
+        true => Ok(value[0]),
         false => Err(format!(
             "the objective on a training minibatch is {}",
             value[0]
