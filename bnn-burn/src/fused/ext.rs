@@ -283,8 +283,12 @@ pub trait FusedKernels: Backend {
         let mul = Self::float_mul;
         match rule {
             RectifierRule::Gaussian => {
-                let negative =
-                    Self::float_lower_elem(var.clone(), Scalar::from(0.0), BoolDType::Native);
+                let device = var.device();
+                let negative = Self::float_lower_elem(
+                    var.clone(),
+                    Scalar::from(0.0),
+                    bool_dtype::<Self>(&device),
+                );
                 let z = Standardised::<Self>::new(mean.clone(), var);
                 let (dmu, ds) = match output {
                     RectifierOutput::Mean => {
@@ -384,6 +388,11 @@ pub trait FusedKernels: Backend {
 #[cfg(feature = "wgpu")]
 impl FusedKernels for burn::backend::Cube {}
 
+/// The device's boolean type (as burn's tensor API picks it; wgpu has no native `bool` buffers).
+fn bool_dtype<B: Backend>(device: &B::Device) -> BoolDType {
+    burn::backend::get_device_settings::<B>(device).bool_dtype
+}
+
 /// `1 − x`.
 fn one_minus<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_add_scalar(B::float_neg(x), Scalar::from(1.0))
@@ -442,7 +451,8 @@ impl<B: Backend> Standardised<B> {
         );
         let pdf = B::float_mul_scalar(e, Scalar::from(0.398_942_280_401_432_7));
         // Φ(a) is the tail below zero and one minus it above; Φ(−a) the other way round.
-        let negative = B::float_lower_elem(a.clone(), Scalar::from(0.0), BoolDType::Native);
+        let negative =
+            B::float_lower_elem(a.clone(), Scalar::from(0.0), bool_dtype::<B>(&a.device()));
         let body = one_minus::<B>(tail.clone());
         let cdf = B::float_mask_where(body.clone(), negative.clone(), tail.clone());
         let cdf_neg = B::float_mask_where(tail, negative, body);
