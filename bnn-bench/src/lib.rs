@@ -26,6 +26,7 @@
 pub mod alloc;
 pub mod data_load;
 pub mod decomposition;
+pub mod depeweg;
 pub mod experiment;
 pub mod methods;
 pub mod mnist;

@@ -1,6 +1,8 @@
 //! `bnn-bench`: the one front door for the experiments of bnn-burn.
 
-use bnn_bench::{alloc, data_load, mnist, perf, perf_models, perf_predict, quickstart, toy, uci};
+use bnn_bench::{
+    alloc, data_load, depeweg, mnist, perf, perf_models, perf_predict, quickstart, toy, uci,
+};
 
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
@@ -135,6 +137,53 @@ enum Command {
         /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
+    },
+    /// Depeweg (2019) Tables 5.1 / 5.2: BNN (α = 1) and BNN+LV under black-box α (VB, ½, 1) on
+    /// seven UCI sets, the heteroscedastic and bimodal toys and wet-chicken; 5 random 90/10
+    /// splits, 2 × 50 ReLU (2 × 20 on the toys), beside the published columns with z-scores.
+    /// Every finished split is saved as it ends (`--resume` skips it).
+    Depeweg {
+        /// Data sets (boston, power, concrete, energy, kin8nm, naval, wine, heteroscedastic,
+        /// bimodal, wet-chicken); repeatable [default: the 10].
+        #[arg(long = "dataset")]
+        datasets: Vec<String>,
+        /// Models ("BNN", "BNN+LV VB", "BNN+LV α=0.5", "BNN+LV α=1"; `alpha` for `α`);
+        /// repeatable [default: the 4].
+        #[arg(long = "model")]
+        models: Vec<String>,
+        /// Random 90/10 splits per set [default: 5; 2 with --quick].
+        #[arg(long)]
+        splits: Option<usize>,
+        /// Training epochs [default: the thesis's 5000; 100 with --quick].
+        #[arg(long)]
+        epochs: Option<usize>,
+        /// Adam's learning rate (the thesis: 1e-3).
+        #[arg(long, default_value_t = 1e-3)]
+        lr: f64,
+        /// Minibatches per epoch: the batch is ⌈N/batches⌉ (the thesis's code: 25).
+        #[arg(long, default_value_t = 25)]
+        batches: usize,
+        /// Joint draws of weights and latents per training step (K of the energy).
+        #[arg(long, default_value_t = 10)]
+        train_samples: usize,
+        /// Draws of the test predictive mixture [default: 200; 100 with --quick].
+        #[arg(long)]
+        test_draws: Option<usize>,
+        /// Seed of data, splits and training.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// 2 splits, 100 epochs, 100 test draws.
+        #[arg(long)]
+        quick: bool,
+        /// Output folder for depeweg.md, depeweg.json and rows/.
+        #[arg(long, default_value = "runs/depeweg")]
+        out: PathBuf,
+        /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Reuse the finished splits in --out/rows with the same budget and seed.
+        #[arg(long)]
+        resume: bool,
     },
     /// One UCI report from the rows of several `uci` runs (uci.json or uci.partial.json), with
     /// no training: a later record's row replaces the same (data set, method) row of an earlier
@@ -319,6 +368,37 @@ fn main() {
                 })
                 .map(|_| ())
             }),
+        Command::Depeweg {
+            datasets,
+            models,
+            splits,
+            epochs,
+            lr,
+            batches,
+            train_samples,
+            test_draws,
+            seed,
+            quick,
+            out,
+            data_dir,
+            resume,
+        } => depeweg::run(&depeweg::DepewegOptions {
+            datasets,
+            models,
+            splits: splits.unwrap_or(if quick { 2 } else { 5 }),
+            budget: depeweg::DepewegBudget {
+                epochs: epochs.unwrap_or(if quick { 100 } else { 5000 }),
+                learning_rate: lr,
+                batches,
+                train_samples,
+                test_draws: test_draws.unwrap_or(if quick { 100 } else { 200 }),
+            },
+            seed,
+            out,
+            data_dir,
+            resume,
+        })
+        .map(|_| ()),
         Command::UciReport { out, records } => uci::combine(&records, &out).map(|_| ()),
         Command::Mnist {
             methods,
