@@ -404,8 +404,9 @@ pub fn random_split(n: usize, seed: u64, set: DepewegSet, k: usize) -> (Vec<usiz
     (train, test)
 }
 
-/// Fits `model` on the standardised training rows of one split and scores the test rows.
-/// `train`, `test` are in original units; the standardisation is fitted here on `train`.
+/// Fits `model` on one split and scores the test rows. `train`, `test` are in original units;
+/// the standardisation is fitted here on `train` ([`fit_standardised`]). Returns test LL, RMSE
+/// and the learned noise std, in original units.
 ///
 /// # Errors
 /// Shapes, a diverged fit (the trainer's check), a non-finite score.
@@ -418,15 +419,44 @@ pub fn fit_and_score(
     seed: u64,
 ) -> Result<(f64, f64, f64), Box<dyn Error>> {
     let (sx, sy) = train.fit_standardizers()?;
-    let train = train.standardized(&sx, &sy)?;
+    fit_standardised(
+        model,
+        hidden,
+        &train.standardized(&sx, &sy)?,
+        &sx.transform(&test.x),
+        &sy.transform(&test.y),
+        sy.std[0],
+        budget,
+        seed,
+    )
+}
+
+/// Fits `model` (a 2-layer-or-other MLP of `hidden` ReLU units with Depeweg's weights,
+/// [`depeweg_weights`]; with a latent input when `model.latent`) by black-box α on standardised
+/// training rows, and scores standardised test rows by the `budget.test_draws`-draw mixture.
+/// `y_std` is the target's training std: LL, RMSE and noise std come back in original units.
+///
+/// # Errors
+/// Shapes, a diverged fit (the trainer's check), a non-finite score.
+#[allow(clippy::too_many_arguments)]
+pub fn fit_standardised(
+    model: &DepewegModel,
+    hidden: &[usize],
+    train: &RegressionData,
+    test_x: &[f64],
+    test_y: &[f64],
+    y_std: f64,
+    budget: &DepewegBudget,
+    seed: u64,
+) -> Result<(f64, f64, f64), Box<dyn Error>> {
     let d = train.n_features;
     let device = training_device();
     device.seed(seed);
     let x = matrix(&train.x, d, &device);
     let y = matrix(&train.y, 1, &device);
     let plain = device.clone().inner();
-    let xt = matrix(&sx.transform(&test.x), d, &plain);
-    let yt = matrix(&sy.transform(&test.y), 1, &plain);
+    let xt = matrix(test_x, d, &plain);
+    let yt = matrix(test_y, 1, &plain);
     let n = train.len();
     let config = TrainConfig::new(budget.epochs)
         .with_batch_size(n.div_ceil(budget.batches).max(1))
@@ -454,8 +484,8 @@ pub fn fit_and_score(
         let noise = to_vec(net.likelihood.noise_std())[0];
         (net.predict(xt, draws)?, noise)
     };
-    let scores = prediction.scores(yt, &sy.std);
-    Ok((scores.log_likelihood, scores.rmse, noise * sy.std[0]))
+    let scores = prediction.scores(yt, &[y_std]);
+    Ok((scores.log_likelihood, scores.rmse, noise * y_std))
 }
 
 /// The file of one split's row under `out`: named by set, model, budget, seed and split, so

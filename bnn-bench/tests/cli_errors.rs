@@ -48,6 +48,13 @@ fn unknown_methods_are_errors_in_every_subcommand_naming_the_known_ones() {
             "{cmd}: {err}"
         );
     }
+    for (flag, known) in [("--model", "BNN+LV α=0.5"), ("--dataset", "wet-chicken")] {
+        let err = fails(&["depeweg", flag, "NoSuchMethod", "--out", out]);
+        assert!(
+            err.contains("NoSuchMethod") && err.contains(known),
+            "{flag}: {err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -64,6 +71,7 @@ fn an_output_path_that_is_a_file_is_an_error_naming_it_in_every_subcommand() {
         vec!["mnist", "--out", f],
         vec!["perf", "--out", f],
         vec!["data", "--out", f],
+        vec!["depeweg", "--dataset", "bimodal", "--out", f],
     ] {
         let err = fails(&args);
         assert!(
@@ -94,6 +102,10 @@ fn zero_counts_are_errors_naming_the_flag() {
         (vec!["uci", "--jobs", "0"], "--jobs"),
         (vec!["mnist", "--samples", "0"], "--samples"),
         (vec!["data", "--rounds", "0"], "--rounds"),
+        (vec!["depeweg", "--epochs", "0"], "--epochs"),
+        (vec!["depeweg", "--splits", "0"], "--splits"),
+        (vec!["depeweg", "--train-samples", "1"], "--train-samples"),
+        (vec!["depeweg", "--lr", "0"], "--lr"),
     ] {
         let mut args = args.clone();
         args.extend(["--out", out]);

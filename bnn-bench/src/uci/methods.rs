@@ -37,7 +37,55 @@ pub fn registry() -> Vec<Box<dyn UciMethod>> {
         Box::new(fit(Method::vbp(HAUSSMANN_REGRESSION_ALPHA))),
         Box::new(fit(Method::clt(HAUSSMANN_REGRESSION_ALPHA))),
         Box::new(fit(Method::dvi(HAUSSMANN_REGRESSION_ALPHA))),
+        Box::new(DepewegFit(crate::depeweg::MODELS[0])),
+        Box::new(DepewegFit(crate::depeweg::MODELS[1])),
+        Box::new(DepewegFit(crate::depeweg::MODELS[2])),
+        Box::new(DepewegFit(crate::depeweg::MODELS[3])),
     ]
+}
+
+/// Depeweg's BNN (α = 1) and BNN+LV (VB, α = ½, α = 1) under the UCI protocol: the protocol's
+/// one hidden layer, data set's batch size and budget ([`budget`]), black-box α with
+/// [`DEPEWEG_TRAIN_SAMPLES`] joint draws per step ([`crate::depeweg::fit_standardised`]); the
+/// test LL of the predictive mixture. The `depeweg` experiment runs the thesis's own protocol.
+pub struct DepewegFit(pub crate::depeweg::DepewegModel);
+
+/// Joint draws of weights (and latents) per step of black-box α under the UCI protocol.
+pub const DEPEWEG_TRAIN_SAMPLES: usize = 10;
+
+impl UciMethod for DepewegFit {
+    fn name(&self) -> &'static str {
+        self.0.name
+    }
+
+    fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
+        let b = split.budget;
+        let budget = crate::depeweg::DepewegBudget {
+            epochs: b.epochs,
+            learning_rate: b.learning_rate,
+            batches: split.train.len().div_ceil(b.batch_size).max(1),
+            train_samples: DEPEWEG_TRAIN_SAMPLES,
+            test_draws: b.test_passes.max(1),
+        };
+        let (test_ll, test_rmse, noise) = crate::depeweg::fit_standardised(
+            &self.0,
+            &[split.meta.n_hidden],
+            &split.train,
+            &split.test_x,
+            &split.y_scaler.transform(&split.test_y),
+            split.y_scaler.std[0],
+            &budget,
+            split.seed,
+        )?;
+        Ok(SplitOutcome {
+            test_ll,
+            test_rmse,
+            detail: format!(
+                "α = {}, K = {DEPEWEG_TRAIN_SAMPLES}, learned noise std {noise:.4}",
+                self.0.alpha
+            ),
+        })
+    }
 }
 
 /// The prior precision of Haußmann's UCI experiments (prior `N(0, 1/10)`, §2.6 of the digest).
