@@ -237,7 +237,8 @@ enum Command {
     /// The decomposition pictures: every method on the heteroscedastic and bimodal toys of
     /// Depeweg (2019) §6.1.3, predictive mean with ±2σ aleatoric and total bands, one figure.
     Toy {
-        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial); repeatable [default: all].
+        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, BNN+LV: also its entropy-form figure
+        /// toy-lv.svg and the wet-chicken maps wet-chicken.svg); repeatable [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Training epochs [default: 2000; 300 with --quick].

@@ -236,6 +236,8 @@ impl<L: Likelihood> Predict for BnnLv<L> {
 /// `W ~ q(W)` carries the epistemic part, `z* ~ N(0, γ)` and `ε ~ N(0, Σ)` the aleatoric one.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Decomposition {
+    /// `E[y*]`, the predictive mean (the mean of the conditional means).
+    pub mean: f64,
     /// `Var[y*]` (eq. 3.25): the sum of the two parts below.
     pub total_variance: f64,
     /// `E_W[Var(y* | W)]`, the noise `Σ` included.
@@ -341,6 +343,7 @@ impl LatentRegressor {
                 let aleatoric_variance = within + s2;
                 let total_entropy = crate::predict::knn_entropy(&all, 1, k)?;
                 Ok(Decomposition {
+                    mean: grand,
                     total_variance: aleatoric_variance + epistemic_variance,
                     aleatoric_variance,
                     epistemic_variance,
