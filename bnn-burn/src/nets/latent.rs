@@ -244,7 +244,9 @@ pub struct Decomposition {
     pub aleatoric_variance: f64,
     /// `Var_W(E[y* | W])` (unbiased; may be slightly negative where it is near 0).
     pub epistemic_variance: f64,
-    /// `H[y*]` (k-NN estimate over all draws).
+    /// `H[y*]` (k-NN estimates over sets of `n_z` predictive draws spread over the weight
+    /// draws, averaged: the same sample size as the conditional entropies, so that the
+    /// estimator's finite-sample bias cancels in the mutual information).
     pub total_entropy: f64,
     /// `E_W H[y* | W]` (eq. 3.23; one k-NN estimate per weight draw, averaged).
     pub aleatoric_entropy: f64,
@@ -341,7 +343,17 @@ impl LatentRegressor {
                     / (n_w - 1) as f64;
                 let epistemic_variance = between - within / n_z as f64;
                 let aleatoric_variance = within + s2;
-                let total_entropy = crate::predict::knn_entropy(&all, 1, k)?;
+                // H[y*] from n_w sets of n_z predictive draws, each set spread over the weight
+                // draws (draw t of the stratified order is weight t mod n_w's sample t / n_w):
+                // the k-NN estimator's finite-sample bias is then that of the conditional
+                // entropies, and cancels in their difference, the mutual information.
+                let mut total_entropy = 0.0;
+                let mut set = Vec::with_capacity(n_z);
+                for c in 0..n_w {
+                    set.clear();
+                    set.extend((c * n_z..(c + 1) * n_z).map(|t| all[(t % n_w) * n_z + t / n_w]));
+                    total_entropy += crate::predict::knn_entropy(&set, 1, k)? / n_w as f64;
+                }
                 Ok(Decomposition {
                     mean: grand,
                     total_variance: aleatoric_variance + epistemic_variance,
@@ -434,7 +446,8 @@ pub struct Sensitivity {
     pub mean: Vec<f64>,
     /// `I_i^epi` of the epistemic std, per input.
     pub epistemic: Vec<f64>,
-    /// `I_i^ale` of the aleatoric std, per input.
+    /// `I_i^ale` of the aleatoric std `√(mean_W var_z y)`, `y` with its observation noise
+    /// (eq. 3.30), per input.
     pub aleatoric: Vec<f64>,
 }
 
@@ -488,6 +501,14 @@ impl LatentRegressor {
         let latents: Vec<Tensor<3>> = (0..n_w)
             .map(|_| self.prior_latents(n_z, n, &device))
             .collect();
+        // The samples of y carry the observation noise too (eq. 3.30: the variance of y over
+        // z, not of f): ε·√Σ, drawn once and held fixed.
+        let sigma = crate::host::to_vec(self.net.likelihood.noise_std())[0];
+        let noises: Vec<Tensor<3>> = (0..n_w)
+            .map(|_| {
+                Tensor::<3>::random([1, n_z, n], Distribution::Normal(0.0, 1.0), &device) * sigma
+            })
+            .collect();
         // y [n_w, n_z, N] with the draws fixed; each quantity per row depends on its own x_n
         // only, so the gradient of the sum over rows gives every row's derivatives.
         let quantity = |which: usize| {
@@ -495,9 +516,10 @@ impl LatentRegressor {
             let y: Vec<Tensor<3>> = draws
                 .iter()
                 .zip(&latents)
-                .map(|(w, z)| {
+                .zip(&noises)
+                .map(|((w, z), e)| {
                     let out = self.forward(x.clone(), z.clone(), &mut Pass::fixed(w));
-                    out.reshape([1, n_z, n])
+                    out.reshape([1, n_z, n]) + e.clone()
                 })
                 .collect();
             let y = Tensor::cat(y, 0);
