@@ -294,6 +294,8 @@ pub struct DepewegOptions {
     pub data_dir: Option<PathBuf>,
     /// Reuse the finished splits in `out/rows` with this budget and seed.
     pub resume: bool,
+    /// Write the report from the finished rows in `out` and train nothing.
+    pub report_only: bool,
 }
 
 impl DepewegOptions {
@@ -722,6 +724,7 @@ pub fn run(options: &DepewegOptions) -> Result<Vec<TableRow>, Box<dyn Error>> {
     // Every data set loads before any training: a missing file fails now.
     let data: Vec<(DepewegSet, RegressionData)> = sets
         .iter()
+        .filter(|_| !options.report_only)
         .map(|&s| Ok((s, s.load(&root, options.seed)?)))
         .collect::<Result<_, Box<dyn Error>>>()?;
     for (set, all) in &data {
@@ -894,6 +897,7 @@ mod tests {
             out: std::env::temp_dir().join("bnn-depeweg-never-written"),
             data_dir: None,
             resume: false,
+            report_only: false,
         };
         assert!(o.check().unwrap_err().contains("--train-samples 1"));
         o.budget.train_samples = 8;
@@ -933,6 +937,7 @@ mod tests {
             out: out.clone(),
             data_dir: None,
             resume: true,
+            report_only: false,
         };
         let table = run(&options).unwrap();
         assert_eq!(table.len(), 1);
@@ -957,6 +962,14 @@ mod tests {
         let md = std::fs::read_to_string(out.join("depeweg.md")).unwrap();
         assert!(md.contains("heteroscedastic | BNN+LV α=1 | 1 |"), "{md}");
         assert!(std::fs::read_to_string(&path).unwrap().contains("12345"));
+        // The report alone, from the rows: nothing is trained (no new split of split 3).
+        let report = run(&DepewegOptions {
+            splits: 3,
+            report_only: true,
+            ..options.clone()
+        })
+        .unwrap();
+        assert_eq!((report.len(), report[0].splits), (1, 2));
         assert_eq!(std::fs::read_dir(out.join("rows")).unwrap().count(), 3);
         let _ = std::fs::remove_dir_all(&out);
     }

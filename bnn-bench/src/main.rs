@@ -184,6 +184,10 @@ enum Command {
         /// Reuse the finished splits in --out/rows with the same budget and seed.
         #[arg(long)]
         resume: bool,
+        /// Write depeweg.md and depeweg.json from the finished rows in --out (this budget and
+        /// seed) and train nothing.
+        #[arg(long)]
+        report_only: bool,
     },
     /// One UCI report from the rows of several `uci` runs (uci.json or uci.partial.json), with
     /// no training: a later record's row replaces the same (data set, method) row of an earlier
@@ -383,6 +387,7 @@ fn main() {
             out,
             data_dir,
             resume,
+            report_only,
         } => depeweg::run(&depeweg::DepewegOptions {
             datasets,
             models,
@@ -398,6 +403,7 @@ fn main() {
             out,
             data_dir,
             resume,
+            report_only,
         })
         .map(|_| ()),
         Command::UciReport { out, records } => uci::combine(&records, &out).map(|_| ()),
