@@ -163,8 +163,9 @@ enum Command {
         /// Minibatches per epoch: the batch is ⌈N/batches⌉ (the thesis's code: 25).
         #[arg(long, default_value_t = 25)]
         batches: usize,
-        /// Joint draws of weights and latents per training step (K of the energy).
-        #[arg(long, default_value_t = 10)]
+        /// Joint draws of weights and latents per training step (K of the energy; the
+        /// thesis's code advises at least 15, 25 on CPUs, and uses 50).
+        #[arg(long, default_value_t = 25)]
         train_samples: usize,
         /// Draws of the test predictive mixture [default: 200; 100 with --quick].
         #[arg(long)]

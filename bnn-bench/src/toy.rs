@@ -338,7 +338,7 @@ fn fit_lv(
 
 fn lv_markdown(m: &lv_toy::WetChickenMaps, draws: Draws) -> String {
     format!(
-        "\n## {BNN_LV} decomposition\n\n{BNN_LV} rows: 2×20 units, black-box α = 1, K = 10 draws \
+        "\n## {BNN_LV} decomposition\n\n{BNN_LV} rows: 2×20 units, black-box α = 1, K = 25 draws \
          per step, batch N/25 (Depeweg 2019 §6.1; the other rows: 2×50, heteroscedastic head). \
          Decomposition from {} weight draws × {} latent draws, k-NN entropies with k = {}: \
          `toy.svg` shows its variance form, `toy-lv.svg` both forms over the training inputs.\n\n\
