@@ -12,7 +12,7 @@
 //! grows with x, where the exponential inputs thin out. The example prints both forms on a grid
 //! beside the true aleatoric std and the local data count.
 //!
-//! Budget: 2 × 20 ReLU, black-box α = 1, `EPOCHS` epochs at Adam 10⁻², batch N/25, K = 10 (the
+//! Budget: 2 × 20 ReLU, black-box α = 1, `EPOCHS` epochs at Adam 10⁻², batch N/25, K = 25 (the
 //! thesis: 5 000 epochs at 10⁻³); 200 × 200 draws for the decomposition (the thesis: 500 × 500).
 //!
 //! `cargo run --release --example depeweg_ch6_decomposition`
@@ -109,7 +109,7 @@ fn train(
     let config = TrainConfig::new(EPOCHS)
         .with_batch_size(n.div_ceil(25))
         .with_learning_rate(1e-2)
-        .with_train_samples(10)
+        .with_train_samples(25)
         .with_seed(seed)
         .with_progress(false);
     let mlp = MlpConfig::new(1, vec![20, 20], 1).with_weights(depeweg_weights(1.0));

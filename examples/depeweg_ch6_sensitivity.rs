@@ -8,7 +8,7 @@
 //! through its skewed density, the epistemic part; `x₂` drives only the noise: the thesis finds
 //! `x₁` on top of the epistemic and `x₂` on top of the aleatoric sensitivity.
 //!
-//! Budget: 2 × 20 ReLU, black-box α = 1, `EPOCHS` epochs at Adam 10⁻², batch N/25, K = 10, 5
+//! Budget: 2 × 20 ReLU, black-box α = 1, `EPOCHS` epochs at Adam 10⁻², batch N/25, K = 25, 5
 //! repeats (the thesis: 5 repeats, 5 000 epochs at 10⁻³); `DRAWS` × `DRAWS` draws for the
 //! sensitivities (the thesis: 200 × 200). Inputs and target standardised: the sensitivities
 //! are per input std, in target stds.
@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let config = TrainConfig::new(EPOCHS)
             .with_batch_size(std.len().div_ceil(25))
             .with_learning_rate(1e-2)
-            .with_train_samples(10)
+            .with_train_samples(25)
             .with_seed(50 + r)
             .with_progress(false);
         let mlp = MlpConfig::new(2, vec![20, 20], 1).with_weights(depeweg_weights(1.0));
