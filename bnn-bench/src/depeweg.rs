@@ -500,7 +500,7 @@ pub fn row_path(
     k: usize,
 ) -> PathBuf {
     let b = &options.budget;
-    let slug: String = format!(
+    let slug = crate::experiment::slug(&format!(
         "{}__{}__e{}-lr{:e}-n{}-k{}-t{}-s{}__{k}",
         set.name(),
         model.name,
@@ -510,14 +510,7 @@ pub fn row_path(
         b.train_samples,
         b.test_draws,
         options.seed
-    )
-    .chars()
-    .map(|c| match c {
-        'α' => 'a',
-        c if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' => c,
-        _ => '_',
-    })
-    .collect();
+    ));
     out.join("rows").join(format!("{slug}.json"))
 }
 

@@ -18,6 +18,18 @@ pub fn derive(seed: u64, names: &[&str], k: u64) -> u64 {
     h ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ k.wrapping_mul(0xff51_afd7_ed55_8ccd)
 }
 
+/// `name` as a file name: ASCII letters, digits, `.`, `-` and `_` kept, `α` as `a`, anything
+/// else `_`.
+pub fn slug(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            'α' => 'a',
+            c if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' => c,
+            _ => '_',
+        })
+        .collect()
+}
+
 /// The short git revision of the workspace, or "unknown" outside a checkout. Read once per
 /// process: a long run records the revision it started from, even if the checkout moves on.
 pub fn git_revision() -> String {

@@ -235,9 +235,14 @@ enum Command {
         data_dir: Option<PathBuf>,
         /// Reuse the finished rows in --out (mnist.json, and an interrupted run's
         /// mnist.partial.json) with the same seed, epochs, samples and data size; rows there of
-        /// other architectures or methods are kept in the new report.
+        /// other architectures or methods are kept in the new report; a row stopped part-way
+        /// continues from its last saved epoch (--out/train-state/, saved every minute).
         #[arg(long)]
         resume: bool,
+        /// The set trained and tested on: mnist or fashion-mnist (the other is the first OOD
+        /// set).
+        #[arg(long, default_value = "mnist")]
+        train_set: String,
     },
     /// The decomposition pictures: every method on the heteroscedastic and bimodal toys of
     /// Depeweg (2019) §6.1.3, predictive mean with ±2σ aleatoric and total bands, one figure.
@@ -418,12 +423,14 @@ fn main() {
             out,
             data_dir,
             resume,
+            train_set,
         } => archs
             .iter()
             .map(|a| a.parse::<mnist::Arch>())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.into())
-            .and_then(|archs| {
+            .and_then(|archs| Ok((archs, mnist::parse_family(&train_set)?)))
+            .and_then(|(archs, family)| {
                 mnist::run(&mnist::MnistOptions {
                     methods,
                     archs,
@@ -434,6 +441,7 @@ fn main() {
                     out,
                     data_dir,
                     resume,
+                    family,
                 })
                 .map(|_| ())
             }),

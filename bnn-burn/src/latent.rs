@@ -142,6 +142,34 @@ impl LatentTable {
         (terms.sum_dim(1) * 0.5).squeeze_dim(1)
     }
 
+    /// The sparse optimiser's moments and per-row step counts, for a training state saved
+    /// between epochs.
+    pub fn adam_state(&self) -> crate::train::LocalState {
+        crate::train::LocalState {
+            floats: self.adam.moments.clone(),
+            counts: self.adam.steps.clone(),
+        }
+    }
+
+    /// The table with the sparse optimiser's state from [`LatentTable::adam_state`].
+    ///
+    /// # Errors
+    /// When the state's sizes do not fit the table.
+    pub fn with_adam_state(mut self, state: crate::train::LocalState) -> Result<Self, String> {
+        let (moments, steps) = (4 * self.rows() * self.d_latent(), self.rows());
+        if state.floats.len() != moments || state.counts.len() != steps {
+            return Err(format!(
+                "the latent table's optimiser state has {} moments and {} step counts; the \
+                 table needs {moments} and {steps}",
+                state.floats.len(),
+                state.counts.len()
+            ));
+        }
+        self.adam.moments = state.floats;
+        self.adam.steps = state.counts;
+        Ok(self)
+    }
+
     /// One Adam step of the rows `rows` (unique, in the batch's order) from the gradients of
     /// the table in `grads`, which are removed from it (so that the dense optimiser leaves the
     /// table alone); the step size is `learning_rate·N/B`. The table unchanged when `grads`

@@ -16,7 +16,7 @@ use bnn_burn::metrics::{
 };
 use bnn_burn::nets::{ConvNetConfig, MlpConfig};
 use bnn_burn::predict::{ClassPrediction, Predict, PredictError, PredictMode};
-use bnn_burn::train::{TrainConfig, train};
+use bnn_burn::train::{Model, TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::{DataRoot, ImageSet, MnistFamily, Normalization, Split};
 use burn::module::Module;
@@ -24,7 +24,7 @@ use burn::tensor::{Device, Int, Tensor};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 mod plots;
 mod report;
@@ -125,6 +125,8 @@ pub struct MnistOptions {
     /// `mnist.partial.json`) with the same seed, epochs, prediction samples and data size;
     /// rows there of other architectures or methods are kept in the new records.
     pub resume: bool,
+    /// The set trained and tested on; the other one is the first OOD set.
+    pub family: MnistFamily,
 }
 
 impl MnistOptions {
@@ -245,18 +247,34 @@ impl<M: Predict<Input = Tensor<2>>> Predict for Flattened<M> {
     }
 }
 
-/// Trains `method` as `arch` with the class likelihood `likelihood` on `(images, labels)`.
+/// How often a row's training state is saved (and always after its last epoch).
+const STATE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A boxed classifier of flattened or whole images.
+type Classifier = Box<dyn Predict<Input = Tensor<4>, Prediction = ClassPrediction>>;
+
+/// Trains `method` as `arch` with the class likelihood `likelihood` on `(images, labels)`,
+/// saving its training state in `state` (and resuming from it) when given; returns the model
+/// and the training seconds over every process that trained it.
 fn fit<L>(
     arch: Arch,
     method: &Method,
     likelihood: L,
     (images, labels): (Tensor<4>, Tensor<1, Int>),
     config: &TrainConfig,
+    state: Option<&Path>,
     device: &Device,
-) -> Result<Box<dyn Predict<Input = Tensor<4>, Prediction = ClassPrediction>>, Box<dyn Error>>
+) -> Result<(Classifier, f64), Box<dyn Error>>
 where
     L: Likelihood<Target = Tensor<1, Int>, Prediction = ClassPrediction>,
 {
+    fn trainer<M: Model>(config: &TrainConfig, state: Option<&Path>) -> Trainer<M> {
+        let t = Trainer::new(config.clone());
+        match state {
+            Some(dir) => t.with_resume(dir, STATE_INTERVAL),
+            None => t,
+        }
+    }
     let [n, c, h, w] = images.dims();
     Ok(match arch {
         Arch::Mlp => {
@@ -264,16 +282,17 @@ where
                 .with_weights(method.weights.clone())
                 .init(likelihood, device)?;
             let net = method.with_moments(net)?;
-            let (m, _) = train(net, (images.reshape([n, c * h * w]), labels), config)?;
-            Box::new(Flattened(m.valid()))
+            let (m, report) =
+                trainer(config, state).fit(net, (images.reshape([n, c * h * w]), labels))?;
+            (Box::new(Flattened(m.valid())), report.seconds)
         }
         Arch::LeNet5 => {
             let net = ConvNetConfig::lenet5([c, h, w], N_CLASSES)
                 .with_weights(method.weights.clone())
                 .init(likelihood, device)?;
             let net = method.with_moments(net)?;
-            let (m, _) = train(net, (images, labels), config)?;
-            Box::new(m.valid())
+            let (m, report) = trainer(config, state).fit(net, (images, labels))?;
+            (Box::new(m.valid()), report.seconds)
         }
     })
 }
@@ -321,15 +340,19 @@ pub fn histogram(values: &[f64], max: f64, bins: usize) -> Vec<usize> {
     h
 }
 
-/// The image sets of a run: MNIST train and test, and the out-of-distribution sets: the
-/// Fashion-MNIST test split, uniform noise and pixel-inverted MNIST test images (rotated MNIST
-/// is made from `test` per angle, [`ROTATION_ANGLES`]).
+/// The image sets of a run: train and test images of one family (MNIST unless
+/// [`MnistData::load`] asks for Fashion-MNIST), and the out-of-distribution sets: the other
+/// family's test split, uniform noise and pixel-inverted test images (rotated test images are
+/// made from `test` per angle, [`ROTATION_ANGLES`]).
 pub struct MnistData {
+    /// The family of `train` and `test`.
+    pub family: MnistFamily,
     /// Training images.
     pub train: ImageSet,
     /// In-distribution test images.
     pub test: ImageSet,
-    /// Fashion-MNIST test images (normalised with their own statistics, as the thesis code).
+    /// The other family's test images (normalised with their own statistics, as the thesis
+    /// code).
     pub ood: ImageSet,
     /// Uniform-noise images, as many as `ood` (seeded).
     pub noise: ImageSet,
@@ -351,6 +374,7 @@ impl MnistData {
         let noise = ImageSet::uniform_noise(ood.len(), test.shape(), test.n_classes, NOISE_SEED)?;
         let inverted = test.inverted();
         Ok(Self {
+            family: MnistFamily::Mnist,
             train,
             test,
             ood,
@@ -359,16 +383,56 @@ impl MnistData {
         })
     }
 
-    /// Loads the files (quick: the first 10 000 / 2 000 / 2 000 images).
-    pub fn load(root: &DataRoot, quick: bool) -> Result<Self, Box<dyn Error>> {
-        let train = MnistFamily::Mnist.load(Split::Train, root)?;
-        let test = MnistFamily::Mnist.load(Split::Test, root)?;
-        let ood = MnistFamily::FashionMnist.load(Split::Test, root)?;
-        if quick {
+    /// Loads the files of `family`, with the other family's test split as the first OOD set
+    /// (quick: the first 10 000 / 2 000 / 2 000 images).
+    pub fn load(root: &DataRoot, quick: bool, family: MnistFamily) -> Result<Self, Box<dyn Error>> {
+        let train = family.load(Split::Train, root)?;
+        let test = family.load(Split::Test, root)?;
+        let ood = other_family(family).load(Split::Test, root)?;
+        let data = if quick {
             Self::new(train.first(10_000), test.first(2_000), ood.first(2_000))
         } else {
             Self::new(train, test, ood)
-        }
+        }?;
+        Ok(Self { family, ..data })
+    }
+
+    /// The name of the training family and of the OOD family, as printed.
+    pub fn names(&self) -> (&'static str, &'static str) {
+        (
+            family_name(self.family),
+            family_name(other_family(self.family)),
+        )
+    }
+}
+
+/// The family named by `--train-set`.
+///
+/// # Errors
+/// A name other than `mnist` and `fashion-mnist`, naming the flag.
+pub fn parse_family(name: &str) -> Result<MnistFamily, String> {
+    match name.to_ascii_lowercase().as_str() {
+        "mnist" => Ok(MnistFamily::Mnist),
+        "fashion-mnist" | "fashion" | "fashionmnist" => Ok(MnistFamily::FashionMnist),
+        _ => Err(format!(
+            "--train-set {name:?}: expected mnist or fashion-mnist"
+        )),
+    }
+}
+
+/// The other one of MNIST and Fashion-MNIST.
+pub fn other_family(family: MnistFamily) -> MnistFamily {
+    match family {
+        MnistFamily::Mnist => MnistFamily::FashionMnist,
+        MnistFamily::FashionMnist => MnistFamily::Mnist,
+    }
+}
+
+/// "MNIST" or "Fashion-MNIST".
+pub fn family_name(family: MnistFamily) -> &'static str {
+    match family {
+        MnistFamily::Mnist => "MNIST",
+        MnistFamily::FashionMnist => "Fashion-MNIST",
     }
 }
 
@@ -422,10 +486,12 @@ pub fn run_one(
     epochs: usize,
     samples: usize,
     seed: u64,
+    state: Option<&Path>,
 ) -> Result<MnistResult, Box<dyn Error>> {
     let device = training_device();
     device.seed(seed);
-    let mnist = MnistFamily::Mnist.normalization();
+    // Each set is normalised with its own family's statistics, as in the thesis code.
+    let mnist = data.family.normalization();
     let all: Vec<usize> = (0..data.train.len()).collect();
     let batch = data.train.batch(&all, &mnist, &device);
     let labels: Tensor<1, Int> = batch.labels;
@@ -434,13 +500,20 @@ pub fn run_one(
         .with_learning_rate(1e-3)
         .with_seed(seed)
         .with_progress(true);
-    let t0 = Instant::now();
     let data_xy = (batch.images, labels);
-    let net = match method.class_likelihood {
-        ClassLikelihood::Softmax => fit(arch, method, Categorical, data_xy, &config, &device)?,
-        ClassLikelihood::MultiLabelProbit => {
-            fit(arch, method, MultiLabelProbit, data_xy, &config, &device)?
+    let (net, train_seconds) = match method.class_likelihood {
+        ClassLikelihood::Softmax => {
+            fit(arch, method, Categorical, data_xy, &config, state, &device)?
         }
+        ClassLikelihood::MultiLabelProbit => fit(
+            arch,
+            method,
+            MultiLabelProbit,
+            data_xy,
+            &config,
+            state,
+            &device,
+        )?,
     };
     let mode = if method.predicts_by_moments() {
         PredictMode::Moments
@@ -448,14 +521,12 @@ pub fn run_one(
         PredictMode::Samples(samples)
     };
     let model = Trained { net, mode };
-    let train_seconds = t0.elapsed().as_secs_f64();
     let plain = device.inner();
     let inn = predict_set(&model, &data.test, &mnist, &plain)?;
-    // Each set is normalised with its own statistics, as in the thesis code.
     let out = predict_set(
         &model,
         &data.ood,
-        &MnistFamily::FashionMnist.normalization(),
+        &other_family(data.family).normalization(),
         &plain,
     )?;
     let labels: Vec<usize> = data.test.labels.iter().map(|&l| l as usize).collect();
@@ -469,10 +540,11 @@ pub fn run_one(
     };
     let noise = predict_set(&model, &data.noise, &mnist, &plain)?;
     let inverted = predict_set(&model, &data.inverted, &mnist, &plain)?;
+    let (name, ood_name) = data.names();
     let ood_sets = vec![
-        score("Fashion-MNIST", &out),
+        score(ood_name, &out),
         score("uniform noise", &noise),
-        score("inverted MNIST", &inverted),
+        score(&format!("inverted {name}"), &inverted),
     ];
     let mut rotations = Vec::with_capacity(ROTATION_ANGLES.len());
     for &degrees in &ROTATION_ANGLES {
@@ -534,7 +606,7 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     }
     experiment::prepare_out(&options.out)?;
     let root = DataRoot::new(options.data_dir.as_deref());
-    let data = MnistData::load(&root, options.quick)?;
+    let data = MnistData::load(&root, options.quick, options.family)?;
     let epochs = options.epochs();
     let partial = options.out.join("mnist.partial.json");
     let earlier: Vec<MnistResult> = if options.resume {
@@ -560,12 +632,26 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
                 results.push(r.clone());
                 continue;
             }
+            // The row's training state, saved every minute: `--resume` continues an
+            // interrupted row from its last saved epoch; without it the row starts afresh.
+            let state = options.out.join("train-state").join(format!(
+                "{}__{}__e{epochs}",
+                arch.name(),
+                experiment::slug(method.name)
+            ));
+            if !options.resume && state.exists() {
+                std::fs::remove_dir_all(&state).map_err(|e| format!("{}: {e}", state.display()))?;
+            }
             eprintln!(
-                "[mnist] {} / {}: training {} epochs on {} images",
+                "[mnist] {} / {}: training {} epochs on {} images{}",
                 arch.name(),
                 method.name,
                 epochs,
-                data.train.len()
+                data.train.len(),
+                match state.join("state.json").is_file() {
+                    true => " (resuming its saved training state)",
+                    false => "",
+                }
             );
             let r = run_one(
                 arch,
@@ -574,6 +660,7 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
                 epochs,
                 options.prediction_samples,
                 seed,
+                Some(&state),
             )?;
             eprintln!(
                 "[mnist] {} / {}: error {:.2} %, NLL {:.4}, ECE {:.4}, AUROC(H) {:.3}, \
@@ -595,8 +682,11 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
                 serde_json::to_string_pretty(&run_key(options, &data, &results))?,
             )
             .map_err(|e| format!("{}: {e}", partial.display()))?;
+            // The row is in the record now: its training state is no longer needed.
+            let _ = std::fs::remove_dir_all(&state);
         }
     }
+    let _ = std::fs::remove_dir(options.out.join("train-state"));
     let wall = start.elapsed().as_secs_f64();
     write_report(options, &data, &results, wall)?;
     let _ = std::fs::remove_file(&partial);
@@ -607,6 +697,7 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
 fn run_key(options: &MnistOptions, data: &MnistData, rows: &[MnistResult]) -> serde_json::Value {
     serde_json::json!({
         "seed": options.seed,
+        "family": options.family,
         "epochs": options.epochs(),
         "prediction_samples": options.prediction_samples,
         "n_train": data.train.len(),
@@ -651,6 +742,7 @@ fn record_rows(
     let key = run_key(options, data, &[]);
     let same = [
         "seed",
+        "family",
         "epochs",
         "prediction_samples",
         "n_train",
@@ -664,6 +756,12 @@ fn record_rows(
             &record["options"][k]
         } else {
             &record[k]
+        };
+        // Records from before the family was recorded trained on MNIST.
+        let mnist = serde_json::json!(MnistFamily::Mnist);
+        let value = match (k, value.is_null()) {
+            (&"family", true) => &mnist,
+            _ => value,
         };
         *value == key[k]
     });

@@ -9,9 +9,10 @@ pub fn markdown(
     results: &[MnistResult],
     wall: f64,
 ) -> String {
+    let (name, ood_name) = data.names();
     let mut md = format!(
-        "# MNIST: classification, calibration and OOD (Fashion-MNIST, noise, inverted, rotated)\n\n\
-         {} training, {} MNIST test and {} Fashion-MNIST test images{}; {} epochs, Adam lr 10⁻³, \
+        "# {name}: classification, calibration and OOD ({ood_name}, noise, inverted, rotated)\n\n\
+         {} training, {} {name} test and {} {ood_name} test images{}; {} epochs, Adam lr 10⁻³, \
          batch 100, 1 training sample; {} prediction samples (1 for MAP, the deterministic net; \
          VBP, DVI and CLT train and predict by moments); \
          seed {}, backend `{}`, wall time {:.0} s.\n\n\
@@ -50,39 +51,60 @@ pub fn markdown(
         ));
     }
     md += &ood_tables(results, data);
-    md.push_str(
+    md.push_str(&format!(
         "\nECDF area: the area under the empirical CDF of predictive entropies on the OOD set \
          over [0, ln 10] = ln 10 − mean entropy (Haußmann 2021 §5.7); 0 when every OOD \
          prediction is uniform, 2.303 when every one is certain. AUROC: OOD images are the \
          positives, scored by predictive entropy or by mutual information. AUROC misclassified: \
-         the misclassified MNIST test images are the positives, scored by predictive entropy.\n\n\
-         ## Published (strided LeNet5)\n\nBeside each published row, our LeNet5 row of the same \
-         method where we have one, and the difference in combined standard errors (binomial, \
+         the misclassified {name} test images are the positives, scored by predictive \
+         entropy.\n\n\
+         ## Published (strided LeNet5)\n\n"
+    ));
+    md += &published_table(data, results);
+    md
+}
+
+/// The published rows of the run's training family, each beside our LeNet5 row of the same
+/// method where we have one.
+pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
+    let (name, _) = data.names();
+    let mut md = format!(
+        "Trained and tested on {name}. Beside each published row, our LeNet5 row of the same \
+         method where we have one. z: the difference in combined standard errors (binomial, \
          `√(e(1−e)/n)` over the 10 000 test images for theirs and our n for ours; positive: \
-         ours has the lower error).\n\n\
-         | method | MNIST error % | Fashion-MNIST ECDF area ↓ | ours: error % | z (error) | \
-         source |\n|---|---:|---:|---:|---:|---|\n",
+         ours has the lower error). d/sd: the difference in the published run-to-run standard \
+         deviation of the error (one run of ours against the mean of theirs; positive: ours \
+         lower). LL: test log-likelihood per image (−NLL).\n\n\
+         | method | error % | ± sd | LL | Fashion-MNIST ECDF area ↓ | ours: error % | ours: LL \
+         | z (error) | d/sd | source |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
     );
-    for p in mnist_published::all() {
+    let cell = |v: Option<f64>, digits: usize| {
+        v.map(|v| format!("{v:.digits$}"))
+            .unwrap_or_else(|| "–".into())
+    };
+    for p in mnist_published::all()
+        .into_iter()
+        .filter(|p| p.family == data.family)
+    {
         let ours = results
             .iter()
             .find(|r| r.arch == Arch::LeNet5 && r.method == p.method);
-        let (ours_cell, z) = match ours {
-            Some(r) => (
-                format!("{:.2}", r.error_pct),
-                error_z(r.error_pct, data.test.len(), p.error_pct, 10_000)
-                    .map(|z| format!("{z:+.1}"))
-                    .unwrap_or_else(|| "–".into()),
-            ),
-            None => ("–".into(), "–".into()),
-        };
+        let z = ours.and_then(|r| error_z(r.error_pct, data.test.len(), p.error_pct, 10_000));
+        let d = ours
+            .zip(p.error_std)
+            .filter(|(_, sd)| *sd > 0.0)
+            .map(|(r, sd)| (p.error_pct - r.error_pct) / sd);
         md.push_str(&format!(
-            "| {} | {:.2} | {} | {ours_cell} | {z} | {} |\n",
+            "| {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             p.method,
             p.error_pct,
-            p.ecdf_area
-                .map(|a| format!("{a:.3}"))
-                .unwrap_or_else(|| "–".into()),
+            cell(p.error_std, 2),
+            cell(p.log_likelihood, 2),
+            cell(p.ecdf_area, 3),
+            cell(ours.map(|r| r.error_pct), 2),
+            cell(ours.map(|r| -r.nll), 3),
+            z.map(|z| format!("{z:+.1}")).unwrap_or_else(|| "–".into()),
+            d.map(|d| format!("{d:+.1}")).unwrap_or_else(|| "–".into()),
             p.source
         ));
     }
@@ -106,11 +128,13 @@ fn ood_tables(results: &[MnistResult], data: &MnistData) -> String {
     let Some(first) = results.first() else {
         return String::new();
     };
+    let (name, ood_name) = data.names();
     let mut md = format!(
         "\n## Out-of-distribution sets\n\nAUROC of predictive entropy / of mutual information \
-         (MNIST test images negative, the set's positive) and the entropy-ECDF area ↓; {} \
-         Fashion-MNIST test images (normalised with their own statistics), {} uniform-noise \
-         images and the {} MNIST test images with inverted pixels (both normalised as MNIST).\n\n\
+         ({name} test images negative, the set's positive) and the entropy-ECDF area ↓; {} \
+         {ood_name} test images (normalised with their own statistics), {} uniform-noise \
+         images and the {} {name} test images with inverted pixels (both normalised as \
+         {name}).\n\n\
          | architecture | method |",
         data.ood.len(),
         data.noise.len(),
@@ -132,9 +156,11 @@ fn ood_tables(results: &[MnistResult], data: &MnistData) -> String {
         }
         md += "\n";
     }
-    md += "\n## Rotated MNIST test images\n\nTest error % / mean predictive entropy (nats) per \
-           counter-clockwise rotation (bilinear, black outside); figure: `rotation.svg`.\n\n\
-           | architecture | method |";
+    md += &format!(
+        "\n## Rotated {name} test images\n\nTest error % / mean predictive entropy (nats) per \
+         counter-clockwise rotation (bilinear, black outside); figure: `rotation.svg`.\n\n\
+         | architecture | method |"
+    );
     for a in &first.rotations {
         md += &format!(" {}° |", a.degrees);
     }

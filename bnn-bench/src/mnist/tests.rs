@@ -57,11 +57,12 @@ fn a_small_run_writes_its_table_and_figures() {
         out: dir.clone(),
         data_dir: None,
         resume: false,
+        family: MnistFamily::Mnist,
     };
     let mut results = Vec::new();
     for arch in Arch::ALL {
         for m in methods() {
-            let r = run_one(arch, &m, &data, 5, 4, 1).unwrap();
+            let r = run_one(arch, &m, &data, 5, 4, 1, None).unwrap();
             assert!(
                 r.error_pct < 30.0,
                 "{} {}: {}",
@@ -75,12 +76,37 @@ fn a_small_run_writes_its_table_and_figures() {
         }
     }
     // The same seed gives the same numbers.
-    let again = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1).unwrap();
+    let again = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1, None).unwrap();
     let first = &results[methods().len() + 3];
     assert_eq!(
         (again.error_pct, again.nll, again.ecdf_area, again.auroc_mi),
         (first.error_pct, first.nll, first.ecdf_area, first.auroc_mi)
     );
+    // A row stopped after 2 epochs and resumed from its saved training state scores what the
+    // uninterrupted row scores; a finished state is reused without training.
+    let state = dir.join("state-test");
+    let _ = std::fs::remove_dir_all(&state);
+    run_one(Arch::LeNet5, &methods()[3], &data, 2, 4, 1, Some(&state)).unwrap();
+    let resumed = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1, Some(&state)).unwrap();
+    assert_eq!(
+        (
+            resumed.error_pct,
+            resumed.nll,
+            resumed.ecdf_area,
+            resumed.auroc_mi
+        ),
+        (first.error_pct, first.nll, first.ecdf_area, first.auroc_mi)
+    );
+    let saved = std::fs::read_to_string(state.join("state.json")).unwrap();
+    assert!(saved.contains("\"epochs_done\": 5"), "{saved}");
+    let reused = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1, Some(&state)).unwrap();
+    assert_eq!(reused.error_pct, first.error_pct);
+    assert_eq!(
+        std::fs::read_to_string(state.join("state.json")).unwrap(),
+        saved,
+        "a finished state trains no further"
+    );
+    std::fs::remove_dir_all(&state).unwrap();
     // Every OOD set and rotation angle is scored; rotating by 0° is the test set itself, and
     // turning the bars by 90° swaps the classes: the error there is far above the upright one.
     for r in &results {
@@ -117,6 +143,12 @@ fn a_small_run_writes_its_table_and_figures() {
         ..options.clone()
     };
     assert!(resumable(&dir, &other, &data).unwrap().is_empty());
+    // Rows trained on the other family are not reused either.
+    let fashion = MnistOptions {
+        family: MnistFamily::FashionMnist,
+        ..options.clone()
+    };
+    assert!(resumable(&dir, &fashion, &data).unwrap().is_empty());
     // A run of one of those rows keeps the other; a finished record's rows are reused too,
     // an interrupted run's replacing them.
     let kept = other_rows(&back, &[back[0].arch], &[back[0].method.as_str()]);
@@ -178,4 +210,27 @@ fn error_differences_use_binomial_standard_errors() {
     let z = error_z(1.0, 10_000, 1.2, 10_000).unwrap();
     assert!((z - 0.002 / se).abs() < 1e-9, "{z}");
     assert_eq!(error_z(0.0, 10, 0.0, 10), None);
+}
+
+/// `--train-set` names either family; the report's published rows are those of the family
+/// trained on, with Table 3.2's run-to-run deviation beside our row.
+#[test]
+fn the_training_family_picks_its_published_rows() {
+    assert_eq!(parse_family("fashion-mnist"), Ok(MnistFamily::FashionMnist));
+    assert_eq!(parse_family("MNIST"), Ok(MnistFamily::Mnist));
+    assert!(parse_family("cifar").unwrap_err().contains("--train-set"));
+    let set = || ImageSet::new(vec![0u8; 2 * 784], vec![0, 1], [1, 28, 28], 10).unwrap();
+    let mut data = MnistData::new(set(), set(), set()).unwrap();
+    assert_eq!(data.names(), ("MNIST", "Fashion-MNIST"));
+    let table = published_table(&data, &[]);
+    assert!(table.contains("| VBP | 0.85 | 0.06 | -0.03 |"), "{table}");
+    assert!(!table.contains("10.10"), "{table}");
+    data.family = MnistFamily::FashionMnist;
+    assert_eq!(data.names(), ("Fashion-MNIST", "MNIST"));
+    let table = published_table(&data, &[]);
+    assert!(table.contains("| VBP | 10.10 | 0.16 | -0.28 |"), "{table}");
+    assert!(
+        !table.contains("0.85") && !table.contains("BEDL"),
+        "{table}"
+    );
 }

@@ -205,6 +205,15 @@ impl<L: Likelihood> Model for BnnLv<L> {
         self.latents = self.latents.sparse_step(grads, rows, lr);
         self
     }
+
+    fn local_state(&self) -> crate::train::LocalState {
+        self.latents.adam_state()
+    }
+
+    fn with_local_state(mut self, state: crate::train::LocalState) -> Result<Self, String> {
+        self.latents = self.latents.with_adam_state(state)?;
+        Ok(self)
+    }
 }
 
 impl<L: Likelihood> Predict for BnnLv<L> {

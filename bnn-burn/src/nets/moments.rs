@@ -207,6 +207,11 @@ impl<B: Body<Input = Tensor<2>>> Callback<Bnn<B, GaussianLikelihood>> for NoiseR
             .map(|t| Tensor::<1>::from_floats(log_std.as_slice(), &t.device()));
         Ok(model)
     }
+
+    /// The refit noise is a parameter of the model; the callback keeps nothing else.
+    fn resumable(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

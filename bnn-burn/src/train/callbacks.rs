@@ -50,6 +50,14 @@ pub trait Callback<M> {
     fn on_train_end(&mut self, model: M, _report: &mut TrainReport) -> M {
         model
     }
+
+    /// Whether training resumed from a saved state ([`super::Trainer::with_resume`]) runs this
+    /// callback as an uninterrupted run would: true only for a callback that keeps no state of
+    /// its own across epochs (what it sets lives in the model). The default: false, so a
+    /// trainer with a stateful callback refuses to resume rather than resume it wrongly.
+    fn resumable(&self) -> bool {
+        false
+    }
 }
 
 /// Stops when the validation NLL has not improved for `patience` epochs and returns the model
@@ -134,5 +142,9 @@ impl<M: Module> Callback<M> for Checkpointing {
             )?;
         }
         Ok(Flow::Continue)
+    }
+
+    fn resumable(&self) -> bool {
+        true
     }
 }

@@ -90,6 +90,43 @@ pub trait Model: Module + 'static {
     ) -> Self {
         self
     }
+
+    /// The state of [`Model::local_update`]'s own optimiser, saved with a training state
+    /// between epochs ([`super::Trainer::with_resume`]). The default: none.
+    fn local_state(&self) -> LocalState {
+        LocalState::default()
+    }
+
+    /// The model with a state from [`Model::local_state`] restored.
+    ///
+    /// # Errors
+    /// When the state does not fit the model (the default accepts only an empty state).
+    fn with_local_state(self, state: LocalState) -> Result<Self, String>
+    where
+        Self: Sized,
+    {
+        match state.is_empty() {
+            true => Ok(self),
+            false => Err("the model keeps no local optimiser state, but one was saved".into()),
+        }
+    }
+}
+
+/// The host-side state of a model's own optimiser (e.g. BNN+LV's per-row Adam moments and step
+/// counts), as plain vectors.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LocalState {
+    /// Floating-point state (moments).
+    pub floats: Vec<f32>,
+    /// Counters (steps).
+    pub counts: Vec<u32>,
+}
+
+impl LocalState {
+    /// Whether there is no state.
+    pub fn is_empty(&self) -> bool {
+        self.floats.is_empty() && self.counts.is_empty()
+    }
 }
 
 /// A training set.

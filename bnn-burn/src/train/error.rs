@@ -67,4 +67,12 @@ pub enum TrainError {
     /// A checkpoint could not be written.
     #[error(transparent)]
     Checkpoint(#[from] super::CheckpointError),
+    /// A saved training state could not be written, read or resumed.
+    #[error("cannot resume training from {path}: {reason}")]
+    Resume {
+        /// The file or folder.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
 }

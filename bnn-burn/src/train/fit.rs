@@ -2,6 +2,7 @@
 
 use super::callbacks::{Callback, EarlyStopping, Flow, StepInfo};
 use super::data::{Batch, Minibatch, Model, TrainData};
+use super::resume::{self, TrainState};
 use super::{EpochStats, TrainConfig, TrainError, TrainReport};
 use crate::objective::{ElboConfig, Objective, StepContext, StepRequest};
 use burn::lr_scheduler::module_lr_scheduler::ModuleLrScheduler;
@@ -11,6 +12,8 @@ use burn::tensor::{Device, Tensor};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Rows per evaluation chunk (validation NLL, the final check).
 const EVAL_CHUNK: usize = 1024;
@@ -20,6 +23,7 @@ pub struct Trainer<M> {
     config: TrainConfig,
     objective: Option<Box<dyn Objective>>,
     callbacks: Vec<Box<dyn Callback<M>>>,
+    resume: Option<(PathBuf, Duration)>,
 }
 
 impl<M: Model> Trainer<M> {
@@ -30,7 +34,27 @@ impl<M: Model> Trainer<M> {
             config,
             objective: None,
             callbacks: Vec::new(),
+            resume: None,
         }
+    }
+
+    /// Saves the training state in `dir` after an epoch when `interval` has passed since the
+    /// last save, and after the last epoch; a later `fit` with the same folder, configuration,
+    /// data and architecture resumes from the saved epoch and returns the model an
+    /// uninterrupted run returns, bit for bit on one device. A saved state holds the model's
+    /// parameters with their ids, the optimiser's record, the model's own optimiser state
+    /// ([`super::Model::local_state`]) and the epochs' history; the host shuffles are drawn
+    /// again from the seed, and the device RNG is reseeded from `(seed, epoch)` at the start
+    /// of every epoch (with or without a saved state). A run already finished returns its
+    /// saved model without training. The epoch count may grow
+    /// between runs (to extend one); everything else must agree, or `fit` refuses with
+    /// [`TrainError::Resume`].
+    ///
+    /// Callbacks must be [`Callback::resumable`] (early stopping is not); learning-rate groups
+    /// must select parameters by module path, since resumed parameters keep their saved ids.
+    pub fn with_resume(mut self, dir: impl Into<PathBuf>, interval: Duration) -> Self {
+        self.resume = Some((dir.into(), interval));
+        self
     }
 
     /// Minimises `objective` instead of the ELBO.
@@ -83,7 +107,6 @@ impl<M: Model> Trainer<M> {
         }
         let start = std::time::Instant::now();
         let data = data.into_device(&device);
-        device.seed(config.seed);
         let mut rng = StdRng::seed_from_u64(config.seed);
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut rng);
@@ -113,12 +136,56 @@ impl<M: Model> Trainer<M> {
             ..StepRequest::new(config.train_samples)
         };
         let n_train = train_rows.len();
-        let bar = progress_bar(&config);
         let mut history = Vec::with_capacity(config.epochs);
         let (mut global_step, mut last) = (0, (0, 0));
         let mut divergence = Divergence::default();
+        let mut seconds_before = 0.0;
+        let mut state = match self.resume.take() {
+            None => None,
+            Some((dir, interval)) => {
+                if self.callbacks.iter().any(|c| !c.resumable()) {
+                    return Err(TrainError::Resume {
+                        path: dir.display().to_string(),
+                        reason: "a callback keeps state of its own across epochs (early \
+                                 stopping, or one whose `resumable()` is false), which a saved \
+                                 training state does not hold"
+                            .into(),
+                    });
+                }
+                Some(TrainState::new(dir, interval, &config, n, n_val, &model)?)
+            }
+        };
+        let mut epochs_done = 0;
+        if let Some(state) = state.as_mut().filter(|s| s.exists()) {
+            let fresh = resume::ids(&model);
+            let r = state.load(model, optim)?;
+            if r.epochs_done > config.epochs {
+                return Err(TrainError::Resume {
+                    path: state.dir().display().to_string(),
+                    reason: format!(
+                        "the saved state has trained {} epochs, more than the {} asked",
+                        r.epochs_done, config.epochs
+                    ),
+                });
+            }
+            resume::check_groups(&config, &fresh, &r.model, state.dir())?;
+            (model, optim) = (r.model, r.optim);
+            (epochs_done, global_step, history) = (r.epochs_done, r.global_step, r.history);
+            divergence.initial = r.initial_loss;
+            seconds_before = r.seconds;
+            last = (epochs_done - 1, 0);
+            // The shuffles of the epochs done, drawn again.
+            for _ in 0..epochs_done {
+                train_rows.shuffle(&mut rng);
+            }
+        }
+        let bar = progress_bar(&config);
+        bar.set_position(epochs_done as u64);
 
-        for epoch in 0..config.epochs {
+        for epoch in epochs_done..config.epochs {
+            // Every epoch's draws follow (seed, epoch), so a run resumed at any epoch draws
+            // what an uninterrupted one draws.
+            device.seed(resume::epoch_seed(config.seed, epoch));
             train_rows.shuffle(&mut rng);
             let mut sums = Vec::new();
             for (step, rows) in train_rows.chunks(config.batch_size).enumerate() {
@@ -212,11 +279,24 @@ impl<M: Model> Trainer<M> {
                 model = callback.update(model, &stats)?;
             }
             history.push(stats);
+            if let Some(state) = &mut state {
+                state.save(
+                    epoch + 1 == config.epochs || flow == Flow::Stop,
+                    &model,
+                    &optim,
+                    epoch + 1,
+                    global_step,
+                    divergence.initial,
+                    seconds_before + start.elapsed().as_secs_f64(),
+                    &history,
+                )?;
+            }
             if flow == Flow::Stop {
                 break;
             }
         }
         bar.finish_and_clear();
+        device.seed(resume::epoch_seed(config.seed, history.len()));
         // The last update was never followed by a loss: check what it left.
         let check_rows = &train_rows[..train_rows.len().min(config.batch_size)];
         let check = final_check(
@@ -238,7 +318,7 @@ impl<M: Model> Trainer<M> {
         let mut report = TrainReport {
             best_epoch: history.len() - 1,
             history,
-            seconds: start.elapsed().as_secs_f64(),
+            seconds: seconds_before + start.elapsed().as_secs_f64(),
         };
         for callback in &mut self.callbacks {
             model = callback.on_train_end(model, &mut report);

@@ -17,10 +17,11 @@ mod data;
 mod error;
 mod fit;
 mod optim;
+mod resume;
 
 pub use callbacks::{Callback, Checkpointing, EarlyStopping, Flow, StepInfo};
 pub use checkpoint::{CheckpointError, load_checkpoint, save_checkpoint};
-pub use data::{Batch, DatasetSource, Minibatch, Model, TrainData};
+pub use data::{Batch, DatasetSource, LocalState, Minibatch, Model, TrainData};
 pub use error::TrainError;
 pub use fit::Trainer;
 pub use optim::{LrGroup, OptimizerConfig};
@@ -101,7 +102,7 @@ impl TrainConfig {
 }
 
 /// Averages of one epoch.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpochStats {
     /// Epoch (0-based).
     pub epoch: usize,
