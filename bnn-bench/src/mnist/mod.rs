@@ -636,7 +636,7 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
             // interrupted row from its last saved epoch; without it the row starts afresh.
             let state = options.out.join("train-state").join(format!(
                 "{}__{}__e{epochs}",
-                arch.name(),
+                experiment::slug(arch.name()),
                 experiment::slug(method.name)
             ));
             if !options.resume && state.exists() {
