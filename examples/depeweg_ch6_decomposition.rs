@@ -80,7 +80,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 p.epistemic_entropy
             );
         }
-        let corr = correlation(
+        let corr = bnn_burn::metrics::pearson(
             &t.grid.iter().map(|x| (t.true_std)(*x)).collect::<Vec<_>>(),
             &parts
                 .iter()
@@ -118,13 +118,4 @@ fn train(
         .with_objective(AlphaConfig::new().with_alpha(1.0).init()?)
         .fit(net, (x, y))?;
     Ok((net.valid(), sx, sy))
-}
-
-fn correlation(a: &[f64], b: &[f64]) -> f64 {
-    let n = a.len() as f64;
-    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
-    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
-    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
-    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
-    cov / (va * vb).sqrt()
 }

@@ -44,15 +44,6 @@ fn clt() -> MomentConfig {
         .with_predict_logits(LogitRule::Probit)
 }
 
-/// Pearson correlation of two equally long series.
-fn correlation(a: &[f64], b: &[f64]) -> f64 {
-    let (ma, mb) = (mean(a), mean(b));
-    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
-    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
-    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
-    cov / (va * vb).sqrt()
-}
-
 /// Prints the comparison table of the entropies of `(moments, samples)` on the in- and
 /// out-of-distribution sets, with the prediction times.
 fn report(inn: [&[f64]; 2], out: [&[f64]; 2], ms: [f64; 2], out_name: &str) {
@@ -73,7 +64,7 @@ fn report(inn: [&[f64]; 2], out: [&[f64]; 2], ms: [f64; 2], out_name: &str) {
     let both = |k: usize| [inn[k], out[k]].concat();
     println!(
         "per-input correlation of the two entropies: {:.3}; closed form {:.0}× faster\n",
-        correlation(&both(0), &both(1)),
+        bnn_burn::metrics::pearson(&both(0), &both(1)),
         ms[1] / ms[0].max(1e-9)
     );
 }

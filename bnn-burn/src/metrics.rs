@@ -16,6 +16,16 @@ pub fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
+/// Pearson correlation `cov(a, b)/(sd(a)·sd(b))` of two equally long series (NaN when either
+/// is constant or empty).
+pub fn pearson(a: &[f64], b: &[f64]) -> f64 {
+    let (ma, mb) = (mean(a), mean(b));
+    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
+    cov / (va * vb).sqrt()
+}
+
 /// Mean and standard error `sd/√n` (the UCI tables' `±`), sample standard deviation.
 pub fn mean_and_standard_error(x: &[f64]) -> (f64, f64) {
     let m = mean(x);

@@ -14,7 +14,7 @@
 
 use super::{Bnn, MlpBody, MlpConfig};
 use crate::error::ConfigError;
-use crate::latent::{LatentConfig, LatentTable};
+use crate::latent::{LatentConfig, LatentPosterior, TargetFeatures};
 use crate::layers::{Pass, WeightConfig};
 use crate::likelihood::{GaussianLikelihood, Likelihood};
 use crate::objective::{StepRequest, StepTerms};
@@ -54,7 +54,7 @@ impl BnnLvConfig {
     ) -> Result<BnnLv<L>, ConfigError> {
         let d = self.mlp.d_input;
         crate::error::Check("BnnLvConfig").at_least_one("mlp.d_input", d)?;
-        let latents = self.latent.init(rows, d, device)?;
+        let latents = self.latent.init_posterior(rows, d, device)?;
         let mut mlp = self.mlp.clone();
         mlp.d_input = d + self.latent.d_latent;
         Ok(BnnLv {
@@ -111,8 +111,8 @@ pub fn depeweg_weights(prior_variance: f64) -> WeightConfig {
 pub struct BnnLv<L: Module> {
     /// The network on `[x, z]`.
     pub net: Bnn<MlpBody, L>,
-    /// `q(z_n)` of the training rows.
-    pub latents: LatentTable,
+    /// `q(z_n)` of the training rows: a table, or the amortised encoder.
+    pub latents: LatentPosterior,
 }
 
 /// BNN+LV regression.
@@ -152,7 +152,7 @@ impl<L: Likelihood> BnnLv<L> {
 
     /// `samples` prior draws `z* ~ N(0, γ)` for `rows` inputs, `[S, B, d_z]`.
     pub fn prior_latents(&self, samples: usize, rows: usize, device: &Device) -> Tensor<3> {
-        let std = self.latents.gamma.sqrt();
+        let std = self.latents.gamma().sqrt();
         Tensor::random(
             [samples, rows, self.latents.d_latent()],
             Distribution::Normal(0.0, std),
@@ -161,7 +161,10 @@ impl<L: Likelihood> BnnLv<L> {
     }
 }
 
-impl<L: Likelihood> Model for BnnLv<L> {
+impl<L: Likelihood> Model for BnnLv<L>
+where
+    L::Target: TargetFeatures,
+{
     type Input = Tensor<2>;
     type Target = L::Target;
 
@@ -171,7 +174,9 @@ impl<L: Likelihood> Model for BnnLv<L> {
         request: StepRequest,
     ) -> Result<StepTerms, Unsupported> {
         let s = request.samples;
-        let (mean, var) = self.latents.rows_of(batch.rows);
+        let (mean, var) = self
+            .latents
+            .of_batch(batch.input.clone(), &batch.target, batch.rows);
         let [b, dz] = mean.dims();
         let device = mean.device();
         let eps = Tensor::<3>::random([s, b, dz], Distribution::Normal(0.0, 1.0), &device);
@@ -188,7 +193,7 @@ impl<L: Likelihood> Model for BnnLv<L> {
         let log_likelihood = self.net.likelihood.log_likelihood(out, batch.target);
         let (kl, log_ratio) = pass.into_terms(&device);
         let local_log_ratio = request.log_ratio.then(|| {
-            let gamma = Tensor::full([s, b, dz], self.latents.gamma, &device);
+            let gamma = Tensor::full([s, b, dz], self.latents.gamma(), &device);
             log_normal(z.clone(), mean3, var3) - log_normal(z, gamma.zeros_like(), gamma)
         });
         Ok(StepTerms {
@@ -202,16 +207,16 @@ impl<L: Likelihood> Model for BnnLv<L> {
 
     /// The latent table's rows of the batch, by its sparse Adam ([`LatentTable::sparse_step`]).
     fn local_update(mut self, grads: &mut GradientsParams, rows: &[usize], lr: f64) -> Self {
-        self.latents = self.latents.sparse_step(grads, rows, lr);
+        self.latents = self.latents.local_step(grads, rows, lr);
         self
     }
 
     fn local_state(&self) -> crate::train::LocalState {
-        self.latents.adam_state()
+        self.latents.local_state()
     }
 
     fn with_local_state(mut self, state: crate::train::LocalState) -> Result<Self, String> {
-        self.latents = self.latents.with_adam_state(state)?;
+        self.latents = self.latents.with_local_state(state)?;
         Ok(self)
     }
 }
@@ -482,7 +487,7 @@ impl LatentRegressor {
         if self.net.head.shape()[1] != 1 {
             return bad("the sensitivities are for one output".into());
         }
-        let device = self.latents.mean.device();
+        let device = self.devices()[0].clone();
         if !device.is_autodiff() {
             return bad(
                 "the model is not on an autodiff device (use the trained model, not \

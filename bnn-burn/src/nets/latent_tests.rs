@@ -52,7 +52,7 @@ fn a_step_reaches_weights_noise_and_only_the_batch_rows_of_the_table() {
     let mut grads = GradientsParams::from_grads(loss.backward(), &net);
     let g_rows = to_vec(
         grads
-            .get::<2>(net.latents.mean.id)
+            .get::<2>(net.latents.table().unwrap().mean.id)
             .expect("latent gradient"),
     );
     for (row, g) in g_rows.iter().enumerate() {
@@ -71,14 +71,18 @@ fn a_step_reaches_weights_noise_and_only_the_batch_rows_of_the_table() {
     for &id in head[2..].iter().chain(&noise) {
         assert!(grads.get::<1>(id).is_some(), "no gradient for {id:?}");
     }
-    let before = to_vec(net.latents.mean.val());
+    let before = to_vec(net.latents.table().unwrap().mean.val());
     let net = net.local_update(&mut grads, &rows, 1e-2);
-    assert!(grads.get::<2>(net.latents.mean.id).is_none());
+    assert!(
+        grads
+            .get::<2>(net.latents.table().unwrap().mean.id)
+            .is_none()
+    );
     assert!(
         grads.get::<2>(head[0]).is_some(),
         "the weights stay for the optimiser"
     );
-    let after = to_vec(net.latents.mean.val());
+    let after = to_vec(net.latents.table().unwrap().mean.val());
     for row in 0..8 {
         assert_eq!(after[row] != before[row], rows.contains(&row), "row {row}");
     }
@@ -91,8 +95,9 @@ fn the_latent_log_ratio_averages_to_the_closed_form_kl() {
     let device = test_device().autodiff();
     let _guard = seeded(&device, 4);
     let mut net = model(4, &device);
-    net.latents.mean = net.latents.mean.map(|m| m + 0.8);
-    net.latents.logit = net.latents.logit.map(|l| l - 6.0);
+    let table = net.latents.table_mut().unwrap();
+    table.mean = table.mean.clone().map(|m| m + 0.8);
+    table.logit = table.logit.clone().map(|l| l - 6.0);
     let draws = 4000;
     let request = StepRequest {
         log_ratio: true,
@@ -325,4 +330,119 @@ fn class_decomposition_bounds_and_point_weights() {
     for d in &parts {
         assert!(d.epistemic > 0.01 && d.total <= 3f64.ln() + 1e-6, "{d:?}");
     }
+}
+
+/// The amortised encoder starts at the prior, takes class labels one-hot, and a step's
+/// gradient reaches its weights (the dense optimiser's job: nothing local to update or save).
+#[test]
+fn the_encoder_starts_at_the_prior_and_is_trained_densely() {
+    use crate::latent::{EncoderConfig, LatentPosterior};
+    use crate::likelihood::Categorical;
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 6);
+    let weights = super::depeweg_weights(1.0);
+    let net = BnnLvConfig::new(MlpConfig::new(2, vec![8], 3).with_weights(weights))
+        .with_latent(
+            crate::latent::LatentConfig::new()
+                .with_encoder(Some(EncoderConfig::new(3).with_hidden(16))),
+        )
+        .init(Categorical, 50, &device)
+        .unwrap();
+    let LatentPosterior::Encoder(encoder) = &net.latents else {
+        panic!("a table")
+    };
+    let x = Tensor::<2>::random([5, 2], Distribution::Normal(0.0, 1.0), &device);
+    let labels = crate::host::labels(&[0, 2, 1, 1, 0], &device);
+    let (m, v) = encoder.encode(x.clone(), &labels);
+    let gamma = net.latents.gamma();
+    assert_eq!(gamma, 2.0);
+    assert!(to_vec(m).iter().all(|m| m.abs() < 0.05));
+    assert!(to_vec(v).iter().all(|v| (v / gamma - 0.9933).abs() < 0.01));
+    let batch = Minibatch {
+        input: x,
+        target: labels,
+        rows: crate::host::labels(&[7, 3, 9, 1, 0], &device),
+        n_train: 50,
+    };
+    let request = StepRequest {
+        log_ratio: true,
+        ..StepRequest::new(4)
+    };
+    let terms = net.step(batch, request).unwrap();
+    assert_eq!(terms.local_kl.as_ref().unwrap().dims(), [5]);
+    let loss = AlphaConfig::new().init().unwrap().loss(
+        terms,
+        &StepContext {
+            epoch: 0,
+            n_train: 50,
+            batch_size: 5,
+        },
+    );
+    let mut grads = GradientsParams::from_grads(loss.loss.backward(), &net);
+    let ids = list_param_ids(&net.latents);
+    assert_eq!(ids.len(), 4, "hidden and output weights and biases");
+    let net = net.local_update(&mut grads, &[7, 3, 9, 1, 0], 1e-2);
+    // Weights and biases of both layers keep their gradients for the dense optimiser.
+    for (k, id) in ids.iter().enumerate() {
+        let some = match k % 2 {
+            0 => grads.get::<2>(*id).is_some(),
+            _ => grads.get::<1>(*id).is_some(),
+        };
+        assert!(some, "no gradient for the encoder's parameter {k}");
+    }
+    assert!(net.local_state().is_empty());
+}
+
+/// With the amortised encoder, BNN+LV learns the bimodal noise of
+/// [`bnn_lv_learns_bimodal_noise_that_a_bnn_cannot`] too, and its means `m(x, y)` sort the
+/// rows by their coin: `z` has organised itself into the hidden mode. Measured at 500 epochs:
+/// test LL −0.12 to −0.23 over seeds 21–24, |corr(m, coin)| 0.994–0.998 (at the table test's
+/// 250 epochs, −0.32 for seed 23: the shared encoder learns slower than the table's per-row
+/// steps at `lr·N/B`).
+#[test]
+fn the_encoder_learns_bimodal_noise_and_its_latents_find_the_modes() {
+    use crate::latent::{EncoderConfig, LatentConfig, LatentPosterior};
+    use crate::train::{TrainConfig, Trainer};
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 23);
+    let data = |n: usize| {
+        let x = Tensor::<2>::random([n, 1], Distribution::Uniform(-2.0, 2.0), &device);
+        let coin = Tensor::<2>::random([n, 1], Distribution::Bernoulli(0.5), &device);
+        let noise = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 0.1), &device);
+        let y = x.clone() + coin.clone() * 4.0 - 2.0 + noise;
+        (x, y, coin)
+    };
+    let (train, test) = (data(400), data(1000));
+    let mlp = MlpConfig::new(1, vec![20, 20], 1).with_weights(super::depeweg_weights(1.0));
+    let lv = BnnLvConfig::new(mlp)
+        .with_latent(LatentConfig::new().with_encoder(Some(EncoderConfig::new(1).with_hidden(20))))
+        .init_regressor(400, &device)
+        .unwrap();
+    let config = TrainConfig::new(500)
+        .with_batch_size(100)
+        .with_learning_rate(1e-2)
+        .with_train_samples(8)
+        .with_progress(false);
+    let (lv, _) = Trainer::new(config)
+        .with_objective(AlphaConfig::new().init().unwrap())
+        .fit(lv, (train.0.clone(), train.1.clone()))
+        .unwrap();
+    let lv = lv.valid();
+    let p = lv
+        .predict(test.0.clone().without_autodiff(), PredictMode::Samples(200))
+        .unwrap();
+    let ll = to_vec(p.log_prob(test.1.clone().without_autodiff()));
+    let ll = ll.iter().sum::<f64>() / ll.len() as f64;
+    let LatentPosterior::Encoder(encoder) = &lv.latents else {
+        panic!("a table")
+    };
+    let (m, _) = encoder.encode(
+        train.0.clone().without_autodiff(),
+        &train.1.clone().without_autodiff(),
+    );
+    let (m, coin) = (to_vec(m), to_vec(train.2.clone().without_autodiff()));
+    let r = crate::metrics::pearson(&m, &coin);
+    eprintln!("encoder: test LL {ll:.3}, corr(m, coin) {r:.3}");
+    assert!(ll > -0.6, "test LL {ll}");
+    assert!(r.abs() > 0.9, "corr(m, coin) = {r}");
 }
