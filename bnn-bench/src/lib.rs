@@ -28,6 +28,7 @@ pub mod data_load;
 pub mod decomposition;
 pub mod depeweg;
 pub mod experiment;
+pub mod lv_mnist;
 pub mod lv_toy;
 pub mod methods;
 pub mod mnist;

@@ -1,7 +1,8 @@
 //! `bnn-bench`: the one front door for the experiments of bnn-burn.
 
 use bnn_bench::{
-    alloc, data_load, depeweg, mnist, perf, perf_models, perf_predict, quickstart, toy, uci,
+    alloc, data_load, depeweg, lv_mnist, mnist, perf, perf_models, perf_predict, quickstart, toy,
+    uci,
 };
 
 #[global_allocator]
@@ -135,6 +136,39 @@ enum Command {
         #[arg(long)]
         resume: bool,
         /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// BNN+LV on MNIST with the amortised encoder (Depeweg 2019 §6.1): a standard model (and
+    /// rotated test images), labels 1↔7 swapped with p = 1/3, and 75 % of classes 0, 6, 8, 9
+    /// removed; per-class aleatoric and epistemic entropy, and whether each rises where the
+    /// thesis says it does.
+    LvMnist {
+        /// Training epochs per model (the thesis: 150).
+        #[arg(long, default_value_t = 3)]
+        epochs: usize,
+        /// Training images (the first ones), before any subsampling.
+        #[arg(long, default_value_t = 10_000)]
+        train_images: usize,
+        /// Test images (the first ones).
+        #[arg(long, default_value_t = 2_000)]
+        test_images: usize,
+        /// Joint draws of weights and latents per step (K of the energy).
+        #[arg(long, default_value_t = 5)]
+        train_samples: usize,
+        /// Weight draws of the decomposition.
+        #[arg(long, default_value_t = 10)]
+        n_w: usize,
+        /// Prior-latent draws per weight draw.
+        #[arg(long, default_value_t = 10)]
+        n_z: usize,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output folder for lv-mnist.md, lv-mnist.json and lv-mnist.svg.
+        #[arg(long, default_value = "runs/lv-mnist")]
+        out: PathBuf,
+        /// Folder holding mnist/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
@@ -410,6 +444,28 @@ fn main() {
             data_dir,
             resume,
             report_only,
+        })
+        .map(|_| ()),
+        Command::LvMnist {
+            epochs,
+            train_images,
+            test_images,
+            train_samples,
+            n_w,
+            n_z,
+            seed,
+            out,
+            data_dir,
+        } => lv_mnist::run(&lv_mnist::LvMnistOptions {
+            epochs,
+            train_images,
+            test_images,
+            train_samples,
+            n_w,
+            n_z,
+            seed,
+            out,
+            data_dir,
         })
         .map(|_| ()),
         Command::UciReport { out, records } => uci::combine(&records, &out).map(|_| ()),
