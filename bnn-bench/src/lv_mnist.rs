@@ -697,7 +697,11 @@ mod tests {
                 classes[i] = c as u8;
                 let at = 4 + 2 * c + (i / CLASSES + shift) % 2;
                 for r in 4..24 {
-                    let (rr, cc) = if c.is_multiple_of(2) { (r, at) } else { (at, r) };
+                    let (rr, cc) = if c.is_multiple_of(2) {
+                        (r, at)
+                    } else {
+                        (at, r)
+                    };
                     pixels[i * 784 + rr * 28 + cc] = 255;
                 }
             }

@@ -452,16 +452,17 @@ impl BnnLv<crate::likelihood::Categorical> {
 
 /// Sensitivities of a BNN+LV's prediction to each input (Depeweg 2019 §3.3, eqs. 3.27–3.33):
 /// `I_i = mean_n |∂q(x_n)/∂x_{n,i}|` for `q` the predictive mean, the epistemic std
-/// `σ_ep = std_W(mean_z y)` and the aleatoric std `σ_al = √(mean_W var_z y)`, with
-/// `y_{w,z} = f(x, z_{w,z}; W_w)` the network's output (no observation noise).
+/// `σ_ep = std_W(mean_z y)` and the aleatoric std `σ_al = √(mean_W var_z y)` of
+/// `y = f(x, z; W) + √Σ·ε`; the noise enters in closed form (`var_z y = var_z f + Σ`,
+/// `mean_z y = mean_z f`) rather than by sampled `ε`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Sensitivity {
     /// `I_i` of the predictive mean, per input.
     pub mean: Vec<f64>,
     /// `I_i^epi` of the epistemic std, per input.
     pub epistemic: Vec<f64>,
-    /// `I_i^ale` of the aleatoric std `√(mean_W var_z y)`, `y` with its observation noise
-    /// (eq. 3.30), per input.
+    /// `I_i^ale` of the aleatoric std `√(mean_W var_z f + Σ)` (eq. 3.30: the variance of `y`,
+    /// its observation noise included), per input.
     pub aleatoric: Vec<f64>,
 }
 
@@ -515,29 +516,26 @@ impl LatentRegressor {
         let latents: Vec<Tensor<3>> = (0..n_w)
             .map(|_| self.prior_latents(n_z, n, &device))
             .collect();
-        // The samples of y carry the observation noise too (eq. 3.30: the variance of y over
-        // z, not of f): ε·√Σ, drawn once and held fixed.
-        let sigma = crate::host::to_vec(self.net.likelihood.noise_std())[0];
-        let noises: Vec<Tensor<3>> = (0..n_w)
-            .map(|_| {
-                Tensor::<3>::random([1, n_z, n], Distribution::Normal(0.0, 1.0), &device) * sigma
-            })
-            .collect();
-        // y [n_w, n_z, N] with the draws fixed; each quantity per row depends on its own x_n
+        // The observation noise enters in closed form: y = f + √Σ·ε has Var_z(y | W) =
+        // Var_z(f | W) + Σ (eq. 3.30's variance of y, not of f) and E_z(y | W) = E_z(f | W).
+        // Sampled ε, held fixed, would estimate the same quantities but add cross terms
+        // `2√Σ·cov_z(f, ε)` whose derivatives carry ∂f/∂x, the mean's sensitivity, into the
+        // aleatoric and epistemic ones at O(1/√n_z).
+        let noise_var = crate::host::to_vec(self.net.likelihood.noise_std())[0].powi(2);
+        // f [n_w, n_z, N] with the draws fixed; each quantity per row depends on its own x_n
         // only, so the gradient of the sum over rows gives every row's derivatives.
         let quantity = |which: usize| {
             let x = x.clone().require_grad();
-            let y: Vec<Tensor<3>> = draws
+            let f: Vec<Tensor<3>> = draws
                 .iter()
                 .zip(&latents)
-                .zip(&noises)
-                .map(|((w, z), e)| {
+                .map(|(w, z)| {
                     let out = self.forward(x.clone(), z.clone(), &mut Pass::fixed(w));
-                    out.reshape([1, n_z, n]) + e.clone()
+                    out.reshape([1, n_z, n])
                 })
                 .collect();
-            let y = Tensor::cat(y, 0);
-            let inner_mean = y.clone().mean_dim(1); // [n_w, 1, N]
+            let f = Tensor::cat(f, 0);
+            let inner_mean = f.clone().mean_dim(1); // [n_w, 1, N]
             let q = match which {
                 0 => inner_mean.mean_dim(0),
                 1 => {
@@ -545,8 +543,8 @@ impl LatentRegressor {
                     ((inner_mean - m).square().mean_dim(0) + 1e-12).sqrt()
                 }
                 _ => {
-                    let var = (y - inner_mean).square().mean_dim(1);
-                    (var.mean_dim(0) + 1e-12).sqrt()
+                    let var = (f - inner_mean).square().mean_dim(1);
+                    (var.mean_dim(0) + noise_var + 1e-12).sqrt()
                 }
             };
             let grads = q.sum().backward();
