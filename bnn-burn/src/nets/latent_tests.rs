@@ -133,6 +133,16 @@ fn prediction_mixes_prior_latents_and_refuses_moments() {
     let _: Tensor<1, Int> = crate::host::labels(&[0], &device);
 }
 
+/// `n` rows of the two-branch data: `x ~ U[−2, 2]`, a fair coin `c ∈ {0, 1}`,
+/// `y = x + 4c − 2 + 0.1ε`; returns `(x, y, c)`.
+fn two_branches(n: usize, device: &Device) -> (Tensor<2>, Tensor<2>, Tensor<2>) {
+    let x = Tensor::<2>::random([n, 1], Distribution::Uniform(-2.0, 2.0), device);
+    let coin = Tensor::<2>::random([n, 1], Distribution::Bernoulli(0.5), device);
+    let noise = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 0.1), device);
+    let y = x.clone() + coin.clone() * 4.0 - 2.0 + noise;
+    (x, y, coin)
+}
+
 /// `y = x + 2s + 0.1ε` with a fair coin `s = ±1` per row: a bimodal noise no Gaussian
 /// likelihood can express. BNN+LV (Depeweg's weights, black-box α = ½) learns it: its mixture
 /// predictive's test LL (−0.21 to −0.24 over seeds 21–23) is far above a plain BNN's trained the
@@ -144,10 +154,7 @@ fn bnn_lv_learns_bimodal_noise_that_a_bnn_cannot() {
     let device = test_device().autodiff();
     let _guard = seeded(&device, 23);
     let data = |n: usize| {
-        let x = Tensor::<2>::random([n, 1], Distribution::Uniform(-2.0, 2.0), &device);
-        let coin = Tensor::<2>::random([n, 1], Distribution::Bernoulli(0.5), &device);
-        let noise = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 0.1), &device);
-        let y = x.clone() + coin * 4.0 - 2.0 + noise;
+        let (x, y, _) = two_branches(n, &device);
         (x, y)
     };
     let (train, test) = (data(400), data(1000));
@@ -405,14 +412,7 @@ fn the_encoder_learns_bimodal_noise_and_its_latents_find_the_modes() {
     use crate::train::{TrainConfig, Trainer};
     let device = test_device().autodiff();
     let _guard = seeded(&device, 23);
-    let data = |n: usize| {
-        let x = Tensor::<2>::random([n, 1], Distribution::Uniform(-2.0, 2.0), &device);
-        let coin = Tensor::<2>::random([n, 1], Distribution::Bernoulli(0.5), &device);
-        let noise = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 0.1), &device);
-        let y = x.clone() + coin.clone() * 4.0 - 2.0 + noise;
-        (x, y, coin)
-    };
-    let (train, test) = (data(400), data(1000));
+    let (train, test) = (two_branches(400, &device), two_branches(1000, &device));
     let mlp = MlpConfig::new(1, vec![20, 20], 1).with_weights(super::depeweg_weights(1.0));
     let lv = BnnLvConfig::new(mlp)
         .with_latent(LatentConfig::new().with_encoder(Some(EncoderConfig::new(1).with_hidden(20))))

@@ -46,9 +46,8 @@ impl<M: Model> Trainer<M> {
     /// ([`super::Model::local_state`]) and the epochs' history; the host shuffles are drawn
     /// again from the seed, and the device RNG is reseeded from `(seed, epoch)` at the start
     /// of every epoch (with or without a saved state). A run already finished returns its
-    /// saved model without training. The epoch count may grow
-    /// between runs (to extend one); everything else must agree, or `fit` refuses with
-    /// [`TrainError::Resume`].
+    /// saved model without training. The epoch count may grow between runs (to extend one);
+    /// everything else must agree, or `fit` refuses with [`TrainError::Resume`].
     ///
     /// Callbacks must be [`Callback::resumable`] (early stopping is not); learning-rate groups
     /// must select parameters by module path, since resumed parameters keep their saved ids.
@@ -148,7 +147,9 @@ impl<M: Model> Trainer<M> {
                         path: dir.display().to_string(),
                         reason: "a callback keeps state of its own across epochs (early \
                                  stopping, or one whose `resumable()` is false), which a saved \
-                                 training state does not hold"
+                                 training state does not hold: set \
+                                 TrainConfig::early_stopping to None, drop the callback, or \
+                                 train without with_resume"
                             .into(),
                     });
                 }
