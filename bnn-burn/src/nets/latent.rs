@@ -205,7 +205,8 @@ where
         })
     }
 
-    /// The latent table's rows of the batch, by its sparse Adam ([`LatentTable::sparse_step`]).
+    /// The latent table's rows of the batch, by its sparse Adam
+    /// ([`crate::latent::LatentTable::sparse_step`]); the encoder is left to the dense optimiser.
     fn local_update(mut self, grads: &mut GradientsParams, rows: &[usize], lr: f64) -> Self {
         self.latents = self.latents.local_step(grads, rows, lr);
         self
