@@ -269,9 +269,15 @@ fn the_decomposition_separates_weight_from_latent_and_noise_uncertainty() {
 /// Depeweg's 2-D sensitivity toy (§6.3.1): `y = 7 sin x₁ + 3|cos(x₂/2)|ε`, `x₁ ~ Exp(½) − 4`
 /// (sparse data to the right: model uncertainty grows along x₁), `x₂ ~ U(−4, 4)` (the noise
 /// depends on x₂ only). After 300 epochs, on two seeds, x₁ drives the mean and has the larger
-/// epistemic sensitivity (by 1.3× to 5× over the seeds and backends tried). The thesis's third
-/// finding, x₂ on top of the aleatoric sensitivities, does not hold at this budget (the nets put
-/// much of the noise into the homoscedastic `Σ`), so it is not asserted here.
+/// epistemic sensitivity (by 1.3× to 5× over the seeds and backends tried).
+///
+/// The thesis's third finding, x₂ on top of the aleatoric sensitivities, needs its budget
+/// (5 000 epochs at Adam 10⁻³, batch N/25, K = 25: ~5 min per fit in a release build, the
+/// `depeweg_ch6_sensitivity` example, which shows it on every repeat). At budgets a test can
+/// afford (500–1 500 epochs, batch 100, K = 8) it held on 2 to 4 of 5 seeds: the net either
+/// leaves the noise to the homoscedastic `Σ` or calls its misfit in the sparse right end of x₁
+/// aleatoric. So it is not asserted here; `sensitivities_match_closed_forms` checks the
+/// aleatoric sensitivity itself against a closed form.
 #[test]
 fn sensitivities_tell_the_epistemic_input() {
     use crate::train::{TrainConfig, Trainer};
@@ -309,6 +315,79 @@ fn sensitivities_tell_the_epistemic_input() {
             .unwrap_err();
         assert!(err.to_string().contains("autodiff"), "{err}");
     }
+}
+
+/// The sensitivities against closed forms, on a BNN+LV whose point weights are set by hand:
+/// `f(x, z) = x₁ + relu(x₂ + z)`, `z ~ N(0, γ)`, noise `Σ`. Then, per row,
+/// - mean: `∂/∂x₁ = 1`, `∂/∂x₂ = Φ(x₂/s)` (`s = √γ`);
+/// - aleatoric std `σ = √(Var_z relu(x₂ + z) + Σ)`: `∂/∂x₁ = 0` and, with the rectified
+///   Gaussian's `d Var/dμ = 2 E[r](1 − Φ(μ/s))`, `∂σ/∂x₂ = E[r](1 − Φ(x₂/s))/σ`;
+/// - epistemic std (the weights are points, only the latents' sampling error): `∂/∂x₁ = 0`.
+///
+/// The estimates use `n_w·n_z = 40 000` draws per row (relative error 0.2–0.5 % on the flex
+/// backend); tolerance 3 %.
+#[test]
+fn sensitivities_match_closed_forms() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 17);
+    let point = WeightConfig::of(PosteriorConfig::point());
+    let noise_std = 0.3;
+    let mut net = BnnLvConfig::new(MlpConfig::new(2, vec![2], 1).with_weights(point))
+        .with_noise_std(noise_std)
+        .init_regressor(4, &device)
+        .unwrap();
+    // Inputs [x₁, x₂, z]: unit 1 = x₁ + 5 (active for x₁ > −5), unit 2 = x₂ + z; head: sum − 5.
+    let rows = [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]];
+    set_point(&mut net.net.body.layers[0], &rows, &[5.0, 0.0], &device);
+    set_point(&mut net.net.head, &[[1.0], [1.0]], &[-5.0], &device);
+    let gamma = net.latents.gamma();
+    let s = gamma.sqrt();
+    let x2s = [-1.0, 0.0, 0.5, 1.5];
+    let x1s = [-2.0, 0.3, 1.0, 3.0];
+    let x: Vec<f64> = x1s.iter().zip(&x2s).flat_map(|(a, b)| [*a, *b]).collect();
+    let x = crate::host::matrix(&x, 2, &device);
+    let sens = net.sensitivity(x, 200, 200).unwrap();
+    let phi = |t: f64| (-0.5 * t * t).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let cdf = |t: f64| {
+        let t = Tensor::<1>::from_floats([t as f32], &test_device());
+        to_vec(crate::special::normal_cdf(t))[0]
+    };
+    let (mut mean_x2, mut ale_x2) = (0.0, 0.0);
+    for mu in x2s {
+        let t = mu / s;
+        let (p, d) = (cdf(t), phi(t));
+        let e1 = mu * p + s * d;
+        let e2 = (mu * mu + gamma) * p + mu * s * d;
+        let sigma = (e2 - e1 * e1 + noise_std * noise_std).sqrt();
+        mean_x2 += p / 4.0;
+        ale_x2 += e1 * (1.0 - p) / sigma / 4.0;
+    }
+    let close = |got: f64, want: f64| (got - want).abs() <= 0.03 * want;
+    assert!(close(sens.mean[0], 1.0), "{sens:?}");
+    assert!(close(sens.mean[1], mean_x2), "{sens:?} vs {mean_x2}");
+    assert!(close(sens.aleatoric[1], ale_x2), "{sens:?} vs {ale_x2}");
+    assert!(sens.aleatoric[0] < 1e-5, "{sens:?}");
+    assert!(sens.epistemic[0] < 1e-5, "{sens:?}");
+}
+
+/// Sets a point-weight layer's weights (`[d_in][d_out]`) and biases.
+fn set_point<const O: usize>(
+    layer: &mut crate::layers::BayesianLinear,
+    weight: &[[f32; O]],
+    bias: &[f32; O],
+    device: &Device,
+) {
+    use crate::posterior::AnyPosterior;
+    let flat: Vec<f32> = weight.iter().flatten().copied().collect();
+    let w = Tensor::<1>::from_floats(flat.as_slice(), device).reshape([weight.len(), O]);
+    let AnyPosterior::Point(p) = &mut layer.params.weight else {
+        panic!("point weights expected")
+    };
+    p.weight = burn::module::Param::from_tensor(w);
+    let Some(AnyPosterior::Point(p)) = &mut layer.params.bias else {
+        panic!("point biases expected")
+    };
+    p.weight = burn::module::Param::from_tensor(Tensor::<1>::from_floats(bias.as_slice(), device));
 }
 
 /// The class decomposition: entropies within `[0, ln C]`, the epistemic part ≥ 0 (Jensen), 0 for
