@@ -51,6 +51,14 @@ pub struct LatentConfig {
     /// Adam's `ε`.
     #[config(default = 1e-8)]
     pub epsilon: f64,
+    /// The table's step is `learning_rate_scale · lr · N/B` for the trainer's (scheduled)
+    /// rate `lr` (the code: 1). At black-box α = 1 the local factor cancels in expectation
+    /// (`E_q[p(y|z) p(z)/q(z)] = ∫ p(y|z) p(z) dz`), so a row's gradient is mostly noise and
+    /// its Adam step a random walk of about the step size per epoch: at `lr = 10⁻²` and
+    /// `B = N/25` that is 0.25 per step. A scale of 0.1 keeps the thesis's step (10⁻³·25) when
+    /// the weights train at 10⁻².
+    #[config(default = 1.0)]
+    pub learning_rate_scale: f64,
     /// The amortised encoder instead of the table; `None`: the table.
     #[config(default = "None")]
     pub encoder: Option<EncoderConfig>,
@@ -88,6 +96,7 @@ impl LatentConfig {
         check.probability("beta_1", self.beta_1)?;
         check.open_unit("beta_2", self.beta_2)?;
         check.positive("epsilon", self.epsilon)?;
+        check.positive("learning_rate_scale", self.learning_rate_scale)?;
         let shape = [rows, self.d_latent];
         let n = rows * self.d_latent;
         Ok(LatentTable {
@@ -95,6 +104,7 @@ impl LatentConfig {
             logit: Param::from_tensor(Tensor::full(shape, self.init_logit, device)),
             gamma,
             adam: SparseAdam {
+                scale: self.learning_rate_scale,
                 beta_1: self.beta_1,
                 beta_2: self.beta_2,
                 epsilon: self.epsilon,
@@ -322,6 +332,8 @@ fn gaussian_kl(mean: Tensor<2>, var: Tensor<2>, gamma: f64) -> Tensor<1> {
 /// Per-row Adam state of the table (not part of the record, like burn's optimiser state).
 #[derive(Debug, Clone)]
 pub struct SparseAdam {
+    /// [`LatentConfig::learning_rate_scale`].
+    scale: f64,
     beta_1: f64,
     beta_2: f64,
     epsilon: f64,
@@ -405,7 +417,8 @@ impl LatentTable {
 
     /// One Adam step of the rows `rows` (unique, in the batch's order) from the gradients of
     /// the table in `grads`, which are removed from it (so that the dense optimiser leaves the
-    /// table alone); the step size is `learning_rate·N/B`. The table unchanged when `grads`
+    /// table alone); the step size is `scale·learning_rate·N/B`
+    /// ([`LatentConfig::learning_rate_scale`]). The table unchanged when `grads`
     /// holds no gradient of it.
     pub fn sparse_step(
         mut self,
@@ -427,7 +440,7 @@ impl LatentTable {
         };
         let (g_mean, g_logit) = (host(g_mean), host(g_logit));
         let n = self.rows() * d;
-        let lr = learning_rate * self.rows() as f64 / b as f64;
+        let lr = self.adam.scale * learning_rate * self.rows() as f64 / b as f64;
         let SparseAdam {
             beta_1,
             beta_2,

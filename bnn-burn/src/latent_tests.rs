@@ -86,6 +86,26 @@ fn the_sparse_step_moves_only_the_batch_rows_by_adam() {
     assert_eq!(to_vec(t.mean.val())[2..4], [0.0, 0.0]);
 }
 
+/// `learning_rate_scale` scales the table's step (here the first, `scale·lr·N/B` exactly).
+#[test]
+fn the_learning_rate_scale_scales_the_table_step() {
+    let t = LatentConfig::new()
+        .with_learning_rate_scale(0.1)
+        .init(4, 3, &test_device().autodiff())
+        .unwrap();
+    let device = t.mean.device();
+    let g = Tensor::<2>::from_floats([[1.0], [-1.0], [2.0], [0.0]], &device).inner();
+    let mut grads = grads_for(&t, g.clone(), g);
+    let t = t.sparse_step(&mut grads, &[0, 1], 0.01);
+    let step = 0.1 * 0.01 * 4.0 / 2.0;
+    let mean = to_vec(t.mean.val());
+    assert!(
+        (mean[0] + step).abs() < 1e-7 && (mean[1] - step).abs() < 1e-7,
+        "{mean:?}"
+    );
+    assert_eq!(mean[2..], [0.0, 0.0]);
+}
+
 #[test]
 fn bad_latent_configs_name_the_field() {
     let device = test_device();
@@ -101,4 +121,8 @@ fn bad_latent_configs_name_the_field() {
         "init_logit"
     );
     assert_eq!(field(LatentConfig::new().with_beta_2(1.0), 3), "beta_2");
+    assert_eq!(
+        field(LatentConfig::new().with_learning_rate_scale(0.0), 3),
+        "learning_rate_scale"
+    );
 }
