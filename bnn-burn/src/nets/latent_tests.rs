@@ -337,8 +337,8 @@ fn sensitivities_match_closed_forms() {
         .init_regressor(4, &device)
         .unwrap();
     // Inputs [x₁, x₂, z]: unit 1 = x₁ + 5 (active for x₁ > −5), unit 2 = x₂ + z; head: sum − 5.
-    let rows = [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]];
-    set_point(&mut net.net.body.layers[0], &rows, &[5.0, 0.0], &device);
+    let hidden = [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]];
+    set_point(&mut net.net.body.layers[0], &hidden, &[5.0, 0.0], &device);
     set_point(&mut net.net.head, &[[1.0], [1.0]], &[-5.0], &device);
     let gamma = net.latents.gamma();
     let s = gamma.sqrt();
@@ -347,15 +347,12 @@ fn sensitivities_match_closed_forms() {
     let x: Vec<f64> = x1s.iter().zip(&x2s).flat_map(|(a, b)| [*a, *b]).collect();
     let x = crate::host::matrix(&x, 2, &device);
     let sens = net.sensitivity(x, 200, 200).unwrap();
-    let phi = |t: f64| (-0.5 * t * t).exp() / (2.0 * std::f64::consts::PI).sqrt();
-    let cdf = |t: f64| {
-        let t = Tensor::<1>::from_floats([t as f32], &test_device());
-        to_vec(crate::special::normal_cdf(t))[0]
-    };
+    // Φ and φ at x₂/s for every row, by the library's special functions.
+    let t = Tensor::<1>::from_floats(x2s.map(|mu| (mu / s) as f32), &test_device());
+    let cdf = to_vec(crate::special::normal_cdf(t.clone()));
+    let pdf = to_vec(crate::special::normal_pdf(t));
     let (mut mean_x2, mut ale_x2) = (0.0, 0.0);
-    for mu in x2s {
-        let t = mu / s;
-        let (p, d) = (cdf(t), phi(t));
+    for ((mu, p), d) in x2s.into_iter().zip(cdf).zip(pdf) {
         let e1 = mu * p + s * d;
         let e2 = (mu * mu + gamma) * p + mu * s * d;
         let sigma = (e2 - e1 * e1 + noise_std * noise_std).sqrt();
