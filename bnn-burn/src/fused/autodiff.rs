@@ -5,7 +5,7 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
-use super::cpu::KlTerms;
+use super::cpu::{KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::rectifier::{RectifierOutput, RectifierRule};
 use burn::backend::autodiff::Autodiff;
@@ -29,6 +29,18 @@ pub trait FusedOps: Backend {
         center: bool,
         kl: Option<KlTerms>,
         fold: Option<f32>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// `(out, kl)` of [`FusedKernels::fused_sample_ratio`]: draws and their log-ratios in one
+    /// differentiable output; `kl` is a constant.
+    fn sample_ratio_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        key: u64,
+        draws: usize,
+        rule: SigmaRule,
+        prior: KlTerms,
+        kl: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// `(var, kl)` of [`FusedKernels::fused_moments`], `kl` a constant as in
@@ -76,6 +88,18 @@ macro_rules! inner_ops {
                 _fold: Option<f32>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 Self::fused_sample(mu, rho, key, scales, center, kl)
+            }
+
+            fn sample_ratio_op(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                key: u64,
+                draws: usize,
+                rule: SigmaRule,
+                prior: KlTerms,
+                kl: bool,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                Self::fused_sample_ratio(mu, rho, key, draws, rule, prior, kl)
             }
 
             fn moments_op(
@@ -157,6 +181,29 @@ impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
         let dw = grads.consume::<B>(&ops.node);
         let (mu, rho, key, scales, center, fold) = ops.state;
         let (dmu, drho) = B::fused_sample_backward(dw, mu, rho, key, scales, center, fold);
+        register!(grads, node_mu, dmu);
+        register!(grads, node_rho, drho);
+    }
+}
+
+#[derive(Debug)]
+struct SampleRatioBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for SampleRatioBackward {
+    type State = (
+        FloatTensor<B>,
+        FloatTensor<B>,
+        u64,
+        usize,
+        SigmaRule,
+        KlTerms,
+    );
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_mu, node_rho] = ops.parents;
+        let dout = grads.consume::<B>(&ops.node);
+        let (mu, rho, key, draws, rule, prior) = ops.state;
+        let (dmu, drho) = B::fused_sample_ratio_backward(dout, mu, rho, key, draws, rule, prior);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -299,6 +346,45 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             OpsKind::UnTracked(prep) => prep.finish(w),
         };
         (w, Self::from_inner(value))
+    }
+
+    fn sample_ratio_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        key: u64,
+        draws: usize,
+        rule: SigmaRule,
+        prior: KlTerms,
+        kl: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (out, value) = B::fused_sample_ratio(
+            mu.primitive().clone(),
+            rho.primitive().clone(),
+            key,
+            draws,
+            rule,
+            prior,
+            kl,
+        );
+        let out = match SampleRatioBackward
+            .prepare::<C>([mu.node(), rho.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (
+                    mu.into_primitive(),
+                    rho.into_primitive(),
+                    key,
+                    draws,
+                    rule,
+                    prior,
+                ),
+                out,
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        };
+        (out, Self::from_inner(value))
     }
 
     fn moments_op(

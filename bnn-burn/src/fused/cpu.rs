@@ -8,7 +8,7 @@
 
 use super::rng::{key_words, mask_words, normal_block, sign_bits, sign_of};
 use super::simd::{
-    BLOCK, Shared, accumulate, ln, load, multiversion, par_chunks, softplus, softplus_sigmoid,
+    BLOCK, Shared, accumulate, exp, ln, load, multiversion, par_chunks, softplus, softplus_sigmoid,
     store,
 };
 
@@ -190,6 +190,232 @@ pub fn sample_backward(
             dm,
             dr,
             kl,
+        );
+    });
+}
+
+/// How a location-scale posterior's `σ` follows from its unconstrained `ρ`, for
+/// [`sample_ratio`]: the three [`crate::posterior::ScaleParam`]s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SigmaRule {
+    /// `σ = softplus(ρ)`.
+    Softplus,
+    /// `ln σ² = ρ`.
+    LogVariance,
+    /// `σ² = e^{ln_bound}·sigmoid(ρ)`, i.e. `ln σ = ½(ln_bound − softplus(−ρ))` (Depeweg 2019
+    /// eq. 3.20).
+    SigmoidVariance {
+        /// `ln λ` of the variance's upper bound `λ`.
+        ln_bound: f32,
+    },
+}
+
+impl SigmaRule {
+    /// `(σ, ln σ, dσ/dρ)` of one `ρ`.
+    #[inline(always)]
+    pub(crate) fn eval(self, rho: f32) -> (f32, f32, f32) {
+        match self {
+            Self::Softplus => {
+                let (sp, sig) = softplus_sigmoid(rho);
+                (sp, ln(sp), sig)
+            }
+            Self::LogVariance => {
+                let ln_sigma = 0.5 * rho;
+                let sigma = exp(ln_sigma);
+                (sigma, ln_sigma, 0.5 * sigma)
+            }
+            Self::SigmoidVariance { ln_bound } => {
+                // softplus(−ρ) and sigmoid(−ρ).
+                let (sp, sig) = softplus_sigmoid(-rho);
+                let ln_sigma = 0.5 * (ln_bound - sp);
+                let sigma = exp(ln_sigma);
+                (sigma, ln_sigma, 0.5 * sigma * sig)
+            }
+        }
+    }
+}
+
+multiversion! {
+    /// Forward of [`sample_ratio`] over a range starting at element `start`: every draw's
+    /// `w_s = μ + σ·ε_s` into `outs[s]`, each draw's sum of the log-ratio terms
+    /// `½((w − μ₀)²/σ₀² − ε²) − ln σ` into `ratios[s]`; returns the range's sum of the KL terms
+    /// (0 unless `kl`). `σ` is evaluated once per element for all draws.
+    fn sample_ratio_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32], rule: SigmaRule,
+                          prior: KlTerms, outs: &mut [&mut [f32]], ratios: &mut [f64], kl: bool)
+                          -> f64 {
+        let mut eps = [0f32; BLOCK];
+        let mut kl_lanes = [0f32; 8];
+        let mut kl_total = 0f64;
+        for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
+            let (a, len) = (k * BLOCK, mc.len());
+            let (m, r) = (load(mc, 0.0), load(rc, 0.0));
+            let mut sigma = [0f32; BLOCK];
+            let mut ln_sigma = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let (s, ln_s, _) = rule.eval(r[j]);
+                sigma[j] = s;
+                ln_sigma[j] = ln_s;
+            }
+            for (s, (o, ratio)) in outs.iter_mut().zip(ratios.iter_mut()).enumerate() {
+                normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
+                let mut w = [0f32; BLOCK];
+                let mut t = [0f32; BLOCK];
+                for j in 0..BLOCK {
+                    w[j] = m[j] + sigma[j] * eps[j];
+                    let c = w[j] - prior.mean;
+                    t[j] = 0.5 * (c * c * prior.inv_var_mu - eps[j] * eps[j]) - ln_sigma[j];
+                }
+                store(&mut o[a..a + len], &w);
+                let mut lanes = [0f32; 8];
+                accumulate(&mut lanes, &t, len);
+                *ratio += lanes_total(&lanes);
+            }
+            if kl {
+                let mut q = [0f32; BLOCK];
+                for j in 0..BLOCK {
+                    let (s, c) = (sigma[j], m[j] - prior.mean);
+                    q[j] = 0.5 * (s * s * prior.inv_var_sigma + c * c * prior.inv_var_mu)
+                        - ln_sigma[j];
+                }
+                accumulate(&mut kl_lanes, &q, len);
+                if k % 64 == 63 {
+                    kl_total += lanes_total(&kl_lanes);
+                    kl_lanes = [0.0; 8];
+                }
+            }
+        }
+        kl_total + lanes_total(&kl_lanes)
+    }
+}
+
+/// Mean-field draws with their log-ratios to a Gaussian prior `N(μ₀, σ₀²)` (`prior.mean`,
+/// `prior.inv_var_mu = 1/σ₀²`), for black-box α's per-draw `ln q(W_s) − ln p(W_s)`:
+/// `out` (`[S·n + S]` flat) holds the draws `w_s = μ + σ(ρ)·ε_s` (stream `s` of `key`) row by
+/// row, then the `S` ratios
+/// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i] + n ln σ₀`.
+/// Returns the KL terms' sum `Σ ½(σ²/σ₀² + (μ − μ₀)²/σ₀²) − ln σ` when `kl` (else 0).
+#[allow(clippy::too_many_arguments)]
+pub fn sample_ratio(
+    key: u64,
+    mu: &[f32],
+    rho: &[f32],
+    draws: usize,
+    rule: SigmaRule,
+    prior: KlTerms,
+    out: &mut [f32],
+    kl: bool,
+) -> f64 {
+    let n = mu.len();
+    assert_eq!(out.len(), draws * (n + 1));
+    let (w, ratios) = out.split_at_mut(draws * n);
+    let shared = Shared::new(w);
+    let key = key_words(key);
+    let parts = par_chunks(n, |a, b| {
+        // SAFETY: the ranges `[s·n + a, s·n + b)` are disjoint across draws and across ranges.
+        let mut outs: Vec<&mut [f32]> = (0..draws)
+            .map(|s| unsafe { shared.range(s * n + a, s * n + b) })
+            .collect();
+        let mut sums = vec![0f64; draws];
+        let kl_sum = sample_ratio_range(
+            key,
+            a,
+            &mu[a..b],
+            &rho[a..b],
+            rule,
+            prior,
+            &mut outs,
+            &mut sums,
+            kl,
+        );
+        (sums, kl_sum)
+    });
+    let ln_sigma0 = -0.5 * (prior.inv_var_mu as f64).ln();
+    let mut totals = vec![n as f64 * ln_sigma0; draws];
+    let mut kl_total = 0.0;
+    for (sums, k) in parts {
+        for (t, s) in totals.iter_mut().zip(sums) {
+            *t += s;
+        }
+        kl_total += k;
+    }
+    for (r, t) in ratios.iter_mut().zip(totals) {
+        *r = t as f32;
+    }
+    kl_total
+}
+
+multiversion! {
+    /// Backward of [`sample_ratio`] over one range (`dw` starts at the range).
+    fn sample_ratio_backward_range(key: [u32; 2], start: usize, n: usize, dw: &[f32],
+                                   dr: &[f32], mu: &[f32], rho: &[f32], rule: SigmaRule,
+                                   prior: KlTerms, dmu: &mut [f32], drho: &mut [f32]) {
+        let mut eps = [0f32; BLOCK];
+        let dr_total: f32 = dr.iter().sum();
+        for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
+            let (a, len) = (k * BLOCK, dm_out.len());
+            let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
+            let mut sigma = [0f32; BLOCK];
+            let mut dsigma = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let (s, _, d) = rule.eval(r[j]);
+                sigma[j] = s;
+                dsigma[j] = d;
+            }
+            let mut g_mu = [0f32; BLOCK];
+            let mut g_sigma = [0f32; BLOCK];
+            for (s, &g) in dr.iter().enumerate() {
+                normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
+                let d = load(&dw[s * n + a..s * n + a + len], 0.0);
+                for j in 0..BLOCK {
+                    let c = (m[j] + sigma[j] * eps[j] - prior.mean) * prior.inv_var_mu;
+                    g_mu[j] += d[j] + g * c;
+                    g_sigma[j] += (d[j] + g * c) * eps[j];
+                }
+            }
+            let mut dr_block = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                dr_block[j] = (g_sigma[j] - dr_total / sigma[j]) * dsigma[j];
+            }
+            store(dm_out, &g_mu);
+            store(dr_out, &dr_block);
+        }
+    }
+}
+
+/// `(dμ, dρ)` of [`sample_ratio`] given the gradients of its draws `dw` (`[S·n]`, row by row)
+/// and of its ratios `dr` (`[S]`): with `c_s = (w_s − μ₀)/σ₀²`,
+/// `dμ = Σ_s (dw_s + dr_s·c_s)`, `dρ = σ'(ρ)·[Σ_s (dw_s + dr_s·c_s)·ε_s − (Σ_s dr_s)/σ]`.
+#[allow(clippy::too_many_arguments)]
+pub fn sample_ratio_backward(
+    key: u64,
+    dw: &[f32],
+    dr: &[f32],
+    mu: &[f32],
+    rho: &[f32],
+    rule: SigmaRule,
+    prior: KlTerms,
+    dmu: &mut [f32],
+    drho: &mut [f32],
+) {
+    let n = mu.len();
+    assert_eq!(dw.len(), n * dr.len());
+    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
+    let key = key_words(key);
+    par_chunks(n, |a, b| {
+        // SAFETY: disjoint ranges.
+        let (dm, drh) = unsafe { (sm.range(a, b), sr.range(a, b)) };
+        sample_ratio_backward_range(
+            key,
+            a,
+            n,
+            &dw[a..],
+            dr,
+            &mu[a..b],
+            &rho[a..b],
+            rule,
+            prior,
+            dm,
+            drh,
         );
     });
 }

@@ -4,7 +4,7 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
-use super::cpu::{self, AdamStep, KlTerms};
+use super::cpu::{self, AdamStep, KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::rectifier::{self, RectifierOutput, RectifierRule};
 use burn::backend::TensorMetadata;
@@ -103,6 +103,47 @@ macro_rules! cpu_fused_kernels {
                 let (dw, mu, rho) = (dw.values(), mu.values(), rho.values());
                 let (dmu, drho) = written2(n, |dm, dr| {
                     cpu::sample_backward(key, &dw, &scales, center, &mu, &rho, dm, dr, fold);
+                });
+                (
+                    <FloatTensor<Self>>::from_values(dmu, shape.clone()),
+                    <FloatTensor<Self>>::from_values(drho, shape),
+                )
+            }
+
+            fn fused_sample_ratio(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                key: u64,
+                draws: usize,
+                rule: SigmaRule,
+                prior: KlTerms,
+                kl: bool,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let n = mu.shape().num_elements();
+                let (mu, rho) = (mu.values(), rho.values());
+                let mut s = 0.0;
+                let out = written(draws * (n + 1), |o| {
+                    s = cpu::sample_ratio(key, &mu, &rho, draws, rule, prior, o, kl);
+                });
+                let shape = Shape::from([draws * (n + 1)]);
+                (<FloatTensor<Self>>::from_values(out, shape), total(s))
+            }
+
+            fn fused_sample_ratio_backward(
+                dout: FloatTensor<Self>,
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                key: u64,
+                draws: usize,
+                rule: SigmaRule,
+                prior: KlTerms,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let shape = mu.shape();
+                let n = shape.num_elements();
+                let (dout, mu, rho) = (dout.values(), mu.values(), rho.values());
+                let (dw, dr) = dout.split_at(draws * n);
+                let (dmu, drho) = written2(n, |dm, dg| {
+                    cpu::sample_ratio_backward(key, dw, dr, &mu, &rho, rule, prior, dm, dg);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),

@@ -15,11 +15,11 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
-use super::cpu::{self, AdamStep, KlTerms, VAR_FLOOR};
+use super::cpu::{self, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 use super::rectifier::{RectifierOutput, RectifierRule};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension};
-use burn::tensor::{Shape, TensorData};
+use burn::tensor::{Shape, Slice, TensorData};
 
 /// A tensor of `shape` from host values of the CPU kernels' counter-based streams.
 fn uploaded<B: Backend>(values: Vec<f32>, shape: Shape, device: &B::Device) -> FloatTensor<B> {
@@ -125,6 +125,120 @@ pub trait FusedKernels: Backend {
             Self::float_reshape(dmu.expect("at least one draw"), shape)
         };
         finish_backward::<Self>(dmu, dsigma, mu, rho, fold)
+    }
+
+    /// `(out, kl)` of [`cpu::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws
+    /// `w_s = μ + σ(ρ)·ε_s` row by row, then their log-ratios to the prior
+    /// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i] + n ln σ₀`; `kl` (`[1]`) is the sum of
+    /// the KL terms (0 unless `kl`).
+    fn fused_sample_ratio(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        key: u64,
+        draws: usize,
+        rule: SigmaRule,
+        prior: KlTerms,
+        kl: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let n = mu.shape().num_elements();
+        let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
+        let m = flat(mu.clone());
+        let (sigma, ln_sigma, _) = sigma_of::<Self>(flat(rho), rule);
+        let ln_sigma0 = -0.5 * (prior.inv_var_mu as f64).ln();
+        let mut rows = Vec::with_capacity(draws);
+        let mut ratios = Vec::with_capacity(draws);
+        for s in 0..draws {
+            let eps = Self::fused_normal(m.clone(), key, s as u32);
+            let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps.clone()));
+            let c = Self::float_sub_scalar(w.clone(), Scalar::from(prior.mean));
+            let quad = Self::float_sub(
+                Self::float_mul_scalar(
+                    Self::float_mul(c.clone(), c),
+                    Scalar::from(prior.inv_var_mu),
+                ),
+                Self::float_mul(eps.clone(), eps),
+            );
+            let t = Self::float_sub(
+                Self::float_mul_scalar(quad, Scalar::from(0.5)),
+                ln_sigma.clone(),
+            );
+            let r = Self::float_add_scalar(Self::float_sum(t), Scalar::from(n as f64 * ln_sigma0));
+            rows.push(Self::float_reshape(w, Shape::from([n])));
+            ratios.push(Self::float_reshape(r, Shape::from([1])));
+        }
+        rows.extend(ratios);
+        let kl = if kl {
+            let centred = Self::float_sub_scalar(m, Scalar::from(prior.mean));
+            let quad = Self::float_add(
+                Self::float_mul_scalar(
+                    Self::float_mul(sigma.clone(), sigma),
+                    Scalar::from(prior.inv_var_sigma),
+                ),
+                Self::float_mul_scalar(
+                    Self::float_mul(centred.clone(), centred),
+                    Scalar::from(prior.inv_var_mu),
+                ),
+            );
+            let t = Self::float_sub(Self::float_mul_scalar(quad, Scalar::from(0.5)), ln_sigma);
+            Self::float_reshape(Self::float_sum(t), Shape::from([1]))
+        } else {
+            scalar::<Self>(0.0, &mu.device())
+        };
+        (Self::float_cat(rows, 0), kl)
+    }
+
+    /// `(dμ, dρ)` of [`FusedKernels::fused_sample_ratio`] given `dout` (`[S·n + S]`), as
+    /// [`cpu::sample_ratio_backward`].
+    fn fused_sample_ratio_backward(
+        dout: FloatTensor<Self>,
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        key: u64,
+        draws: usize,
+        rule: SigmaRule,
+        prior: KlTerms,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = mu.shape();
+        let n = shape.num_elements();
+        let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
+        let m = flat(mu);
+        let (sigma, _, dsigma) = sigma_of::<Self>(flat(rho), rule);
+        let dr = Self::float_slice(dout.clone(), &[Slice::from(draws * n..draws * (n + 1))]);
+        let dr_total = Self::float_reshape(Self::float_sum(dr.clone()), Shape::from([1, 1]));
+        let mut g_mu = None;
+        let mut g_sigma = None;
+        for s in 0..draws {
+            let dw = Self::float_reshape(
+                Self::float_slice(dout.clone(), &[Slice::from(s * n..(s + 1) * n)]),
+                Shape::from([1, n]),
+            );
+            let g = Self::float_reshape(
+                Self::float_slice(dr.clone(), &[Slice::from(s..s + 1)]),
+                Shape::from([1, 1]),
+            );
+            let eps = Self::fused_normal(m.clone(), key, s as u32);
+            let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps.clone()));
+            let c = Self::float_mul_scalar(
+                Self::float_sub_scalar(w, Scalar::from(prior.mean)),
+                Scalar::from(prior.inv_var_mu),
+            );
+            let total = Self::float_add(
+                dw,
+                Self::float_mul(c, Self::float_expand(g, Shape::from([1, n]))),
+            );
+            let spread = Self::float_mul(total.clone(), eps);
+            g_mu = Some(g_mu.map_or(total.clone(), |a| Self::float_add(a, total)));
+            g_sigma = Some(g_sigma.map_or(spread.clone(), |a| Self::float_add(a, spread)));
+        }
+        let g_mu = g_mu.expect("at least one draw");
+        let g_sigma = Self::float_sub(
+            g_sigma.expect("at least one draw"),
+            Self::float_div(Self::float_expand(dr_total, Shape::from([1, n])), sigma),
+        );
+        (
+            Self::float_reshape(g_mu, shape.clone()),
+            Self::float_reshape(Self::float_mul(g_sigma, dsigma), shape),
+        )
     }
 
     /// `(var, kl)`: `var = softplus(ρ)²·var_scale` and `Σ` of the KL terms (`[1]`).
@@ -543,4 +657,37 @@ fn finish_backward<B: Backend>(
         B::float_add(dmu, kl_mu),
         B::float_mul(B::float_add(dsigma, kl_sigma), sig),
     )
+}
+
+/// `(σ, ln σ, dσ/dρ)` of `ρ` under `rule`, from burn primitives.
+fn sigma_of<B: Backend>(
+    rho: FloatTensor<B>,
+    rule: SigmaRule,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    match rule {
+        SigmaRule::Softplus => {
+            let sigma = softplus::<B>(rho.clone());
+            (sigma.clone(), B::float_log(sigma), B::sigmoid(rho))
+        }
+        SigmaRule::LogVariance => {
+            let ln_sigma = B::float_mul_scalar(rho, Scalar::from(0.5));
+            let sigma = B::float_exp(ln_sigma.clone());
+            let d = B::float_mul_scalar(sigma.clone(), Scalar::from(0.5));
+            (sigma, ln_sigma, d)
+        }
+        SigmaRule::SigmoidVariance { ln_bound } => {
+            let neg = B::float_neg(rho);
+            // ½(ln λ − softplus(−ρ)).
+            let ln_sigma = B::float_mul_scalar(
+                B::float_sub_scalar(softplus::<B>(neg.clone()), Scalar::from(ln_bound)),
+                Scalar::from(-0.5),
+            );
+            let sigma = B::float_exp(ln_sigma.clone());
+            let d = B::float_mul(
+                B::float_mul_scalar(sigma.clone(), Scalar::from(0.5)),
+                B::sigmoid(neg),
+            );
+            (sigma, ln_sigma, d)
+        }
+    }
 }

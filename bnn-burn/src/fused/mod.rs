@@ -9,6 +9,7 @@
 //! | op | forward | backward |
 //! |---|---|---|
 //! | [`sample`] | `w_s = [μ] + softplus(ρ)·c_s·ε_s` and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
+//! | [`sample_log_ratio`] | mean-field `w_s = μ + σ(ρ)·ε_s` and `r_s = ln q(w_s) − ln p(w_s)` | `dμ, dρ` from `dw` and `dr` |
 //! | [`moments`] | `var = softplus(ρ)²·c` and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
 //! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
@@ -43,7 +44,7 @@ mod simd;
 
 pub use adam::{FusedAdam, FusedAdamW};
 pub use autodiff::FusedOps;
-pub use cpu::{AdamStep, KlTerms, VAR_FLOOR};
+pub use cpu::{AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 pub use ext::FusedKernels;
 pub use rectifier::RectifierRule;
 
@@ -140,6 +141,37 @@ pub fn sample<const D: usize>(
         fold,
     );
     (Tensor::from_dispatch(w), Tensor::from_dispatch(value))
+}
+
+/// `(w, r, kl)`: mean-field draws `w [S, n]`, `w_s = μ + σ(ρ)·ε_s` (`σ` by `rule`, `ε_s` sub-stream
+/// `s` of `key`), their log-ratios to the Gaussian prior `N(μ₀, σ₀²)` of `prior`,
+/// `r_s = ln q(w_s) − ln p(w_s) = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]` (`[S]`,
+/// black-box α's per-draw ratio, Depeweg 2019 eq. 3.15), both differentiable through one graph
+/// node, and the summed KL terms `Σ ½(σ²/σ₀² + (μ − μ₀)²/σ₀²) − ln σ` as a constant (0 unless
+/// `kl`).
+pub fn sample_log_ratio<const D: usize>(
+    mu: Tensor<D>,
+    rho: Tensor<D>,
+    key: u64,
+    draws: usize,
+    rule: SigmaRule,
+    prior: KlTerms,
+    kl: bool,
+) -> (Tensor<2>, Tensor<1>, Tensor<1>) {
+    let n = mu.shape().num_elements();
+    let (out, value) = <Dispatch as FusedOps>::sample_ratio_op(
+        mu.into_dispatch(),
+        rho.into_dispatch(),
+        key,
+        draws,
+        rule,
+        prior,
+        kl,
+    );
+    let out: Tensor<1> = Tensor::from_dispatch(out);
+    let w = out.clone().slice(0..draws * n).reshape([draws, n]);
+    let r = out.slice(draws * n..draws * (n + 1));
+    (w, r, Tensor::from_dispatch(value))
 }
 
 /// `(var, kl)`: `var = softplus(ρ)²·var_scale` and the summed KL terms (a constant; `fold` as in

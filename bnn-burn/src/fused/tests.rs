@@ -483,3 +483,76 @@ fn rectifier_moments_and_gradients_match_the_composition_of_burn_ops() {
         }
     }
 }
+
+#[test]
+fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
+    use crate::dist::Prior;
+    use crate::posterior::{MeanFieldDist, PosteriorDist, ScaleParam};
+    let _guard = crate::testing::seeded(&test_device(), 12);
+    let (mu, rho, r) = params();
+    let (draws, key, n) = (3usize, 9u64, 13 * 70);
+    let weights = Tensor::<1>::random([draws], Distribution::Normal(0.0, 1.0), &mu.device());
+    let (mean0, std0) = (0.1, 0.8);
+    let prior = Prior::Gaussian {
+        mean: mean0,
+        std: std0,
+    }
+    .weight_prior::<2>(1, &mu.device());
+    for param in [
+        ScaleParam::Softplus,
+        ScaleParam::LogVariance,
+        ScaleParam::SigmoidVariance { bound: 2.0 },
+    ] {
+        // Reference: the family's density and the prior's, on the same ε, composed of burn ops.
+        let sigma = param.sigma(rho.clone());
+        let flat_mu = mu.clone().reshape([1, -1]);
+        let w_ref = Tensor::cat(
+            (0..draws)
+                .map(|s| {
+                    let eps = normal_like(&flat_mu, key, s as u32);
+                    flat_mu.clone() + sigma.clone().reshape([1, -1]) * eps
+                })
+                .collect(),
+            0,
+        );
+        let q = MeanFieldDist::new(mu.clone(), sigma.clone());
+        let ratio_ref = q.log_q(w_ref.clone()).expect("a density") - prior.log_prob(w_ref.clone());
+        let kl_terms = KlTerms {
+            mean: mean0 as f32,
+            inv_var_mu: (1.0 / (std0 * std0)) as f32,
+            inv_var_sigma: (1.0 / (std0 * std0)) as f32,
+        };
+        let kl_ref = kl_reference(mu.clone(), sigma, kl_terms);
+        let loss_ref =
+            (w_ref.clone() * r.clone()).sum() + (ratio_ref.clone() * weights.clone()).sum();
+        let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
+
+        let rule = crate::posterior::FusedScale {
+            mu: mu.clone(),
+            rho: rho.clone(),
+            radial: false,
+            param,
+        }
+        .sigma_rule();
+        let (w, ratio, kl) =
+            sample_log_ratio(mu.clone(), rho.clone(), key, draws, rule, kl_terms, true);
+        assert_eq!(w.dims(), [draws, n]);
+        assert!(
+            rel_err(&to_vec(w.clone()), &to_vec(w_ref)) < 1e-5,
+            "w, {param:?}"
+        );
+        // Ratios are sums of 910 terms of either sign: compared to the size of the terms.
+        let (got, want) = (to_vec(ratio.clone()), to_vec(ratio_ref));
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-4 * n as f64, "r {a} vs {b}, {param:?}");
+        }
+        assert!(
+            rel_err(&to_vec(kl), &to_vec(kl_ref)) < 1e-5,
+            "KL, {param:?}"
+        );
+        let loss = (w * r.clone()).sum() + (ratio * weights.clone()).sum();
+        let (dmu, drho) = grads_of(loss, &mu, &rho);
+        assert!(rel_err(&dmu, &dmu_ref) < 1e-4, "dμ, {param:?}");
+        assert!(rel_err(&drho, &drho_ref) < 1e-4, "dρ, {param:?}");
+    }
+}

@@ -3,8 +3,13 @@
 //! [`super::estimator`]'s composition of burn ops, with `σ`, the noise, the draw and the KL in
 //! one pass per tensor forward and one backward.
 //!
-//! Anything else (another family or prior, a pass that needs `ln q − ln p` of its draws, or
-//! [`Kernels::Reference`]) goes back to the composition.
+//! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
+//! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`];
+//! the KL it collects is then a value only (black-box α's loss takes its gradient from the
+//! ratios; the KL is reported).
+//!
+//! Anything else (another family or prior, or [`Kernels::Reference`]) goes back to the
+//! composition.
 
 use super::estimator::{Estimator, WeightOp};
 use super::params::LayerParams;
@@ -27,7 +32,7 @@ impl<const D: usize> Fusable<D> {
         prior: Option<&WeightPrior<D>>,
         collect_kl: bool,
     ) -> Option<Self> {
-        let scale = posterior.fused()?;
+        let scale = posterior.fused().filter(FusedScale::softplus)?;
         let kl = match (collect_kl, prior) {
             (true, Some(p)) => Some(scale.kl_terms(p)?),
             _ => None,
@@ -92,8 +97,11 @@ where
     W: WeightPosterior<DW>,
     B: WeightPosterior<1>,
 {
-    if pass.kernels() != Kernels::Fused || pass.wants_log_ratio() {
+    if pass.kernels() != Kernels::Fused {
         return None;
+    }
+    if pass.wants_log_ratio() {
+        return run_log_ratio(params, op, x, pass);
     }
     let collect = pass.collects_kl();
     if collect && params.kl_log_var_range.is_some() {
@@ -154,6 +162,83 @@ where
         }
     };
     if let Some(kl) = kls.into_iter().reduce(|a, b| a + b) {
+        pass.add_kl(kl);
+    }
+    Some(y)
+}
+
+/// One mean-field tensor's draws with their log-ratios to its scalar Gaussian prior.
+struct RatioDraws<const D: usize> {
+    scale: FusedScale<D>,
+    terms: KlTerms,
+    kl_constant: f64,
+}
+
+impl<const D: usize> RatioDraws<D> {
+    /// `None` for a radial or point posterior, or a prior without scalar Gaussian parameters.
+    fn of<P: WeightPosterior<D>>(posterior: &P, prior: &WeightPrior<D>) -> Option<Self> {
+        let scale = posterior.fused().filter(|s| !s.radial)?;
+        let (terms, kl_constant) = scale.kl_terms(prior)?;
+        Some(Self {
+            scale,
+            terms,
+            kl_constant,
+        })
+    }
+
+    /// `n` draws `[n, numel]`, their log-ratios `[n]` and (when `kl`) the KL as a value.
+    fn draw(&self, n: usize, kl: bool, key: u64) -> (Tensor<2>, Tensor<1>, Option<Tensor<1>>) {
+        let s = &self.scale;
+        let (w, ratio, value) = fused::sample_log_ratio(
+            s.mu.clone(),
+            s.rho.clone(),
+            key,
+            n,
+            s.sigma_rule(),
+            self.terms,
+            kl,
+        );
+        (w, ratio, kl.then(|| value + self.kl_constant))
+    }
+}
+
+/// The reparameterisation estimator's output for black-box α: one fused draw per sample of the
+/// weight and the bias with their `ln q − ln p`, added to the pass; `None` (the composition)
+/// for another estimator, a folded or clamped KL, or a tensor [`RatioDraws`] refuses.
+fn run_log_ratio<W, B, const DW: usize, const DX: usize>(
+    params: &LayerParams<W, B, DW>,
+    op: &impl WeightOp<DX, DW>,
+    x: &Tensor<DX>,
+    pass: &mut Pass,
+) -> Option<Tensor<DX>>
+where
+    W: WeightPosterior<DW>,
+    B: WeightPosterior<1>,
+{
+    let collect = pass.collects_kl();
+    if params.estimator != Estimator::Reparameterization
+        || pass.kl_fold().is_some()
+        || (collect && params.kl_log_var_range.is_some())
+    {
+        return None;
+    }
+    let weight = RatioDraws::of(&params.weight, &params.weight_prior)?;
+    let bias = match &params.bias {
+        None => None,
+        Some(b) => Some(RatioDraws::of(b, params.bias_prior.as_ref()?)?),
+    };
+    let device = x.device();
+    let samples = x.dims()[0];
+    let (w, mut ratio, mut kl) = weight.draw(samples, collect, pass.next_key(&device));
+    let mut y = op.apply_per_sample(x.clone(), w);
+    if let Some(b) = &bias {
+        let (draws, r, k) = b.draw(samples, collect, pass.next_key(&device));
+        y = op.add_bias(y, draws);
+        ratio = ratio + r;
+        kl = kl.zip(k).map(|(a, b)| a + b);
+    }
+    pass.add_log_ratio(ratio);
+    if let Some(kl) = kl {
         pass.add_kl(kl);
     }
     Some(y)

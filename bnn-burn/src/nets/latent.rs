@@ -118,10 +118,20 @@ pub struct BnnLv<L: Module> {
 /// BNN+LV regression.
 pub type LatentRegressor = BnnLv<GaussianLikelihood>;
 
-/// `ln N(z | m, v)` summed over the last axis, `[S, B]`.
-fn log_normal(z: Tensor<3>, mean: Tensor<3>, var: Tensor<3>) -> Tensor<2> {
-    let t = (z - mean).square() / var.clone() + var.log() + (2.0 * std::f64::consts::PI).ln();
-    (t.sum_dim(2) * -0.5).squeeze_dim(2)
+/// `ln N(z | m, v) − ln N(z | 0, γ)` summed over the last axis, `[S, B]`, for the draws
+/// `z = m + √v·ε`: `½ Σ [z²/γ − ε² − ln(v/γ)]` (the `2π`s cancel, and `(z − m)²/v = ε²`).
+/// `var` is `[B, d_z]`, shared by the draws.
+fn latent_log_ratio(z: Tensor<3>, eps: Tensor<3>, var: Tensor<2>, gamma: f64) -> Tensor<2> {
+    let [s, b, _] = z.dims();
+    let draws = (z.square() / gamma - eps.square())
+        .sum_dim(2)
+        .squeeze_dim(2);
+    let log_var = (var / gamma)
+        .log()
+        .sum_dim(1)
+        .reshape([1, b])
+        .expand([s, b]);
+    (draws - log_var) * 0.5
 }
 
 impl<L: Likelihood> BnnLv<L> {
@@ -180,11 +190,8 @@ where
         let [b, dz] = mean.dims();
         let device = mean.device();
         let eps = Tensor::<3>::random([s, b, dz], Distribution::Normal(0.0, 1.0), &device);
-        let (mean3, var3) = (
-            mean.clone().unsqueeze_dim::<3>(0).expand([s, b, dz]),
-            var.clone().unsqueeze_dim::<3>(0).expand([s, b, dz]),
-        );
-        let z = mean3.clone() + var3.clone().sqrt() * eps;
+        let batch3 = |t: Tensor<2>| t.unsqueeze_dim::<3>(0).expand([s, b, dz]);
+        let z = batch3(mean.clone()) + batch3(var.clone().sqrt()) * eps.clone();
         let mut pass = Pass::train(s, request.log_ratio).with_kernels(request.kernels);
         if let Some(weight) = request.kl_fold {
             pass = pass.fold_kl(weight);
@@ -192,10 +199,9 @@ where
         let out = self.forward(batch.input, z.clone(), &mut pass);
         let log_likelihood = self.net.likelihood.log_likelihood(out, batch.target);
         let (kl, log_ratio) = pass.into_terms(&device);
-        let local_log_ratio = request.log_ratio.then(|| {
-            let gamma = Tensor::full([s, b, dz], self.latents.gamma(), &device);
-            log_normal(z.clone(), mean3, var3) - log_normal(z, gamma.zeros_like(), gamma)
-        });
+        let local_log_ratio = request
+            .log_ratio
+            .then(|| latent_log_ratio(z, eps, var.clone(), self.latents.gamma()));
         Ok(StepTerms {
             log_likelihood,
             kl,

@@ -136,19 +136,22 @@ impl<const D: usize> LocationScale<D> {
         (self.mu.val(), self.param.sigma(self.rho.val()))
     }
 
-    /// `μ` and `ρ` for the fused kernels, which implement `σ = softplus(ρ)` only: `None` under
-    /// another parameterisation (the layer then runs on burn ops).
+    /// `μ`, `ρ` and the parameterisation for the fused kernels.
     pub fn fused(&self, radial: bool) -> Option<FusedScale<D>> {
-        (self.param == ScaleParam::Softplus).then(|| FusedScale {
+        Some(FusedScale {
             mu: self.mu.val(),
             rho: self.rho.val(),
             radial,
+            param: self.param,
         })
     }
 }
 
-/// What the fused kernels ([`crate::fused`]) read of a location-scale posterior: `μ`, `ρ`, and
-/// whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`) or mean-field (`w = μ + σ⊙ε`).
+/// What the fused kernels ([`crate::fused`]) read of a location-scale posterior: `μ`, `ρ`, how
+/// `ρ` gives `σ`, and whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`) or mean-field
+/// (`w = μ + σ⊙ε`). The sampling, moment and KL kernels take `σ = softplus(ρ)` only
+/// ([`FusedScale::softplus`]); the black-box α draws ([`crate::fused::sample_log_ratio`]) take
+/// every [`ScaleParam`].
 #[derive(Debug, Clone)]
 pub struct FusedScale<const D: usize> {
     /// Posterior mean `μ`.
@@ -157,9 +160,27 @@ pub struct FusedScale<const D: usize> {
     pub rho: Tensor<D>,
     /// Radial (Farquhar 2022 eq. 4.6) rather than mean-field.
     pub radial: bool,
+    /// How `ρ` gives `σ`.
+    pub param: ScaleParam,
 }
 
 impl<const D: usize> FusedScale<D> {
+    /// Whether `σ = softplus(ρ)`, the parameterisation of the sampling, moment and KL kernels.
+    pub fn softplus(&self) -> bool {
+        self.param == ScaleParam::Softplus
+    }
+
+    /// The kernels' form of [`Self::param`].
+    pub fn sigma_rule(&self) -> crate::fused::SigmaRule {
+        match self.param {
+            ScaleParam::Softplus => crate::fused::SigmaRule::Softplus,
+            ScaleParam::LogVariance => crate::fused::SigmaRule::LogVariance,
+            ScaleParam::SigmoidVariance { bound } => crate::fused::SigmaRule::SigmoidVariance {
+                ln_bound: bound.ln() as f32,
+            },
+        }
+    }
+
     /// Number of weights.
     pub fn numel(&self) -> usize {
         self.mu.shape().num_elements()

@@ -400,19 +400,24 @@ fn log_variance_scales_are_the_exponential_of_half_rho() {
         .with_scale(scale)
         .init(mean.clone(), &spec);
     close(mf.dist().sigma, mf.loc.rho.val());
-    assert!(mf.fused().is_none());
+    assert!(!mf.fused().expect("a location-scale family").softplus());
     let radial = RadialConfig::new()
         .with_scale(scale)
         .init(mean.clone(), &spec);
     close(radial.dist().sigma, radial.loc.rho.val());
-    assert!(radial.fused().is_none());
+    assert!(!radial.fused().expect("a location-scale family").softplus());
     let low = LowRankConfig::new()
         .with_scale(scale)
         .init(mean.clone(), &spec);
     close(low.dist().sigma, low.rho.val());
     assert!((low.factor_scale - (-1.5f64).exp()).abs() < 1e-12);
     let softplus = MeanFieldConfig::new().init(mean, &spec);
-    assert!(softplus.fused().is_some());
+    assert!(
+        softplus
+            .fused()
+            .expect("a location-scale family")
+            .softplus()
+    );
     for param in [
         ScaleParam::Softplus,
         ScaleParam::LogVariance,
