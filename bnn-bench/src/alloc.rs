@@ -70,9 +70,10 @@ pub fn peak_bytes() -> usize {
 /// trimming, no `mmap` per large buffer). With glibc's defaults a training step that frees a few
 /// MiB at the top of the heap gives the pages back and faults them in again on the next step: on
 /// the 2-core development machine that alone moved burn's deterministic MLP step between 6 and
-/// 13 ms from one run to the next. `perf` measures compute, so it turns this off; a user gets the
-/// same with `MALLOC_TRIM_THRESHOLD_` and `MALLOC_MMAP_THRESHOLD_` in the environment. Returns
-/// whether the settings took (false off glibc).
+/// 13 ms from one run to the next, and it cost a third of the wall time of a `depeweg` step on
+/// naval. Every bench command turns it off at start (`perf` records whether it took); a user gets
+/// the same with `MALLOC_TRIM_THRESHOLD_` and `MALLOC_MMAP_THRESHOLD_` in the environment.
+/// Returns whether the settings took (false off glibc).
 pub fn keep_freed_memory() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
