@@ -152,6 +152,14 @@ pub fn bayesian_methods() -> Vec<Method> {
     ]
 }
 
+/// The black-box α row: Depeweg's mean-field weights (`σ² = λ·sigmoid(ρ)`,
+/// [`bnn_burn::nets::depeweg_weights`]) trained by black-box α = 1 over
+/// [`BLACK_BOX_DRAWS`] joint weight draws per step, each with its `ln q − ln p`: the fused
+/// draws-with-ratios kernel against the composition of burn ops under `--kernels both`.
+pub const BLACK_BOX: &str = "MFVI black-box α = 1, K = 4";
+/// Joint weight draws per step of the [`BLACK_BOX`] row.
+pub const BLACK_BOX_DRAWS: usize = 4;
+
 /// The deterministic baselines: burn's layers with burn's Adam (the "deterministic burn step")
 /// and with the fused Adam the training loop uses.
 pub const BASELINE: &str = "burn deterministic + burn Adam";
@@ -163,7 +171,8 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
     if options.steps == 0 || options.rounds == 0 {
         return Err("perf: --steps and --rounds must be at least 1".into());
     }
-    let known: Vec<&str> = bayesian_methods().iter().map(|m| m.name).collect();
+    let mut known: Vec<&str> = bayesian_methods().iter().map(|m| m.name).collect();
+    known.push(BLACK_BOX);
     for m in &options.methods {
         if !known.iter().any(|k| k.eq_ignore_ascii_case(m)) {
             return Err(format!(
@@ -238,6 +247,22 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                 let build = || Bayesian::new(net, weights, &device);
                 let optim = OptimizerConfig::adam().init(kernels);
                 let loss = move |m: &Bayesian| m.loss(x, y.clone(), kernels);
+                workloads.push(workload((net, name), build, optim, loss)?);
+                report_warmup(workloads.last().expect("pushed"));
+            }
+        }
+        if wanted(BLACK_BOX) {
+            for &kernels in &options.kernels {
+                device.seed(options.seed);
+                let name = match kernels {
+                    Kernels::Fused => BLACK_BOX.to_string(),
+                    Kernels::Reference => format!("{BLACK_BOX} (reference)"),
+                };
+                let build = || Bayesian::new(net, bnn_burn::nets::depeweg_weights(1.0), &device);
+                let optim = OptimizerConfig::adam().init(kernels);
+                let loss = move |m: &Bayesian| {
+                    m.black_box_loss(x, y.clone(), kernels, BLACK_BOX_DRAWS, 1.0)
+                };
                 workloads.push(workload((net, name), build, optim, loss)?);
                 report_warmup(workloads.last().expect("pushed"));
             }
@@ -383,13 +408,16 @@ fn write_report(
 ) -> Result<(), Box<dyn Error>> {
     let mut table = format!(
         "# Training-step benchmark\n\nAdam, one posterior sample per step, loss = mean squared error \
-         + KL/60000, random inputs and targets. Backend `{}`; {} rounds of {} steps after \
+         + KL/60000, random inputs and targets; the black-box α rows: Depeweg's weights, {} joint \
+         weight draws per step with their ln q − ln p, black-box α = 1 with ℓ = −Σ(o − y)², \
+         N = 60000. Backend `{}`; {} rounds of {} steps after \
          {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
          peers included). ms/step: the median round; each ratio: the median over rounds of the two \
          times measured in the same round. Bayesian rows run the fused kernels and fused Adam (the \
          training loop's default) unless marked reference (burn ops, burn's Adam). Peak heap: the \
          most bytes live at once while the model was built and warmed up, above those live \
          before. {}\n",
+        BLACK_BOX_DRAWS,
         bnn_burn::backend_name(),
         options.rounds,
         options.steps,
@@ -477,7 +505,8 @@ mod tests {
             kernels: vec![Kernels::Fused, Kernels::Reference],
         };
         let rows = run(&options).unwrap();
-        assert_eq!(rows.len(), 2 + 2 * bayesian_methods().len());
+        // The baselines, then every family and the black-box α row on both kernels.
+        assert_eq!(rows.len(), 2 + 2 * (bayesian_methods().len() + 1));
         for r in &rows {
             assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
             // Three weight matrices alone are 1.4 MiB of f32; Adam keeps two more copies.
@@ -485,6 +514,7 @@ mod tests {
         }
         let table = std::fs::read_to_string(dir.join("perf.md")).unwrap();
         assert!(table.contains("MFVI-LRT (reference)") && table.contains(BASELINE));
+        assert!(table.contains(&format!("{BLACK_BOX} (reference)")), "{table}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -7,6 +7,7 @@ use bnn_burn::layers::Pass;
 use bnn_burn::layers::WeightConfig;
 use bnn_burn::likelihood::Categorical;
 use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
+use bnn_burn::objective::{AlphaConfig, Objective, StepContext, StepTerms};
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{Linear, LinearConfig};
@@ -190,6 +191,59 @@ impl Bayesian {
         };
         let (kl, _) = pass.into_terms(&out.device());
         (out - y).square().mean() + kl / N_TRAIN
+    }
+}
+
+impl Bayesian {
+    /// Black-box α (Depeweg 2019 eq. 3.15) over `draws` joint weight draws shared by the batch:
+    /// `−(1/(αB)) Σ_n [logsumexp_k α(ℓ_nk − r_k/N) − ln K]` with `ℓ_nk = −Σ_j (o_nkj − y_nj)²`
+    /// and the layers' per-draw `r_k = ln q(W_k) − ln p(W_k)`, through the library's objective.
+    ///
+    /// # Panics
+    /// If the layers cannot give `r_k` (the method's weights must be drawn per sample).
+    pub fn black_box_loss(
+        &self,
+        x: &Inputs,
+        y: Tensor<2>,
+        kernels: Kernels,
+        draws: usize,
+        alpha: f64,
+    ) -> Tensor<1> {
+        let mut pass = Pass::train(draws, true).with_kernels(kernels);
+        let out = match (self, x) {
+            (Bayesian::Mlp(m), Inputs::Flat(x)) => m.forward(x.clone(), &mut pass),
+            (Bayesian::LeNet5(m), Inputs::Images(x)) => m.forward(x.clone(), &mut pass),
+            _ => unreachable!("inputs are made for their network"),
+        };
+        let [s, b, k] = out.dims();
+        let ll = (out - y.unsqueeze_dim::<3>(0).expand([s, b, k]))
+            .square()
+            .sum_dim(2)
+            .squeeze_dim::<2>(2)
+            .neg();
+        let (kl, ratio) = pass.into_terms(&ll.device());
+        let terms = StepTerms {
+            log_likelihood: ll,
+            kl,
+            local_kl: None,
+            log_ratio: Some(
+                ratio
+                    .expect("weights drawn per sample")
+                    .expect("a pass that asked for the ratio"),
+            ),
+            local_log_ratio: None,
+        };
+        let context = StepContext {
+            epoch: 0,
+            n_train: N_TRAIN as usize,
+            batch_size: b,
+        };
+        AlphaConfig::new()
+            .with_alpha(alpha)
+            .init()
+            .expect("a valid α")
+            .loss(terms, &context)
+            .loss
     }
 }
 
