@@ -17,6 +17,10 @@ use burn::tensor::Distribution;
 use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::{Device, Int, Tensor};
 
+mod evidential;
+
+pub use evidential::{EdlLoss, Evidence, Evidential, EvidentialConfig};
+
 /// Smallest predicted variance of the heteroscedastic head.
 const MIN_VARIANCE: f64 = 1e-6;
 
@@ -35,6 +39,13 @@ pub trait Likelihood: Module + ModuleDisplay + 'static {
 
     /// The prediction from the outputs of `S` draws.
     fn predict(&self, out: Tensor<3>) -> Self::Prediction;
+
+    /// The KL of a latent the likelihood places on each example, `KL(q(λ_b) ‖ p(λ_b))` averaged
+    /// over the draws, `[B]`, or `None` (the default: no such latent). The step reports it as
+    /// the row's local KL (an evidential head's Dirichlet regulariser).
+    fn local_kl(&self, _out: &Tensor<3>, _target: &Self::Target) -> Option<Tensor<1>> {
+        None
+    }
 
     /// The prediction from the moments of the outputs, `[B, k]` each (moment propagation);
     /// `logits` says how a classifier treats Gaussian logits.

@@ -216,12 +216,13 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
         }
         let out = self.forward(batch.input, &mut pass);
         let device = out.device();
+        let local_kl = self.likelihood.local_kl(&out, &batch.target);
         let log_likelihood = self.likelihood.log_likelihood(out, batch.target);
         let (kl, log_ratio) = pass.into_terms(&device);
         Ok(StepTerms {
             log_likelihood,
             kl,
-            local_kl: None,
+            local_kl,
             log_ratio: log_ratio?,
             local_log_ratio: None,
         })

@@ -1,0 +1,267 @@
+//! The Dirichlet closed forms against quadrature (two classes: a Beta) and Monte Carlo (four
+//! classes), the evidential head's regulariser and prediction, and a 64-class fit under the
+//! default annealing.
+
+use super::*;
+use crate::dist::dirichlet;
+use crate::host::{labels, matrix, to_vec};
+use crate::layers::WeightConfig;
+use crate::nets::MlpConfig;
+use crate::posterior::PosteriorConfig;
+use crate::predict::{Predict, PredictMode};
+use crate::special::lgamma_scalar;
+use crate::testing::{HostNormals, test_device};
+use crate::train::{TrainConfig, Trainer};
+use rand::{RngExt, SeedableRng, rngs::StdRng};
+
+/// `E_{Beta(a, b)}[g(π)]` by the midpoint rule on `n` cells (a, b ≥ 1: a bounded density).
+fn beta_expectation(a: f64, b: f64, g: impl Fn(f64) -> f64) -> f64 {
+    let n = 200_000;
+    let ln_norm = lgamma_scalar(a + b) - lgamma_scalar(a) - lgamma_scalar(b);
+    (0..n)
+        .map(|i| {
+            let x = (i as f64 + 0.5) / n as f64;
+            let density = (ln_norm + (a - 1.0) * x.ln() + (b - 1.0) * (1.0 - x).ln()).exp();
+            density * g(x)
+        })
+        .sum::<f64>()
+        / n as f64
+}
+
+/// A `Gamma(shape, 1)` draw for `shape ≥ 1` (Marsaglia and Tsang 2000).
+fn gamma(shape: f64, normals: &mut HostNormals, uniform: &mut StdRng) -> f64 {
+    let d = shape - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let z = normals.next();
+        let v = (1.0 + c * z).powi(3);
+        if v <= 0.0 {
+            continue;
+        }
+        let u: f64 = uniform.random();
+        if u.ln() < 0.5 * z * z + d - d * v + d * v.ln() {
+            return d * v;
+        }
+    }
+}
+
+fn mean_and_se(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, (var / n).sqrt())
+}
+
+#[test]
+fn dirichlet_closed_forms_match_beta_quadrature() {
+    let device = test_device();
+    for (a, b) in [(1.0, 1.0), (2.0, 5.0), (3.5, 1.2), (10.0, 4.0)] {
+        let alpha = matrix(&[a, b], 2, &device);
+        let ln_norm = lgamma_scalar(a + b) - lgamma_scalar(a) - lgamma_scalar(b);
+        let ln_q = |x: f64| ln_norm + (a - 1.0) * x.ln() + (b - 1.0) * (1.0 - x).ln();
+        // Dir(1, 1) is the uniform density 1 on the simplex, so the KL is E[ln q].
+        let kl = beta_expectation(a, b, ln_q);
+        let got = to_vec(dirichlet::kl_to_uniform(alpha.clone()))[0];
+        assert!(
+            (got - kl).abs() < 1e-4 * kl.abs().max(1.0),
+            "KL Beta({a}, {b}): {got} vs {kl}"
+        );
+        // Label 0: π₀ ~ Beta(a, b), and ‖e₀ − π‖² = 2(1 − π₀)².
+        let y = labels(&[0], &device);
+        let se = beta_expectation(a, b, |x| 2.0 * (1.0 - x).powi(2));
+        let got = to_vec(dirichlet::expected_squared_error(alpha.clone(), y.clone()))[0];
+        assert!(
+            (got - se).abs() < 1e-5,
+            "E‖e − π‖², Beta({a}, {b}): {got} vs {se}"
+        );
+        if a > 1.0 {
+            let log = beta_expectation(a, b, f64::ln);
+            let got = to_vec(dirichlet::expected_log_prob(alpha.clone(), y.clone()))[0];
+            assert!(
+                (got - log).abs() < 1e-4,
+                "E ln π, Beta({a}, {b}): {got} vs {log}"
+            );
+        }
+        let got = to_vec(dirichlet::log_marginal(alpha, y))[0];
+        assert!((got - (a / (a + b)).ln()).abs() < 1e-6);
+    }
+}
+
+/// Four classes: the KL, the squared error and `E ln π_y` against 100 000 Dirichlet draws
+/// (normalised Gamma draws), within 4 standard errors plus `f32` rounding.
+#[test]
+fn dirichlet_closed_forms_match_monte_carlo_with_four_classes() {
+    let device = test_device();
+    let alpha = [1.5, 2.0, 3.0, 6.0];
+    let (y, n) = (2usize, 100_000);
+    let (mut normals, mut uniform) = (HostNormals::new(3), StdRng::seed_from_u64(4));
+    let a0: f64 = alpha.iter().sum();
+    let ln_norm = lgamma_scalar(a0) - alpha.iter().map(|&a| lgamma_scalar(a)).sum::<f64>();
+    let (mut kl, mut se, mut log) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        let g: Vec<f64> = alpha
+            .iter()
+            .map(|&a| gamma(a, &mut normals, &mut uniform))
+            .collect();
+        let total: f64 = g.iter().sum();
+        let pi: Vec<f64> = g.iter().map(|x| x / total).collect();
+        let ln_q = ln_norm
+            + alpha
+                .iter()
+                .zip(&pi)
+                .map(|(a, p)| (a - 1.0) * p.ln())
+                .sum::<f64>();
+        kl.push(ln_q - lgamma_scalar(4.0));
+        se.push(
+            pi.iter()
+                .enumerate()
+                .map(|(c, p)| (if c == y { 1.0 } else { 0.0 } - p).powi(2))
+                .sum(),
+        );
+        log.push(pi[y].ln());
+    }
+    let a = matrix(&alpha, 4, &device);
+    let yl = labels(&[y], &device);
+    for (name, got, draws) in [
+        ("KL", to_vec(dirichlet::kl_to_uniform(a.clone()))[0], kl),
+        (
+            "E‖e − π‖²",
+            to_vec(dirichlet::expected_squared_error(a.clone(), yl.clone()))[0],
+            se,
+        ),
+        (
+            "E ln π_y",
+            to_vec(dirichlet::expected_log_prob(a.clone(), yl.clone()))[0],
+            log,
+        ),
+    ] {
+        let (m, s) = mean_and_se(&draws);
+        assert!(
+            (got - m).abs() < 4.0 * s + 1e-4 * m.abs().max(1.0),
+            "{name}: {got} vs Monte Carlo {m} ± {s}"
+        );
+    }
+}
+
+#[test]
+fn the_regulariser_ignores_the_true_class_and_predictions_are_dirichlets() {
+    let device = test_device();
+    let head = EvidentialConfig::sensoy().init();
+    // ReLU evidence only on the true class: α̃ = (1, 1, 1), no penalty; on a wrong class, one.
+    let out = Tensor::<3>::from_floats([[[5.0, -3.0, -3.0], [5.0, -3.0, -3.0]]], &device);
+    let y = labels(&[0, 1], &device);
+    let kl = to_vec(head.local_kl(&out, &y).expect("regularised"));
+    assert!(kl[0].abs() < 1e-5, "{kl:?}");
+    let expected = to_vec(dirichlet::kl_to_uniform(matrix(
+        &[6.0, 1.0, 1.0],
+        3,
+        &device,
+    )))[0];
+    assert!(
+        (kl[1] - expected).abs() < 1e-5 && kl[1] > 0.5,
+        "{kl:?} vs {expected}"
+    );
+    assert!(
+        EvidentialConfig::sensoy()
+            .with_regularise(false)
+            .init()
+            .local_kl(&out, &y)
+            .is_none()
+    );
+    // Log-likelihoods of each data term, per draw and row.
+    for loss in [
+        EdlLoss::SquaredError,
+        EdlLoss::LogMarginal,
+        EdlLoss::Digamma,
+    ] {
+        let ll = EvidentialConfig::sensoy()
+            .with_loss(loss)
+            .init()
+            .log_likelihood(out.clone(), y.clone());
+        let v = to_vec(ll.clone());
+        assert_eq!(ll.dims(), [1, 2]);
+        assert!(
+            v[0] > v[1],
+            "{loss:?}: the true class's evidence scores higher: {v:?}"
+        );
+    }
+    // One draw predicts the Dirichlet itself; its mean is α/α₀.
+    let p = head.predict(out.clone());
+    assert!(matches!(p, ClassPrediction::Dirichlet(_)));
+    let mean = to_vec(p.mean());
+    assert!((mean[0] - 0.75).abs() < 1e-6 && (mean[1] - 0.125).abs() < 1e-6);
+    let two = Tensor::cat(vec![out.clone(), out], 0);
+    assert!(matches!(head.predict(two), ClassPrediction::Samples(_)));
+    // exp evidence stays finite for extreme outputs.
+    let wild = Tensor::<3>::from_floats([[[1e4, -1e4, 0.0]]], &device);
+    let exp = EvidentialConfig::new().with_evidence(Evidence::Exp).init();
+    let y0 = labels(&[1], &device);
+    let kl = to_vec(exp.local_kl(&wild, &y0).unwrap())[0];
+    let ll = to_vec(exp.log_likelihood(wild, y0))[0];
+    assert!(kl.is_finite() && ll.is_finite(), "KL {kl}, ll {ll}");
+}
+
+/// 64 well-separated classes (Gaussian clusters in 16 dimensions), a MAP MLP with the default
+/// head (softplus evidence, `E[ln π_y]`, the regulariser annealed over 10 epochs): the fit
+/// reaches full weight on the regulariser without the evidence collapsing to the uniform
+/// Dirichlet.
+#[test]
+fn sixty_four_classes_converge_under_the_default_annealing() {
+    let device = test_device().autodiff();
+    let _guard = crate::testing::seeded(&device, 21);
+    let (classes, d, per_class) = (64, 16, 16);
+    let mut normals = HostNormals::new(5);
+    let centres: Vec<f64> = (0..classes * d).map(|_| 3.0 * normals.next()).collect();
+    let sample = |normals: &mut HostNormals| {
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        for c in 0..classes {
+            for _ in 0..per_class {
+                x.extend((0..d).map(|j| centres[c * d + j] + normals.next()));
+                y.push(c);
+            }
+        }
+        (x, y)
+    };
+    let (x, y) = sample(&mut normals);
+    let config = EvidentialConfig::new();
+    let net = MlpConfig::new(d, vec![64], classes)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .init(config.init(), &device)
+        .unwrap();
+    let train = TrainConfig::new(100)
+        .with_batch_size(128)
+        .with_learning_rate(3e-3)
+        .with_seed(21)
+        .with_progress(false);
+    let (net, _) = Trainer::new(train)
+        .with_objective(config.objective().unwrap())
+        .fit(net, (matrix(&x, d, &device), labels(&y, &device)))
+        .unwrap();
+    let net = net.valid();
+    let (xt, yt) = sample(&mut normals);
+    let pred = net
+        .predict(
+            matrix(&xt, d, &device.clone().inner()),
+            PredictMode::Samples(1),
+        )
+        .unwrap();
+    let ClassPrediction::Dirichlet(dir) = &pred else {
+        panic!("one draw predicts a Dirichlet");
+    };
+    let alpha = to_vec(dir.alpha.clone());
+    let mean = to_vec(pred.mean());
+    let right = mean
+        .chunks(classes)
+        .zip(&yt)
+        .filter(|(p, y)| (0..classes).max_by(|&a, &b| p[a].total_cmp(&p[b])) == Some(**y))
+        .count();
+    let accuracy = right as f64 / yt.len() as f64;
+    let evidence = alpha.iter().sum::<f64>() / yt.len() as f64 - classes as f64;
+    // Collapsed heads score 3–15 % here (Sensoy's head: 3 %, evidence 0.16); the default head
+    // scored 84–94 % over three training seeds (evidence 34–39) at this budget.
+    assert!(accuracy > 0.75, "test accuracy {accuracy}");
+    assert!(
+        evidence > 5.0,
+        "mean total evidence {evidence}: collapsed to Dir(1)"
+    );
+}
