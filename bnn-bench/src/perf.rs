@@ -514,7 +514,10 @@ mod tests {
         }
         let table = std::fs::read_to_string(dir.join("perf.md")).unwrap();
         assert!(table.contains("MFVI-LRT (reference)") && table.contains(BASELINE));
-        assert!(table.contains(&format!("{BLACK_BOX} (reference)")), "{table}");
+        assert!(
+            table.contains(&format!("{BLACK_BOX} (reference)")),
+            "{table}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
