@@ -19,7 +19,9 @@ use burn::tensor::{Device, Int, Tensor};
 
 mod evidential;
 
-pub use evidential::{EdlLoss, Evidence, Evidential, EvidentialConfig};
+pub use evidential::{
+    DirichletRegulariser, EdlLoss, Evidence, Evidential, EvidentialConfig, PacBound,
+};
 
 /// Smallest predicted variance of the heteroscedastic head.
 const MIN_VARIANCE: f64 = 1e-6;
@@ -64,6 +66,20 @@ pub trait Likelihood: Module + ModuleDisplay + 'static {
         })
     }
 
+    /// [`Likelihood::local_kl`] under output moments (a training step by moment propagation),
+    /// as `logits` treats the outputs; `Ok(None)` by default.
+    ///
+    /// # Errors
+    /// When the likelihood's local KL has no form under this rule.
+    fn expected_local_kl(
+        &self,
+        _out: Moments<2>,
+        _target: &Self::Target,
+        _logits: LogitRule,
+    ) -> Result<Option<Tensor<1>>, Unsupported> {
+        Ok(None)
+    }
+
     /// `E_{f ~ N(out)}[ln p(y_b | f)]` per example, `[B]`: in closed form where there is one,
     /// else as `logits` approximates it (a training step by moment propagation).
     ///
@@ -97,6 +113,13 @@ pub enum LogitRule {
     /// `samples` draws of the logits only, `f_s = μ + √v ⊙ ε_s`: the prediction is their
     /// softmax samples (so it keeps an epistemic part), training averages `ln softmax(f_s)_y`.
     Sampled {
+        /// Draws of the logits (≥ 1).
+        samples: usize,
+    },
+    /// `samples` draws of the logits, trained by the log of their average likelihood,
+    /// `ln (1/S) Σ_s p(y | f_s)` (the marginal `ln E[p]` of BEDL, Haußmann 2021 eq. 5.8, rather
+    /// than `Sampled`'s `E[ln p]`); predicts as `Sampled`.
+    SampledMarginal {
         /// Draws of the logits (≥ 1).
         samples: usize,
     },
@@ -388,7 +411,9 @@ impl Likelihood for Categorical {
         Ok(ClassPrediction::from_logits(match logits {
             LogitRule::Probit => probit_logits(out).unsqueeze::<3>(),
             LogitRule::Taylor => out.mean.unsqueeze::<3>(),
-            LogitRule::Sampled { samples } => sample_logits(out, samples),
+            LogitRule::Sampled { samples } | LogitRule::SampledMarginal { samples } => {
+                sample_logits(out, samples)
+            }
         }))
     }
 
@@ -410,6 +435,9 @@ impl Likelihood for Categorical {
             }
             LogitRule::Sampled { samples } => {
                 sampled_expected_log_likelihood(self, out, labels, samples)
+            }
+            LogitRule::SampledMarginal { samples } => {
+                sampled_log_marginal_likelihood(self, out, labels, samples)
             }
         })
     }
@@ -477,7 +505,9 @@ impl Likelihood for MultiLabelProbit {
             LogitRule::Probit | LogitRule::Taylor => {
                 Self::class_probs(normal_cdf(Self::probit_scaled(out)).unsqueeze::<3>())
             }
-            LogitRule::Sampled { samples } => self.predict(sample_logits(out, samples)),
+            LogitRule::Sampled { samples } | LogitRule::SampledMarginal { samples } => {
+                self.predict(sample_logits(out, samples))
+            }
         })
     }
 
@@ -511,6 +541,9 @@ impl Likelihood for MultiLabelProbit {
             LogitRule::Sampled { samples } => {
                 sampled_expected_log_likelihood(self, out, labels, samples)
             }
+            LogitRule::SampledMarginal { samples } => {
+                sampled_log_marginal_likelihood(self, out, labels, samples)
+            }
         })
     }
 }
@@ -541,7 +574,20 @@ fn probit_logits(out: Moments<2>) -> Tensor<2> {
 }
 
 /// `samples` draws `μ + √v ⊙ ε` of Gaussian logits, `[S, B, C]`.
-fn sample_logits(out: Moments<2>, samples: usize) -> Tensor<3> {
+/// `ln (1/S) Σ_s p(y | f_s)` over `samples` draws of Gaussian logits, `[B]` (log-mean-exp of the
+/// draws' log-likelihoods).
+fn sampled_log_marginal_likelihood<L: Likelihood<Target = Tensor<1, Int>>>(
+    likelihood: &L,
+    out: Moments<2>,
+    labels: Tensor<1, Int>,
+    samples: usize,
+) -> Tensor<1> {
+    let b = labels.dims()[0];
+    let ll = likelihood.log_likelihood(sample_logits(out, samples), labels);
+    crate::special::log_mean_exp(ll, 0).reshape([b])
+}
+
+pub(crate) fn sample_logits(out: Moments<2>, samples: usize) -> Tensor<3> {
     let [b, c] = out.dims();
     let s = samples.max(1);
     let eps = Tensor::<3>::random(

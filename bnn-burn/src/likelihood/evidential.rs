@@ -6,11 +6,14 @@
 //! annealing `min(1, t/10)` being [`KlSchedule::LinearWarmup`](crate::objective::KlSchedule)
 //! over 10 epochs ([`EvidentialConfig::objective`]).
 
-use super::{Likelihood, check_label_count};
+use super::{Likelihood, LogitRule, check_label_count};
+use crate::dist::Moments;
 use crate::dist::dirichlet;
 use crate::error::ConfigError;
 use crate::objective::{Elbo, ElboConfig, KlSchedule};
+use crate::posterior::Unsupported;
 use crate::predict::{ClassPrediction, ClassSamples, DirichletPrediction};
+use crate::special::log_mean_exp;
 use crate::special::softplus;
 use burn::config::Config;
 use burn::module::Module;
@@ -43,6 +46,19 @@ impl Evidence {
     }
 }
 
+/// Which Dirichlet each row's local KL to `Dir(1, …, 1)` is of.
+#[derive(Config, Debug, PartialEq, Copy)]
+pub enum DirichletRegulariser {
+    /// No local KL.
+    None,
+    /// `KL(Dir(α̃) ‖ Dir(1))`, `α̃ = y + (1 − y)⊙α`: the true class's evidence removed, so only
+    /// misleading evidence is penalised (Sensoy et al. 2018 eq. 5; the default).
+    RemoveTrueClass,
+    /// `KL(Dir(α) ‖ Dir(1))` of the full concentrations: the PAC-Bayes regulariser of BEDL-PAC
+    /// (Haußmann 2021 eq. 5.10; the reference code's `α`, not `α̃`).
+    Full,
+}
+
 /// Which expectation under `Dir(α)` scores the label `y` (Sensoy et al. 2018 eqs. 3–5); the
 /// log-likelihood is minus the loss.
 #[derive(Config, Debug, PartialEq, Copy)]
@@ -67,9 +83,9 @@ pub struct EvidentialConfig {
     /// `1/α₀ ≥ 1/C`, so with many classes the regulariser wins and the evidence collapses.
     #[config(default = "EdlLoss::Digamma")]
     pub loss: EdlLoss,
-    /// Whether each row carries `KL(Dir(α̃) ‖ Dir(1))` as its local KL.
-    #[config(default = true)]
-    pub regularise: bool,
+    /// The row's local KL.
+    #[config(default = "DirichletRegulariser::RemoveTrueClass")]
+    pub regulariser: DirichletRegulariser,
     /// Epochs over which [`EvidentialConfig::objective`] anneals the regulariser's weight
     /// linearly to 1 (Sensoy et al. 2018: 10).
     #[config(default = 10)]
@@ -92,7 +108,7 @@ impl EvidentialConfig {
         Evidential {
             evidence: self.evidence,
             loss: self.loss,
-            regularise: self.regularise,
+            regulariser: self.regulariser,
         }
     }
 
@@ -120,9 +136,9 @@ pub struct Evidential {
     /// The data term.
     #[module(skip)]
     pub loss: EdlLoss,
-    /// Whether rows carry the Dirichlet regulariser.
+    /// The row's local KL.
     #[module(skip)]
-    pub regularise: bool,
+    pub regulariser: DirichletRegulariser,
 }
 
 impl Evidential {
@@ -173,18 +189,124 @@ impl Likelihood for Evidential {
         })
     }
 
-    /// `KL(Dir(α̃) ‖ Dir(1))`, `α̃ = y + (1 − y)⊙α`, averaged over the draws (when
-    /// [`Evidential::regularise`]).
+    /// The [`DirichletRegulariser`]'s KL, averaged over the draws.
     fn local_kl(&self, out: &Tensor<3>, labels: &Tensor<1, Int>) -> Option<Tensor<1>> {
-        if !self.regularise {
-            return None;
-        }
         let [s, b, c] = out.dims();
         let alpha = self.alpha(out.clone());
-        let onehot = repeated(labels.clone(), s).one_hot::<2>(c).float();
-        let removed = onehot.clone() + (onehot.neg() + 1.0) * alpha;
-        let kl = dirichlet::kl_to_uniform(removed).reshape([s, b]);
+        let alpha = match self.regulariser {
+            DirichletRegulariser::None => return None,
+            DirichletRegulariser::Full => alpha,
+            DirichletRegulariser::RemoveTrueClass => {
+                let onehot = repeated(labels.clone(), s).one_hot::<2>(c).float();
+                onehot.clone() + (onehot.neg() + 1.0) * alpha
+            }
+        };
+        let kl = dirichlet::kl_to_uniform(alpha).reshape([s, b]);
         Some(kl.mean_dim(0).reshape([b]))
+    }
+
+    /// Sampled logits only (`Sampled`, `SampledMarginal`): the draws' predictions. `Probit` and
+    /// `Taylor` are refused (no evidential form).
+    fn predict_moments(
+        &self,
+        out: Moments<2>,
+        logits: LogitRule,
+    ) -> Result<ClassPrediction, Unsupported> {
+        Ok(self.predict(sampled(out, logits)?))
+    }
+
+    /// `Sampled`: the draws' average log-likelihood; `SampledMarginal`: the log of their average
+    /// likelihood, BEDL's `ln E[p]` (Haußmann 2021 eq. 5.8; with `Exp` evidence and
+    /// `LogMarginal`, `p(y | f) = softmax(f)_y`).
+    fn expected_log_likelihood(
+        &self,
+        out: Moments<2>,
+        labels: Tensor<1, Int>,
+        logits: LogitRule,
+    ) -> Result<Tensor<1>, Unsupported> {
+        let b = labels.dims()[0];
+        let ll = self.log_likelihood(sampled(out, logits)?, labels);
+        Ok(match logits {
+            LogitRule::SampledMarginal { .. } => log_mean_exp(ll, 0),
+            _ => ll.mean_dim(0),
+        }
+        .reshape([b]))
+    }
+
+    /// The local KL of sampled logits (BEDL-PAC averages it over 5 draws).
+    fn expected_local_kl(
+        &self,
+        out: Moments<2>,
+        labels: &Tensor<1, Int>,
+        logits: LogitRule,
+    ) -> Result<Option<Tensor<1>>, Unsupported> {
+        Ok(self.local_kl(&sampled(out, logits)?, labels))
+    }
+}
+
+/// The PAC-Bayes bound of Haußmann (2021) eq. 5.10 on a data set of `N` labelled rows (the
+/// training set, after fitting): the empirical risk `R_D = −(1/N) Σ_n p(y_n | x_n)` (minus the
+/// mean predictive probability of the label, in `[−1, 0]`), the rows' mean local KL, and
+/// `R_D + √((KL − ln δ)/N + (ln max B)/N)`, which bounds the expected risk on new data with
+/// probability `1 − δ` when the rows were not used to fit the prior.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct PacBound {
+    /// `R_D`.
+    pub empirical_risk: f64,
+    /// The rows' mean local KL.
+    pub kl: f64,
+    /// The bound on the expected risk.
+    pub bound: f64,
+}
+
+impl<B: crate::nets::Body> crate::nets::Bnn<B, Evidential> {
+    /// [`PacBound`] of `objective` on the rows `x` with `labels`, from `samples` draws of the
+    /// outputs (their Gaussian moments for a net trained by moments, the weights otherwise).
+    ///
+    /// # Errors
+    /// A body without moment rules when the net trains by moments.
+    pub fn pac_bound(
+        &self,
+        x: B::Input,
+        labels: Tensor<1, Int>,
+        objective: &crate::objective::PacBayes,
+        samples: usize,
+    ) -> Result<PacBound, Unsupported> {
+        let n = labels.dims()[0];
+        let (prediction, kl) = if self.moments.train {
+            let out = self.predictive_moments(x)?;
+            let rule = LogitRule::Sampled { samples };
+            let kl = self
+                .likelihood
+                .expected_local_kl(out.clone(), &labels, rule)?;
+            (self.likelihood.predict_moments(out, rule)?, kl)
+        } else {
+            let out = self.forward(x, &mut crate::layers::Pass::predict(samples));
+            let kl = self.likelihood.local_kl(&out, &labels);
+            (self.likelihood.predict(out), kl)
+        };
+        let p_label = prediction.mean().gather(1, labels.reshape([n, 1]));
+        let empirical_risk = -crate::host::to_vec(p_label.mean())[0];
+        let kl = kl.map_or(0.0, |k| crate::host::to_vec(k.mean())[0]);
+        Ok(PacBound {
+            empirical_risk,
+            kl,
+            bound: objective.risk_bound(empirical_risk, kl, n),
+        })
+    }
+}
+
+/// Draws of Gaussian outputs for the sampled logit rules; the others have no evidential form.
+fn sampled(out: Moments<2>, logits: LogitRule) -> Result<Tensor<3>, Unsupported> {
+    match logits {
+        LogitRule::Sampled { samples } | LogitRule::SampledMarginal { samples } => {
+            Ok(super::sample_logits(out, samples))
+        }
+        LogitRule::Probit | LogitRule::Taylor => Err(Unsupported {
+            family: "Evidential",
+            what: "an evidential head under output moments needs sampled outputs: \
+                   LogitRule::Sampled or SampledMarginal",
+        }),
     }
 }
 

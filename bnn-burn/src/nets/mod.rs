@@ -248,6 +248,11 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
         let device = out.mean.device();
         let out = Moments::new(out.mean.squeeze_dim(0), out.var.squeeze_dim(0));
         let b = out.dims()[0];
+        let local_kl = self.likelihood.expected_local_kl(
+            out.clone(),
+            &batch.target,
+            self.moments.train_logits,
+        )?;
         let ll = self.likelihood.expected_log_likelihood(
             out,
             batch.target,
@@ -257,7 +262,7 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
         Ok(StepTerms {
             log_likelihood: ll.reshape([1, b]),
             kl,
-            local_kl: None,
+            local_kl,
             log_ratio: None,
             local_log_ratio: None,
         })

@@ -54,7 +54,7 @@ impl MomentConfig {
             ("predict_logits.samples", self.predict_logits),
             ("train_logits.samples", self.train_logits),
         ] {
-            if let LogitRule::Sampled { samples } = rule {
+            if let LogitRule::Sampled { samples } | LogitRule::SampledMarginal { samples } = rule {
                 check.at_least_one(field, samples)?;
             }
         }

@@ -7,9 +7,11 @@
 
 mod alpha;
 mod elbo;
+mod pac_bayes;
 
 pub use alpha::{AlphaBound, AlphaConfig, AlphaDivergence};
 pub use elbo::{Elbo, ElboConfig, KlSchedule};
+pub use pac_bayes::{PacBayes, PacBayesConfig, PacComplexity};
 
 use crate::fused::Kernels;
 use burn::tensor::Tensor;

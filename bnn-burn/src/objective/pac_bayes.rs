@@ -1,0 +1,189 @@
+//! The PAC-Bayes objective of BEDL-PAC (Haußmann 2021 §5.3, eq. 5.10; Germain et al. 2009
+//! Thm 2.1 with `d(r, r') = (r − r')²`): minimise the bound's right-hand side,
+//!
+//! `−(1/N) Σ_n ln p(y_n | x_n) + √((KL(Q ‖ P) − ln δ)/N + (ln max B)/N)`,
+//!
+//! where `Q` is each row's latent (an evidential head's `Dir(α_n)`, its KL to `P = Dir(1)` the
+//! rows' local KL averaged over the batch, as the reference code averages it) and the weights'
+//! `(μ, σ²)` are hyperparameters fitted by type-II maximum likelihood (empirical Bayes: the
+//! weights' own KL is reported, not optimised). The complexity term `(ln max B)/N` is bounded
+//! by 1 for classification and by `β/(2π)` for a Gaussian likelihood of precision `β` (the
+//! thesis), or set to `ln N / N` as the reference code does ([`PacComplexity`]). Being inside the
+//! square root, it scales the regulariser's gradient, `∂/∂KL = 1/(2N·√(·))`.
+
+use super::{Loss, Objective, StepContext, StepTerms};
+use crate::error::{Check, ConfigError};
+use burn::config::Config;
+
+/// The term `(ln max B)/N` inside the square root.
+#[derive(Config, Debug, PartialEq, Copy)]
+pub enum PacComplexity {
+    /// The thesis's bound on `(ln max B)/N`: 1 for classification, `β/(2π)` for regression
+    /// with a Gaussian likelihood of precision `β`.
+    Thesis {
+        /// The bound (≥ 0).
+        bound: f64,
+    },
+    /// The reference code's `ln B := ln N`, i.e. `ln N / N`.
+    LogN,
+}
+
+/// Configuration of [`PacBayes`].
+#[derive(Config, Debug)]
+pub struct PacBayesConfig {
+    /// The bound holds with probability `1 − δ`, `δ ∈ (0, 1)` (the thesis: 0.1).
+    #[config(default = 0.1)]
+    pub delta: f64,
+    /// `(ln max B)/N`; the default is the thesis's classification bound, 1.
+    #[config(default = "PacComplexity::Thesis { bound: 1.0 }")]
+    pub complexity: PacComplexity,
+}
+
+impl PacBayesConfig {
+    /// Checks `delta ∈ (0, 1)` and a finite bound ≥ 0; the error names the field.
+    pub fn init(&self) -> Result<PacBayes, ConfigError> {
+        let check = Check("PacBayesConfig");
+        check.open_unit("delta", self.delta)?;
+        if let PacComplexity::Thesis { bound } = self.complexity {
+            check.non_negative("complexity.bound", bound)?;
+        }
+        Ok(PacBayes {
+            delta: self.delta,
+            complexity: self.complexity,
+        })
+    }
+}
+
+/// The PAC-Bayes objective (module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct PacBayes {
+    delta: f64,
+    complexity: PacComplexity,
+}
+
+impl PacBayes {
+    /// The constant `−ln δ/N + (ln max B)/N` under the square root.
+    fn offset(&self, n: usize) -> f64 {
+        let n = n as f64;
+        let complexity = match self.complexity {
+            PacComplexity::Thesis { bound } => bound,
+            PacComplexity::LogN => n.ln() / n,
+        };
+        -self.delta.ln() / n + complexity
+    }
+
+    /// The regulariser `√((KL − ln δ)/N + (ln max B)/N)` for a KL value and `N` points.
+    pub fn regulariser(&self, kl: f64, n: usize) -> f64 {
+        (kl.max(0.0) / n as f64 + self.offset(n)).sqrt()
+    }
+
+    /// The bound on the expected risk `E_Q[R]` given the empirical risk `R_D` (minus the mean
+    /// likelihood of the training points, in `[−1, 0]` for classes) and the KL, eq. 5.10's
+    /// middle line: `R_D + √((KL − ln δ)/N + (ln max B)/N)`.
+    pub fn risk_bound(&self, empirical_risk: f64, kl: f64, n: usize) -> f64 {
+        empirical_risk + self.regulariser(kl, n)
+    }
+}
+
+impl Objective for PacBayes {
+    fn name(&self) -> &'static str {
+        "PAC-Bayes (BEDL-PAC)"
+    }
+
+    /// `mean NLL + √((mean_b KL_b − ln δ)/N + (ln max B)/N)`; `Loss::kl` reports the mean
+    /// local KL.
+    ///
+    /// # Panics
+    /// Terms without [`StepTerms::local_kl`]: the bound needs the rows' latent (an evidential
+    /// head with a [`DirichletRegulariser`](crate::likelihood::DirichletRegulariser)).
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
+        let nll = terms.log_likelihood.mean().neg().reshape([1]);
+        let kl = terms
+            .local_kl
+            .expect(
+                "the PAC-Bayes objective needs the rows' local KL: an evidential head with a \
+                 Dirichlet regulariser",
+            )
+            .mean()
+            .reshape([1]);
+        let n = context.n_train as f64;
+        let regulariser = (kl.clone().clamp_min(0.0) / n + self.offset(context.n_train)).sqrt();
+        Loss {
+            loss: nll.clone() + regulariser,
+            nll,
+            kl,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{test_device, to_vec};
+    use burn::tensor::Tensor;
+
+    fn terms(ll: &[f32], local: Option<&[f32]>) -> StepTerms {
+        let device = test_device();
+        StepTerms {
+            log_likelihood: Tensor::<1>::from_floats(ll, &device).reshape([1, ll.len()]),
+            kl: Tensor::from_floats([123.0], &device),
+            local_kl: local.map(|l| Tensor::from_floats(l, &device)),
+            log_ratio: None,
+            local_log_ratio: None,
+        }
+    }
+
+    /// The loss is eq. 5.10 by hand, under both complexity terms; the weights' KL plays no part.
+    #[test]
+    fn the_loss_is_the_bound_of_eq_5_10() {
+        let context = StepContext {
+            epoch: 0,
+            n_train: 1000,
+            batch_size: 2,
+        };
+        let t = || terms(&[-0.2, -0.6], Some(&[3.0, 5.0]));
+        let nll = 0.4;
+        for (complexity, c) in [
+            (PacComplexity::Thesis { bound: 1.0 }, 1.0),
+            (PacComplexity::LogN, 1000f64.ln() / 1000.0),
+        ] {
+            let pac = PacBayesConfig::new()
+                .with_complexity(complexity)
+                .init()
+                .unwrap();
+            let loss = pac.loss(t(), &context);
+            let want = nll + ((4.0 - 0.1f64.ln()) / 1000.0 + c).sqrt();
+            let got = to_vec(loss.loss)[0];
+            assert!((got - want).abs() < 1e-6, "{complexity:?}: {got} vs {want}");
+            assert!((to_vec(loss.kl)[0] - 4.0).abs() < 1e-6);
+            assert!((pac.regulariser(4.0, 1000) - (want - nll)).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn bad_settings_name_the_field_and_missing_latents_are_named() {
+        for bad in [0.0, 1.0, -0.1, f64::NAN] {
+            let err = PacBayesConfig::new().with_delta(bad).init().unwrap_err();
+            assert_eq!(err.field, "delta", "{bad}");
+        }
+        let err = PacBayesConfig::new()
+            .with_complexity(PacComplexity::Thesis { bound: -1.0 })
+            .init()
+            .unwrap_err();
+        assert_eq!(err.field, "complexity.bound");
+        let pac = PacBayesConfig::new().init().unwrap();
+        let context = StepContext {
+            epoch: 0,
+            n_train: 10,
+            batch_size: 2,
+        };
+        let panic = std::panic::catch_unwind(|| pac.loss(terms(&[-0.1, -0.2], None), &context));
+        let message = panic.unwrap_err();
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| message.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(text.contains("local KL"), "{text}");
+    }
+}
