@@ -5,8 +5,12 @@
 //! drop rate). The settings are the benchmarks' (N(0, 1) priors, ρ₀ = −5, Gal's length-scales).
 
 use bnn_burn::layers::{Estimator, WeightConfig};
-use bnn_burn::likelihood::{GaussianLikelihoodConfig, Likelihood, LogitRule, NoiseFit, NoiseModel};
+use bnn_burn::likelihood::{
+    DirichletRegulariser, EdlLoss, Evidence, EvidentialConfig, GaussianLikelihoodConfig,
+    Likelihood, LogitRule, NoiseFit, NoiseModel,
+};
 use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights};
+use bnn_burn::objective::{KlSchedule, PacBayesConfig};
 use bnn_burn::posterior::PosteriorConfig;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
@@ -24,18 +28,66 @@ pub struct Method {
     pub moments: Option<MomentConfig>,
     /// A regressor's noise: homoscedastic, or the network's log-variance output (DVI).
     pub noise: NoiseModel,
-    /// A classifier's likelihood: softmax, or the CLT-BNN's multi-label probit.
+    /// A classifier's likelihood: softmax, the CLT-BNN's multi-label probit, or an evidential
+    /// (Dirichlet) head.
     pub class_likelihood: ClassLikelihood,
+    /// What training minimises.
+    pub objective: TrainObjective,
+}
+
+/// The training objective of a method.
+#[derive(Debug, Clone)]
+pub enum TrainObjective {
+    /// The ELBO with the run's KL schedule (the default).
+    Elbo,
+    /// The ELBO with its KL weight (the weights' and the rows' local KLs) warmed up linearly
+    /// over `epochs` epochs (EDL: Sensoy et al. 2018's annealing over 10).
+    Warmup {
+        /// Epochs to full weight.
+        epochs: usize,
+    },
+    /// Type-II maximum likelihood of the weights' `(μ, σ²)`, no KL (BEDL, Haußmann 2021 §5.1).
+    EmpiricalBayes,
+    /// The PAC-Bayes bound of eq. 5.10 (BEDL-PAC).
+    PacBayes(PacBayesConfig),
 }
 
 /// The likelihood a classifier of a method uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ClassLikelihood {
     /// `y ~ Cat(softmax f)` ([`bnn_burn::likelihood::Categorical`]).
     Softmax,
     /// `y_c ~ Ber(Φ(f_c))` per class of the one-hot label (Haußmann 2021 ch. 4;
     /// [`bnn_burn::likelihood::MultiLabelProbit`]).
     MultiLabelProbit,
+    /// `π ~ Dir(α(f))`, `y ~ Cat(π)` ([`bnn_burn::likelihood::Evidential`]).
+    Evidential {
+        /// How outputs become concentrations.
+        evidence: Evidence,
+        /// The data term.
+        loss: EdlLoss,
+        /// The rows' local KL.
+        regulariser: DirichletRegulariser,
+    },
+}
+
+impl ClassLikelihood {
+    /// The evidential head's configuration, for [`ClassLikelihood::Evidential`].
+    pub fn evidential(&self) -> Option<EvidentialConfig> {
+        match *self {
+            Self::Evidential {
+                evidence,
+                loss,
+                regulariser,
+            } => Some(
+                EvidentialConfig::new()
+                    .with_evidence(evidence)
+                    .with_loss(loss)
+                    .with_regulariser(regulariser),
+            ),
+            _ => None,
+        }
+    }
 }
 
 impl Method {
@@ -47,6 +99,7 @@ impl Method {
             moments: None,
             noise: NoiseModel::Homoscedastic,
             class_likelihood: ClassLikelihood::Softmax,
+            objective: TrainObjective::Elbo,
         }
     }
 
@@ -59,6 +112,7 @@ impl Method {
             moments: Some(moments),
             noise: NoiseModel::Homoscedastic,
             class_likelihood: ClassLikelihood::Softmax,
+            objective: TrainObjective::Elbo,
         }
     }
 
@@ -153,6 +207,87 @@ impl Method {
             }
             _ => trainer,
         }
+    }
+
+    /// A trainer of `config` for this method's objective: the ELBO of `config.kl_schedule`, its
+    /// warm-up, no KL (empirical Bayes), or the PAC-Bayes bound.
+    ///
+    /// # Errors
+    /// An invalid PAC-Bayes configuration.
+    pub fn trainer<M: bnn_burn::train::Model>(
+        &self,
+        config: &TrainConfig,
+    ) -> Result<Trainer<M>, ConfigError> {
+        let with = |schedule| Trainer::new(config.clone().with_kl_schedule(schedule));
+        Ok(match &self.objective {
+            TrainObjective::Elbo => Trainer::new(config.clone()),
+            TrainObjective::Warmup { epochs } => with(KlSchedule::LinearWarmup { epochs: *epochs }),
+            TrainObjective::EmpiricalBayes => with(KlSchedule::Constant { weight: 0.0 }),
+            TrainObjective::PacBayes(pac) => {
+                Trainer::new(config.clone()).with_objective(pac.init()?)
+            }
+        })
+    }
+
+    /// EDL as Sensoy et al. (2018) ran it (Haußmann 2021 Table 5.2's EDL row: the official
+    /// code): a MAP net, ReLU evidence, the squared-error risk, `KL(Dir(α̃) ‖ Dir(1))` annealed
+    /// over 10 epochs.
+    pub fn edl() -> Self {
+        let mut m = Self::map(1.0);
+        m.name = "EDL";
+        let head = EvidentialConfig::sensoy();
+        m.class_likelihood = ClassLikelihood::Evidential {
+            evidence: head.evidence,
+            loss: head.loss,
+            regulariser: head.regulariser,
+        };
+        m.objective = TrainObjective::Warmup {
+            epochs: head.warmup_epochs,
+        };
+        m
+    }
+
+    /// BEDL (Haußmann 2021 §5.1–5.2): per-point weights integrated out by CLT moments,
+    /// `α = exp(f)`, trained by the marginal `ln E[softmax(f)_y]` over 20 sampled outputs
+    /// (eq. 5.8), type-II maximum likelihood of the weights' `(μ, σ²)` (no KL), Haußmann's
+    /// initial variances (`ln σ² ≈ −9`); predicts from 100 sampled outputs.
+    pub fn bedl() -> Self {
+        Self::evidential_moments(
+            "BEDL",
+            20,
+            DirichletRegulariser::None,
+            TrainObjective::EmpiricalBayes,
+        )
+    }
+
+    /// BEDL-PAC (Haußmann 2021 §5.3): BEDL with 5 sampled outputs and the PAC-Bayes bound of
+    /// eq. 5.10 over the rows' full Dirichlets (`δ = 0.1`, the thesis's `(ln max B)/N ≤ 1`).
+    pub fn bedl_pac() -> Self {
+        Self::evidential_moments(
+            "BEDL-PAC",
+            5,
+            DirichletRegulariser::Full,
+            TrainObjective::PacBayes(PacBayesConfig::new()),
+        )
+    }
+
+    fn evidential_moments(
+        name: &'static str,
+        samples: usize,
+        regulariser: DirichletRegulariser,
+        objective: TrainObjective,
+    ) -> Self {
+        let moments = MomentConfig::clt()
+            .with_train_logits(LogitRule::SampledMarginal { samples })
+            .with_predict_logits(LogitRule::Sampled { samples: 100 });
+        let mut m = Self::moment_method(name, moments, 1.0);
+        m.class_likelihood = ClassLikelihood::Evidential {
+            evidence: Evidence::Exp,
+            loss: EdlLoss::LogMarginal,
+            regulariser,
+        };
+        m.objective = objective;
+        m
     }
 
     /// A point estimate (MAP) under an N(0, σ₀²) prior.

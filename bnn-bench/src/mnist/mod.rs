@@ -95,6 +95,9 @@ pub fn methods() -> Vec<Method> {
         Method::vbp(MOMENT_PRIOR_PRECISION),
         Method::dvi(MOMENT_PRIOR_PRECISION),
         Method::clt(MOMENT_PRIOR_PRECISION),
+        Method::edl(),
+        Method::bedl(),
+        Method::bedl_pac(),
     ]
 }
 
@@ -270,12 +273,16 @@ fn fit<L>(
 where
     L: Likelihood<Target = Tensor<1, Int>, Prediction = ClassPrediction>,
 {
-    fn trainer<M: Model>(config: &TrainConfig, state: Option<&Path>) -> Trainer<M> {
-        let t = Trainer::new(config.clone());
-        match state {
+    fn trainer<M: Model>(
+        method: &Method,
+        config: &TrainConfig,
+        state: Option<&Path>,
+    ) -> Result<Trainer<M>, bnn_burn::ConfigError> {
+        let t = method.trainer(config)?;
+        Ok(match state {
             Some(dir) => t.with_resume(dir, STATE_INTERVAL),
             None => t,
-        }
+        })
     }
     let [n, c, h, w] = images.dims();
     Ok(match arch {
@@ -284,8 +291,8 @@ where
                 .with_weights(method.weights.clone())
                 .init(likelihood, device)?;
             let net = method.with_moments(net)?;
-            let (m, report) =
-                trainer(config, state).fit(net, (images.reshape([n, c * h * w]), labels))?;
+            let (m, report) = trainer(method, config, state)?
+                .fit(net, (images.reshape([n, c * h * w]), labels))?;
             (Box::new(Flattened(m.valid())), report.seconds)
         }
         Arch::LeNet5 => {
@@ -293,7 +300,7 @@ where
                 .with_weights(method.weights.clone())
                 .init(likelihood, device)?;
             let net = method.with_moments(net)?;
-            let (m, report) = trainer(config, state).fit(net, (images, labels))?;
+            let (m, report) = trainer(method, config, state)?.fit(net, (images, labels))?;
             (Box::new(m.valid()), report.seconds)
         }
     })
@@ -516,6 +523,14 @@ pub fn run_one(
             state,
             &device,
         )?,
+        ClassLikelihood::Evidential { .. } => {
+            let head = method
+                .class_likelihood
+                .evidential()
+                .expect("an evidential method")
+                .init();
+            fit(arch, method, head, data_xy, &config, state, &device)?
+        }
     };
     let mode = if method.predicts_by_moments() {
         PredictMode::Moments
