@@ -241,7 +241,8 @@ enum Command {
     /// mutual information per set, entropy-ECDF area, misclassification AUROC, error and
     /// entropy per angle; reliability diagrams, entropy histograms, rotation curves.
     Mnist {
-        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, VBP, DVI, CLT); repeatable
+        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, VBP, DVI, CLT, EDL, BEDL, BEDL-PAC);
+        /// repeatable
         /// [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,

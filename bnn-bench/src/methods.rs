@@ -40,9 +40,9 @@ pub struct Method {
 pub enum TrainObjective {
     /// The ELBO with the run's KL schedule (the default).
     Elbo,
-    /// The ELBO with its KL weight (the weights' and the rows' local KLs) warmed up linearly
-    /// over `epochs` epochs (EDL: Sensoy et al. 2018's annealing over 10).
-    Warmup {
+    /// The ELBO with its KL weight (the weights' and the rows' local KLs) annealed as Sensoy et
+    /// al. (2018), `min(1, epoch/epochs)` (EDL: over 10 epochs; none in the first).
+    Anneal {
         /// Epochs to full weight.
         epochs: usize,
     },
@@ -210,7 +210,7 @@ impl Method {
     }
 
     /// A trainer of `config` for this method's objective: the ELBO of `config.kl_schedule`, its
-    /// warm-up, no KL (empirical Bayes), or the PAC-Bayes bound.
+    /// annealing, no KL (empirical Bayes), or the PAC-Bayes bound.
     ///
     /// # Errors
     /// An invalid PAC-Bayes configuration.
@@ -221,7 +221,7 @@ impl Method {
         let with = |schedule| Trainer::new(config.clone().with_kl_schedule(schedule));
         Ok(match &self.objective {
             TrainObjective::Elbo => Trainer::new(config.clone()),
-            TrainObjective::Warmup { epochs } => with(KlSchedule::LinearWarmup { epochs: *epochs }),
+            TrainObjective::Anneal { epochs } => with(KlSchedule::Anneal { epochs: *epochs }),
             TrainObjective::EmpiricalBayes => with(KlSchedule::Constant { weight: 0.0 }),
             TrainObjective::PacBayes(pac) => {
                 Trainer::new(config.clone()).with_objective(pac.init()?)
@@ -231,7 +231,7 @@ impl Method {
 
     /// EDL as Sensoy et al. (2018) ran it (Haußmann 2021 Table 5.2's EDL row: the official
     /// code): a MAP net, ReLU evidence, the squared-error risk, `KL(Dir(α̃) ‖ Dir(1))` annealed
-    /// over 10 epochs.
+    /// over 10 epochs from 0 (so a 1-epoch run, the thesis code's MNIST budget, has none).
     pub fn edl() -> Self {
         let mut m = Self::map(1.0);
         m.name = "EDL";
@@ -241,7 +241,7 @@ impl Method {
             loss: head.loss,
             regulariser: head.regulariser,
         };
-        m.objective = TrainObjective::Warmup {
+        m.objective = TrainObjective::Anneal {
             epochs: head.warmup_epochs,
         };
         m

@@ -62,21 +62,6 @@ fn a_small_run_writes_its_table_and_figures() {
     let mut results = Vec::new();
     for arch in Arch::ALL {
         for m in methods() {
-            // Sensoy's head (ReLU evidence, squared error) on the MLP collapses to the uniform
-            // Dirichlet once its KL weighs in (50 % error here at 5, 10, 20 and 40 epochs; 0 %
-            // without the KL): the MLP runs EDL with the library's default head instead.
-            let m = if m.name == "EDL" && arch == Arch::Mlp {
-                let mut d = m.clone();
-                let head = bnn_burn::likelihood::EvidentialConfig::new();
-                d.class_likelihood = crate::methods::ClassLikelihood::Evidential {
-                    evidence: head.evidence,
-                    loss: head.loss,
-                    regulariser: head.regulariser,
-                };
-                d
-            } else {
-                m
-            };
             let r = run_one(arch, &m, &data, 5, 4, 1, None).unwrap();
             assert!(
                 r.error_pct < 30.0,

@@ -3,8 +3,8 @@
 //! `y_n | π_n ~ Cat(π_n)`, scored by one of three expectations under the Dirichlet, with the
 //! per-row regulariser `KL(Dir(α̃_n) ‖ Dir(1))`, `α̃ = y + (1 − y)⊙α` (the true class's
 //! evidence removed), as the row's local KL: the ELBO weights it by its schedule, Sensoy's
-//! annealing `min(1, t/10)` being [`KlSchedule::LinearWarmup`](crate::objective::KlSchedule)
-//! over 10 epochs ([`EvidentialConfig::objective`]).
+//! annealing `min(1, t/10)` being [`KlSchedule::Anneal`](crate::objective::KlSchedule) over 10
+//! epochs ([`EvidentialConfig::objective`]).
 
 use super::{Likelihood, LogitRule, check_label_count};
 use crate::dist::Moments;
@@ -87,16 +87,19 @@ pub struct EvidentialConfig {
     #[config(default = "DirichletRegulariser::RemoveTrueClass")]
     pub regulariser: DirichletRegulariser,
     /// Epochs over which [`EvidentialConfig::objective`] anneals the regulariser's weight
-    /// linearly to 1 (Sensoy et al. 2018: 10).
+    /// linearly from 0 to 1 (Sensoy et al. 2018: 10).
     #[config(default = 10)]
     pub warmup_epochs: usize,
 }
 
 impl EvidentialConfig {
     /// Sensoy et al. (2018)'s head: ReLU evidence and the squared-error risk. With many classes
-    /// it collapses: on 64 Gaussian clusters in 16 dimensions (a MAP MLP with 64 hidden units,
-    /// 100 epochs) its test accuracy was 3 % with a mean total evidence of 0.16, against 95 %
-    /// and 37.8 for the default head (softplus evidence, `E[ln π_y]`).
+    /// it collapses once the regulariser weighs in: on 64 Gaussian clusters in 16 dimensions (a
+    /// MAP MLP with 64 hidden units, 100 epochs, the regulariser annealed over 10) its test
+    /// accuracy was 15–22 % with a mean total evidence of 1.5–1.7 (two seeds), against 97–100 %
+    /// and 41–43 for the default head (softplus evidence, `E[ln π_y]`); ReLU with `E[ln π_y]`
+    /// reached 59–67 %, softplus with the squared error 22–32 %. On ten MNIST-like classes it
+    /// trains.
     pub fn sensoy() -> Self {
         Self::new()
             .with_evidence(Evidence::ReluPlusOne)
@@ -112,15 +115,16 @@ impl EvidentialConfig {
         }
     }
 
-    /// The ELBO with the regulariser's warm-up: `loss = mean NLL + w(t)·(KL/N + mean_n KL_n)`,
-    /// `w(t) = min(1, (t + 1)/warmup_epochs)` (Sensoy's `min(1, t/10)` counted from the first
-    /// epoch's end). The weights' own KL (a MAP net's `−ln p(w)`) shares the schedule.
+    /// The ELBO with the regulariser annealed as Sensoy et al. (2018):
+    /// `loss = mean NLL + w(t)·(KL/N + mean_n KL_n)`, `w(t) = min(1, t/warmup_epochs)` for the
+    /// 0-based epoch `t` (no regulariser in the first epoch). The weights' own KL (a MAP net's
+    /// `−ln p(w)`) shares the schedule.
     ///
     /// # Errors
     /// `warmup_epochs` of 0.
     pub fn objective(&self) -> Result<Elbo, ConfigError> {
         ElboConfig::new()
-            .with_kl_schedule(KlSchedule::LinearWarmup {
+            .with_kl_schedule(KlSchedule::Anneal {
                 epochs: self.warmup_epochs,
             })
             .init()

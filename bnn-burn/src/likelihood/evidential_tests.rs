@@ -257,12 +257,13 @@ fn sixty_four_classes_converge_under_the_default_annealing() {
         .count();
     let accuracy = right as f64 / yt.len() as f64;
     let evidence = alpha.iter().sum::<f64>() / yt.len() as f64 - classes as f64;
-    // Collapsed heads score 3–15 % here (Sensoy's head: 3 %, evidence 0.16); the default head
-    // scored 84–94 % over three training seeds (evidence 34–39) at this budget.
-    assert!(accuracy > 0.75, "test accuracy {accuracy}");
+    // Measured over training seeds 21 and 22: the default head 97 % and 100 % (evidence 41,
+    // 43); Sensoy's head 15 % and 22 % (evidence 1.5, 1.7); ReLU with E[ln π_y] 59 % and 67 %;
+    // softplus with the squared error 22 % and 32 %.
+    assert!(accuracy > 0.85, "test accuracy {accuracy}");
     assert!(
-        evidence > 5.0,
-        "mean total evidence {evidence}: collapsed to Dir(1)"
+        evidence > 10.0,
+        "mean total evidence {evidence}: collapsed towards Dir(1)"
     );
 }
 

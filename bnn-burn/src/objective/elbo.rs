@@ -19,9 +19,15 @@ pub enum KlSchedule {
         /// The weight.
         weight: f64,
     },
-    /// Linear warm-up from 0 to 1 over `epochs` epochs (`min(1, (epoch+1)/epochs)`), as in
-    /// Sønderby et al. 2016 and Sensoy et al. 2018.
+    /// Linear warm-up to 1 over `epochs` epochs, `min(1, (epoch+1)/epochs)` (Sønderby et al.
+    /// 2016): the first epoch already has weight `1/epochs`.
     LinearWarmup {
+        /// Epochs to reach full weight.
+        epochs: usize,
+    },
+    /// Sensoy et al. (2018)'s annealing `min(1, epoch/epochs)`: weight 0 through the first
+    /// epoch, full weight from epoch `epochs` on.
+    Anneal {
         /// Epochs to reach full weight.
         epochs: usize,
     },
@@ -33,6 +39,7 @@ impl KlSchedule {
         match *self {
             KlSchedule::Constant { weight } => weight,
             KlSchedule::LinearWarmup { epochs } => ((epoch + 1) as f64 / epochs as f64).min(1.0),
+            KlSchedule::Anneal { epochs } => (epoch as f64 / epochs as f64).min(1.0),
         }
     }
 
@@ -41,7 +48,9 @@ impl KlSchedule {
         let check = Check(config);
         match *self {
             KlSchedule::Constant { weight } => check.non_negative("kl_schedule.weight", weight),
-            KlSchedule::LinearWarmup { epochs } => check.at_least_one("kl_schedule.epochs", epochs),
+            KlSchedule::LinearWarmup { epochs } | KlSchedule::Anneal { epochs } => {
+                check.at_least_one("kl_schedule.epochs", epochs)
+            }
         }
     }
 }
@@ -134,6 +143,14 @@ mod tests {
         let s = KlSchedule::LinearWarmup { epochs: 4 };
         let w: Vec<f64> = (0..6).map(|e| s.weight(e)).collect();
         assert_eq!(w, vec![0.25, 0.5, 0.75, 1.0, 1.0, 1.0]);
+        let s = KlSchedule::Anneal { epochs: 4 };
+        let w: Vec<f64> = (0..6).map(|e| s.weight(e)).collect();
+        assert_eq!(w, vec![0.0, 0.25, 0.5, 0.75, 1.0, 1.0]);
+        let err = ElboConfig::new()
+            .with_kl_schedule(KlSchedule::Anneal { epochs: 0 })
+            .init()
+            .unwrap_err();
+        assert_eq!(err.field, "kl_schedule.epochs");
         let err = ElboConfig::new()
             .with_kl_schedule(KlSchedule::LinearWarmup { epochs: 0 })
             .init()
