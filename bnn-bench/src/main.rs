@@ -242,8 +242,7 @@ enum Command {
     /// entropy per angle; reliability diagrams, entropy histograms, rotation curves.
     Mnist {
         /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, VBP, DVI, CLT, EDL, BEDL, BEDL-PAC);
-        /// repeatable
-        /// [default: all].
+        /// repeatable [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Architectures (mlp, lenet5); repeatable [default: both].

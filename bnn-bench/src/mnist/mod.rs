@@ -458,6 +458,13 @@ pub struct OodScore {
     pub ecdf_area: f64,
     /// Mean predictive entropy on the set.
     pub mean_entropy: f64,
+    /// Area under the precision–recall curve of predictive entropy, the set's images positive
+    /// (absent from records written before it was measured).
+    #[serde(default)]
+    pub aupr_entropy: Option<f64>,
+    /// False-positive rate of predictive entropy at 95 % true-positive rate (↓).
+    #[serde(default)]
+    pub fpr95_entropy: Option<f64>,
 }
 
 /// The MNIST test images rotated by one angle.
@@ -554,6 +561,8 @@ pub fn run_one(
         auroc_mi: auroc(&inn.mi, &p.mi),
         ecdf_area: entropy_ecdf_area(&p.entropy, N_CLASSES),
         mean_entropy: bnn_burn::metrics::mean(&p.entropy),
+        aupr_entropy: Some(bnn_burn::metrics::aupr(&inn.entropy, &p.entropy)),
+        fpr95_entropy: Some(bnn_burn::metrics::fpr_at_95_tpr(&inn.entropy, &p.entropy)),
     };
     let noise = predict_set(&model, &data.noise, &norm, &plain)?;
     let inverted = predict_set(&model, &data.inverted, &norm, &plain)?;

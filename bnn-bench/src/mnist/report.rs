@@ -156,6 +156,22 @@ fn ood_tables(results: &[MnistResult], data: &MnistData) -> String {
         }
         md += "\n";
     }
+    md += "\nAUPR / false-positive rate at 95 % true-positive rate (↓) of predictive entropy, the \
+           same sets:\n\n| architecture | method |";
+    for o in &first.ood_sets {
+        md += &format!(" {} AUPR / FPR95 |", o.set);
+    }
+    md += "\n|---|---|";
+    md += &"---:|".repeat(first.ood_sets.len());
+    md += "\n";
+    let opt = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
+    for r in results {
+        md += &format!("| {} | {} |", r.arch.name(), r.method);
+        for o in &r.ood_sets {
+            md += &format!(" {} / {} |", opt(o.aupr_entropy), opt(o.fpr95_entropy));
+        }
+        md += "\n";
+    }
     md += &format!(
         "\n## Rotated {name} test images\n\nTest error % / mean predictive entropy (nats) per \
          counter-clockwise rotation (bilinear, black outside); figure: `rotation.svg`.\n\n\
