@@ -44,7 +44,7 @@ pub struct ImagePredictions {
 /// # Errors
 /// When the model cannot predict in `mode`.
 pub fn predict_images(
-    model: &impl Predict<Input = Tensor<4>, Prediction = ClassPrediction>,
+    model: &(impl Predict<Input = Tensor<4>, Prediction = ClassPrediction> + ?Sized),
     set: &ImageSet,
     family: MnistFamily,
     mode: PredictMode,
