@@ -3,8 +3,10 @@
 //!
 //! `−(1/N) Σ_n ln p(y_n | x_n) + √((KL(Q ‖ P) − ln δ)/N + (ln max B)/N)`,
 //!
-//! where `Q` is each row's latent (an evidential head's `Dir(α_n)`, its KL to `P = Dir(1)` the
-//! rows' local KL averaged over the batch, as the reference code averages it) and the weights'
+//! where `Q = Π_n Q_n` are the rows' latents (an evidential head's `Dir(α_n)` against
+//! `P_n = Dir(1)`), so `KL(Q ‖ P) = Σ_n KL_n`, estimated from the batch as `N·mean_b KL_b`
+//! ([`PacKl::Sum`], the default; the reference code uses one point's `mean_b KL_b`,
+//! [`PacKl::Mean`]), and the weights'
 //! `(μ, σ²)` are hyperparameters fitted by type-II maximum likelihood (empirical Bayes: the
 //! weights' own KL is reported, not optimised). The complexity term `(ln max B)/N` is bounded
 //! by 1 for classification and by `β/(2π)` for a Gaussian likelihood of precision `β` (the
@@ -28,6 +30,18 @@ pub enum PacComplexity {
     LogN,
 }
 
+/// What `KL(Q ‖ P)` in the bound is, from the rows' local KLs `KL_n`.
+#[derive(Config, Debug, PartialEq, Copy)]
+pub enum PacKl {
+    /// The KL of the product over the training set, `Σ_n KL_n`, estimated as `N·mean_b KL_b`
+    /// (eq. 5.10 with `Q = Π_n Q_n`, `P = Π_n P_n`; the regressor's `P = Π_n N(λ_n | 0, α⁻¹)`
+    /// of §5.4 says so): the regulariser is `√(mean KL + (−ln δ + ln max B)/N)`.
+    Sum,
+    /// One point's KL, `mean_b KL_b` (the reference code): the regulariser is
+    /// `√((mean KL − ln δ)/N + (ln max B)/N)`, `N` times weaker in the KL.
+    Mean,
+}
+
 /// Configuration of [`PacBayes`].
 #[derive(Config, Debug)]
 pub struct PacBayesConfig {
@@ -37,6 +51,9 @@ pub struct PacBayesConfig {
     /// `(ln max B)/N`; the default is the thesis's classification bound, 1.
     #[config(default = "PacComplexity::Thesis { bound: 1.0 }")]
     pub complexity: PacComplexity,
+    /// `KL(Q ‖ P)`: the training set's (the thesis) or one point's (the reference code).
+    #[config(default = "PacKl::Sum")]
+    pub kl: PacKl,
 }
 
 impl PacBayesConfig {
@@ -50,6 +67,7 @@ impl PacBayesConfig {
         Ok(PacBayes {
             delta: self.delta,
             complexity: self.complexity,
+            kl: self.kl,
         })
     }
 }
@@ -59,6 +77,7 @@ impl PacBayesConfig {
 pub struct PacBayes {
     delta: f64,
     complexity: PacComplexity,
+    kl: PacKl,
 }
 
 impl PacBayes {
@@ -72,9 +91,18 @@ impl PacBayes {
         -self.delta.ln() / n + complexity
     }
 
-    /// The regulariser `√((KL − ln δ)/N + (ln max B)/N)` for a KL value and `N` points.
-    pub fn regulariser(&self, kl: f64, n: usize) -> f64 {
-        (kl.max(0.0) / n as f64 + self.offset(n)).sqrt()
+    /// `KL(Q ‖ P)/N` from the rows' mean local KL.
+    fn kl_per_point(&self, mean_kl: f64, n: usize) -> f64 {
+        match self.kl {
+            PacKl::Sum => mean_kl,
+            PacKl::Mean => mean_kl / n as f64,
+        }
+    }
+
+    /// The regulariser `√((KL(Q ‖ P) − ln δ)/N + (ln max B)/N)` for the rows' mean local KL
+    /// and `N` points.
+    pub fn regulariser(&self, mean_kl: f64, n: usize) -> f64 {
+        (self.kl_per_point(mean_kl.max(0.0), n) + self.offset(n)).sqrt()
     }
 
     /// The bound on the expected risk `E_Q[R]` given the empirical risk `R_D` (minus the mean
@@ -106,8 +134,11 @@ impl Objective for PacBayes {
             )
             .mean()
             .reshape([1]);
-        let n = context.n_train as f64;
-        let regulariser = (kl.clone().clamp_min(0.0) / n + self.offset(context.n_train)).sqrt();
+        let per_point = match self.kl {
+            PacKl::Sum => kl.clone().clamp_min(0.0),
+            PacKl::Mean => kl.clone().clamp_min(0.0) / context.n_train as f64,
+        };
+        let regulariser = (per_point + self.offset(context.n_train)).sqrt();
         Loss {
             loss: nll.clone() + regulariser,
             nll,
@@ -143,18 +174,33 @@ mod tests {
         };
         let t = || terms(&[-0.2, -0.6], Some(&[3.0, 5.0]));
         let nll = 0.4;
-        for (complexity, c) in [
-            (PacComplexity::Thesis { bound: 1.0 }, 1.0),
-            (PacComplexity::LogN, 1000f64.ln() / 1000.0),
+        for (complexity, c, kl, kl_over_n) in [
+            (
+                PacComplexity::Thesis { bound: 1.0 },
+                1.0,
+                PacKl::Mean,
+                4.0 / 1000.0,
+            ),
+            (
+                PacComplexity::LogN,
+                1000f64.ln() / 1000.0,
+                PacKl::Mean,
+                4.0 / 1000.0,
+            ),
+            (PacComplexity::Thesis { bound: 1.0 }, 1.0, PacKl::Sum, 4.0),
         ] {
             let pac = PacBayesConfig::new()
                 .with_complexity(complexity)
+                .with_kl(kl)
                 .init()
                 .unwrap();
             let loss = pac.loss(t(), &context);
-            let want = nll + ((4.0 - 0.1f64.ln()) / 1000.0 + c).sqrt();
+            let want = nll + (kl_over_n - 0.1f64.ln() / 1000.0 + c).sqrt();
             let got = to_vec(loss.loss)[0];
-            assert!((got - want).abs() < 1e-6, "{complexity:?}: {got} vs {want}");
+            assert!(
+                (got - want).abs() < 1e-6,
+                "{complexity:?}, {kl:?}: {got} vs {want}"
+            );
             assert!((to_vec(loss.kl)[0] - 4.0).abs() < 1e-6);
             assert!((pac.regulariser(4.0, 1000) - (want - nll)).abs() < 1e-9);
         }
