@@ -434,10 +434,10 @@ impl Likelihood for Categorical {
                 pick(out.mean) - (lse + correction).reshape([b])
             }
             LogitRule::Sampled { samples } => {
-                sampled_expected_log_likelihood(self, out, labels, samples)
+                sampled_log_likelihood(self, out, labels, samples, false)
             }
             LogitRule::SampledMarginal { samples } => {
-                sampled_log_marginal_likelihood(self, out, labels, samples)
+                sampled_log_likelihood(self, out, labels, samples, true)
             }
         })
     }
@@ -539,10 +539,10 @@ impl Likelihood for MultiLabelProbit {
                     .reshape([b])
             }
             LogitRule::Sampled { samples } => {
-                sampled_expected_log_likelihood(self, out, labels, samples)
+                sampled_log_likelihood(self, out, labels, samples, false)
             }
             LogitRule::SampledMarginal { samples } => {
-                sampled_log_marginal_likelihood(self, out, labels, samples)
+                sampled_log_likelihood(self, out, labels, samples, true)
             }
         })
     }
@@ -556,16 +556,24 @@ fn check_label_count(likelihood: &str, [s, b, c]: [usize; 3], n_labels: usize) {
     );
 }
 
-/// The average of `ln p(y | f_s)` over `samples` draws of Gaussian logits, `[B]`.
-fn sampled_expected_log_likelihood<L: Likelihood<Target = Tensor<1, Int>>>(
+/// The log-likelihoods of `samples` draws of Gaussian logits reduced over the draws, `[B]`:
+/// their mean `E[ln p]` (`LogitRule::Sampled`), or with `marginal` the log of their mean
+/// likelihood `ln E[p]` (`LogitRule::SampledMarginal`, Haußmann 2021 eq. 5.8).
+pub(crate) fn sampled_log_likelihood<L: Likelihood<Target = Tensor<1, Int>>>(
     likelihood: &L,
     out: Moments<2>,
     labels: Tensor<1, Int>,
     samples: usize,
+    marginal: bool,
 ) -> Tensor<1> {
     let b = labels.dims()[0];
     let ll = likelihood.log_likelihood(sample_logits(out, samples), labels);
-    crate::reduce::mean_dim(ll, 0).reshape([b])
+    let reduced = if marginal {
+        crate::special::log_mean_exp(ll, 0)
+    } else {
+        crate::reduce::mean_dim(ll, 0)
+    };
+    reduced.reshape([b])
 }
 
 /// MacKay's probit-scaled logits `μ/√(1 + πv/8)`.
@@ -574,19 +582,6 @@ fn probit_logits(out: Moments<2>) -> Tensor<2> {
 }
 
 /// `samples` draws `μ + √v ⊙ ε` of Gaussian logits, `[S, B, C]`.
-/// `ln (1/S) Σ_s p(y | f_s)` over `samples` draws of Gaussian logits, `[B]` (log-mean-exp of the
-/// draws' log-likelihoods).
-fn sampled_log_marginal_likelihood<L: Likelihood<Target = Tensor<1, Int>>>(
-    likelihood: &L,
-    out: Moments<2>,
-    labels: Tensor<1, Int>,
-    samples: usize,
-) -> Tensor<1> {
-    let b = labels.dims()[0];
-    let ll = likelihood.log_likelihood(sample_logits(out, samples), labels);
-    crate::special::log_mean_exp(ll, 0).reshape([b])
-}
-
 pub(crate) fn sample_logits(out: Moments<2>, samples: usize) -> Tensor<3> {
     let [b, c] = out.dims();
     let s = samples.max(1);

@@ -13,7 +13,6 @@ use crate::error::ConfigError;
 use crate::objective::{Elbo, ElboConfig, KlSchedule};
 use crate::posterior::Unsupported;
 use crate::predict::{ClassPrediction, ClassSamples, DirichletPrediction};
-use crate::special::log_mean_exp;
 use crate::special::softplus;
 use burn::config::Config;
 use burn::module::Module;
@@ -206,7 +205,7 @@ impl Likelihood for Evidential {
             }
         };
         let kl = dirichlet::kl_to_uniform(alpha).reshape([s, b]);
-        Some(kl.mean_dim(0).reshape([b]))
+        Some(crate::reduce::mean_dim(kl, 0).reshape([b]))
     }
 
     /// Sampled logits only (`Sampled`, `SampledMarginal`): the draws' predictions. `Probit` and
@@ -228,13 +227,15 @@ impl Likelihood for Evidential {
         labels: Tensor<1, Int>,
         logits: LogitRule,
     ) -> Result<Tensor<1>, Unsupported> {
-        let b = labels.dims()[0];
-        let ll = self.log_likelihood(sampled(out, logits)?, labels);
         Ok(match logits {
-            LogitRule::SampledMarginal { .. } => log_mean_exp(ll, 0),
-            _ => ll.mean_dim(0),
-        }
-        .reshape([b]))
+            LogitRule::Sampled { samples } => {
+                super::sampled_log_likelihood(self, out, labels, samples, false)
+            }
+            LogitRule::SampledMarginal { samples } => {
+                super::sampled_log_likelihood(self, out, labels, samples, true)
+            }
+            LogitRule::Probit | LogitRule::Taylor => return Err(no_moment_form()),
+        })
     }
 
     /// The local KL of sampled logits (BEDL-PAC averages it over 5 draws).
@@ -306,11 +307,16 @@ fn sampled(out: Moments<2>, logits: LogitRule) -> Result<Tensor<3>, Unsupported>
         LogitRule::Sampled { samples } | LogitRule::SampledMarginal { samples } => {
             Ok(super::sample_logits(out, samples))
         }
-        LogitRule::Probit | LogitRule::Taylor => Err(Unsupported {
-            family: "Evidential",
-            what: "an evidential head under output moments needs sampled outputs: \
-                   LogitRule::Sampled or SampledMarginal",
-        }),
+        LogitRule::Probit | LogitRule::Taylor => Err(no_moment_form()),
+    }
+}
+
+/// The refusal of the logit rules without draws.
+fn no_moment_form() -> Unsupported {
+    Unsupported {
+        family: "Evidential",
+        what: "an evidential head under output moments needs sampled outputs: \
+               LogitRule::Sampled or SampledMarginal",
     }
 }
 
