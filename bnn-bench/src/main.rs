@@ -245,7 +245,7 @@ enum Command {
         /// repeatable [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
-        /// Architectures (mlp, lenet5); repeatable [default: both].
+        /// Architectures (mlp, lenet5); repeatable [default: both; lenet5 for cifar5].
         #[arg(long = "arch")]
         archs: Vec<String>,
         /// Training epochs [default: 10; 2 with --quick].
@@ -263,8 +263,8 @@ enum Command {
         /// Output folder for mnist.md, mnist.json, reliability.svg and entropy.svg.
         #[arg(long, default_value = "runs/mnist")]
         out: PathBuf,
-        /// Folder holding mnist/ and fashion-mnist/ [default: BNN_DATA_DIR, then
-        /// ../shared/data, then the cache].
+        /// Folder holding mnist/, fashion-mnist/ (and cifar-10-batches-bin/ for cifar5)
+        /// [default: BNN_DATA_DIR, then ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
         /// Reuse the finished rows in --out (mnist.json, and an interrupted run's
@@ -274,7 +274,10 @@ enum Command {
         #[arg(long)]
         resume: bool,
         /// The set trained and tested on: mnist or fashion-mnist (the other is the first OOD
-        /// set).
+        /// set), or cifar5 (CIFAR-10's classes 0–4; OOD: its classes 5–9; the CIFAR LeNet5
+        /// 192/192/1000 only; the binary files cifar-10-batches-bin/{data_batch_1..5,
+        /// test_batch}.bin under --data-dir, from
+        /// https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz).
         #[arg(long, default_value = "mnist")]
         train_set: String,
     },

@@ -10,11 +10,32 @@ use bnn_burn::likelihood::{
     Likelihood, LogitRule, NoiseFit, NoiseModel,
 };
 use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights};
-use bnn_burn::objective::{KlSchedule, PacBayesConfig};
+use bnn_burn::objective::{KlSchedule, PacBayesConfig, PacComplexity};
 use bnn_burn::posterior::PosteriorConfig;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};
+
+/// BEDL's fixed observation precision β of the regression head (Haußmann 2021 §4.5: 100).
+pub const BEDL_BETA: f64 = 100.0;
+
+/// The precision α of the regression latent's prior `N(0, α⁻¹)` in BEDL-PAC's bound, in units
+/// of the standardised targets (the thesis gives none; 1 is the targets' own scale, and the
+/// prior precision of its VarOut baseline).
+pub const BEDL_PRIOR_PRECISION: f64 = 1.0;
+
+/// A PAC-Bayes configuration for a regressor: the classification default of the complexity
+/// term, `(ln max B)/N ≤ 1`, becomes the thesis's bound for `N(y | h(x), β⁻¹)`,
+/// `β/(2π)` with β = [`BEDL_BETA`] (Haußmann 2021 §5.3); any other choice is kept.
+pub fn regression_pac(pac: &PacBayesConfig) -> PacBayesConfig {
+    let mut pac = pac.clone();
+    if pac.complexity == PacBayesConfig::new().complexity {
+        pac.complexity = PacComplexity::Thesis {
+            bound: BEDL_BETA / std::f64::consts::TAU,
+        };
+    }
+    pac
+}
 
 /// A named weight model.
 #[derive(Debug, Clone)]
@@ -153,7 +174,8 @@ impl Method {
     /// The MLP regressor of this method (its weights, moment settings and noise model). Its
     /// homoscedastic noise starts at σ = 1 and is held out of the gradient for a method trained
     /// by moments (β₀ = 1, refit in closed form by [`Method::regression_trainer`]); otherwise it
-    /// is learned from `noise_std`. A log-variance head (DVI) predicts the noise per example.
+    /// is learned from `noise_std`. A log-variance head (DVI) predicts the noise per example;
+    /// BEDL's evidential head its latent's variance, over a fixed `β⁻¹ = 1/`[`BEDL_BETA`].
     ///
     /// # Errors
     /// An invalid `mlp` or `noise_std`.
@@ -163,11 +185,14 @@ impl Method {
         noise_std: f64,
         device: &Device,
     ) -> Result<Regressor, ConfigError> {
-        let likelihood = match self.moments {
-            Some(_) => GaussianLikelihoodConfig::new()
+        let likelihood = match (&self.moments, self.noise) {
+            (_, NoiseModel::Evidential { .. }) => GaussianLikelihoodConfig::new()
+                .with_noise_std(BEDL_BETA.sqrt().recip())
+                .with_fit(NoiseFit::Fixed),
+            (Some(_), _) => GaussianLikelihoodConfig::new()
                 .with_noise_std(1.0)
                 .with_fit(NoiseFit::Fixed),
-            None => GaussianLikelihoodConfig::new().with_noise_std(noise_std),
+            (None, _) => GaussianLikelihoodConfig::new().with_noise_std(noise_std),
         }
         .with_noise(self.noise)
         .init(device)?;
@@ -191,22 +216,30 @@ impl Method {
         }
     }
 
-    /// The trainer of a regressor of this method on `(x, y)`: a method trained by moments with a
-    /// homoscedastic noise refits it in closed form after every epoch ([`NoiseRefit`],
-    /// Haußmann 2021 §3.2).
+    /// The trainer of a regressor of this method on `(x, y)`: its objective
+    /// ([`Method::trainer`]; BEDL-PAC's complexity term is the thesis's regression bound
+    /// `β/(2π)`, [`BEDL_BETA`]), and a method trained by moments with a homoscedastic noise
+    /// refits it in closed form after every epoch ([`NoiseRefit`], Haußmann 2021 §3.2).
+    ///
+    /// # Errors
+    /// An invalid PAC-Bayes configuration.
     pub fn regression_trainer(
         &self,
         config: TrainConfig,
         x: &Tensor<2>,
         y: &Tensor<2>,
-    ) -> Trainer<Regressor> {
-        let trainer = Trainer::new(config);
-        match (&self.moments, self.noise) {
+    ) -> Result<Trainer<Regressor>, ConfigError> {
+        let mut method = self.clone();
+        if let TrainObjective::PacBayes(pac) = &mut method.objective {
+            *pac = regression_pac(pac);
+        }
+        let trainer = method.trainer(&config)?;
+        Ok(match (&self.moments, self.noise) {
             (Some(_), NoiseModel::Homoscedastic) => {
                 trainer.with_callback(NoiseRefit::new(x.clone(), y.clone()))
             }
             _ => trainer,
-        }
+        })
     }
 
     /// A trainer of `config` for this method's objective: the ELBO of `config.kl_schedule`, its
@@ -250,7 +283,9 @@ impl Method {
     /// BEDL (Haußmann 2021 §5.1–5.2): per-point weights integrated out by CLT moments,
     /// `α = exp(f)`, trained by the marginal `ln E[softmax(f)_y]` over 20 sampled outputs
     /// (eq. 5.8), type-II maximum likelihood of the weights' `(μ, σ²)` (no KL), Haußmann's
-    /// initial variances (`ln σ² ≈ −9`); predicts from 100 sampled outputs.
+    /// initial variances (`ln σ² ≈ −9`); predicts from 100 sampled outputs. A regressor has
+    /// the two-output head of §5.4 ([`NoiseModel::Evidential`], β = [`BEDL_BETA`]), trained by
+    /// its sampling-free marginal.
     pub fn bedl() -> Self {
         Self::evidential_moments(
             "BEDL",
@@ -261,7 +296,9 @@ impl Method {
     }
 
     /// BEDL-PAC (Haußmann 2021 §5.3): BEDL with 5 sampled outputs and the PAC-Bayes bound of
-    /// eq. 5.10 over the rows' full Dirichlets (`δ = 0.1`, the thesis's `(ln max B)/N ≤ 1`).
+    /// eq. 5.10 over the rows' full Dirichlets (`δ = 0.1`, the thesis's `(ln max B)/N ≤ 1`); a
+    /// regressor's bound is over its latent means' Gaussians `N(0, 1/`[`BEDL_PRIOR_PRECISION`]`)`
+    /// with `(ln max B)/N ≤ β/(2π)` (§5.4).
     pub fn bedl_pac() -> Self {
         Self::evidential_moments(
             "BEDL-PAC",
@@ -285,6 +322,9 @@ impl Method {
             evidence: Evidence::Exp,
             loss: EdlLoss::LogMarginal,
             regulariser,
+        };
+        m.noise = NoiseModel::Evidential {
+            prior_precision: BEDL_PRIOR_PRECISION,
         };
         m.objective = objective;
         m

@@ -174,7 +174,7 @@ fn fit(
         .with_seed(o.seed)
         .with_progress(false);
     let (model, _) = method
-        .regression_trainer(config, &x, &y)
+        .regression_trainer(config, &x, &y)?
         .fit(model, (x, y))?;
     Ok(model.valid())
 }

@@ -69,7 +69,7 @@ const SQRT_20: f64 = 4.472_135_954_999_58;
 const SQRT_5: f64 = 2.236_067_977_499_79;
 
 /// The published columns, in table order.
-pub const PUBLISHED: [PublishedColumn; 7] = [
+pub const PUBLISHED: [PublishedColumn; 9] = [
     // Hernández-Lobato & Adams 2015 (PBP); LL as in ../shared/spec/haussmann-thesis.md
     // Table 3.1, RMSE as in Gal & Ghahramani 2016, Table 1.
     PublishedColumn {
@@ -262,6 +262,44 @@ pub const PUBLISHED: [PublishedColumn; 7] = [
             c(0.64, 0.01),
             c(1.86, 0.37),
         ],
+    },
+    // ../shared/spec/haussmann-thesis.md Table 5.1 (LL only; 20 splits, ± standard errors; no
+    // yacht). Its DVI and VarOut rows are other variants than Table 3.1's and are not kept.
+    PublishedColumn {
+        name: "BEDL (Haußmann)",
+        source: "Haußmann 2021 Table 5.1",
+        spread: Spread::StandardError,
+        counterparts: &["BEDL"],
+        test_ll: [
+            c(-2.45, 0.08),
+            c(-3.09, 0.06),
+            c(-0.87, 0.10),
+            c(1.12, 0.01),
+            c(5.76, 0.07),
+            c(-2.80, 0.01),
+            c(-2.82, 0.01),
+            c(-0.93, 0.01),
+            None,
+        ],
+        test_rmse: [None; 9],
+    },
+    PublishedColumn {
+        name: "BEDL-PAC (Haußmann)",
+        source: "Haußmann 2021 Table 5.1",
+        spread: Spread::StandardError,
+        counterparts: &["BEDL-PAC"],
+        test_ll: [
+            c(-2.43, 0.06),
+            c(-3.02, 0.02),
+            c(-0.73, 0.04),
+            c(1.15, 0.01),
+            c(5.60, 0.11),
+            c(-2.79, 0.01),
+            c(-2.77, 0.01),
+            c(-0.90, 0.01),
+            None,
+        ],
+        test_rmse: [None; 9],
     },
 ];
 

@@ -290,7 +290,7 @@ impl LatentPosterior {
     /// `KL(q(z_n) ‖ N(0, γ))` per row, summed over `d_z`, `[B]`:
     /// `½ Σ [v/γ + m²/γ − 1 − ln(v/γ)]`.
     pub fn kl(&self, mean: Tensor<2>, var: Tensor<2>) -> Tensor<1> {
-        gaussian_kl(mean, var, self.gamma())
+        crate::dist::gaussian::kl_to_centred(mean, var, self.gamma())
     }
 
     /// The table's sparse step ([`LatentTable::sparse_step`]); the encoder is left to the
@@ -321,12 +321,6 @@ impl LatentPosterior {
             _ => Err("the latent encoder keeps no local optimiser state, but one was saved".into()),
         }
     }
-}
-
-/// `½ Σ [v/γ + m²/γ − 1 − ln(v/γ)]` per row, `[B]`.
-fn gaussian_kl(mean: Tensor<2>, var: Tensor<2>, gamma: f64) -> Tensor<1> {
-    let terms = (var.clone() + mean.square()) / gamma - 1.0 - (var / gamma).log();
-    (terms.sum_dim(1) * 0.5).squeeze_dim(1)
 }
 
 /// Per-row Adam state of the table (not part of the record, like burn's optimiser state).
@@ -384,7 +378,7 @@ impl LatentTable {
     /// `KL(q(z_n) ‖ N(0, γ))` per row, summed over `d_z`, `[B]`:
     /// `½ Σ [v/γ + m²/γ − 1 − ln(v/γ)]`.
     pub fn kl(&self, mean: Tensor<2>, var: Tensor<2>) -> Tensor<1> {
-        gaussian_kl(mean, var, self.gamma)
+        crate::dist::gaussian::kl_to_centred(mean, var, self.gamma)
     }
 
     /// The sparse optimiser's moments and per-row step counts, for a training state saved

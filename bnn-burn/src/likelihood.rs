@@ -19,9 +19,7 @@ use burn::tensor::{Device, Int, Tensor};
 
 mod evidential;
 
-pub use evidential::{
-    DirichletRegulariser, EdlLoss, Evidence, Evidential, EvidentialConfig, PacBound,
-};
+pub use evidential::{DirichletRegulariser, EdlLoss, Evidence, Evidential, EvidentialConfig};
 
 /// Smallest predicted variance of the heteroscedastic head.
 const MIN_VARIANCE: f64 = 1e-6;
@@ -144,7 +142,7 @@ pub struct GaussianLikelihoodConfig {
 }
 
 /// Where a [`GaussianLikelihood`]'s noise variance comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum NoiseModel {
     /// One `σ²` per target dimension, a parameter of the likelihood.
     Homoscedastic,
@@ -153,6 +151,18 @@ pub enum NoiseModel {
     /// log-likelihood is closed-form, `E[e^{−ℓ}] = e^{−E ℓ + Var ℓ/2}` (Wu et al. 2019, the
     /// diagonal DVI), which is what the softplus head of [`HeteroscedasticGaussian`] lacks.
     LogVarianceHead,
+    /// BEDL's evidential regressor (Haußmann 2021 §5.4): the network outputs `[f₁, f₂]` per
+    /// target dimension, a latent mean `λ ~ N(f₁, e^{f₂})` per example, and
+    /// `y | λ ~ N(λ, σ²)` with the likelihood's `σ² = β⁻¹` (the thesis: β = 100, fixed). Per
+    /// draw `p(y | f) = N(y | f₁, σ² + e^{f₂})`; under output moments the final moment match
+    /// gives the marginal `ln N(y | m₁, σ² + s₁² + e^{m₂ + s₂²/2})` (BEDL's `ln E[p]`, not
+    /// `E[ln p]`). The row's local KL is `KL(N(λ | m₁, v) ‖ N(0, α⁻¹))`,
+    /// `v = s₁² + e^{m₂ + s₂²/2}`, the PAC-Bayes regulariser of BEDL-PAC.
+    Evidential {
+        /// `α` of the latent's prior `N(0, α⁻¹)` (in the units of the standardised targets;
+        /// the thesis gives none, 1 matches standardised targets).
+        prior_precision: f64,
+    },
 }
 
 /// Whether a likelihood's noise scale is fitted with the weights or held at its initial value.
@@ -183,6 +193,9 @@ impl GaussianLikelihoodConfig {
         let check = Check("GaussianLikelihoodConfig");
         check.at_least_one("d_output", self.d_output)?;
         check.positive("noise_std", self.noise_std)?;
+        if let NoiseModel::Evidential { prior_precision } = self.noise {
+            check.positive("noise.prior_precision", prior_precision)?;
+        }
         let log_std = Tensor::full([self.d_output], self.noise_std.ln(), device);
         Ok(GaussianLikelihood {
             log_std: Param::from_tensor(log_std),
@@ -208,9 +221,10 @@ impl GaussianLikelihood {
         self.log_std.val().exp()
     }
 
-    /// Whether the network outputs the noise ([`NoiseModel::LogVarianceHead`]).
+    /// Whether the network outputs the noise ([`NoiseModel::LogVarianceHead`],
+    /// [`NoiseModel::Evidential`]).
     pub fn has_variance_head(&self) -> bool {
-        self.noise == NoiseModel::LogVarianceHead
+        self.noise != NoiseModel::Homoscedastic
     }
 
     /// The `[.., 2D]` outputs of a log-variance head split into means and clamped
@@ -238,7 +252,7 @@ impl Likelihood for GaussianLikelihood {
     fn outputs_per_target(&self) -> usize {
         match self.noise {
             NoiseModel::Homoscedastic => 1,
-            NoiseModel::LogVarianceHead => 2,
+            NoiseModel::LogVarianceHead | NoiseModel::Evidential { .. } => 2,
         }
     }
 
@@ -256,7 +270,9 @@ impl Likelihood for GaussianLikelihood {
 
     /// `N(E f, Var f + σ²)`: `Var f` is the epistemic part, `σ²` the aleatoric one. Under a
     /// log-variance head `ℓ ~ N(m, v)`, the aleatoric variance is `E[e^ℓ] = e^{m + v/2}` and
-    /// the epistemic one the mean unit's variance.
+    /// the epistemic one the mean unit's variance. The evidential regressor splits by the law
+    /// of total variance over `f` as the evidential classifier does: `Var_f E[y | f] = s₁²`
+    /// (epistemic), `E_f Var(y | f) = σ² + e^{m₂ + s₂²/2}` (aleatoric).
     fn predict_moments(
         &self,
         out: Moments<2>,
@@ -270,9 +286,16 @@ impl Likelihood for GaussianLikelihood {
             },
             NoiseModel::LogVarianceHead => {
                 let (mean, log_var) = Self::head_moments(out);
-                let (lo, hi) = LOG_VAR_RANGE;
                 GaussianMoments {
-                    aleatoric_var: (log_var.mean + log_var.var * 0.5).clamp(lo, hi).exp(),
+                    aleatoric_var: expected_exp(log_var),
+                    mean: mean.mean,
+                    epistemic_var: mean.var,
+                }
+            }
+            NoiseModel::Evidential { .. } => {
+                let (mean, log_var) = Self::head_moments(out);
+                GaussianMoments {
+                    aleatoric_var: expected_exp(log_var) + self.variance().squeeze_dim::<2>(0),
                     mean: mean.mean,
                     epistemic_var: mean.var,
                 }
@@ -283,7 +306,9 @@ impl Likelihood for GaussianLikelihood {
     /// Homoscedastic: `−½ ln 2πσ² − ((y − E f)² + Var f)/(2σ²)` (Haußmann 2021 eq. 3.5 with
     /// `β = 1/σ²`). Log-variance head, mean unit `f` and log-variance `ℓ ~ N(m, v)` independent
     /// (diagonal): `−½ ln 2π − ½ m − ½ e^{−m + v/2} ((y − E f)² + Var f)` (Wu et al. 2019).
-    /// Both exact, summed over dimensions.
+    /// Both exact, summed over dimensions. The evidential regressor
+    /// ([`NoiseModel::Evidential`]): the moment-matched marginal
+    /// `ln N(y | m₁, σ² + s₁² + e^{m₂ + s₂²/2})` (Haußmann 2021 §5.4).
     fn expected_log_likelihood(
         &self,
         out: Moments<2>,
@@ -304,9 +329,57 @@ impl Likelihood for GaussianLikelihood {
                 let inv_var = (m.clone().neg() + log_var.var.clamp_max(hi) * 0.5).exp();
                 (mean.expected_squared_error(y) * inv_var + m) * -0.5 - HALF_LN_2PI
             }
+            NoiseModel::Evidential { .. } => {
+                let (mean, log_var) = Self::head_moments(out);
+                let var = self.variance().squeeze_dim::<2>(0) + mean.var + expected_exp(log_var);
+                gaussian_log_density(y, mean.mean, var)
+            }
         };
         Ok(ll.sum_dim(1).reshape([b]))
     }
+
+    /// The evidential regressor's `KL(N(λ | f₁, e^{f₂}) ‖ N(0, α⁻¹))` per draw, averaged over the
+    /// draws; `None` for the other noise models.
+    fn local_kl(&self, out: &Tensor<3>, _y: &Tensor<2>) -> Option<Tensor<1>> {
+        let NoiseModel::Evidential { prior_precision } = self.noise else {
+            return None;
+        };
+        let [s, b, k] = out.dims();
+        let (mean, log_var) = Self::split_head(out.clone());
+        let (lo, hi) = LOG_VAR_RANGE;
+        let kl = crate::dist::gaussian::kl_to_centred(
+            mean.reshape([s * b, k / 2]),
+            log_var.clamp(lo, hi).exp().reshape([s * b, k / 2]),
+            1.0 / prior_precision,
+        );
+        Some(crate::reduce::mean_dim(kl.reshape([s, b]), 0).reshape([b]))
+    }
+
+    /// The evidential regressor's local KL under output moments, of the moment-matched latent
+    /// `N(λ | m₁, s₁² + e^{m₂ + s₂²/2})` (Haußmann 2021 §5.4); `None` for the other noise models.
+    fn expected_local_kl(
+        &self,
+        out: Moments<2>,
+        _y: &Tensor<2>,
+        _logits: LogitRule,
+    ) -> Result<Option<Tensor<1>>, Unsupported> {
+        let NoiseModel::Evidential { prior_precision } = self.noise else {
+            return Ok(None);
+        };
+        let (mean, log_var) = Self::head_moments(out);
+        let var = mean.var + expected_exp(log_var);
+        Ok(Some(crate::dist::gaussian::kl_to_centred(
+            mean.mean,
+            var,
+            1.0 / prior_precision,
+        )))
+    }
+}
+
+/// `E[e^ℓ] = e^{m + v/2}` of `ℓ ~ N(m, v)`, the exponent clamped to [`LOG_VAR_RANGE`].
+fn expected_exp(log_var: Moments<2>) -> Tensor<2> {
+    let (lo, hi) = LOG_VAR_RANGE;
+    (log_var.mean + log_var.var * 0.5).clamp(lo, hi).exp()
 }
 
 impl GaussianLikelihood {
@@ -323,6 +396,15 @@ impl GaussianLikelihood {
                 GaussianSamples {
                     mean,
                     var: log_var.clamp(lo, hi).exp(),
+                }
+            }
+            // The latent mean integrated out: y | f ~ N(f₁, σ² + e^{f₂}).
+            NoiseModel::Evidential { .. } => {
+                let (mean, log_var) = Self::split_head(out);
+                let (lo, hi) = LOG_VAR_RANGE;
+                GaussianSamples {
+                    mean,
+                    var: log_var.clamp(lo, hi).exp() + self.variance(),
                 }
             }
         }
@@ -592,6 +674,10 @@ pub(crate) fn sample_logits(out: Moments<2>, samples: usize) -> Tensor<3> {
     );
     out.mean.unsqueeze::<3>() + out.var.clamp_min(0.0).sqrt().unsqueeze::<3>() * eps
 }
+
+#[cfg(test)]
+#[path = "likelihood/evidential_regression_tests.rs"]
+mod evidential_regression_tests;
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@
 //! misclassification-detection AUROC of entropy, and error and entropy per rotation angle, with
 //! reliability diagrams, entropy histograms and the rotation curves.
 use crate::experiment;
-use crate::methods::{ClassLikelihood, Method};
+use crate::methods::{ClassLikelihood, Method, TrainObjective};
 use crate::mnist_published;
 use bnn_burn::host::to_vec;
 use bnn_burn::layers::Estimator;
@@ -14,10 +14,12 @@ use bnn_burn::likelihood::{Categorical, Likelihood, MultiLabelProbit};
 use bnn_burn::metrics::{
     ReliabilityBin, accuracy, argmax, auroc, brier, ece, entropy_ecdf_area, nll, reliability_curve,
 };
-use bnn_burn::nets::{ConvNetConfig, MlpConfig};
+use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
+use bnn_burn::objective::{PacComplexity, PacKl};
 use bnn_burn::predict::{ClassPrediction, Predict, PredictError, PredictMode};
 use bnn_burn::train::{Model, TrainConfig, Trainer};
 use bnn_burn::training_device;
+use bnn_datasets::cifar::Cifar5;
 use bnn_datasets::{DataRoot, ImageSet, MnistFamily, Normalization, Split};
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
@@ -33,9 +35,6 @@ mod tests;
 
 use plots::*;
 pub use report::*;
-
-/// Classes of MNIST and Fashion-MNIST.
-const N_CLASSES: usize = 10;
 
 /// Bins of the reliability diagrams and the ECE (Guo et al. 2017).
 pub const ECE_BINS: usize = 15;
@@ -128,8 +127,8 @@ pub struct MnistOptions {
     /// `mnist.partial.json`) with the same seed, epochs, prediction samples and data size;
     /// rows there of other architectures or methods are kept in the new records.
     pub resume: bool,
-    /// The set trained and tested on; the other one is the first OOD set.
-    pub family: MnistFamily,
+    /// The set trained and tested on; its first OOD set is [`TrainSet::ood_name`]'s.
+    pub family: TrainSet,
 }
 
 impl MnistOptions {
@@ -183,6 +182,26 @@ pub struct MnistResult {
     pub entropy_hist_in: Vec<usize>,
     /// Entropy histogram counts on `[0, ln 10]`, the other family's test images.
     pub entropy_hist_out: Vec<usize>,
+    /// A method trained on a PAC-Bayes bound (BEDL-PAC): the bound on the training images
+    /// beside the test images' risk.
+    #[serde(default)]
+    pub pac: Option<PacReport>,
+}
+
+/// The PAC-Bayes bound of a run (Haußmann 2021 eq. 5.10): risks are `−mean p̄(y | x)` of the
+/// labels, in `[−1, 0]`.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct PacReport {
+    /// The training images' empirical risk.
+    pub train_risk: f64,
+    /// The training images' mean local KL.
+    pub kl: f64,
+    /// The bound under the training objective's settings.
+    pub bound: f64,
+    /// The bound under the reference code's tighter settings (`ln N / N`, one point's KL).
+    pub bound_code: f64,
+    /// The risk measured on the test images.
+    pub test_risk: f64,
 }
 
 impl MnistResult {
@@ -205,6 +224,17 @@ impl MnistResult {
         }
         if let Some(a) = self.misclassification_auroc {
             crate::experiment::check_finite(&row, "AUROC (misclassified)", a)?;
+        }
+        if let Some(p) = &self.pac {
+            for (field, v) in [
+                ("PAC-Bayes train risk", p.train_risk),
+                ("PAC-Bayes KL", p.kl),
+                ("PAC-Bayes bound", p.bound),
+                ("PAC-Bayes bound (code)", p.bound_code),
+                ("PAC-Bayes test risk", p.test_risk),
+            ] {
+                crate::experiment::check_finite(&row, field, v)?;
+            }
         }
         for o in &self.ood_sets {
             for (field, v) in [
@@ -258,18 +288,69 @@ const STATE_INTERVAL: Duration = Duration::from_secs(60);
 /// A boxed classifier of flattened or whole images.
 type Classifier = Box<dyn Predict<Input = Tensor<4>, Prediction = ClassPrediction>>;
 
-/// Trains `method` as `arch` with the class likelihood `likelihood` on `(images, labels)`,
-/// saving its training state in `state` (and resuming from it) when given; returns the model
-/// and the training seconds over every process that trained it.
+/// A trained classifier, its training seconds over every process that trained it, and for a
+/// method trained on a PAC-Bayes bound the bound's terms on the training images.
+type Fitted = (Classifier, f64, Option<PacTrain>);
+
+/// Rows per chunk of the PAC-Bayes bound over the training images.
+const PAC_CHUNK: usize = 2_000;
+
+/// The PAC-Bayes bound of `net` on `(x, labels)` in chunks, for a method trained on one: under
+/// the training objective's settings and under the reference code's (`ln N / N`, one point's
+/// KL), from 100 sampled outputs as the bench predicts.
+fn pac_bounds<B, L>(
+    method: &Method,
+    net: &Bnn<B, L>,
+    x: impl Fn(std::ops::Range<usize>) -> B::Input,
+    labels: &Tensor<1, Int>,
+) -> Result<Option<PacTrain>, Box<dyn Error>>
+where
+    B: Body,
+    L: Likelihood<Target = Tensor<1, Int>, Prediction = ClassPrediction>,
+{
+    let TrainObjective::PacBayes(pac) = &method.objective else {
+        return Ok(None);
+    };
+    let code = pac
+        .clone()
+        .with_complexity(PacComplexity::LogN)
+        .with_kl(PacKl::Mean)
+        .init()?;
+    let n = labels.dims()[0];
+    let chunks = (0..n).step_by(PAC_CHUNK).map(|start| {
+        let rows = start..(start + PAC_CHUNK).min(n);
+        (x(rows.clone()), labels.clone().slice(rows))
+    });
+    let b = net.pac_bound_chunked(chunks, &code, 100)?;
+    let bound = pac.init()?.risk_bound(b.empirical_risk, b.kl, n);
+    Ok(Some(PacTrain {
+        risk: b.empirical_risk,
+        kl: b.kl,
+        bound,
+        bound_code: b.bound,
+    }))
+}
+
+/// [`PacReport`]'s terms from the training images.
+#[derive(Debug, Clone, Copy)]
+struct PacTrain {
+    risk: f64,
+    kl: f64,
+    bound: f64,
+    bound_code: f64,
+}
+
+/// Trains `method` as `arch` with the class likelihood `likelihood` on `(images, labels)` of
+/// `classes` classes, saving its training state in `state` (and resuming from it) when given ([`Fitted`]).
 fn fit<L>(
     arch: Arch,
     method: &Method,
     likelihood: L,
-    (images, labels): (Tensor<4>, Tensor<1, Int>),
+    (images, labels, classes): (Tensor<4>, Tensor<1, Int>, usize),
     config: &TrainConfig,
     state: Option<&Path>,
     device: &Device,
-) -> Result<(Classifier, f64), Box<dyn Error>>
+) -> Result<Fitted, Box<dyn Error>>
 where
     L: Likelihood<Target = Tensor<1, Int>, Prediction = ClassPrediction>,
 {
@@ -285,28 +366,45 @@ where
         })
     }
     let [n, c, h, w] = images.dims();
+    let plain = || images.clone().without_autodiff();
+    let plain_labels = labels.clone().without_autodiff();
     Ok(match arch {
         Arch::Mlp => {
-            let net = MlpConfig::new(c * h * w, vec![400, 400], N_CLASSES)
+            let net = MlpConfig::new(c * h * w, vec![400, 400], classes)
                 .with_weights(method.weights.clone())
                 .init(likelihood, device)?;
             let net = method.with_moments(net)?;
-            let (m, report) = trainer(method, config, state)?
-                .fit(net, (images.reshape([n, c * h * w]), labels))?;
-            (Box::new(Flattened(m.valid())), report.seconds)
+            let flat = images.clone().reshape([n, c * h * w]);
+            let (m, report) = trainer(method, config, state)?.fit(net, (flat, labels))?;
+            let m = m.valid();
+            let x = |rows: std::ops::Range<usize>| {
+                let b = rows.len();
+                plain().slice(rows).reshape([b, c * h * w])
+            };
+            let pac = pac_bounds(method, &m, x, &plain_labels)?;
+            (Box::new(Flattened(m)), report.seconds, pac)
         }
         Arch::LeNet5 => {
-            let net = ConvNetConfig::lenet5([c, h, w], N_CLASSES)
+            // The thesis's strided LeNet5: 20/50/500 on grey images, 192/192/1000 on colour.
+            let shape = match c {
+                1 => ConvNetConfig::lenet5([c, h, w], classes),
+                _ => ConvNetConfig::lenet5_cifar([c, h, w], classes),
+            };
+            let net = shape
                 .with_weights(method.weights.clone())
                 .init(likelihood, device)?;
             let net = method.with_moments(net)?;
-            let (m, report) = trainer(method, config, state)?.fit(net, (images, labels))?;
-            (Box::new(m.valid()), report.seconds)
+            let (m, report) = trainer(method, config, state)?.fit(net, (images.clone(), labels))?;
+            let m = m.valid();
+            let x = |rows: std::ops::Range<usize>| plain().slice(rows);
+            let pac = pac_bounds(method, &m, x, &plain_labels)?;
+            (Box::new(m), report.seconds, pac)
         }
     })
 }
 
-/// Per-image predictive probabilities `[n, C]`, log-likelihoods of the labels, predictive
+/// Per-image predictive probabilities `[n, C]`, log-likelihoods of the labels (none for a set
+/// whose labels are not the model's classes, such as CIFAR's classes 5–9), predictive
 /// entropies and mutual informations.
 struct Predictions {
     probs: Vec<f64>,
@@ -322,7 +420,7 @@ fn predict_set(
     device: &Device,
 ) -> Result<Predictions, PredictError> {
     let mut p = Predictions {
-        probs: Vec::with_capacity(set.len() * N_CLASSES),
+        probs: Vec::with_capacity(set.len() * set.n_classes),
         log_likelihood: Vec::with_capacity(set.len()),
         entropy: Vec::with_capacity(set.len()),
         mi: Vec::with_capacity(set.len()),
@@ -331,8 +429,12 @@ fn predict_set(
     for chunk in indices.chunks(CHUNK) {
         let batch = set.batch(chunk, norm, device);
         let pred = model.predict(batch.images)?;
-        p.probs.extend(to_vec(pred.mean()));
-        p.log_likelihood.extend(to_vec(pred.log_prob(batch.labels)));
+        let mean = pred.mean();
+        let classes = mean.dims()[1];
+        p.probs.extend(to_vec(mean));
+        if chunk.iter().all(|&i| usize::from(set.labels[i]) < classes) {
+            p.log_likelihood.extend(to_vec(pred.log_prob(batch.labels)));
+        }
         p.entropy.extend(to_vec(pred.entropy()));
         p.mi.extend(to_vec(pred.epistemic_entropy()));
     }
@@ -349,19 +451,18 @@ pub fn histogram(values: &[f64], max: f64, bins: usize) -> Vec<usize> {
     h
 }
 
-/// The image sets of a run: train and test images of one family (MNIST unless
-/// [`MnistData::load`] asks for Fashion-MNIST), and the out-of-distribution sets: the other
-/// family's test split, uniform noise and pixel-inverted test images (rotated test images are
-/// made from `test` per angle, [`ROTATION_ANGLES`]).
+/// The image sets of a run: train and test images of one task (MNIST unless
+/// [`MnistData::load`] asks for another), and the out-of-distribution sets: the task's OOD
+/// images ([`TrainSet::ood_name`]), uniform noise and pixel-inverted test images (rotated test
+/// images are made from `test` per angle, [`ROTATION_ANGLES`]).
 pub struct MnistData {
-    /// The family of `train` and `test`.
-    pub family: MnistFamily,
+    /// The task of `train` and `test`.
+    pub family: TrainSet,
     /// Training images.
     pub train: ImageSet,
     /// In-distribution test images.
     pub test: ImageSet,
-    /// The other family's test images (normalised with their own statistics, as the thesis
-    /// code).
+    /// The task's OOD test images (normalised with their own statistics, as the thesis code).
     pub ood: ImageSet,
     /// Uniform-noise images, as many as `ood` (seeded).
     pub noise: ImageSet,
@@ -383,7 +484,7 @@ impl MnistData {
         let noise = ImageSet::uniform_noise(ood.len(), test.shape(), test.n_classes, NOISE_SEED)?;
         let inverted = test.inverted();
         Ok(Self {
-            family: MnistFamily::Mnist,
+            family: TrainSet::Mnist,
             train,
             test,
             ood,
@@ -392,12 +493,31 @@ impl MnistData {
         })
     }
 
-    /// Loads the files of `family`, with the other family's test split as the first OOD set
-    /// (quick: the first 10 000 / 2 000 / 2 000 images).
-    pub fn load(root: &DataRoot, quick: bool, family: MnistFamily) -> Result<Self, Box<dyn Error>> {
-        let train = family.load(Split::Train, root)?;
-        let test = family.load(Split::Test, root)?;
-        let ood = other_family(family).load(Split::Test, root)?;
+    /// Loads the files of `family`: for MNIST and Fashion-MNIST the other family's test split
+    /// is the first OOD set; for CIFAR-5 the CIFAR-10 test images of classes 5–9 (quick: the
+    /// first 10 000 / 2 000 / 2 000 images).
+    pub fn load(root: &DataRoot, quick: bool, family: TrainSet) -> Result<Self, Box<dyn Error>> {
+        let (train, test, ood) = match family {
+            TrainSet::Mnist | TrainSet::FashionMnist => {
+                let (own, other) = match family {
+                    TrainSet::Mnist => (MnistFamily::Mnist, MnistFamily::FashionMnist),
+                    _ => (MnistFamily::FashionMnist, MnistFamily::Mnist),
+                };
+                (
+                    own.load(Split::Train, root)?,
+                    own.load(Split::Test, root)?,
+                    other.load(Split::Test, root)?,
+                )
+            }
+            TrainSet::Cifar5 => {
+                let test = Cifar5::load(Split::Test, root)?;
+                (
+                    Cifar5::load(Split::Train, root)?.inliers,
+                    test.inliers,
+                    test.outliers,
+                )
+            }
+        };
         let data = if quick {
             Self::new(train.first(10_000), test.first(2_000), ood.first(2_000))
         } else {
@@ -406,42 +526,88 @@ impl MnistData {
         Ok(Self { family, ..data })
     }
 
-    /// The name of the training family and of the OOD family, as printed.
+    /// The name of the training task and of its OOD set, as printed.
     pub fn names(&self) -> (&'static str, &'static str) {
-        (
-            family_name(self.family),
-            family_name(other_family(self.family)),
-        )
+        (self.family.name(), self.family.ood_name())
+    }
+
+    /// Classes of the training task.
+    pub fn n_classes(&self) -> usize {
+        self.test.n_classes
     }
 }
 
-/// The family named by `--train-set`.
+/// What an `mnist` run trains and tests on (`--train-set`), and its first OOD set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TrainSet {
+    /// MNIST; OOD: Fashion-MNIST's test split.
+    Mnist,
+    /// Fashion-MNIST; OOD: MNIST's test split.
+    FashionMnist,
+    /// CIFAR-10's classes 0–4; OOD: its classes 5–9 (Haußmann 2021 Table 5.2's CIFAR-5).
+    Cifar5,
+}
+
+impl TrainSet {
+    /// "MNIST", "Fashion-MNIST" or "CIFAR-5".
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mnist => "MNIST",
+            Self::FashionMnist => "Fashion-MNIST",
+            Self::Cifar5 => "CIFAR-5",
+        }
+    }
+
+    /// The name of the first OOD set.
+    pub fn ood_name(self) -> &'static str {
+        match self {
+            Self::Mnist => "Fashion-MNIST",
+            Self::FashionMnist => "MNIST",
+            Self::Cifar5 => "CIFAR classes 5–9",
+        }
+    }
+
+    /// The training set's normalisation (the thesis code's constants).
+    pub fn normalization(self) -> Normalization {
+        match self {
+            Self::Mnist => MnistFamily::Mnist.normalization(),
+            Self::FashionMnist => MnistFamily::FashionMnist.normalization(),
+            Self::Cifar5 => Cifar5::normalization(),
+        }
+    }
+
+    /// Test images of the published tables' runs: 10 000 (MNIST, Fashion-MNIST), 5 000
+    /// (CIFAR-10's test images of classes 0–4).
+    pub fn published_test_images(self) -> usize {
+        match self {
+            Self::Cifar5 => 5_000,
+            _ => 10_000,
+        }
+    }
+
+    /// The first OOD set's normalisation: its own family's for MNIST and Fashion-MNIST (as
+    /// the thesis code), the training set's for CIFAR's other classes.
+    pub fn ood_normalization(self) -> Normalization {
+        match self {
+            Self::Mnist => MnistFamily::FashionMnist.normalization(),
+            Self::FashionMnist => MnistFamily::Mnist.normalization(),
+            Self::Cifar5 => Cifar5::normalization(),
+        }
+    }
+}
+
+/// The task named by `--train-set`.
 ///
 /// # Errors
-/// A name other than `mnist` and `fashion-mnist`, naming the flag.
-pub fn parse_family(name: &str) -> Result<MnistFamily, String> {
+/// A name other than `mnist`, `fashion-mnist` and `cifar5`, naming the flag.
+pub fn parse_family(name: &str) -> Result<TrainSet, String> {
     match name.to_ascii_lowercase().as_str() {
-        "mnist" => Ok(MnistFamily::Mnist),
-        "fashion-mnist" | "fashion" | "fashionmnist" => Ok(MnistFamily::FashionMnist),
+        "mnist" => Ok(TrainSet::Mnist),
+        "fashion-mnist" | "fashion" | "fashionmnist" => Ok(TrainSet::FashionMnist),
+        "cifar5" | "cifar-5" => Ok(TrainSet::Cifar5),
         _ => Err(format!(
-            "--train-set {name:?}: expected mnist or fashion-mnist"
+            "--train-set {name:?}: expected mnist, fashion-mnist or cifar5"
         )),
-    }
-}
-
-/// The other one of MNIST and Fashion-MNIST.
-pub fn other_family(family: MnistFamily) -> MnistFamily {
-    match family {
-        MnistFamily::Mnist => MnistFamily::FashionMnist,
-        MnistFamily::FashionMnist => MnistFamily::Mnist,
-    }
-}
-
-/// "MNIST" or "Fashion-MNIST".
-pub fn family_name(family: MnistFamily) -> &'static str {
-    match family {
-        MnistFamily::Mnist => "MNIST",
-        MnistFamily::FashionMnist => "Fashion-MNIST",
     }
 }
 
@@ -484,7 +650,8 @@ pub struct RotationScore {
 /// `None` when every image or none is misclassified.
 pub fn misclassification_auroc(probs: &[f64], labels: &[usize], entropy: &[f64]) -> Option<f64> {
     let (mut right, mut wrong) = (Vec::new(), Vec::new());
-    for ((p, &l), &h) in probs.chunks(N_CLASSES).zip(labels).zip(entropy) {
+    let classes = probs.len() / labels.len().max(1);
+    for ((p, &l), &h) in probs.chunks(classes.max(1)).zip(labels).zip(entropy) {
         if argmax(p).0 == l {
             right.push(h)
         } else {
@@ -508,6 +675,7 @@ pub fn run_one(
     device.seed(seed);
     // Each set is normalised with its own family's statistics, as in the thesis code.
     let norm = data.family.normalization();
+    let classes = data.n_classes();
     let all: Vec<usize> = (0..data.train.len()).collect();
     let batch = data.train.batch(&all, &norm, &device);
     let labels: Tensor<1, Int> = batch.labels;
@@ -516,8 +684,8 @@ pub fn run_one(
         .with_learning_rate(1e-3)
         .with_seed(seed)
         .with_progress(true);
-    let data_xy = (batch.images, labels);
-    let (net, train_seconds) = match method.class_likelihood {
+    let data_xy = (batch.images, labels, classes);
+    let (net, train_seconds, pac_train) = match method.class_likelihood {
         ClassLikelihood::Softmax => {
             fit(arch, method, Categorical, data_xy, &config, state, &device)?
         }
@@ -547,19 +715,14 @@ pub fn run_one(
     let model = Trained { net, mode };
     let plain = device.inner();
     let inn = predict_set(&model, &data.test, &norm, &plain)?;
-    let out = predict_set(
-        &model,
-        &data.ood,
-        &other_family(data.family).normalization(),
-        &plain,
-    )?;
+    let out = predict_set(&model, &data.ood, &data.family.ood_normalization(), &plain)?;
     let labels: Vec<usize> = data.test.labels.iter().map(|&l| l as usize).collect();
-    let max_entropy = (N_CLASSES as f64).ln();
+    let max_entropy = (classes as f64).ln();
     let score = |set: &str, p: &Predictions| OodScore {
         set: set.to_string(),
         auroc_entropy: auroc(&inn.entropy, &p.entropy),
         auroc_mi: auroc(&inn.mi, &p.mi),
-        ecdf_area: entropy_ecdf_area(&p.entropy, N_CLASSES),
+        ecdf_area: entropy_ecdf_area(&p.entropy, classes),
         mean_entropy: bnn_burn::metrics::mean(&p.entropy),
         aupr_entropy: Some(bnn_burn::metrics::aupr(&inn.entropy, &p.entropy)),
         fpr95_entropy: Some(bnn_burn::metrics::fpr_at_95_tpr(&inn.entropy, &p.entropy)),
@@ -583,7 +746,7 @@ pub fn run_one(
         };
         rotations.push(RotationScore {
             degrees,
-            error_pct: 100.0 * (1.0 - accuracy(&p.probs, N_CLASSES, &labels)),
+            error_pct: 100.0 * (1.0 - accuracy(&p.probs, classes, &labels)),
             mean_entropy: bnn_burn::metrics::mean(&p.entropy),
             auroc_entropy: auroc(&inn.entropy, &p.entropy),
         });
@@ -593,22 +756,34 @@ pub fn run_one(
         method: method.name.to_string(),
         epochs,
         seed,
-        error_pct: 100.0 * (1.0 - accuracy(&inn.probs, N_CLASSES, &labels)),
+        error_pct: 100.0 * (1.0 - accuracy(&inn.probs, classes, &labels)),
         nll: nll(&inn.log_likelihood),
-        ece: ece(&inn.probs, N_CLASSES, &labels, ECE_BINS),
-        brier: brier(&inn.probs, N_CLASSES, &labels),
+        ece: ece(&inn.probs, classes, &labels, ECE_BINS),
+        brier: brier(&inn.probs, classes, &labels),
         auroc_entropy: auroc(&inn.entropy, &out.entropy),
         auroc_mi: auroc(&inn.mi, &out.mi),
-        ecdf_area: entropy_ecdf_area(&out.entropy, N_CLASSES),
+        ecdf_area: entropy_ecdf_area(&out.entropy, classes),
         mean_entropy_in: bnn_burn::metrics::mean(&inn.entropy),
         mean_entropy_out: bnn_burn::metrics::mean(&out.entropy),
         misclassification_auroc: misclassification_auroc(&inn.probs, &labels, &inn.entropy),
         ood_sets,
         rotations,
         train_seconds,
-        reliability: reliability_curve(&inn.probs, N_CLASSES, &labels, ECE_BINS),
+        reliability: reliability_curve(&inn.probs, classes, &labels, ECE_BINS),
         entropy_hist_in: histogram(&inn.entropy, max_entropy, ENTROPY_BINS),
         entropy_hist_out: histogram(&out.entropy, max_entropy, ENTROPY_BINS),
+        pac: pac_train.map(|t| PacReport {
+            train_risk: t.risk,
+            kl: t.kl,
+            bound: t.bound,
+            bound_code: t.bound_code,
+            test_risk: -bnn_burn::metrics::mean(
+                &inn.log_likelihood
+                    .iter()
+                    .map(|l| l.exp())
+                    .collect::<Vec<_>>(),
+            ),
+        }),
     })
 }
 
@@ -619,11 +794,14 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     crate::experiment::git_revision();
     let all = methods();
     let selected = experiment::select(&all, &options.methods, |m| m.name)?;
-    let archs = if options.archs.is_empty() {
-        Arch::ALL.to_vec()
-    } else {
-        options.archs.clone()
+    let archs = match (options.archs.is_empty(), options.family) {
+        (true, TrainSet::Cifar5) => vec![Arch::LeNet5],
+        (true, _) => Arch::ALL.to_vec(),
+        (false, _) => options.archs.clone(),
     };
+    if options.family == TrainSet::Cifar5 && archs.contains(&Arch::Mlp) {
+        return Err("--arch mlp: CIFAR-5 runs the CIFAR LeNet5 only (--arch lenet5)".into());
+    }
     if options.prediction_samples == 0 {
         return Err("--samples must be at least 1".into());
     }
@@ -784,7 +962,7 @@ fn record_rows(
             &record[k]
         };
         // Records from before the family was recorded trained on MNIST.
-        let mnist = serde_json::json!(MnistFamily::Mnist);
+        let mnist = serde_json::json!(TrainSet::Mnist);
         let value = match (k, value.is_null()) {
             (&"family", true) => &mnist,
             _ => value,

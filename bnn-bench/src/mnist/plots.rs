@@ -79,11 +79,18 @@ pub(crate) fn short(arch: Arch) -> &'static str {
     }
 }
 
-/// Predictive-entropy histograms, MNIST test (blue) against Fashion-MNIST (red), as densities.
-pub(crate) fn plot_entropy(path: &Path, results: &[MnistResult]) -> Result<(), Box<dyn Error>> {
+/// Predictive-entropy histograms on `[0, ln C]`, the test images (blue) against the first OOD
+/// set (red), as densities.
+pub(crate) fn plot_entropy(
+    path: &Path,
+    results: &[MnistResult],
+    data: &MnistData,
+) -> Result<(), Box<dyn Error>> {
     use plotters::prelude::*;
     let (root, panels) = panel_grid(path, results)?;
-    let max_h = (N_CLASSES as f64).ln();
+    let max_h = (data.n_classes() as f64).ln();
+    let (name, ood_name) = data.names();
+    let (in_label, out_label) = (format!("{name} test (in)"), format!("{ood_name} (OOD)"));
     let width = max_h / ENTROPY_BINS as f64;
     let density = |h: &[usize]| -> Vec<f64> {
         let n = h.iter().sum::<usize>().max(1) as f64;
@@ -114,8 +121,8 @@ pub(crate) fn plot_entropy(path: &Path, results: &[MnistResult]) -> Result<(), B
             .disable_mesh()
             .draw()?;
         for (d, color, label) in [
-            (&din, BLUE, "MNIST test (in)"),
-            (&dout, RED, "Fashion-MNIST (OOD)"),
+            (&din, BLUE, in_label.as_str()),
+            (&dout, RED, out_label.as_str()),
         ] {
             chart
                 .draw_series(d.iter().enumerate().map(|(i, &v)| {
@@ -145,7 +152,11 @@ pub(crate) fn plot_entropy(path: &Path, results: &[MnistResult]) -> Result<(), B
 
 /// Mean predictive entropy (top) and test error (bottom) against the rotation angle, one
 /// panel per architecture, one line per method.
-pub(crate) fn plot_rotation(path: &Path, results: &[MnistResult]) -> Result<(), Box<dyn Error>> {
+pub(crate) fn plot_rotation(
+    path: &Path,
+    results: &[MnistResult],
+    classes: usize,
+) -> Result<(), Box<dyn Error>> {
     use plotters::prelude::*;
     let mut archs = Vec::new();
     for r in results {
@@ -157,7 +168,7 @@ pub(crate) fn plot_rotation(path: &Path, results: &[MnistResult]) -> Result<(), 
     let root = SVGBackend::new(path, (420 * cols as u32, 640)).into_drawing_area();
     root.fill(&WHITE)?;
     let cells = root.split_evenly((2, cols));
-    let max_h = (N_CLASSES as f64).ln();
+    let max_h = (classes as f64).ln();
     for (c, arch) in archs.iter().enumerate() {
         let rows: Vec<&MnistResult> = results.iter().filter(|r| r.arch == *arch).collect();
         for (panel, (what, top)) in [("mean entropy (nats)", max_h), ("test error %", 100.0)]

@@ -51,14 +51,16 @@ pub fn markdown(
         ));
     }
     md += &ood_tables(results, data);
+    md += &pac_table(results, data);
     md.push_str(&format!(
         "\nECDF area: the area under the empirical CDF of predictive entropies on the OOD set \
-         over [0, ln 10] = ln 10 − mean entropy (Haußmann 2021 §5.7); 0 when every OOD \
-         prediction is uniform, 2.303 when every one is certain. AUROC: OOD images are the \
+         over [0, ln C] = ln C − mean entropy (Haußmann 2021 §5.7); 0 when every OOD \
+         prediction is uniform, ln C = {:.3} when every one is certain. AUROC: OOD images are the \
          positives, scored by predictive entropy or by mutual information. AUROC misclassified: \
          the misclassified {name} test images are the positives, scored by predictive \
          entropy.\n\n\
-         ## Published (strided LeNet5)\n\n"
+         ## Published (strided LeNet5)\n\n",
+        (data.n_classes() as f64).ln()
     ));
     md += &published_table(data, results);
     md
@@ -67,16 +69,18 @@ pub fn markdown(
 /// The published rows of the run's training family, each beside our LeNet5 row of the same
 /// method where we have one.
 pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
-    let (name, _) = data.names();
+    let (name, ood_name) = data.names();
+    let theirs_n = data.family.published_test_images();
     let mut md = format!(
         "Trained and tested on {name}. Beside each published row, our LeNet5 row of the same \
          method where we have one. z: the difference in combined standard errors (binomial, \
-         `√(e(1−e)/n)` over the 10 000 test images for theirs and our n for ours; positive: \
+         `√(e(1−e)/n)` over the {theirs_n} test images for theirs and our n for ours; positive: \
          ours has the lower error). d/sd: the difference in the published run-to-run standard \
          deviation of the error (one run of ours against the mean of theirs; positive: ours \
          lower). LL: test log-likelihood per image (−NLL).\n\n\
-         | method | error % | ± sd | LL | Fashion-MNIST ECDF area ↓ | ours: error % | ours: LL \
-         | z (error) | d/sd | source |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+         | method | error % | ± sd | LL | {ood_name} ECDF area ↓ | ours: error % | ours: LL \
+         | ours: ECDF area | z (error) | d/sd | source |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
     );
     let cell = |v: Option<f64>, digits: usize| {
         v.map(|v| format!("{v:.digits$}"))
@@ -89,13 +93,13 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
         let ours = results
             .iter()
             .find(|r| r.arch == Arch::LeNet5 && r.method == p.method);
-        let z = ours.and_then(|r| error_z(r.error_pct, data.test.len(), p.error_pct, 10_000));
+        let z = ours.and_then(|r| error_z(r.error_pct, data.test.len(), p.error_pct, theirs_n));
         let d = ours
             .zip(p.error_std)
             .filter(|(_, sd)| *sd > 0.0)
             .map(|(r, sd)| (p.error_pct - r.error_pct) / sd);
         md.push_str(&format!(
-            "| {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             p.method,
             p.error_pct,
             cell(p.error_std, 2),
@@ -103,6 +107,7 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
             cell(p.ecdf_area, 3),
             cell(ours.map(|r| r.error_pct), 2),
             cell(ours.map(|r| -r.nll), 3),
+            cell(ours.map(|r| r.ecdf_area), 3),
             z.map(|z| format!("{z:+.1}")).unwrap_or_else(|| "–".into()),
             d.map(|d| format!("{d:+.1}")).unwrap_or_else(|| "–".into()),
             p.source
@@ -121,6 +126,48 @@ pub fn error_z(ours_pct: f64, n_ours: usize, theirs_pct: f64, n_theirs: usize) -
     };
     let s = se(ours_pct, n_ours).hypot(se(theirs_pct, n_theirs));
     (s > 0.0).then(|| (theirs_pct - ours_pct) / 100.0 / s)
+}
+
+/// The PAC-Bayes bound of every run trained on one, on the training images, beside the risk
+/// measured on the test images (empty when none was).
+fn pac_table(results: &[MnistResult], data: &MnistData) -> String {
+    let rows: Vec<_> = results
+        .iter()
+        .filter_map(|r| r.pac.map(|p| (r, p)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let (name, _) = data.names();
+    let mut md = format!(
+        "\n## PAC-Bayes bound (Haußmann 2021 eq. 5.10)\n\nRisk = −mean p̄(y | x) of the \
+         label, in [−1, 0]; the bound on the {} training images under the training objective \
+         (δ = 0.1, the thesis's (ln max B)/N ≤ 1 and KL of the training set) and under the \
+         reference code's settings (ln N / N, one point's KL), beside the risk measured on the \
+         {} {name} test images. A bound holds when it is at least the test risk.\n\n\
+         | architecture | method | train risk | mean KL | bound (thesis) | bound (code) | \
+         test risk | holds |\n|---|---|---:|---:|---:|---:|---:|---|\n",
+        data.train.len(),
+        data.test.len()
+    );
+    for (r, p) in rows {
+        let holds = if p.bound_code.min(p.bound) >= p.test_risk {
+            "yes"
+        } else {
+            "no"
+        };
+        md += &format!(
+            "| {} | {} | {:.4} | {:.3} | {:.4} | {:.4} | {:.4} | {holds} |\n",
+            r.arch.name(),
+            r.method,
+            p.train_risk,
+            p.kl,
+            p.bound,
+            p.bound_code,
+            p.test_risk
+        );
+    }
+    md
 }
 
 /// The OOD table (every OOD set) and the rotation table (error % and mean entropy per angle).
@@ -224,8 +271,8 @@ pub(crate) fn write_report(
         serde_json::to_string_pretty(&record)?,
     )?;
     plot_reliability(&options.out.join("reliability.svg"), results)?;
-    plot_entropy(&options.out.join("entropy.svg"), results)?;
-    plot_rotation(&options.out.join("rotation.svg"), results)?;
+    plot_entropy(&options.out.join("entropy.svg"), results, data)?;
+    plot_rotation(&options.out.join("rotation.svg"), results, data.n_classes())?;
     println!("{md}");
     Ok(())
 }

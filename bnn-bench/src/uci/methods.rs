@@ -37,6 +37,8 @@ pub fn registry() -> Vec<Box<dyn UciMethod>> {
         Box::new(fit(Method::vbp(HAUSSMANN_REGRESSION_ALPHA))),
         Box::new(fit(Method::clt(HAUSSMANN_REGRESSION_ALPHA))),
         Box::new(fit(Method::dvi(HAUSSMANN_REGRESSION_ALPHA))),
+        Box::new(fit(Method::bedl())),
+        Box::new(fit(Method::bedl_pac())),
         Box::new(DepewegFit(crate::depeweg::MODELS[0])),
         Box::new(DepewegFit(crate::depeweg::MODELS[1])),
         Box::new(DepewegFit(crate::depeweg::MODELS[2])),
@@ -174,7 +176,7 @@ pub(crate) fn fit(
         .with_progress(false);
     let x = matrix(&data.x, data.n_features, &device);
     let y = matrix(&data.y, 1, &device);
-    let trainer = method.regression_trainer(config, &x, &y);
+    let trainer = method.regression_trainer(config, &x, &y)?;
     let (model, report) = trainer.fit(model, (x, y))?;
     Ok((model.valid(), report.best_epoch))
 }
@@ -195,10 +197,17 @@ impl UciMethod for BayesianFit {
     }
 
     /// The protocol's budget; the moment methods at Haußmann's learning rate 10⁻² for
-    /// [`MOMENT_EPOCH_MULTIPLIER`] × the protocol's epochs (400; 200 for protein).
+    /// [`MOMENT_EPOCH_MULTIPLIER`] × the protocol's epochs (400; 200 for protein); BEDL's
+    /// evidential regressors at the thesis's [`BEDL_EPOCHS`] and [`BEDL_LEARNING_RATE`]
+    /// (Haußmann 2021 §4.5 of the digest), the protocol's batch size.
     fn budget(&self, d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
         let mut b = budget(d, meta, n_train, options);
-        if self.method.predicts_by_moments() {
+        if let NoiseModel::Evidential { .. } = self.method.noise {
+            let steps_per_epoch = n_train.div_ceil(b.batch_size).max(1);
+            b.epochs = run_epochs(BEDL_EPOCHS, steps_per_epoch, options);
+            b.learning_rate = BEDL_LEARNING_RATE;
+            b.test_passes = 1;
+        } else if self.method.predicts_by_moments() {
             let steps_per_epoch = n_train.div_ceil(b.batch_size).max(1);
             b.epochs = run_epochs(
                 meta.n_epochs * MOMENT_EPOCH_MULTIPLIER,
@@ -223,11 +232,15 @@ impl UciMethod for BayesianFit {
         )?;
         let noise = to_vec(model.likelihood.noise_std())[0] * split.y_scaler.std[0];
         let (test_ll, test_rmse) = evaluate(&model, split)?;
-        let noise = match (self.method.noise, self.method.predicts_by_moments()) {
+        let mut noise = match (self.method.noise, self.method.predicts_by_moments()) {
             (NoiseModel::LogVarianceHead, _) => "log-variance head".to_string(),
+            (NoiseModel::Evidential { .. }, _) => "evidential head, β = 100".to_string(),
             (NoiseModel::Homoscedastic, true) => format!("closed-form noise std {noise:.4}"),
             (NoiseModel::Homoscedastic, false) => format!("learned noise std {noise:.4}"),
         };
+        if let Some(bound) = pac_report(&self.method, &model, split)? {
+            noise = format!("{noise}; {bound}");
+        }
         Ok(SplitOutcome {
             test_ll,
             test_rmse,
@@ -237,6 +250,64 @@ impl UciMethod for BayesianFit {
             },
         })
     }
+}
+
+/// BEDL's training epochs on every UCI set (Haußmann 2021 §4.5 of the digest: 100).
+pub const BEDL_EPOCHS: usize = 100;
+
+/// BEDL's Adam learning rate (Haußmann 2021 §4.5 of the digest).
+pub const BEDL_LEARNING_RATE: f64 = 1e-3;
+
+/// For a method trained on a PAC-Bayes bound: the bound on the training rows beside the risk
+/// measured on the test rows (both `−mean p(y | x)` of the standardised targets), under the
+/// training objective and under the reference code's tighter settings (`ln N / N`, one point's
+/// KL); `None` for the other methods.
+fn pac_report(
+    method: &Method,
+    model: &Regressor,
+    split: &PreparedSplit,
+) -> Result<Option<String>, Box<dyn Error>> {
+    let TrainObjective::PacBayes(pac) = &method.objective else {
+        return Ok(None);
+    };
+    let device = model.devices()[0].clone();
+    let d = split.train.n_features;
+    let objective = crate::methods::regression_pac(pac).init()?;
+    let tight = pac
+        .clone()
+        .with_complexity(PacComplexity::LogN)
+        .with_kl(PacKl::Mean)
+        .init()?;
+    let train = || {
+        (
+            matrix(&split.train.x, d, &device),
+            matrix(&split.train.y, 1, &device),
+        )
+    };
+    let (x, y) = train();
+    let thesis = model.pac_bound(x, y, &objective, 1)?;
+    let (x, y) = train();
+    let code = model.pac_bound(x, y, &tight, 1)?;
+    let test = model.pac_bound(
+        matrix(&split.test_x, d, &device),
+        matrix(&split.y_scaler.transform(&split.test_y), 1, &device),
+        &tight,
+        1,
+    )?;
+    for (what, v) in [
+        ("bound", thesis.bound),
+        ("bound", code.bound),
+        ("test risk", test.empirical_risk),
+    ] {
+        if !v.is_finite() {
+            return Err(format!("{}: the PAC-Bayes {what} is {v}", method.name).into());
+        }
+    }
+    Ok(Some(format!(
+        "PAC-Bayes bound {:.3} (ln N/N, one point's KL: {:.3}) on train risk {:.3}, KL {:.3}; \
+         test risk {:.3}",
+        thesis.bound, code.bound, thesis.empirical_risk, thesis.kl, test.empirical_risk
+    )))
 }
 
 /// MC dropout under Gal's current UCI protocol (`spec/gal-mc-dropout.md`; his repository's

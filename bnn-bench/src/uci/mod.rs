@@ -6,13 +6,14 @@
 //!
 //! A method is one [`UciMethod`] implementation registered by name in [`registry`].
 
-use crate::methods::Method;
+use crate::methods::{Method, TrainObjective};
 use crate::uci_published::{self, PublishedColumn};
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit, NoiseModel};
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{MlpConfig, Regressor};
+use bnn_burn::objective::{PacComplexity, PacKl};
 use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
 use bnn_burn::train::{EarlyStoppingConfig, TrainConfig};
 use bnn_burn::training_device;

@@ -249,58 +249,6 @@ impl Likelihood for Evidential {
     }
 }
 
-/// The PAC-Bayes bound of Haußmann (2021) eq. 5.10 on a data set of `N` labelled rows (the
-/// training set, after fitting): the empirical risk `R_D = −(1/N) Σ_n p(y_n | x_n)` (minus the
-/// mean predictive probability of the label, in `[−1, 0]`), the rows' mean local KL, and
-/// `R_D + √((KL − ln δ)/N + (ln max B)/N)`, which bounds the expected risk on new data with
-/// probability `1 − δ` when the rows were not used to fit the prior.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct PacBound {
-    /// `R_D`.
-    pub empirical_risk: f64,
-    /// The rows' mean local KL.
-    pub kl: f64,
-    /// The bound on the expected risk.
-    pub bound: f64,
-}
-
-impl<B: crate::nets::Body> crate::nets::Bnn<B, Evidential> {
-    /// [`PacBound`] of `objective` on the rows `x` with `labels`, from `samples` draws of the
-    /// outputs (their Gaussian moments for a net trained by moments, the weights otherwise).
-    ///
-    /// # Errors
-    /// A body without moment rules when the net trains by moments.
-    pub fn pac_bound(
-        &self,
-        x: B::Input,
-        labels: Tensor<1, Int>,
-        objective: &crate::objective::PacBayes,
-        samples: usize,
-    ) -> Result<PacBound, Unsupported> {
-        let n = labels.dims()[0];
-        let (prediction, kl) = if self.moments.train {
-            let out = self.predictive_moments(x)?;
-            let rule = LogitRule::Sampled { samples };
-            let kl = self
-                .likelihood
-                .expected_local_kl(out.clone(), &labels, rule)?;
-            (self.likelihood.predict_moments(out, rule)?, kl)
-        } else {
-            let out = self.forward(x, &mut crate::layers::Pass::predict(samples));
-            let kl = self.likelihood.local_kl(&out, &labels);
-            (self.likelihood.predict(out), kl)
-        };
-        let p_label = prediction.mean().gather(1, labels.reshape([n, 1]));
-        let empirical_risk = -crate::host::to_vec(p_label.mean())[0];
-        let kl = kl.map_or(0.0, |k| crate::host::to_vec(k.mean())[0]);
-        Ok(PacBound {
-            empirical_risk,
-            kl,
-            bound: objective.risk_bound(empirical_risk, kl, n),
-        })
-    }
-}
-
 /// Draws of Gaussian outputs for the sampled logit rules; the others have no evidential form.
 fn sampled(out: Moments<2>, logits: LogitRule) -> Result<Tensor<3>, Unsupported> {
     match logits {

@@ -111,13 +111,29 @@ impl ConvNetConfig {
     /// The strided LeNet5 of Haußmann (2021, Table 3.4) for `[C, H, W]` images: 28×28 →
     /// 12×12×20 → 4×4×50 = 800 → 500 → `n_classes`.
     pub fn lenet5(input: [usize; 3], n_classes: usize) -> Self {
-        let convs = vec![
-            ConvSpec::new(20, 5).with_stride(2),
-            ConvSpec::new(50, 5).with_stride(2),
-        ];
+        Self::strided_lenet(input, [20, 50], 500, n_classes)
+    }
+
+    /// Two 5×5 stride-2 convolutions of `channels`, then a dense layer of `hidden` units.
+    fn strided_lenet(
+        input: [usize; 3],
+        channels: [usize; 2],
+        hidden: usize,
+        n_classes: usize,
+    ) -> Self {
+        let convs = channels
+            .map(|c| ConvSpec::new(c, 5).with_stride(2))
+            .to_vec();
         // An input too small for the kernels leaves 0 here; `init` names the geometry error.
         let width = conv_features(input, &convs).map_or(0, |[c, h, w]| c * h * w);
-        Self::new(input, convs, MlpConfig::new(width, vec![500], n_classes))
+        Self::new(input, convs, MlpConfig::new(width, vec![hidden], n_classes))
+    }
+
+    /// The strided LeNet5 of Haußmann (2021, §3.5 and Table 5.2) for colour images: two 5×5
+    /// stride-2 convolutions of 192 channels and a dense layer of 1000, 32×32 → 14×14 → 5×5×192
+    /// = 4800 → 1000 → `n_classes`.
+    pub fn lenet5_cifar(input: [usize; 3], n_classes: usize) -> Self {
+        Self::strided_lenet(input, [192, 192], 1000, n_classes)
     }
 
     /// The same network with `weights` in every layer.

@@ -169,9 +169,9 @@ impl<B: Body<Input = Tensor<2>>> Callback<Bnn<B, GaussianLikelihood>> for NoiseR
             return Err(TrainError::Config(crate::ConfigError {
                 config: "NoiseRefit",
                 field: "likelihood.noise",
-                value: "LogVarianceHead".into(),
-                expected: "NoiseModel::Homoscedastic: a log-variance head has no noise \
-                           parameter to refit (train it without NoiseRefit)",
+                value: format!("{:?}", model.likelihood.noise),
+                expected: "NoiseModel::Homoscedastic: a head that outputs its noise has no \
+                           noise parameter to refit (train it without NoiseRefit)",
             }));
         }
         let valid = model.valid();

@@ -82,6 +82,19 @@ fn pooling_and_padding_shape_the_features() {
     );
 }
 
+/// The CIFAR LeNet5 of Haußmann (2021, §3.5): 32 → 14 → 5 with 192 channels, 4800 → 1000.
+#[test]
+fn the_cifar_lenet_has_the_thesis_geometry() {
+    let config = ConvNetConfig::lenet5_cifar([3, 32, 32], 5);
+    assert_eq!(config.feature_shape().unwrap(), [192, 5, 5]);
+    assert_eq!(config.dense.d_input, 4800);
+    assert_eq!(config.dense.hidden, vec![1000]);
+    let net = config.init(Categorical, &device()).unwrap();
+    let x = Tensor::<4>::zeros([2, 3, 32, 32], &device());
+    let out = net.forward(x, &mut crate::layers::Pass::predict(1));
+    assert_eq!(out.dims(), [1, 2, 5]);
+}
+
 #[test]
 fn an_image_smaller_than_a_kernel_is_a_config_error() {
     let err = ConvNetConfig::lenet5([1, 8, 8], 10)

@@ -11,7 +11,7 @@ mod pac_bayes;
 
 pub use alpha::{AlphaBound, AlphaConfig, AlphaDivergence};
 pub use elbo::{Elbo, ElboConfig, KlSchedule};
-pub use pac_bayes::{PacBayes, PacBayesConfig, PacComplexity, PacKl};
+pub use pac_bayes::{PacBayes, PacBayesConfig, PacBound, PacComplexity, PacKl};
 
 use crate::fused::Kernels;
 use burn::tensor::Tensor;

@@ -21,6 +21,29 @@ pub use gaussian::{
     GaussianMoments, GaussianPrediction, GaussianSamples, MixtureAccumulator, RegressionScores,
 };
 
+/// A predictive distribution that scores targets of type `T`: `ln p(y_b | x_b)`, `[B]`
+/// (the inherent `log_prob` of [`ClassPrediction`] and [`GaussianPrediction`]), for code
+/// generic over the likelihood (the PAC-Bayes bound's empirical risk).
+pub trait PredictiveLogProb<T> {
+    /// `ln p(y_b | x_b)` per example.
+    fn log_prob(&self, target: T) -> burn::tensor::Tensor<1>;
+}
+
+impl PredictiveLogProb<burn::tensor::Tensor<1, burn::tensor::Int>> for ClassPrediction {
+    fn log_prob(
+        &self,
+        labels: burn::tensor::Tensor<1, burn::tensor::Int>,
+    ) -> burn::tensor::Tensor<1> {
+        ClassPrediction::log_prob(self, labels)
+    }
+}
+
+impl PredictiveLogProb<burn::tensor::Tensor<2>> for GaussianPrediction {
+    fn log_prob(&self, y: burn::tensor::Tensor<2>) -> burn::tensor::Tensor<1> {
+        GaussianPrediction::log_prob(self, y)
+    }
+}
+
 /// How a model is asked to predict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PredictMode {
