@@ -15,7 +15,9 @@
 //!    `BNN_DATA_DIR`, or `~/.cache/bnn-burn/data`; else a message names the missing file).
 //!
 //! Each part prints the in-distribution error, the OOD sets' entropy-ECDF area (↓: `ln C − mean
-//! entropy`, Table 5.2's measure) and the entropy histograms of both sets, one row per method.
+//! entropy`, Table 5.2's measure) and the entropy histograms of both sets, one row per method,
+//! and draws the histograms as a figure, one panel per method
+//! (`runs/haussmann_ch5_bedl_ood/{moons,mnist}-entropy.svg`, or under `BNN_EXAMPLE_OUT`).
 //!
 //! `cargo run --release --example haussmann_ch5_bedl_ood`
 
@@ -40,10 +42,104 @@ use std::error::Error;
 const S: usize = 50;
 /// Bins of the printed entropy histograms over `[0, ln C]`.
 const BINS: usize = 10;
+/// Bins of the drawn entropy histograms.
+const FIGURE_BINS: usize = 20;
 
 fn main() -> Result<(), Box<dyn Error>> {
-    two_moons()?;
-    mnist()?;
+    let out = std::env::var_os("BNN_EXAMPLE_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "runs/haussmann_ch5_bedl_ood".into());
+    std::fs::create_dir_all(&out)
+        .map_err(|e| format!("BNN_EXAMPLE_OUT {}: cannot create it ({e})", out.display()))?;
+    two_moons(&out)?;
+    mnist(&out)?;
+    Ok(())
+}
+
+/// Counts of `values` in `bins` equal bins of `[0, max]`, as fractions.
+fn fractions(values: &[f64], max: f64, bins: usize) -> Vec<f64> {
+    let mut counts = vec![0usize; bins];
+    for &v in values {
+        counts[((v / max * bins as f64).max(0.0) as usize).min(bins - 1)] += 1;
+    }
+    let n = values.len().max(1) as f64;
+    counts.into_iter().map(|c| c as f64 / n).collect()
+}
+
+/// The entropy histograms as an SVG, one panel per method: the test inputs' (blue) against the
+/// OOD inputs' (red, drawn half-transparent over them), fraction of inputs per bin of
+/// `[0, ln C]`. Refuses non-finite entropies.
+fn entropy_figure(
+    path: &std::path::Path,
+    rows: &[Row],
+    classes: usize,
+    out_name: &str,
+) -> Result<(), Box<dyn Error>> {
+    let max = (classes as f64).ln();
+    let (pw, ph, m) = (300.0, 220.0, 40.0);
+    let width = pw * rows.len() as f64;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" \
+         font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" \
+         fill=\"white\"/>\n",
+        ph + 20.0
+    );
+    for (k, (method, _, inn, out)) in rows.iter().enumerate() {
+        if let Some(bad) = inn.iter().chain(out).find(|v| !v.is_finite()) {
+            return Err(format!(
+                "{}: an entropy of {} is {bad}",
+                path.display(),
+                method.name()
+            )
+            .into());
+        }
+        let (x0, y0) = (k as f64 * pw + m, 30.0);
+        let (w, h) = (pw - m - 10.0, ph - 60.0);
+        let (fin, fout) = (
+            fractions(inn, max, FIGURE_BINS),
+            fractions(out, max, FIGURE_BINS),
+        );
+        let top = fin.iter().chain(&fout).copied().fold(0.05, f64::max);
+        svg += &format!(
+            "<text x=\"{}\" y=\"18\" text-anchor=\"middle\">{}</text>\n",
+            x0 + w / 2.0,
+            method.name()
+        );
+        for (fracs, colour) in [(&fin, "#1f5fbf"), (&fout, "#d62728")] {
+            for (b, f) in fracs.iter().enumerate() {
+                let bw = w / FIGURE_BINS as f64;
+                let bh = h * f / top;
+                svg += &format!(
+                    "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
+                     fill=\"{colour}\" fill-opacity=\"0.55\"/>\n",
+                    x0 + b as f64 * bw,
+                    y0 + h - bh,
+                    bw,
+                    bh
+                );
+            }
+        }
+        svg += &format!(
+            "<line x1=\"{x0}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>\n\
+             <line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{0}\" stroke=\"black\"/>\n\
+             <text x=\"{x0}\" y=\"{2}\">0</text>\n\
+             <text x=\"{1}\" y=\"{2}\" text-anchor=\"end\">ln {classes}</text>\n\
+             <text x=\"{3}\" y=\"{2}\" text-anchor=\"middle\">predictive entropy</text>\n\
+             <text x=\"{4}\" y=\"{y0}\" text-anchor=\"end\">{top:.2}</text>\n",
+            y0 + h,
+            x0 + w,
+            y0 + h + 14.0,
+            x0 + w / 2.0,
+            x0 - 3.0,
+        );
+    }
+    svg += &format!(
+        "<text x=\"{m}\" y=\"{}\"><tspan fill=\"#1f5fbf\">■ test inputs</tspan> \
+         <tspan fill=\"#d62728\">■ {out_name} (OOD)</tspan>, fraction per bin</text>\n</svg>\n",
+        ph + 12.0
+    );
+    std::fs::write(path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("figure: {}", path.display());
     Ok(())
 }
 
@@ -191,7 +287,7 @@ fn report(rows: &[Row], labels: &[usize], classes: usize, out_name: &str) {
     println!();
 }
 
-fn two_moons() -> Result<(), Box<dyn Error>> {
+fn two_moons(dir: &std::path::Path) -> Result<(), Box<dyn Error>> {
     let device = training_device();
     let plain = device.clone().inner();
     let MoonsTask {
@@ -223,10 +319,11 @@ fn two_moons() -> Result<(), Box<dyn Error>> {
         rows.push((method, probs, inn, out));
     }
     report(&rows, &test_set.label, 2, "far ring");
+    entropy_figure(&dir.join("moons-entropy.svg"), &rows, 2, "far ring")?;
     Ok(())
 }
 
-fn mnist() -> Result<(), Box<dyn Error>> {
+fn mnist(dir: &std::path::Path) -> Result<(), Box<dyn Error>> {
     let (epochs, n_train, n_test) = (5, 10_000, 2_000);
     let Some((train_set, test_set, fashion)) = quick_mnist(n_train, n_test) else {
         return Ok(());
@@ -267,5 +364,6 @@ fn mnist() -> Result<(), Box<dyn Error>> {
         rows.push((method, inn.probs, inn.entropy, out.entropy));
     }
     report(&rows, &labels, 10, "Fashion");
+    entropy_figure(&dir.join("mnist-entropy.svg"), &rows, 10, "Fashion-MNIST")?;
     Ok(())
 }
