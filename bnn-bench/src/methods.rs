@@ -308,6 +308,25 @@ impl Method {
         )
     }
 
+    /// BEDL-Hyper (Haußmann 2021 §5.4, the ablation): BEDL with the hyperprior
+    /// `p(μ_i) = N(0, 1)`, `p(σ_i²) = InvGamma(1, 1)` on its weights' parameters, maximising
+    /// `Σ_n ln p(y_n | x_n) + ln p(μ, σ²)` ([`bnn_burn::dist::HyperPrior`]; the thesis gives
+    /// no values, these are the defaults).
+    pub fn bedl_hyper() -> Self {
+        let mut m = Self::evidential_moments(
+            "BEDL-Hyper",
+            20,
+            DirichletRegulariser::None,
+            TrainObjective::Elbo,
+        );
+        // The hyperprior replaces the KL, and with it the KL's clamp of ln σ².
+        m.weights = m
+            .weights
+            .with_kl_log_var_range(None)
+            .with_hyperprior(Some(bnn_burn::dist::HyperPrior::new()));
+        m
+    }
+
     fn evidential_moments(
         name: &'static str,
         samples: usize,

@@ -69,7 +69,7 @@ const SQRT_20: f64 = 4.472_135_954_999_58;
 const SQRT_5: f64 = 2.236_067_977_499_79;
 
 /// The published columns, in table order.
-pub const PUBLISHED: [PublishedColumn; 9] = [
+pub const PUBLISHED: [PublishedColumn; 10] = [
     // Hernández-Lobato & Adams 2015 (PBP); LL as in ../shared/spec/haussmann-thesis.md
     // Table 3.1, RMSE as in Gal & Ghahramani 2016, Table 1.
     PublishedColumn {
@@ -279,6 +279,24 @@ pub const PUBLISHED: [PublishedColumn; 9] = [
             c(-2.80, 0.01),
             c(-2.82, 0.01),
             c(-0.93, 0.01),
+            None,
+        ],
+        test_rmse: [None; 9],
+    },
+    PublishedColumn {
+        name: "BEDL-Hyper (Haußmann)",
+        source: "Haußmann 2021 Table 5.1",
+        spread: Spread::StandardError,
+        counterparts: &["BEDL-Hyper"],
+        test_ll: [
+            c(-2.57, 0.04),
+            c(-3.30, 0.01),
+            c(-2.59, 0.02),
+            c(0.44, 0.00),
+            c(3.69, 0.00),
+            c(-2.98, 0.01),
+            c(-3.00, 0.00),
+            c(-1.00, 0.01),
             None,
         ],
         test_rmse: [None; 9],

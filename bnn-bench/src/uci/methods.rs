@@ -39,6 +39,7 @@ pub fn registry() -> Vec<Box<dyn UciMethod>> {
         Box::new(fit(Method::dvi(HAUSSMANN_REGRESSION_ALPHA))),
         Box::new(fit(Method::bedl())),
         Box::new(fit(Method::bedl_pac())),
+        Box::new(fit(Method::bedl_hyper())),
         Box::new(DepewegFit(crate::depeweg::MODELS[0])),
         Box::new(DepewegFit(crate::depeweg::MODELS[1])),
         Box::new(DepewegFit(crate::depeweg::MODELS[2])),

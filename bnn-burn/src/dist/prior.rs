@@ -20,6 +20,56 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 
+/// A hyperprior over a mean-field posterior's own parameters, `p(μ_i) = N(0, α₀⁻¹)` and
+/// `p(σ_i²) = InvGamma(a₀, b₀)` per weight: with it, a layer's term of the objective is
+/// `−ln p(μ, σ²) = Σ_i [α₀μ_i²/2 − ½ ln(α₀/2π) + (a₀ + 1) ln σ_i² + b₀/σ_i² − a₀ ln b₀ + ln Γ(a₀)]`
+/// in place of `KL(q ‖ p)`: empirical Bayes of the weights' `(μ, σ²)` with a hyperprior
+/// (BEDL-Hyper, Haußmann 2021 §5.4; the thesis gives no values).
+#[derive(Config, Debug, PartialEq, Copy)]
+pub struct HyperPrior {
+    /// `α₀` of the means' prior `N(0, α₀⁻¹)` (> 0).
+    #[config(default = 1.0)]
+    pub mean_precision: f64,
+    /// Shape `a₀` of the variances' inverse gamma (> 0).
+    #[config(default = 1.0)]
+    pub shape: f64,
+    /// Scale `b₀` of the variances' inverse gamma (> 0).
+    #[config(default = 1.0)]
+    pub scale: f64,
+}
+
+impl HyperPrior {
+    /// Checks that every field is positive and finite; the error names it.
+    pub fn validate(&self, config: &'static str) -> Result<(), crate::error::ConfigError> {
+        let check = crate::error::Check(config);
+        check.positive("weights.hyperprior.mean_precision", self.mean_precision)?;
+        check.positive("weights.hyperprior.shape", self.shape)?;
+        check.positive("weights.hyperprior.scale", self.scale)
+    }
+
+    /// `−ln p(μ, σ²)` summed over the entries (one element); without variances (a point bias)
+    /// only the means' term.
+    pub fn neg_log_density<const D: usize>(
+        &self,
+        mean: Tensor<D>,
+        variance: Option<Tensor<D>>,
+    ) -> Tensor<1> {
+        let n = mean.shape().num_elements() as f64;
+        let (alpha, a, b) = (self.mean_precision, self.shape, self.scale);
+        let means =
+            mean.square().sum() * (alpha / 2.0) + n * 0.5 * (std::f64::consts::TAU / alpha).ln();
+        match variance {
+            None => means,
+            Some(v) => {
+                let log_v = v.clone().log();
+                let inv_gamma = (log_v * (a + 1.0) + v.recip() * b).sum()
+                    + n * (crate::special::lgamma_scalar(a) - a * b.ln());
+                means + inv_gamma
+            }
+        }
+    }
+}
+
 /// The serialisable prior of a layer's weights: scalar hyperparameters shared by every entry.
 #[derive(Config, Debug, PartialEq, Copy)]
 pub enum Prior {

@@ -125,7 +125,8 @@ where
     y
 }
 
-/// `KL(q ‖ p)` of a layer's weight and bias from their evaluated posteriors (one element).
+/// `KL(q ‖ p)` of a layer's weight and bias from their evaluated posteriors (one element), or
+/// under a hyperprior ([`WeightConfig::hyperprior`](super::WeightConfig)) their `−ln p(μ, σ²)`.
 pub(crate) fn layer_kl<W, B, const DW: usize>(
     weight: &W::Dist,
     bias: Option<&B::Dist>,
@@ -135,6 +136,15 @@ where
     W: WeightPosterior<DW>,
     B: WeightPosterior<1>,
 {
+    if let Some(h) = &params.hyperprior {
+        let term = |mean, var| h.neg_log_density(mean, var);
+        let w = term(weight.mean(), weight.marginal_variance());
+        // A point bias without a prior (WeightConfig::point_bias) has no term here either.
+        return match (bias, &params.bias_prior) {
+            (Some(b), Some(_)) => w + h.neg_log_density(b.mean(), b.marginal_variance()),
+            _ => w,
+        };
+    }
     let range = params.kl_log_var_range;
     let kl = kl_with(weight, &params.weight_prior, range);
     match (bias, &params.bias_prior) {
@@ -180,6 +190,14 @@ where
     W: WeightPosterior<DW>,
     B: WeightPosterior<1>,
 {
+    if params.hyperprior.is_some() {
+        return Err(Unsupported {
+            family: q.weight.family(),
+            what: "a hyperprior over the posterior's parameters has no per-draw ln q(w) − ln p(w): \
+                   train it with the ELBO's KL term (WeightConfig::hyperprior = None for \
+                   black-box α)",
+        });
+    }
     let mut ratio = q.weight.log_q(w.clone())? - params.weight_prior.log_prob(w);
     if let (Some(bd), Some(b), Some(p)) = (&q.bias, b, &params.bias_prior) {
         ratio = ratio + bd.log_q(b.clone())? - p.log_prob(b);

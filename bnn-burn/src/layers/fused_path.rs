@@ -104,7 +104,7 @@ where
         return run_log_ratio(params, op, x, pass);
     }
     let collect = pass.collects_kl();
-    if collect && params.kl_log_var_range.is_some() {
+    if collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()) {
         return None; // the fused kernels compute the exact KL
     }
     let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect)?;
@@ -217,8 +217,9 @@ where
 {
     let collect = pass.collects_kl();
     if params.estimator != Estimator::Reparameterization
+        || params.hyperprior.is_some()
         || pass.kl_fold().is_some()
-        || (collect && params.kl_log_var_range.is_some())
+        || (collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()))
     {
         return None;
     }

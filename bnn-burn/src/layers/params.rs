@@ -29,6 +29,9 @@ pub struct LayerParams<W: Module, B: Module, const DW: usize> {
     /// The clamp of `ln σ²` inside the KL ([`WeightConfig::kl_log_var_range`]).
     #[module(skip)]
     pub kl_log_var_range: Option<(f64, f64)>,
+    /// The hyperprior whose `−ln p(μ, σ²)` replaces the KL ([`WeightConfig::hyperprior`]).
+    #[module(skip)]
+    pub hyperprior: Option<crate::dist::HyperPrior>,
 }
 
 impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams<W, B, DW> {
@@ -57,6 +60,7 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
             bias_prior,
             estimator: weights.estimator,
             kl_log_var_range: weights.kl_log_var_range,
+            hyperprior: weights.hyperprior,
         }
     }
 
@@ -78,7 +82,7 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         }
     }
 
-    /// `KL(q ‖ p)` of weight and bias (one element).
+    /// `KL(q ‖ p)` of weight and bias (one element); under a hyperprior its `−ln p(μ, σ²)`.
     pub fn kl(&self) -> Tensor<1> {
         let bias = self.bias.as_ref().map(|b| b.dist());
         estimator::layer_kl(&self.weight.dist(), bias.as_ref(), self)

@@ -489,6 +489,108 @@ fn the_clamped_kl_is_the_closed_form_at_the_clamped_variances() {
     }
 }
 
+/// Under a hyperprior (BEDL-Hyper) the layer's term is `−ln p(μ, σ²)` of weight and bias
+/// against a host oracle, its gradient in the means is `α₀μ`, a training pass collects the
+/// same term on the fused and the reference kernels (the fused ones step aside), black-box α's
+/// per-draw ratio is refused, and bad settings name the field.
+#[test]
+fn a_hyperprior_replaces_the_kl_by_its_negative_log_density() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&test_device(), 57);
+    let h = crate::dist::HyperPrior::new()
+        .with_mean_precision(2.0)
+        .with_shape(1.5)
+        .with_scale(0.3);
+    let config = weights(
+        PosteriorConfig::mean_field(),
+        Estimator::LocalReparameterization,
+    )
+    .with_hyperprior(Some(h));
+    let layer = BayesianLinearConfig::new(4, 3)
+        .with_weights(config.clone())
+        .init(&device)
+        .unwrap();
+    let oracle = |m: Vec<f64>, v: Vec<f64>| -> f64 {
+        m.iter()
+            .zip(&v)
+            .map(|(m, v)| {
+                2.0 * m * m / 2.0 - 0.5 * (2.0 / std::f64::consts::TAU).ln()
+                    + 2.5 * v.ln()
+                    + 0.3 / v
+                    - 1.5 * 0.3f64.ln()
+                    + crate::special::lgamma_scalar(1.5)
+            })
+            .sum()
+    };
+    let (wd, bd) = (
+        layer.params.weight.dist(),
+        layer.params.bias.as_ref().unwrap().dist(),
+    );
+    let want = oracle(to_vec(wd.mean()), to_vec(wd.marginal_variance().unwrap()))
+        + oracle(to_vec(bd.mean()), to_vec(bd.marginal_variance().unwrap()));
+    let term = layer.kl();
+    let got = to_vec(term.clone())[0];
+    assert!((got - want).abs() <= 1e-4 * want.abs(), "{got} vs {want}");
+    let grads = term.backward();
+    let mu = layer.params.weight.fused().unwrap().mu;
+    let (g, m) = (to_vec(mu.grad(&grads).unwrap()), to_vec(mu.clone()));
+    for (g, m) in g.iter().zip(&m) {
+        assert!(
+            (g - 2.0 * m).abs() <= 1e-5 * (1.0 + m.abs()),
+            "∂/∂μ {g} vs α₀μ {}",
+            2.0 * m
+        );
+    }
+    let x = Tensor::<3>::random([2, 5, 4], Distribution::Normal(0.0, 1.0), &device);
+    for kernels in [Kernels::Fused, Kernels::Reference] {
+        let mut pass = Pass::train(2, false).with_kernels(kernels);
+        let _ = layer.run(x.clone(), &mut pass);
+        let (kl, _) = pass.into_terms(&device);
+        let kl = to_vec(kl)[0];
+        assert!(
+            (kl - got).abs() <= 1e-5 * got.abs(),
+            "{kernels:?}: {kl} vs {got}"
+        );
+    }
+    let bb = BayesianLinearConfig::new(4, 3)
+        .with_weights(
+            weights(PosteriorConfig::mean_field(), Estimator::Reparameterization)
+                .with_hyperprior(Some(h)),
+        )
+        .init(&device)
+        .unwrap();
+    for kernels in [Kernels::Fused, Kernels::Reference] {
+        let mut pass = Pass::train(2, true).with_kernels(kernels);
+        let _ = bb.run(x.clone(), &mut pass);
+        let (_, ratio) = pass.into_terms(&device);
+        let why = ratio.expect_err("black-box α under a hyperprior must be refused");
+        assert!(why.what.contains("hyperprior"), "{kernels:?}: {}", why.what);
+    }
+    for (weights, field) in [
+        (
+            config.clone().with_hyperprior(Some(h.with_scale(0.0))),
+            "weights.hyperprior.scale",
+        ),
+        (
+            config
+                .clone()
+                .with_posterior(PosteriorConfig::point())
+                .with_estimator(Estimator::Reparameterization),
+            "weights.hyperprior",
+        ),
+        (
+            config.clone().with_kl_log_var_range(Some((-11.0, 11.0))),
+            "weights.hyperprior",
+        ),
+    ] {
+        let err = BayesianLinearConfig::new(2, 2)
+            .with_weights(weights)
+            .init(&device)
+            .unwrap_err();
+        assert_eq!(err.field, field);
+    }
+}
+
 /// A point bias ([`WeightConfig::point_bias`], Haußmann's VBP code) is a point estimate without
 /// a prior: the layer's KL is its weight's alone, the bias adds no variance to the output
 /// moments, it is trained, and a family that cannot express a point is refused naming the field.

@@ -3,7 +3,7 @@
 //! whether there is a bias.
 
 use super::Estimator;
-use crate::dist::{Prior, WeightPrior};
+use crate::dist::{HyperPrior, Prior, WeightPrior};
 use crate::error::{Check, ConfigError};
 use crate::posterior::{PosteriorConfig, PosteriorFamily, TensorSpec};
 use burn::config::Config;
@@ -46,6 +46,12 @@ pub struct WeightConfig {
     /// prior; `None` (default): the exact KL.
     #[config(default = "None")]
     pub kl_log_var_range: Option<(f64, f64)>,
+    /// `Some`: the layer's term of the objective is `−ln p(μ, σ²)` of its posterior's
+    /// parameters under this hyperprior instead of `KL(q ‖ p)` (BEDL-Hyper, Haußmann 2021
+    /// §5.4; the prior then plays no part). Needs a mean-field family, and no
+    /// `kl_log_var_range`.
+    #[config(default = "None")]
+    pub hyperprior: Option<HyperPrior>,
 }
 
 impl WeightConfig {
@@ -88,6 +94,24 @@ impl WeightConfig {
                         family.name(),
                         self.prior
                     ),
+                    expected,
+                });
+            }
+        }
+        if let Some(h) = &self.hyperprior {
+            h.validate(config)?;
+            let problem = if !family.factorised_gaussian() {
+                Some("None with a family other than mean-field")
+            } else if self.kl_log_var_range.is_some() {
+                Some("None together with weights.kl_log_var_range")
+            } else {
+                None
+            };
+            if let Some(expected) = problem {
+                return Err(ConfigError {
+                    config,
+                    field: "weights.hyperprior",
+                    value: format!("{h:?} with the {} family", family.name()),
                     expected,
                 });
             }
