@@ -12,7 +12,7 @@ use bnn_burn::likelihood::{
 use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights};
 use bnn_burn::objective::{KlSchedule, PacBayesConfig, PacComplexity};
 use bnn_burn::posterior::PosteriorConfig;
-use bnn_burn::train::{TrainConfig, Trainer};
+use bnn_burn::train::{OptimizerConfig, TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};
 
@@ -23,6 +23,9 @@ pub const BEDL_BETA: f64 = 100.0;
 /// of the standardised targets (the thesis gives none; 1 is the targets' own scale, and the
 /// prior precision of its VarOut baseline).
 pub const BEDL_PRIOR_PRECISION: f64 = 1.0;
+
+/// EDL's L2 coefficient λ in `λ‖θ‖²/2` (Sensoy et al. 2018's code: `lmb = 0.005`).
+pub const EDL_WEIGHT_DECAY: f64 = 0.005;
 
 /// A PAC-Bayes configuration for a regressor: the classification default of the complexity
 /// term, `(ln max B)/N ≤ 1`, becomes the thesis's bound for `N(y | h(x), β⁻¹)`,
@@ -54,6 +57,9 @@ pub struct Method {
     pub class_likelihood: ClassLikelihood,
     /// What training minimises.
     pub objective: TrainObjective,
+    /// `Some`: the optimiser this method trains with in place of the run's (EDL's L2 penalty);
+    /// the run's learning rate, batch and epochs still apply.
+    pub optimizer: Option<OptimizerConfig>,
 }
 
 /// The training objective of a method.
@@ -121,6 +127,7 @@ impl Method {
             noise: NoiseModel::Homoscedastic,
             class_likelihood: ClassLikelihood::Softmax,
             objective: TrainObjective::Elbo,
+            optimizer: None,
         }
     }
 
@@ -134,6 +141,7 @@ impl Method {
             noise: NoiseModel::Homoscedastic,
             class_likelihood: ClassLikelihood::Softmax,
             objective: TrainObjective::Elbo,
+            optimizer: None,
         }
     }
 
@@ -251,6 +259,10 @@ impl Method {
         &self,
         config: &TrainConfig,
     ) -> Result<Trainer<M>, ConfigError> {
+        let config = match &self.optimizer {
+            Some(optimizer) => config.clone().with_optimizer(optimizer.clone()),
+            None => config.clone(),
+        };
         let with = |schedule| Trainer::new(config.clone().with_kl_schedule(schedule));
         Ok(match &self.objective {
             TrainObjective::Elbo => Trainer::new(config.clone()),
@@ -264,7 +276,10 @@ impl Method {
 
     /// EDL as Sensoy et al. (2018) ran it (Haußmann 2021 Table 5.2's EDL row: the official
     /// code): a MAP net, ReLU evidence, the squared-error risk, `KL(Dir(α̃) ‖ Dir(1))` annealed
-    /// over 10 epochs from 0 (so a 1-epoch run, the thesis code's MNIST budget, has none).
+    /// over 10 epochs from 0 (so a 1-epoch run, the thesis code's MNIST budget, has none), and
+    /// the code's L2 penalty `0.005·‖θ‖²/2` ([`EDL_WEIGHT_DECAY`], Adam with coupled weight
+    /// decay). The official code puts the penalty on its two dense layers' weights only; here it
+    /// is on every parameter.
     pub fn edl() -> Self {
         let mut m = Self::map(1.0);
         m.name = "EDL";
@@ -277,6 +292,7 @@ impl Method {
         m.objective = TrainObjective::Anneal {
             epochs: head.warmup_epochs,
         };
+        m.optimizer = Some(OptimizerConfig::adam_l2(EDL_WEIGHT_DECAY));
         m
     }
 

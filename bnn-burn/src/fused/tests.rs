@@ -393,6 +393,68 @@ fn fused_adam_and_adamw_follow_burns_optimisers_and_records() {
     assert!(rel_err(&to_vec(twice.a.val()), &to_vec(want.a.val())) < 1e-5);
 }
 
+/// `OptimizerConfig::AdamL2` on either kernel choice steps as burn's plain Adam on the loss
+/// plus `λ‖θ‖²/2` (over every parameter), and differs from plain Adam and from AdamW.
+#[test]
+fn adam_l2_is_adam_on_the_loss_plus_half_lambda_times_the_squared_norm() {
+    use crate::train::OptimizerConfig;
+    let device = test_device().autodiff();
+    let _guard = crate::testing::seeded(&test_device(), 17);
+    let lambda = 0.3;
+    let model = Two {
+        a: Param::from_tensor(Tensor::random(
+            [20, 10],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        )),
+        b: Param::from_tensor(Tensor::random(
+            [10],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        )),
+    };
+    let target = Tensor::<2>::random([20, 10], Distribution::Normal(0.0, 1.0), &device);
+    let run = |mut optim: burn::optim::ModuleOptimizer, penalty: f64| {
+        let mut m = model.clone();
+        for _ in 0..3 {
+            let fit = (m.a.val() * m.b.val().unsqueeze() - target.clone())
+                .square()
+                .sum();
+            let norm = m.a.val().square().sum() + m.b.val().square().sum();
+            let loss = fit + norm.mul_scalar(penalty / 2.0);
+            let grads = GradientsParams::from_grads(loss.backward(), &m);
+            m = optim.step(0.05, m, grads);
+        }
+        let mut v = to_vec(m.a.val());
+        v.extend(to_vec(m.b.val()));
+        v
+    };
+    let want = run(AdamConfig::new().init(), lambda);
+    for kernels in [Kernels::Fused, Kernels::Reference] {
+        let got = run(OptimizerConfig::adam_l2(lambda).init(kernels), 0.0);
+        assert!(rel_err(&got, &want) < 1e-5, "{kernels:?}");
+    }
+    let plain = run(AdamConfig::new().init(), 0.0);
+    let decoupled = run(
+        OptimizerConfig::AdamW {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-5,
+            weight_decay: lambda,
+        }
+        .init(Kernels::Reference),
+        0.0,
+    );
+    assert!(rel_err(&plain, &want) > 1e-3 && rel_err(&decoupled, &want) > 1e-3);
+    assert!(
+        OptimizerConfig::adam_l2(-1.0)
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("weight_decay")
+    );
+}
+
 /// Pre-activation moments `(μ, v)`: a grid over `μ/s` from −10⁵ to 10⁵ (|μ/s| up to 10 and
 /// far beyond, variances from 10⁻¹² to 100), then 1 000 random pairs. `μ = 0` exactly is left
 /// out: the reference differentiates `|a|` there with burn's `sign(0) = 0` and drops `φ`'s term.

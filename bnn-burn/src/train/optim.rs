@@ -4,6 +4,7 @@ use crate::error::{Check, ConfigError};
 use crate::fused::{FusedAdam, FusedAdamW, Kernels};
 use burn::config::Config;
 use burn::module::ParamGroup;
+use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig};
 
@@ -18,6 +19,20 @@ pub enum OptimizerConfig {
         beta_2: f64,
         /// Denominator floor.
         epsilon: f64,
+    },
+    /// Adam with the L2 penalty `λ‖θ‖²/2` added to the loss: `g ← g + λθ` before the moments
+    /// (coupled weight decay; Sensoy et al. 2018 train EDL so, with λ = 0.005). Unlike a
+    /// prior's `−ln p(θ)/N`, the penalty does not shrink with the training set and no KL
+    /// schedule anneals it. burn's Adam on every [`Kernels`] choice.
+    AdamL2 {
+        /// First-moment decay.
+        beta_1: f64,
+        /// Second-moment decay.
+        beta_2: f64,
+        /// Denominator floor.
+        epsilon: f64,
+        /// The L2 coefficient λ.
+        weight_decay: f64,
     },
     /// AdamW: Adam with decoupled weight decay (Loshchilov & Hutter 2019).
     AdamW {
@@ -55,6 +70,16 @@ impl OptimizerConfig {
         }
     }
 
+    /// Adam with burn's defaults and the L2 penalty `λ‖θ‖²/2` ([`Self::AdamL2`]).
+    pub fn adam_l2(weight_decay: f64) -> Self {
+        Self::AdamL2 {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-5,
+            weight_decay,
+        }
+    }
+
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let check = Check("OptimizerConfig");
@@ -69,7 +94,13 @@ impl OptimizerConfig {
                 beta_2,
                 epsilon,
             } => betas(beta_1, beta_2, epsilon),
-            Self::AdamW {
+            Self::AdamL2 {
+                beta_1,
+                beta_2,
+                epsilon,
+                weight_decay,
+            }
+            | Self::AdamW {
                 beta_1,
                 beta_2,
                 epsilon,
@@ -84,7 +115,7 @@ impl OptimizerConfig {
 
     /// The optimiser over a whole module: Adam and AdamW as one fused pass per tensor
     /// ([`FusedAdam`], [`FusedAdamW`]: burn's numerics and records) on [`Kernels::Fused`],
-    /// burn's own on [`Kernels::Reference`].
+    /// burn's own on [`Kernels::Reference`]; AdamL2 and SGD are burn's on both.
     pub fn init(&self, kernels: Kernels) -> ModuleOptimizer {
         match (self.clone(), kernels) {
             (
@@ -126,6 +157,20 @@ impl OptimizerConfig {
                 .with_beta_1(beta_1 as f32)
                 .with_beta_2(beta_2 as f32)
                 .with_epsilon(epsilon as f32)
+                .init(),
+            (
+                Self::AdamL2 {
+                    beta_1,
+                    beta_2,
+                    epsilon,
+                    weight_decay,
+                },
+                _,
+            ) => AdamConfig::new()
+                .with_beta_1(beta_1 as f32)
+                .with_beta_2(beta_2 as f32)
+                .with_epsilon(epsilon as f32)
+                .with_weight_decay(Some(WeightDecayConfig::new(weight_decay as f32)))
                 .init(),
             (
                 Self::AdamW {
