@@ -313,22 +313,22 @@ struct Two {
     b: Param<Tensor<1>>,
 }
 
+impl Two {
+    /// Standard normal `a: [rows, cols]`, then `b: [cols]`.
+    fn random(rows: usize, cols: usize, device: &burn::tensor::Device) -> Self {
+        let normal = Distribution::Normal(0.0, 1.0);
+        Self {
+            a: Param::from_tensor(Tensor::random([rows, cols], normal, device)),
+            b: Param::from_tensor(Tensor::random([cols], normal, device)),
+        }
+    }
+}
+
 #[test]
 fn fused_adam_and_adamw_follow_burns_optimisers_and_records() {
     let device = test_device().autodiff();
     let _guard = crate::testing::seeded(&test_device(), 13);
-    let model = Two {
-        a: Param::from_tensor(Tensor::random(
-            [40, 30],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        )),
-        b: Param::from_tensor(Tensor::random(
-            [30],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        )),
-    };
+    let model = Two::random(40, 30, &device);
     let target = Tensor::<2>::random([40, 30], Distribution::Normal(0.0, 1.0), &device);
     let run = |mut optim: burn::optim::ModuleOptimizer, mut m: Two| {
         for _ in 0..3 {
@@ -401,18 +401,7 @@ fn adam_l2_is_adam_on_the_loss_plus_half_lambda_times_the_squared_norm() {
     let device = test_device().autodiff();
     let _guard = crate::testing::seeded(&test_device(), 17);
     let lambda = 0.3;
-    let model = Two {
-        a: Param::from_tensor(Tensor::random(
-            [20, 10],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        )),
-        b: Param::from_tensor(Tensor::random(
-            [10],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        )),
-    };
+    let model = Two::random(20, 10, &device);
     let target = Tensor::<2>::random([20, 10], Distribution::Normal(0.0, 1.0), &device);
     let run = |mut optim: burn::optim::ModuleOptimizer, penalty: f64| {
         let mut m = model.clone();
