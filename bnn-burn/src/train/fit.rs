@@ -212,6 +212,7 @@ impl<M: Model> Trainer<M> {
                 ));
                 let mut grads = GradientsParams::from_grads(loss.loss.backward(), &model);
                 model = model.local_update(&mut grads, rows, config.learning_rate);
+                super::optim::decay_gradients(&model, &config.decay_groups, &mut grads);
                 model = optim.step(lr.step(), model, grads);
                 last = (epoch, step);
                 let info = StepInfo {

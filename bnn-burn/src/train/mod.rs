@@ -24,7 +24,7 @@ pub use checkpoint::{CheckpointError, load_checkpoint, save_checkpoint};
 pub use data::{Batch, DatasetSource, LocalState, Minibatch, Model, TrainData};
 pub use error::TrainError;
 pub use fit::Trainer;
-pub use optim::{LrGroup, OptimizerConfig};
+pub use optim::{DecayGroup, LrGroup, OptimizerConfig};
 
 use crate::error::{Check, ConfigError};
 use crate::fused::Kernels;
@@ -56,6 +56,10 @@ pub struct TrainConfig {
     /// Learning rates of parameter groups (e.g. the noise of the likelihood).
     #[config(default = "Vec::new()")]
     pub param_groups: Vec<LrGroup>,
+    /// L2 penalties on parameter groups (e.g. Sensoy et al.'s on the dense weights only),
+    /// applied to the gradients before every optimiser step.
+    #[config(default = "Vec::new()")]
+    pub decay_groups: Vec<DecayGroup>,
     /// The optimiser.
     #[config(default = "OptimizerConfig::adam()")]
     pub optimizer: OptimizerConfig,
@@ -90,6 +94,9 @@ impl TrainConfig {
         check.positive("learning_rate", self.learning_rate)?;
         for g in &self.param_groups {
             check.non_negative("param_groups.learning_rate", g.learning_rate)?;
+        }
+        for g in &self.decay_groups {
+            check.non_negative("decay_groups.weight_decay", g.weight_decay)?;
         }
         self.optimizer.validate()?;
         self.kl_schedule.validate("TrainConfig")?;

@@ -3,10 +3,12 @@
 use crate::error::{Check, ConfigError};
 use crate::fused::{FusedAdam, FusedAdamW, Kernels};
 use burn::config::Config;
-use burn::module::ParamGroup;
+use burn::module::{ModuleVisitor, Param, ParamGroup};
+use burn::optim::GradientsParams;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig};
+use burn::tensor::Tensor;
 
 /// The optimiser.
 #[derive(Config, Debug, PartialEq)]
@@ -207,4 +209,85 @@ pub struct LrGroup {
     pub group: ParamGroup,
     /// Their learning rate (overrides the base rate; the last matching group wins).
     pub learning_rate: f64,
+}
+
+/// A coupled L2 penalty `λ‖θ‖²/2` on one group of parameters, added to the loss through its
+/// gradient: `g ← g + λθ` for every parameter of the group before the optimiser's step, so it
+/// works with every [`OptimizerConfig`] (Adam then scales it like the loss's own gradient).
+/// Sensoy et al. (2018) train EDL so, with λ = 0.005 on the two dense layers' weights only.
+/// Chosen by id or by module path (e.g. `ParamGroup::from_regex`); the last matching group
+/// wins. Unlike [`OptimizerConfig::AdamL2`], which decays every parameter, the rest of the
+/// model is left alone; unlike a prior's `−ln p(θ)/N`, it does not shrink with the training
+/// set and no KL schedule anneals it.
+#[derive(Config, Debug)]
+pub struct DecayGroup {
+    /// The parameters.
+    pub group: ParamGroup,
+    /// λ ≥ 0.
+    pub weight_decay: f64,
+}
+
+impl DecayGroup {
+    /// The weights, not the biases, of every dense layer of a [`crate::nets::Bnn`] or of the
+    /// network of a [`crate::nets::BnnLv`] (the dense layers of its body, an MLP's or those
+    /// after a conv net's flattening, and its head; never a latent encoder's): a point weight, or the mean `μ` of a distribution over it (never a scale),
+    /// selected by module path (so a resumed run selects the same ones). Sensoy et al.
+    /// (2018) decay EDL's dense weights so.
+    pub fn dense_weights(weight_decay: f64) -> Self {
+        let group = ParamGroup::from_regex(
+            r"^(net\.)?(body\.(dense\.)?layers\.[0-9]+|head)\.params\.weight\.(.*\.)?(weight|mu)$",
+        )
+        .expect("a valid pattern");
+        Self::new(group, weight_decay)
+    }
+}
+
+/// Adds `λθ` to the gradient of every parameter of `model` that a group of `groups` selects
+/// (by id, or by its module path joined with `.`), the last matching group's λ; parameters
+/// without a gradient stay without one.
+pub(super) fn decay_gradients<M: burn::module::Module>(
+    model: &M,
+    groups: &[DecayGroup],
+    grads: &mut GradientsParams,
+) {
+    struct Decay<'a> {
+        groups: &'a [DecayGroup],
+        grads: &'a mut GradientsParams,
+        path: Vec<String>,
+    }
+    impl ModuleVisitor for Decay<'_> {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let path = self.path.join(".");
+            let Some(lambda) = self
+                .groups
+                .iter()
+                .rev()
+                .find(|g| g.group.matches(&param.id, Some(&path)))
+                .map(|g| g.weight_decay)
+            else {
+                return;
+            };
+            if lambda == 0.0 {
+                return;
+            }
+            if let Some(grad) = self.grads.remove::<D>(param.id) {
+                let theta = param.val().inner().mul_scalar(lambda);
+                self.grads.register(param.id, grad + theta);
+            }
+        }
+    }
+    if groups.is_empty() {
+        return;
+    }
+    model.visit(&mut Decay {
+        groups,
+        grads,
+        path: Vec::new(),
+    });
 }

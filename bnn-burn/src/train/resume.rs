@@ -218,7 +218,7 @@ impl TrainState {
     }
 }
 
-/// Checks that every learning-rate group selects the same parameters of `model` by its loaded
+/// Checks that every learning-rate and weight-decay group selects the same parameters of `model` by its loaded
 /// ids as by the ids it had when the groups were made (`fresh`): a group chosen by id
 /// ([`burn::module::ParamGroup::ids_from_module`]) would silently miss the loaded parameters.
 pub(super) fn check_groups<M: Model>(
@@ -228,16 +228,26 @@ pub(super) fn check_groups<M: Model>(
     dir: &Path,
 ) -> Result<(), TrainError> {
     let loaded = ids(model);
-    for g in &config.param_groups {
+    let groups = config
+        .param_groups
+        .iter()
+        .map(|g| (&g.group, "learning-rate"));
+    let decays = config
+        .decay_groups
+        .iter()
+        .map(|g| (&g.group, "weight-decay"));
+    for (group, kind) in groups.chain(decays) {
         if fresh
             .iter()
             .zip(&loaded)
-            .any(|(f, l)| g.group.matches(f, None) != g.group.matches(l, None))
+            .any(|(f, l)| group.matches(f, None) != group.matches(l, None))
         {
             return Err(resume_error(
                 dir,
-                "a learning-rate group selects parameters by id, and resumed parameters keep \
-                 their saved ids: select the group by module path instead",
+                format!(
+                    "a {kind} group selects parameters by id, and resumed parameters keep \
+                     their saved ids: select the group by module path instead"
+                ),
             ));
         }
     }
@@ -273,8 +283,9 @@ fn fingerprint<M: Model>(config: &TrainConfig, n: usize, n_val: usize, model: &M
     c.epochs = 1;
     c.progress = true;
     let groups: Vec<f64> = c.param_groups.drain(..).map(|g| g.learning_rate).collect();
+    let decays: Vec<f64> = c.decay_groups.drain(..).map(|g| g.weight_decay).collect();
     format!(
-        "{c:?}; groups {groups:?}; n {n}; validation {n_val}; parameters {:?}",
+        "{c:?}; groups {groups:?}; decays {decays:?}; n {n}; validation {n_val}; parameters {:?}",
         shapes.0
     )
 }

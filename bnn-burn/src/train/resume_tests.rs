@@ -8,7 +8,7 @@ use crate::objective::AlphaConfig;
 use crate::posterior::PosteriorConfig;
 use crate::testing::{seeded, test_device};
 use crate::train::{
-    EarlyStoppingConfig, LrGroup, Model, TrainConfig, TrainError, TrainReport, Trainer,
+    DecayGroup, EarlyStoppingConfig, LrGroup, Model, TrainConfig, TrainError, TrainReport, Trainer,
 };
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::tensor::{Device, Distribution, Tensor};
@@ -60,6 +60,8 @@ fn config(epochs: usize) -> TrainConfig {
         .with_train_samples(2)
         .with_seed(5)
         .with_progress(false)
+        // A weight-decay group chosen by path selects the same parameters after a resume.
+        .with_decay_groups(vec![DecayGroup::dense_weights(0.01)])
 }
 
 /// Every float parameter's bits.
@@ -184,18 +186,28 @@ fn a_state_of_another_run_or_a_stateful_callback_is_refused_before_training() {
         config(6).with_early_stopping(Some(EarlyStoppingConfig::new()))
     ));
     assert!(err.contains("callback"), "{err}");
-    // A group chosen by id misses the resumed parameters, which keep their saved ids.
-    let grouped = TempDir::new("grouped");
-    let fit_grouped = |epochs: usize| {
-        let model = regressor(&device);
-        let group = ParamGroup::ids_from_module(model.likelihood.clone());
-        Trainer::new(config(epochs).with_param_groups(vec![LrGroup::new(group, 0.0)]))
-            .with_resume(&grouped.0, Duration::ZERO)
-            .fit(model, data(&device))
-    };
-    fit_grouped(1).unwrap();
-    let err = resume_error(fit_grouped(2));
-    assert!(err.contains("by module path"), "{err}");
+    // A group chosen by id misses the resumed parameters, which keep their saved ids: a
+    // learning-rate group and a weight-decay group alike.
+    type WithGroup = fn(TrainConfig, ParamGroup) -> TrainConfig;
+    let lr: WithGroup = |c, g| c.with_param_groups(vec![LrGroup::new(g, 0.0)]);
+    let decay: WithGroup = |c, g| c.with_decay_groups(vec![DecayGroup::new(g, 0.1)]);
+    for (kind, with_group) in [("learning-rate", lr), ("weight-decay", decay)] {
+        let grouped = TempDir::new(kind);
+        let fit_grouped = |epochs: usize| {
+            let model = regressor(&device);
+            let group = ParamGroup::ids_from_module(model.likelihood.clone());
+            Trainer::new(with_group(config(epochs), group))
+                .with_resume(&grouped.0, Duration::ZERO)
+                .fit(model, data(&device))
+        };
+        fit_grouped(1).unwrap();
+        let err = resume_error(fit_grouped(2));
+        let want = format!("a {kind} group selects parameters by id");
+        assert!(
+            err.contains(&want) && err.contains("by module path"),
+            "{err}"
+        );
+    }
     // A damaged state file is named.
     std::fs::write(dir.0.join("state.json"), "{").unwrap();
     let err = resume_error(fit(config(6)));

@@ -476,3 +476,102 @@ fn minibatches_carry_their_rows_and_the_training_set_size() {
     };
     train(model, (x.clone(), x.zeros_like()), &config).unwrap();
 }
+
+/// One full-batch SGD step with a decay group on the head's weights moves them by exactly
+/// `−ηλθ₀` more than the same step without it (the gradient of `λ‖θ‖²/2`), and moves nothing
+/// else differently.
+#[test]
+fn a_decay_group_adds_lambda_theta_to_its_parameters_gradients_only() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 9);
+    let weights = WeightConfig::of(PosteriorConfig::point());
+    let model = regressor(weights, 8, &device);
+    let data = linear_data(&device, 64);
+    let (lr, lambda) = (0.1, 0.5);
+    let config = quiet(1)
+        .with_batch_size(64)
+        .with_learning_rate(lr)
+        .with_optimizer(OptimizerConfig::Sgd {
+            momentum: 0.0,
+            nesterov: false,
+        });
+    let head = |m: &Regressor| to_vec(m.head.params.weight.dist().mean());
+    let body = |m: &Regressor| to_vec(m.body.layers[0].params.weight.dist().mean());
+    let start = (head(&model), body(&model));
+    let (plain, _) = train(model.clone(), data.clone(), &config).unwrap();
+    let group = ParamGroup::from_regex(r"^head\.params\.weight\.").unwrap();
+    let decayed = config
+        .clone()
+        .with_decay_groups(vec![DecayGroup::new(group, lambda)]);
+    let (decayed, _) = train(model, data, &decayed).unwrap();
+    for ((d, p), t0) in head(&decayed).iter().zip(head(&plain)).zip(&start.0) {
+        let want = p - lr * lambda * t0;
+        assert!(
+            (d - want).abs() < 1e-5 * (1.0 + want.abs()),
+            "{d} vs {want}"
+        );
+    }
+    assert_ne!(head(&plain), start.0);
+    assert_eq!(body(&decayed), body(&plain));
+    assert_eq!(
+        to_vec(decayed.likelihood.log_std.val()),
+        to_vec(plain.likelihood.log_std.val())
+    );
+}
+
+/// [`DecayGroup::dense_weights`] selects, in the strided LeNet5, the 800 × 500 and 500 × 10
+/// point weights and nothing else (no convolution, no bias); in a mean-field MLP, every
+/// layer's weight means (no scale), in a BNN+LV's too.
+#[test]
+fn dense_weights_select_the_dense_layers_weights_only() {
+    use crate::likelihood::Categorical;
+    use crate::nets::ConvNetConfig;
+    use burn::module::{ModuleVisitor, Param};
+    /// The module paths (joined with `.` as the decay joins them) and sizes of the parameters
+    /// the group selects.
+    fn selected<M: Module>(model: &M) -> Vec<(String, usize)> {
+        struct Paths(Vec<String>, Vec<(String, usize)>);
+        impl ModuleVisitor for Paths {
+            fn enter_module(&mut self, name: &str, _: &str) {
+                self.0.push(name.to_string());
+            }
+            fn exit_module(&mut self, _: &str, _: &str) {
+                self.0.pop();
+            }
+            fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
+                let path = self.0.join(".");
+                if DecayGroup::dense_weights(1.0)
+                    .group
+                    .matches(&p.id, Some(&path))
+                {
+                    self.1.push((path, p.dims().iter().product()));
+                }
+            }
+        }
+        let mut v = Paths(Vec::new(), Vec::new());
+        model.visit(&mut v);
+        v.1
+    }
+    let device = test_device();
+    let lenet = ConvNetConfig::lenet5([1, 28, 28], 10)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .init(Categorical, &device)
+        .unwrap();
+    let sizes: Vec<usize> = selected(&lenet).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(sizes, vec![800 * 500, 500 * 10], "{:?}", selected(&lenet));
+    let mlp = MlpConfig::new(3, vec![7, 5], 1)
+        .with_weights(mfvi())
+        .init(
+            GaussianLikelihoodConfig::new().init(&device).unwrap(),
+            &device,
+        )
+        .unwrap();
+    let sizes: Vec<usize> = selected(&mlp).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(sizes, vec![3 * 7, 7 * 5, 5], "{:?}", selected(&mlp));
+    // BNN+LV: the network on [x, z] (one latent input), not the table of q(z_n).
+    let lv = crate::nets::BnnLvConfig::new(MlpConfig::new(3, vec![7, 5], 1).with_weights(mfvi()))
+        .init_regressor(10, &device)
+        .unwrap();
+    let sizes: Vec<usize> = selected(&lv).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(sizes, vec![4 * 7, 7 * 5, 5], "{:?}", selected(&lv));
+}
