@@ -4,7 +4,8 @@
 //! Three classifiers with a Dirichlet over the class probabilities or a dropout posterior, and
 //! how they treat inputs unlike the training data:
 //! - **EDL** (Sensoy et al. 2018): a MAP net whose outputs are evidence, `α = relu(f) + 1`, the
-//!   squared-error Bayes risk and `KL(Dir(α̃) ‖ Dir(1))` annealed over 10 epochs;
+//!   squared-error Bayes risk, `KL(Dir(α̃) ‖ Dir(1))` annealed over 10 epochs, and their code's
+//!   L2 penalty `0.005·‖W‖²/2` on the dense weights;
 //! - **BEDL-PAC** (§5.3): weights integrated out by CLT moments, `α = exp(f)`, the marginal
 //!   `ln E[softmax(f)_y]` over 5 sampled outputs, and the PAC-Bayes bound of eq. 5.10 (`δ = 0.1`)
 //!   as the objective, reported on the training set after fitting;
@@ -208,7 +209,10 @@ macro_rules! fit_all {
                 Method::Edl => {
                     let head = EvidentialConfig::sensoy();
                     let net = $build(method.weights()).init(head.init(), &$device)?;
-                    let trainer = Trainer::new($config.clone()).with_objective(head.objective()?);
+                    let config = $config
+                        .clone()
+                        .with_decay_groups(vec![EvidentialConfig::sensoy_decay()]);
+                    let trainer = Trainer::new(config).with_objective(head.objective()?);
                     out.push(Box::new(
                         trainer.fit(net, ($x.clone(), $y.clone()))?.0.valid(),
                     ));

@@ -24,9 +24,6 @@ pub const BEDL_BETA: f64 = 100.0;
 /// prior precision of its VarOut baseline).
 pub const BEDL_PRIOR_PRECISION: f64 = 1.0;
 
-/// EDL's L2 coefficient λ in `λ‖θ‖²/2` (Sensoy et al. 2018's code: `lmb = 0.005`).
-pub const EDL_WEIGHT_DECAY: f64 = 0.005;
-
 /// A PAC-Bayes configuration for a regressor: the classification default of the complexity
 /// term, `(ln max B)/N ≤ 1`, becomes the thesis's bound for `N(y | h(x), β⁻¹)`,
 /// `β/(2π)` with β = [`BEDL_BETA`] (Haußmann 2021 §5.3); any other choice is kept.
@@ -282,8 +279,8 @@ impl Method {
     /// EDL as Sensoy et al. (2018) ran it (Haußmann 2021 Table 5.2's EDL row: the official
     /// code): a MAP net, ReLU evidence, the squared-error risk, `KL(Dir(α̃) ‖ Dir(1))` annealed
     /// over 10 epochs from 0 (so a 1-epoch run, the thesis code's MNIST budget, has none), and
-    /// the code's L2 penalty `0.005·‖W‖²/2` ([`EDL_WEIGHT_DECAY`]) on the dense layers' weights
-    /// only ([`DecayGroup::dense_weights`]), as the official code has it.
+    /// the code's L2 penalty `0.005·‖W‖²/2` on the dense layers' weights only
+    /// ([`EvidentialConfig::sensoy_decay`]), as the official code has it.
     pub fn edl() -> Self {
         let mut m = Self::map(1.0);
         m.name = "EDL";
@@ -296,7 +293,7 @@ impl Method {
         m.objective = TrainObjective::Anneal {
             epochs: head.warmup_epochs,
         };
-        m.decay = vec![DecayGroup::dense_weights(EDL_WEIGHT_DECAY)];
+        m.decay = vec![EvidentialConfig::sensoy_decay()];
         m
     }
 

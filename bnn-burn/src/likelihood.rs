@@ -19,7 +19,9 @@ use burn::tensor::{Device, Int, Tensor};
 
 mod evidential;
 
-pub use evidential::{DirichletRegulariser, EdlLoss, Evidence, Evidential, EvidentialConfig};
+pub use evidential::{
+    DirichletRegulariser, EdlLoss, Evidence, Evidential, EvidentialConfig, SENSOY_WEIGHT_DECAY,
+};
 
 /// Smallest predicted variance of the heteroscedastic head.
 const MIN_VARIANCE: f64 = 1e-6;

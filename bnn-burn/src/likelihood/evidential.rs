@@ -91,6 +91,10 @@ pub struct EvidentialConfig {
     pub warmup_epochs: usize,
 }
 
+/// λ of Sensoy et al. (2018)'s L2 penalty `λ‖W‖²/2` on the dense weights (their code's `lmb`);
+/// see [`EvidentialConfig::sensoy_decay`].
+pub const SENSOY_WEIGHT_DECAY: f64 = 0.005;
+
 impl EvidentialConfig {
     /// Sensoy et al. (2018)'s head: ReLU evidence and the squared-error risk. With many classes
     /// it collapses once the regulariser weighs in: on 64 Gaussian clusters in 16 dimensions (a
@@ -103,6 +107,12 @@ impl EvidentialConfig {
         Self::new()
             .with_evidence(Evidence::ReluPlusOne)
             .with_loss(EdlLoss::SquaredError)
+    }
+
+    /// The L2 penalty of Sensoy et al. (2018)'s code, `λ‖W‖²/2` with λ = 0.005 on the dense
+    /// layers' weights only, for [`crate::train::TrainConfig::decay_groups`]: it trains with it.
+    pub fn sensoy_decay() -> crate::train::DecayGroup {
+        crate::train::DecayGroup::dense_weights(SENSOY_WEIGHT_DECAY)
     }
 
     /// The likelihood.
