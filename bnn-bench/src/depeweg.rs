@@ -20,7 +20,7 @@ use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{BnnLvConfig, MlpConfig, depeweg_weights};
 use bnn_burn::objective::AlphaConfig;
-use bnn_burn::predict::{GaussianPrediction, Predict, PredictMode};
+use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::dynamics::WetChicken;
@@ -28,6 +28,7 @@ use bnn_datasets::toy;
 use bnn_datasets::uci::{UciData, UciDataset};
 use bnn_datasets::{DataRoot, RegressionData};
 use burn::module::Module;
+use burn::tensor::Tensor;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use std::error::Error;
@@ -360,6 +361,10 @@ pub struct SplitRow {
     pub test_rmse: f64,
     /// Learned noise std `√Σ`, original units.
     pub noise_std: f64,
+    /// `(T, LL)`: the test LL of a mixture of `T` draws of the same net ([`FitScores::wide`]);
+    /// absent from rows written before it was measured.
+    #[serde(default)]
+    pub wide: Option<(usize, f64)>,
     /// Training and evaluation time, s.
     pub seconds: f64,
     /// Git revision of the run.
@@ -387,6 +392,8 @@ pub struct TableRow {
     pub z_ll: Option<f64>,
     /// z of the RMSE against the published (positive: ours lower).
     pub z_rmse: Option<f64>,
+    /// `(T, LL mean ± s.e., z)` of the `T`-draw mixtures, when every split measured one of `T`.
+    pub wide: Option<(usize, (f64, f64), Option<f64>)>,
     /// Sum of the splits' seconds.
     pub seconds: f64,
 }
@@ -406,9 +413,27 @@ pub fn random_split(n: usize, seed: u64, set: DepewegSet, k: usize) -> (Vec<usiz
     (train, test)
 }
 
+/// The test mixture of [`run`]'s second LL estimate has this many times the budget's draws.
+pub const WIDE_DRAWS_FACTOR: usize = 25;
+
+/// One fit's scores, in original units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitScores {
+    /// Test LL per point of the budget's `test_draws`-draw mixture.
+    pub test_ll: f64,
+    /// Test RMSE of the predictive mean (the same draws).
+    pub test_rmse: f64,
+    /// Learned noise std `√Σ`.
+    pub noise_std: f64,
+    /// `Some((T, LL))`: the test LL of the mixture of `T` draws of the same trained net, its
+    /// first `test_draws` those of `test_ll` (`ln (1/T) Σ_t p_t(y)` is biased low by an amount
+    /// that shrinks with `T`, most for spiky predictives such as wine's).
+    pub wide: Option<(usize, f64)>,
+}
+
 /// Fits `model` on one split and scores the test rows. `train`, `test` are in original units;
-/// the standardisation is fitted here on `train` ([`fit_standardised`]). Returns test LL, RMSE
-/// and the learned noise std, in original units.
+/// the standardisation is fitted here on `train` ([`fit_standardised`]); `wide_draws > 0` adds
+/// the LL of a mixture of that many draws ([`FitScores::wide`]).
 ///
 /// # Errors
 /// Shapes, a diverged fit (the trainer's check), a non-finite score.
@@ -419,7 +444,8 @@ pub fn fit_and_score(
     test: &RegressionData,
     budget: &DepewegBudget,
     seed: u64,
-) -> Result<(f64, f64, f64), Box<dyn Error>> {
+    wide_draws: usize,
+) -> Result<FitScores, Box<dyn Error>> {
     let (sx, sy) = train.fit_standardizers()?;
     fit_standardised(
         model,
@@ -430,6 +456,7 @@ pub fn fit_and_score(
         sy.std[0],
         budget,
         seed,
+        wide_draws,
     )
 }
 
@@ -437,6 +464,8 @@ pub fn fit_and_score(
 /// [`depeweg_weights`]; with a latent input when `model.latent`) by black-box α on standardised
 /// training rows, and scores standardised test rows by the `budget.test_draws`-draw mixture.
 /// `y_std` is the target's training std: LL, RMSE and noise std come back in original units.
+/// `wide_draws > budget.test_draws` adds the LL of the mixture of `wide_draws` draws, the first
+/// `budget.test_draws` of them the budget's, the rest drawn after in chunks.
 ///
 /// # Errors
 /// Shapes, a diverged fit (the trainer's check), a non-finite score.
@@ -450,7 +479,8 @@ pub fn fit_standardised(
     y_std: f64,
     budget: &DepewegBudget,
     seed: u64,
-) -> Result<(f64, f64, f64), Box<dyn Error>> {
+    wide_draws: usize,
+) -> Result<FitScores, Box<dyn Error>> {
     let d = train.n_features;
     let device = training_device();
     device.seed(seed);
@@ -468,26 +498,71 @@ pub fn fit_standardised(
         .with_progress(false);
     let objective = AlphaConfig::new().with_alpha(model.alpha).init()?;
     let mlp = MlpConfig::new(d, hidden.to_vec(), 1).with_weights(depeweg_weights(1.0));
-    let draws = PredictMode::Samples(budget.test_draws);
-    let (prediction, noise): (GaussianPrediction, f64) = if model.latent {
-        let net = BnnLvConfig::new(mlp).init_regressor(n, &device)?;
-        let (net, _) = Trainer::new(config)
-            .with_objective(objective)
-            .fit(net, (x, y))?;
-        let net = net.valid();
-        let noise = to_vec(net.net.likelihood.noise_std())[0];
-        (net.predict(xt, draws)?, noise)
-    } else {
-        let net = mlp.init_regressor(&device)?;
-        let (net, _) = Trainer::new(config)
-            .with_objective(objective)
-            .fit(net, (x, y))?;
-        let net = net.valid();
-        let noise = to_vec(net.likelihood.noise_std())[0];
-        (net.predict(xt, draws)?, noise)
+    let draws = budget.test_draws;
+    let draw = |net: &dyn Predict<Input = Tensor<2>, Prediction = GaussianPrediction>, n: usize| {
+        net.predict(xt.clone(), PredictMode::Samples(n))
     };
-    let scores = prediction.scores(yt, &[y_std]);
-    Ok((scores.log_likelihood, scores.rmse, noise * y_std))
+    let (prediction, noise, more): (GaussianPrediction, f64, Vec<GaussianPrediction>) =
+        if model.latent {
+            let net = BnnLvConfig::new(mlp).init_regressor(n, &device)?;
+            let (net, _) = Trainer::new(config)
+                .with_objective(objective)
+                .fit(net, (x, y))?;
+            let net = net.valid();
+            let noise = to_vec(net.net.likelihood.noise_std())[0];
+            let first = draw(&net, draws)?;
+            let more = wide_chunks(wide_draws, draws, test_y.len(), hidden, d)
+                .map(|k| draw(&net, k))
+                .collect::<Result<_, _>>()?;
+            (first, noise, more)
+        } else {
+            let net = mlp.init_regressor(&device)?;
+            let (net, _) = Trainer::new(config)
+                .with_objective(objective)
+                .fit(net, (x, y))?;
+            let net = net.valid();
+            let noise = to_vec(net.likelihood.noise_std())[0];
+            let first = draw(&net, draws)?;
+            let more = wide_chunks(wide_draws, draws, test_y.len(), hidden, d)
+                .map(|k| draw(&net, k))
+                .collect::<Result<_, _>>()?;
+            (first, noise, more)
+        };
+    let scores = prediction.scores(yt.clone(), &[y_std]);
+    let wide = match more.is_empty() {
+        true => None,
+        false => {
+            let mut acc = MixtureAccumulator::new(yt);
+            for p in std::iter::once(&prediction).chain(&more) {
+                let GaussianPrediction::Samples(s) = p else {
+                    return Err("a sampled prediction returned moments".into());
+                };
+                acc.add(s);
+            }
+            Some((acc.draws(), acc.scores(&[y_std]).log_likelihood))
+        }
+    };
+    Ok(FitScores {
+        test_ll: scores.log_likelihood,
+        test_rmse: scores.rmse,
+        noise_std: noise * y_std,
+        wide,
+    })
+}
+
+/// The chunk sizes of the draws after the first `first` up to `wide` in all, each holding at
+/// most `PASS_CHUNK_ELEMENTS` activations of the widest layer over `rows` test rows.
+fn wide_chunks(
+    wide: usize,
+    first: usize,
+    rows: usize,
+    hidden: &[usize],
+    d: usize,
+) -> impl Iterator<Item = usize> {
+    let width = hidden.iter().copied().chain([d]).max().unwrap_or(1) * rows.max(1);
+    let chunk = (crate::uci::PASS_CHUNK_ELEMENTS / width).max(1);
+    let rest = wide.saturating_sub(first);
+    (0..rest.div_ceil(chunk)).map(move |i| chunk.min(rest - i * chunk))
 }
 
 /// The file of one split's row under `out`: named by set, model, budget, seed and split, so
@@ -573,7 +648,17 @@ pub fn table(rows: &[SplitRow]) -> Result<Vec<TableRow>, String> {
             let rmse =
                 mean_and_standard_error(&mine.iter().map(|r| r.test_rmse).collect::<Vec<_>>());
             let p = published(set, &model);
+            let wide = match mine.iter().map(|r| r.wide).collect::<Option<Vec<_>>>() {
+                Some(w) if w.iter().all(|&(t, _)| t == w[0].0) => {
+                    let lls: Vec<f64> = w.iter().map(|&(_, ll)| ll).collect();
+                    experiment::check_finite(&label, "wide test LL", lls.iter().sum())?;
+                    let ll = mean_and_standard_error(&lls);
+                    Some((w[0].0, ll, p.and_then(|p| z_score(ll, p.ll, true))))
+                }
+                _ => None,
+            };
             out.push(TableRow {
+                wide,
                 dataset: set.name().into(),
                 model: model.name.into(),
                 splits: mine.len(),
@@ -657,6 +742,28 @@ pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
             z_cell(r.z_rmse),
             r.seconds
         ));
+    }
+    let wide: Vec<&TableRow> = rows.iter().filter(|r| r.wide.is_some()).collect();
+    if !wide.is_empty() {
+        s.push_str(
+            "\nThe same nets' test LL under wider mixtures (the first draws those above; the \
+             estimate `ln (1/T) Σ_t p_t(y)` is biased low by an amount that shrinks with `T`, \
+             most where the predictive is spiky). Rows whose every split measured it:\n\n\
+             | data set | model | splits | T | test LL | published | z |\n\
+             |---|---|---:|---:|---:|---:|---:|\n",
+        );
+        for r in wide {
+            let (t, ll, z) = r.wide.expect("filtered");
+            s.push_str(&format!(
+                "| {} | {} | {} | {t} | {} | {} | {} |\n",
+                r.dataset,
+                r.model,
+                r.splits,
+                cell(ll, 3),
+                opt_cell(r.published_ll, 2),
+                z_cell(z)
+            ));
+        }
     }
     s
 }
@@ -742,10 +849,10 @@ pub fn run(options: &DepewegOptions) -> Result<Vec<TableRow>, Box<dyn Error>> {
                     train.len()
                 );
                 let hidden = [set.hidden(); 2];
-                let (test_ll, test_rmse, noise_std) =
-                    fit_and_score(model, &hidden, &train, &test, &options.budget, seed).map_err(
-                        |e| format!("{} / {} split {}: {e}", set.name(), model.name, k + 1),
-                    )?;
+                let wide = options.budget.test_draws * WIDE_DRAWS_FACTOR;
+                let fit = fit_and_score(model, &hidden, &train, &test, &options.budget, seed, wide)
+                    .map_err(|e| format!("{} / {} split {}: {e}", set.name(), model.name, k + 1))?;
+                let (test_ll, test_rmse) = (fit.test_ll, fit.test_rmse);
                 let row = SplitRow {
                     dataset: set.name().into(),
                     model: model.name.into(),
@@ -755,15 +862,19 @@ pub fn run(options: &DepewegOptions) -> Result<Vec<TableRow>, Box<dyn Error>> {
                     n_train: train.len(),
                     test_ll,
                     test_rmse,
-                    noise_std,
+                    noise_std: fit.noise_std,
+                    wide: fit.wide,
                     seconds: t.elapsed().as_secs_f64(),
                     git_revision: experiment::git_revision(),
                 };
                 eprintln!(
-                    "[depeweg] {} / {} split {}: test LL {test_ll:.3}, RMSE {test_rmse:.4}, {:.0} s",
+                    "[depeweg] {} / {} split {}: test LL {test_ll:.3}{}, RMSE {test_rmse:.4}, {:.0} s",
                     set.name(),
                     model.name,
                     k + 1,
+                    row.wide
+                        .map(|(t, ll)| format!(" ({ll:.3} with {t} draws)"))
+                        .unwrap_or_default(),
                     row.seconds
                 );
                 write_whole(&path, &serde_json::to_string_pretty(&row)?)?;
@@ -836,6 +947,7 @@ mod tests {
             published_rmse: Some((1.0, 0.1)),
             z_ll: Some(z),
             z_rmse: Some(0.0),
+            wide: None,
             seconds: 1.0,
         };
         let rows = [
@@ -936,15 +1048,26 @@ mod tests {
         assert_eq!(table.len(), 1);
         assert_eq!(table[0].splits, 2);
         assert!(table[0].published_ll.is_some() && table[0].z_ll.is_some());
+        let wide = table[0].wide.unwrap();
+        assert_eq!(wide.0, 10 * WIDE_DRAWS_FACTOR);
+        assert!(wide.1.0.is_finite() && wide.2.is_some(), "{wide:?}");
+        let md = std::fs::read_to_string(out.join("depeweg.md")).unwrap();
+        assert!(
+            md.contains("| heteroscedastic | BNN+LV α=1 | 2 | 250 |"),
+            "{md}"
+        );
         let path = row_path(&out, &options, DepewegSet::Heteroscedastic, &MODELS[3], 1);
         let before = std::fs::read_to_string(&path).unwrap();
-        // A planted marker survives a resumed run: the split is not refitted.
-        let mut row: SplitRow = serde_json::from_str(&before).unwrap();
-        row.seconds = 12345.0;
+        // A planted marker survives a resumed run: the split is not refitted. A row written
+        // before the wide mixture was measured (no `wide`) still loads; its group shows none.
+        let mut row: serde_json::Value = serde_json::from_str(&before).unwrap();
+        row["seconds"] = 12345.0.into();
+        row.as_object_mut().unwrap().remove("wide");
         write_whole(&path, &serde_json::to_string(&row).unwrap()).unwrap();
         let again = run(&options).unwrap();
         assert_eq!(again[0].splits, 2);
         assert!(again[0].seconds >= 12345.0);
+        assert_eq!(again[0].wide, None);
         // Another budget neither reuses nor reports nor replaces the rows of this one.
         let mut other = options.clone();
         other.budget.epochs = 1;

@@ -72,7 +72,7 @@ impl UciMethod for DepewegFit {
             train_samples: DEPEWEG_TRAIN_SAMPLES,
             test_draws: b.test_passes.max(1),
         };
-        let (test_ll, test_rmse, noise) = crate::depeweg::fit_standardised(
+        let fit = crate::depeweg::fit_standardised(
             &self.0,
             &[split.meta.n_hidden],
             &split.train,
@@ -81,10 +81,12 @@ impl UciMethod for DepewegFit {
             split.y_scaler.std[0],
             &budget,
             split.seed,
+            0,
         )?;
+        let noise = fit.noise_std;
         Ok(SplitOutcome {
-            test_ll,
-            test_rmse,
+            test_ll: fit.test_ll,
+            test_rmse: fit.test_rmse,
             detail: format!(
                 "α = {}, K = {DEPEWEG_TRAIN_SAMPLES}, learned noise std {noise:.4}",
                 self.0.alpha
