@@ -709,7 +709,7 @@ fn opt_cell(v: Option<(f64, f64)>, digits: usize) -> String {
 }
 
 fn z_cell(z: Option<f64>) -> String {
-    z.map_or_else(|| "–".into(), |z| format!("{z:+.1}"))
+    z.map_or_else(|| "–".into(), |z| format!("{z:+.2}"))
 }
 
 /// The Markdown report of `rows` under `options`.
