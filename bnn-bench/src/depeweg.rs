@@ -20,7 +20,9 @@ use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{BnnLvConfig, MlpConfig, depeweg_weights};
 use bnn_burn::objective::AlphaConfig;
-use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
+use bnn_burn::predict::{
+    GaussianPrediction, MixtureAccumulator, Predict, PredictMode, RegressionScores,
+};
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::dynamics::WetChicken;
@@ -499,48 +501,43 @@ pub fn fit_standardised(
     let objective = AlphaConfig::new().with_alpha(model.alpha).init()?;
     let mlp = MlpConfig::new(d, hidden.to_vec(), 1).with_weights(depeweg_weights(1.0));
     let draws = budget.test_draws;
-    let draw = |net: &dyn Predict<Input = Tensor<2>, Prediction = GaussianPrediction>, n: usize| {
-        net.predict(xt.clone(), PredictMode::Samples(n))
-    };
-    let (prediction, noise, more): (GaussianPrediction, f64, Vec<GaussianPrediction>) =
-        if model.latent {
-            let net = BnnLvConfig::new(mlp).init_regressor(n, &device)?;
-            let (net, _) = Trainer::new(config)
-                .with_objective(objective)
-                .fit(net, (x, y))?;
-            let net = net.valid();
-            let noise = to_vec(net.net.likelihood.noise_std())[0];
-            let first = draw(&net, draws)?;
-            let more = wide_chunks(wide_draws, draws, test_y.len(), hidden, d)
-                .map(|k| draw(&net, k))
-                .collect::<Result<_, _>>()?;
-            (first, noise, more)
-        } else {
-            let net = mlp.init_regressor(&device)?;
-            let (net, _) = Trainer::new(config)
-                .with_objective(objective)
-                .fit(net, (x, y))?;
-            let net = net.valid();
-            let noise = to_vec(net.likelihood.noise_std())[0];
-            let first = draw(&net, draws)?;
-            let more = wide_chunks(wide_draws, draws, test_y.len(), hidden, d)
-                .map(|k| draw(&net, k))
-                .collect::<Result<_, _>>()?;
-            (first, noise, more)
-        };
-    let scores = prediction.scores(yt.clone(), &[y_std]);
-    let wide = match more.is_empty() {
-        true => None,
-        false => {
-            let mut acc = MixtureAccumulator::new(yt);
-            for p in std::iter::once(&prediction).chain(&more) {
-                let GaussianPrediction::Samples(s) = p else {
-                    return Err("a sampled prediction returned moments".into());
-                };
-                acc.add(s);
-            }
-            Some((acc.draws(), acc.scores(&[y_std]).log_likelihood))
+    // The budget's mixture, then (when asked) the wide one: its first draws those, the rest
+    // drawn after in chunks and accumulated.
+    type Scores = (RegressionScores, Option<(usize, f64)>);
+    let score = |net: &dyn Predict<Input = Tensor<2>, Prediction = GaussianPrediction>|
+     -> Result<Scores, Box<dyn Error>> {
+        let first = net.predict(xt.clone(), PredictMode::Samples(draws))?;
+        let scores = first.scores(yt.clone(), &[y_std]);
+        let chunks: Vec<usize> = wide_chunks(wide_draws, draws, test_y.len(), hidden, d).collect();
+        if chunks.is_empty() {
+            return Ok((scores, None));
         }
+        let mut acc = MixtureAccumulator::new(yt.clone());
+        let rest = chunks
+            .into_iter()
+            .map(|k| net.predict(xt.clone(), PredictMode::Samples(k)));
+        for p in std::iter::once(Ok(first)).chain(rest) {
+            let GaussianPrediction::Samples(s) = p? else {
+                return Err("a sampled prediction returned moments".into());
+            };
+            acc.add(&s);
+        }
+        Ok((scores, Some((acc.draws(), acc.scores(&[y_std]).log_likelihood))))
+    };
+    let ((scores, wide), noise) = if model.latent {
+        let net = BnnLvConfig::new(mlp).init_regressor(n, &device)?;
+        let (net, _) = Trainer::new(config)
+            .with_objective(objective)
+            .fit(net, (x, y))?;
+        let net = net.valid();
+        (score(&net)?, to_vec(net.net.likelihood.noise_std())[0])
+    } else {
+        let net = mlp.init_regressor(&device)?;
+        let (net, _) = Trainer::new(config)
+            .with_objective(objective)
+            .fit(net, (x, y))?;
+        let net = net.valid();
+        (score(&net)?, to_vec(net.likelihood.noise_std())[0])
     };
     Ok(FitScores {
         test_ll: scores.log_likelihood,
