@@ -548,7 +548,8 @@ pub fn fit_standardised(
 }
 
 /// The chunk sizes of the draws after the first `first` up to `wide` in all, each holding at
-/// most `PASS_CHUNK_ELEMENTS` activations of the widest layer over `rows` test rows.
+/// most `PASS_CHUNK_ELEMENTS` activations of the widest layer over `rows` test rows
+/// ([`crate::uci::draws_per_chunk`]).
 fn wide_chunks(
     wide: usize,
     first: usize,
@@ -556,8 +557,8 @@ fn wide_chunks(
     hidden: &[usize],
     d: usize,
 ) -> impl Iterator<Item = usize> {
-    let width = hidden.iter().copied().chain([d]).max().unwrap_or(1) * rows.max(1);
-    let chunk = (crate::uci::PASS_CHUNK_ELEMENTS / width).max(1);
+    let widest = hidden.iter().copied().chain([d]).max().unwrap_or(1);
+    let chunk = crate::uci::draws_per_chunk(widest, rows);
     let rest = wide.saturating_sub(first);
     (0..rest.div_ceil(chunk)).map(move |i| chunk.min(rest - i * chunk))
 }
@@ -753,7 +754,7 @@ pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
             r.seconds
         ));
     }
-    let wide: Vec<&TableRow> = rows.iter().filter(|r| r.wide.is_some()).collect();
+    let wide: Vec<_> = rows.iter().filter_map(|r| r.wide.map(|w| (r, w))).collect();
     if !wide.is_empty() {
         s.push_str(
             "\nThe same nets' test LL under wider mixtures (the first draws those above; the \
@@ -762,8 +763,7 @@ pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
              | data set | model | splits | T | test LL | published | z |\n\
              |---|---|---:|---:|---:|---:|---:|\n",
         );
-        for r in wide {
-            let (t, ll, z) = r.wide.expect("filtered");
+        for (r, (t, ll, z)) in wide {
             s.push_str(&format!(
                 "| {} | {} | {} | {t} | {} | {} | {} |\n",
                 r.dataset,

@@ -12,7 +12,7 @@ use bnn_burn::likelihood::{
 use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights};
 use bnn_burn::objective::{KlSchedule, PacBayesConfig, PacComplexity};
 use bnn_burn::posterior::PosteriorConfig;
-use bnn_burn::train::{DecayGroup, OptimizerConfig, TrainConfig, Trainer};
+use bnn_burn::train::{DecayGroup, TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};
 
@@ -54,9 +54,6 @@ pub struct Method {
     pub class_likelihood: ClassLikelihood,
     /// What training minimises.
     pub objective: TrainObjective,
-    /// `Some`: the optimiser this method trains with in place of the run's (EDL's L2 penalty);
-    /// the run's learning rate, batch and epochs still apply.
-    pub optimizer: Option<OptimizerConfig>,
     /// L2 penalties on parameter groups this method trains with (EDL's on the dense weights).
     pub decay: Vec<DecayGroup>,
 }
@@ -126,7 +123,6 @@ impl Method {
             noise: NoiseModel::Homoscedastic,
             class_likelihood: ClassLikelihood::Softmax,
             objective: TrainObjective::Elbo,
-            optimizer: None,
             decay: Vec::new(),
         }
     }
@@ -141,7 +137,6 @@ impl Method {
             noise: NoiseModel::Homoscedastic,
             class_likelihood: ClassLikelihood::Softmax,
             objective: TrainObjective::Elbo,
-            optimizer: None,
             decay: Vec::new(),
         }
     }
@@ -260,11 +255,7 @@ impl Method {
         &self,
         config: &TrainConfig,
     ) -> Result<Trainer<M>, ConfigError> {
-        let config = match &self.optimizer {
-            Some(optimizer) => config.clone().with_optimizer(optimizer.clone()),
-            None => config.clone(),
-        };
-        let config = config.with_decay_groups(self.decay.clone());
+        let config = config.clone().with_decay_groups(self.decay.clone());
         let with = |schedule| Trainer::new(config.clone().with_kl_schedule(schedule));
         Ok(match &self.objective {
             TrainObjective::Elbo => Trainer::new(config.clone()),

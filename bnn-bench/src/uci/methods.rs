@@ -110,6 +110,12 @@ pub const MOMENT_EPOCH_MULTIPLIER: usize = 10;
 /// Activations held at once by a chunk of test passes (elements of the widest layer).
 pub(crate) const PASS_CHUNK_ELEMENTS: usize = 10_000_000;
 
+/// Draws per chunk of test passes: at most [`PASS_CHUNK_ELEMENTS`] activations of a layer of
+/// `widest` units over `rows` test rows, and at least one draw.
+pub(crate) fn draws_per_chunk(widest: usize, rows: usize) -> usize {
+    (PASS_CHUNK_ELEMENTS / (widest.max(1) * rows.max(1))).max(1)
+}
+
 /// Test LL (mixture over `split.budget.test_passes` posterior draws, original units) and RMSE of
 /// the predictive mean. The draws go through the net in chunks ([`MixtureAccumulator`]), so
 /// Gal's 10 000 passes over protein's 4 573 test rows need no 18 GB tensor.
@@ -127,8 +133,7 @@ pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), 
         return Ok((scores.log_likelihood, scores.rmse));
     }
     let passes = split.budget.test_passes.max(1);
-    let width = split.meta.n_hidden.max(d) * split.test_y.len().max(1);
-    let chunk = (PASS_CHUNK_ELEMENTS / width).clamp(1, passes);
+    let chunk = draws_per_chunk(split.meta.n_hidden.max(d), split.test_y.len()).min(passes);
     let mut acc = MixtureAccumulator::new(y);
     while acc.draws() < passes {
         let want = chunk.min(passes - acc.draws());

@@ -2,6 +2,7 @@
 
 use super::callbacks::{Callback, EarlyStopping, Flow, StepInfo};
 use super::data::{Batch, Minibatch, Model, TrainData};
+use super::optim::DecayPlan;
 use super::resume::{self, TrainState};
 use super::{EpochStats, TrainConfig, TrainError, TrainReport};
 use crate::objective::{ElboConfig, Objective, StepContext, StepRequest};
@@ -188,6 +189,9 @@ impl<M: Model> Trainer<M> {
             // what an uninterrupted one draws.
             device.seed(resume::epoch_seed(config.seed, epoch));
             train_rows.shuffle(&mut rng);
+            // The decay groups' selection, once an epoch (a callback's update may replace
+            // parameters between epochs, never within one).
+            let decay = DecayPlan::new(&model, &config.decay_groups);
             let mut sums = Vec::new();
             for (step, rows) in train_rows.chunks(config.batch_size).enumerate() {
                 let batch = minibatch(&data, rows, n_train, &device)?;
@@ -212,7 +216,7 @@ impl<M: Model> Trainer<M> {
                 ));
                 let mut grads = GradientsParams::from_grads(loss.loss.backward(), &model);
                 model = model.local_update(&mut grads, rows, config.learning_rate);
-                super::optim::decay_gradients(&model, &config.decay_groups, &mut grads);
+                decay.apply(&model, &mut grads);
                 model = optim.step(lr.step(), model, grads);
                 last = (epoch, step);
                 let info = StepInfo {

@@ -3,12 +3,13 @@
 use crate::error::{Check, ConfigError};
 use crate::fused::{FusedAdam, FusedAdamW, Kernels};
 use burn::config::Config;
-use burn::module::{ModuleVisitor, Param, ParamGroup};
+use burn::module::{Module, ModuleVisitor, Param, ParamGroup, ParamId};
 use burn::optim::GradientsParams;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer, SgdConfig};
 use burn::tensor::Tensor;
+use std::collections::HashMap;
 
 /// The optimiser.
 #[derive(Config, Debug, PartialEq)]
@@ -230,9 +231,9 @@ pub struct DecayGroup {
 impl DecayGroup {
     /// The weights, not the biases, of every dense layer of a [`crate::nets::Bnn`] or of the
     /// network of a [`crate::nets::BnnLv`] (the dense layers of its body, an MLP's or those
-    /// after a conv net's flattening, and its head; never a latent encoder's): a point weight, or the mean `μ` of a distribution over it (never a scale),
-    /// selected by module path (so a resumed run selects the same ones). Sensoy et al.
-    /// (2018) decay EDL's dense weights so.
+    /// after a conv net's flattening, and its head; never a latent encoder's): a point weight,
+    /// or the mean `μ` of a distribution over it (never a scale), selected by module path (so a
+    /// resumed run selects the same ones). Sensoy et al. (2018) decay EDL's dense weights so.
     pub fn dense_weights(weight_decay: f64) -> Self {
         let group = ParamGroup::from_regex(
             r"^(net\.)?(body\.(dense\.)?layers\.[0-9]+|head)\.params\.weight\.(.*\.)?(weight|mu)$",
@@ -242,52 +243,75 @@ impl DecayGroup {
     }
 }
 
-/// Adds `λθ` to the gradient of every parameter of `model` that a group of `groups` selects
-/// (by id, or by its module path joined with `.`), the last matching group's λ; parameters
-/// without a gradient stay without one.
-pub(super) fn decay_gradients<M: burn::module::Module>(
-    model: &M,
-    groups: &[DecayGroup],
-    grads: &mut GradientsParams,
-) {
-    struct Decay<'a> {
-        groups: &'a [DecayGroup],
-        grads: &'a mut GradientsParams,
-        path: Vec<String>,
-    }
-    impl ModuleVisitor for Decay<'_> {
-        fn enter_module(&mut self, name: &str, _container_type: &str) {
-            self.path.push(name.to_string());
+/// Which parameters of a model the decay groups select, and their λ: the groups' matching (by
+/// id, or by the module path joined with `.`; the last matching group wins) done once, not at
+/// every step. Parameters with λ = 0 are left out.
+pub(super) struct DecayPlan(HashMap<ParamId, f64>);
+
+impl DecayPlan {
+    /// The selection of `groups` in `model`.
+    pub(super) fn new<M: Module>(model: &M, groups: &[DecayGroup]) -> Self {
+        struct Select<'a> {
+            groups: &'a [DecayGroup],
+            path: Vec<String>,
+            lambdas: HashMap<ParamId, f64>,
         }
-        fn exit_module(&mut self, _name: &str, _container_type: &str) {
-            self.path.pop();
-        }
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let path = self.path.join(".");
-            let Some(lambda) = self
-                .groups
-                .iter()
-                .rev()
-                .find(|g| g.group.matches(&param.id, Some(&path)))
-                .map(|g| g.weight_decay)
-            else {
-                return;
-            };
-            if lambda == 0.0 {
-                return;
+        impl ModuleVisitor for Select<'_> {
+            fn enter_module(&mut self, name: &str, _container_type: &str) {
+                self.path.push(name.to_string());
             }
-            if let Some(grad) = self.grads.remove::<D>(param.id) {
-                let theta = param.val().inner().mul_scalar(lambda);
-                self.grads.register(param.id, grad + theta);
+            fn exit_module(&mut self, _name: &str, _container_type: &str) {
+                self.path.pop();
+            }
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let path = self.path.join(".");
+                let lambda = self
+                    .groups
+                    .iter()
+                    .rev()
+                    .find(|g| g.group.matches(&param.id, Some(&path)))
+                    .map(|g| g.weight_decay);
+                if let Some(lambda) = lambda.filter(|&l| l != 0.0) {
+                    self.lambdas.insert(param.id, lambda);
+                }
             }
         }
+        let mut select = Select {
+            groups,
+            path: Vec::new(),
+            lambdas: HashMap::new(),
+        };
+        if !groups.is_empty() {
+            model.visit(&mut select);
+        }
+        Self(select.lambdas)
     }
-    if groups.is_empty() {
-        return;
+
+    /// λ of the parameter `id`, if selected.
+    pub(super) fn lambda(&self, id: &ParamId) -> Option<f64> {
+        self.0.get(id).copied()
     }
-    model.visit(&mut Decay {
-        groups,
-        grads,
-        path: Vec::new(),
-    });
+
+    /// Adds `λθ` to the gradient of every selected parameter of `model` (the model the plan
+    /// was made for, or one with the same ids); parameters without a gradient stay without one.
+    pub(super) fn apply<M: Module>(&self, model: &M, grads: &mut GradientsParams) {
+        struct Decay<'a> {
+            plan: &'a DecayPlan,
+            grads: &'a mut GradientsParams,
+        }
+        impl ModuleVisitor for Decay<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let Some(lambda) = self.plan.lambda(&param.id) else {
+                    return;
+                };
+                if let Some(grad) = self.grads.remove::<D>(param.id) {
+                    let theta = param.val().inner().mul_scalar(lambda);
+                    self.grads.register(param.id, grad + theta);
+                }
+            }
+        }
+        if !self.0.is_empty() {
+            model.visit(&mut Decay { plan: self, grads });
+        }
+    }
 }

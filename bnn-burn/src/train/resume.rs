@@ -218,9 +218,10 @@ impl TrainState {
     }
 }
 
-/// Checks that every learning-rate and weight-decay group selects the same parameters of `model` by its loaded
-/// ids as by the ids it had when the groups were made (`fresh`): a group chosen by id
-/// ([`burn::module::ParamGroup::ids_from_module`]) would silently miss the loaded parameters.
+/// Checks that every learning-rate and weight-decay group selects the same parameters of
+/// `model` by its loaded ids as by the ids it had when the groups were made (`fresh`): a group
+/// chosen by id ([`burn::module::ParamGroup::ids_from_module`]) would silently miss the loaded
+/// parameters.
 pub(super) fn check_groups<M: Model>(
     config: &TrainConfig,
     fresh: &[ParamId],

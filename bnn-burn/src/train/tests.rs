@@ -526,39 +526,29 @@ fn a_decay_group_adds_lambda_theta_to_its_parameters_gradients_only() {
 fn dense_weights_select_the_dense_layers_weights_only() {
     use crate::likelihood::Categorical;
     use crate::nets::ConvNetConfig;
-    use burn::module::{ModuleVisitor, Param};
-    /// The module paths (joined with `.` as the decay joins them) and sizes of the parameters
-    /// the group selects.
-    fn selected<M: Module>(model: &M) -> Vec<(String, usize)> {
-        struct Paths(Vec<String>, Vec<(String, usize)>);
-        impl ModuleVisitor for Paths {
-            fn enter_module(&mut self, name: &str, _: &str) {
-                self.0.push(name.to_string());
-            }
-            fn exit_module(&mut self, _: &str, _: &str) {
-                self.0.pop();
-            }
+    use burn::module::{ModuleVisitor, Param, ParamId};
+    /// The sizes of the parameters the group selects, in visiting order.
+    fn selected<M: Module>(model: &M) -> Vec<usize> {
+        struct Sizes(Vec<(ParamId, usize)>);
+        impl ModuleVisitor for Sizes {
             fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
-                let path = self.0.join(".");
-                if DecayGroup::dense_weights(1.0)
-                    .group
-                    .matches(&p.id, Some(&path))
-                {
-                    self.1.push((path, p.dims().iter().product()));
-                }
+                self.0.push((p.id, p.dims().iter().product()));
             }
         }
-        let mut v = Paths(Vec::new(), Vec::new());
+        let plan = super::optim::DecayPlan::new(model, &[DecayGroup::dense_weights(1.0)]);
+        let mut v = Sizes(Vec::new());
         model.visit(&mut v);
-        v.1
+        v.0.into_iter()
+            .filter(|(id, _)| plan.lambda(id).is_some())
+            .map(|(_, n)| n)
+            .collect()
     }
     let device = test_device();
     let lenet = ConvNetConfig::lenet5([1, 28, 28], 10)
         .with_weights(WeightConfig::of(PosteriorConfig::point()))
         .init(Categorical, &device)
         .unwrap();
-    let sizes: Vec<usize> = selected(&lenet).into_iter().map(|(_, n)| n).collect();
-    assert_eq!(sizes, vec![800 * 500, 500 * 10], "{:?}", selected(&lenet));
+    assert_eq!(selected(&lenet), vec![800 * 500, 500 * 10]);
     let mlp = MlpConfig::new(3, vec![7, 5], 1)
         .with_weights(mfvi())
         .init(
@@ -566,12 +556,10 @@ fn dense_weights_select_the_dense_layers_weights_only() {
             &device,
         )
         .unwrap();
-    let sizes: Vec<usize> = selected(&mlp).into_iter().map(|(_, n)| n).collect();
-    assert_eq!(sizes, vec![3 * 7, 7 * 5, 5], "{:?}", selected(&mlp));
+    assert_eq!(selected(&mlp), vec![3 * 7, 7 * 5, 5]);
     // BNN+LV: the network on [x, z] (one latent input), not the table of q(z_n).
     let lv = crate::nets::BnnLvConfig::new(MlpConfig::new(3, vec![7, 5], 1).with_weights(mfvi()))
         .init_regressor(10, &device)
         .unwrap();
-    let sizes: Vec<usize> = selected(&lv).into_iter().map(|(_, n)| n).collect();
-    assert_eq!(sizes, vec![4 * 7, 7 * 5, 5], "{:?}", selected(&lv));
+    assert_eq!(selected(&lv), vec![4 * 7, 7 * 5, 5]);
 }
