@@ -246,7 +246,8 @@ enum Command {
         /// repeatable [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
-        /// Architectures (mlp, lenet5); repeatable [default: both; lenet5 for cifar5].
+        /// Architectures (mlp, lenet5, lenet5-pool: the max-pooling LeNet5 of Sensoy et al.'s
+        /// EDL code); repeatable [default: mlp and lenet5; lenet5 for cifar5].
         #[arg(long = "arch")]
         archs: Vec<String>,
         /// Training epochs [default: 10; 2 with --quick].

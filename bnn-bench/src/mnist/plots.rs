@@ -76,6 +76,7 @@ pub(crate) fn short(arch: Arch) -> &'static str {
     match arch {
         Arch::Mlp => "MLP",
         Arch::LeNet5 => "LeNet5",
+        Arch::LeNet5Pooled => "LeNet5-pool",
     }
 }
 

@@ -59,7 +59,7 @@ pub fn markdown(
          positives, scored by predictive entropy or by mutual information. AUROC misclassified: \
          the misclassified {name} test images are the positives, scored by predictive \
          entropy.\n\n\
-         ## Published (strided LeNet5)\n\n",
+         ## Published (LeNet5)\n\n",
         (data.n_classes() as f64).ln()
     ));
     md += &published_table(data, results);
@@ -67,20 +67,20 @@ pub fn markdown(
 }
 
 /// The published rows of the run's training family, each beside our LeNet5 row of the same
-/// method where we have one.
+/// method where we have one (the strided one, else the pooled one).
 pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
     let (name, ood_name) = data.names();
     let theirs_n = data.family.published_test_images();
     let mut md = format!(
         "Trained and tested on {name}. Beside each published row, our LeNet5 row of the same \
-         method where we have one. z: the difference in combined standard errors (binomial, \
+         method where we have one (the strided LeNet5, else the pooled one; column net). z: the difference in combined standard errors (binomial, \
          `√(e(1−e)/n)` over the {theirs_n} test images for theirs and our n for ours; positive: \
          ours has the lower error). d/sd: the difference in the published run-to-run standard \
          deviation of the error (one run of ours against the mean of theirs; positive: ours \
          lower). LL: test log-likelihood per image (−NLL).\n\n\
-         | method | error % | ± sd | LL | {ood_name} ECDF area ↓ | ours: error % | ours: LL \
-         | ours: ECDF area | z (error) | d/sd | source |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+         | method | error % | ± sd | LL | {ood_name} ECDF area ↓ | ours: net | ours: error % \
+         | ours: LL | ours: ECDF area | z (error) | d/sd | source |\n\
+         |---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n"
     );
     let cell = |v: Option<f64>, digits: usize| {
         v.map(|v| format!("{v:.digits$}"))
@@ -90,21 +90,25 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
         .into_iter()
         .filter(|p| p.family == data.family)
     {
-        let ours = results
-            .iter()
-            .find(|r| r.arch == Arch::LeNet5 && r.method == p.method);
+        let lenet = |arch| {
+            results
+                .iter()
+                .find(|r| r.arch == arch && r.method == p.method)
+        };
+        let ours = lenet(Arch::LeNet5).or_else(|| lenet(Arch::LeNet5Pooled));
         let z = ours.and_then(|r| error_z(r.error_pct, data.test.len(), p.error_pct, theirs_n));
         let d = ours
             .zip(p.error_std)
             .filter(|(_, sd)| *sd > 0.0)
             .map(|(r, sd)| (p.error_pct - r.error_pct) / sd);
         md.push_str(&format!(
-            "| {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             p.method,
             p.error_pct,
             cell(p.error_std, 2),
             cell(p.log_likelihood, 2),
             cell(p.ecdf_area, 3),
+            ours.map_or("–", |r| super::plots::short(r.arch)),
             cell(ours.map(|r| r.error_pct), 2),
             cell(ours.map(|r| -r.nll), 3),
             cell(ours.map(|r| r.ecdf_area), 3),

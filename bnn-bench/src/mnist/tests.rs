@@ -12,7 +12,13 @@ fn histogram_bins_cover_the_range_and_keep_every_value() {
 fn arch_names_parse() {
     assert_eq!("MLP".parse::<Arch>().unwrap(), Arch::Mlp);
     assert_eq!("lenet5".parse::<Arch>().unwrap(), Arch::LeNet5);
-    assert!("resnet".parse::<Arch>().unwrap_err().contains("lenet5"));
+    assert_eq!("LeNet5-pool".parse::<Arch>().unwrap(), Arch::LeNet5Pooled);
+    assert!(
+        "resnet"
+            .parse::<Arch>()
+            .unwrap_err()
+            .contains("lenet5-pool")
+    );
 }
 
 /// A tiny synthetic "MNIST" (two shapes of 28×28 images) runs end to end for every
@@ -82,6 +88,15 @@ fn a_small_run_writes_its_table_and_figures() {
             results.push(r);
         }
     }
+    // The pooled LeNet5 (Sensoy's EDL net) trains EDL too, and the published table sets it
+    // beside Table 5.2's EDL row when no strided row of EDL is there.
+    let edl = methods().into_iter().find(|m| m.name == "EDL").unwrap();
+    let pooled = run_one(Arch::LeNet5Pooled, &edl, &data, 5, 4, 1, None).unwrap();
+    assert!(pooled.error_pct < 30.0, "pooled EDL: {}", pooled.error_pct);
+    assert_eq!(pooled.arch, Arch::LeNet5Pooled);
+    let table = report::published_table(&data, std::slice::from_ref(&pooled));
+    let edl_row = table.lines().find(|l| l.starts_with("| EDL |")).unwrap();
+    assert!(edl_row.contains("| LeNet5-pool |"), "{edl_row}");
     // The same seed gives the same numbers.
     let again = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1, None).unwrap();
     let first = &results[methods().len() + 3];

@@ -1,7 +1,8 @@
 //! The convolutional body: Bayesian convolutions (each followed by the activation and an
 //! optional pooling), flattened into Bayesian dense layers. The strided LeNet5 of Haußmann
 //! (2021, Table 3.4) is [`ConvNetConfig::lenet5`]: `Conv5×5(20, s2) → Conv5×5(50, s2) →
-//! Linear(800→500) → Linear(500→C)`, ReLU everywhere, no pooling, no padding.
+//! Linear(800→500) → Linear(500→C)`, ReLU everywhere, no pooling, no padding; the pooled
+//! LeNet5 of Sensoy et al. (2018)'s EDL code is [`ConvNetConfig::lenet5_pooled`].
 
 use super::{Bnn, Body, MlpBody, MlpConfig};
 use crate::dist::Moments;
@@ -112,6 +113,23 @@ impl ConvNetConfig {
     /// 12×12×20 → 4×4×50 = 800 → 500 → `n_classes`.
     pub fn lenet5(input: [usize; 3], n_classes: usize) -> Self {
         Self::strided_lenet(input, [20, 50], 500, n_classes)
+    }
+
+    /// The pooled LeNet5 of Louizos & Welling (2017) and of Sensoy et al. (2018)'s EDL code,
+    /// on which Haußmann (2021, Table 5.2) ran EDL: two 5×5 stride-1 convolutions of 20 and 50
+    /// channels, each followed by ReLU and a 2×2 max pooling, then a dense layer of 500:
+    /// 28×28 → 24×24×20 → 12×12 → 8×8×50 → 4×4×50 = 800 → 500 → `n_classes`. (Sensoy's code
+    /// also drops half the 500 units while training; this network has no dropout.)
+    pub fn lenet5_pooled(input: [usize; 3], n_classes: usize) -> Self {
+        let pool = Pool::Max {
+            kernel: 2,
+            stride: 2,
+        };
+        let convs = [20, 50]
+            .map(|c| ConvSpec::new(c, 5).with_pool(Some(pool)))
+            .to_vec();
+        let width = conv_features(input, &convs).map_or(0, |[c, h, w]| c * h * w);
+        Self::new(input, convs, MlpConfig::new(width, vec![500], n_classes))
     }
 
     /// Two 5×5 stride-2 convolutions of `channels`, then a dense layer of `hidden` units.

@@ -95,6 +95,28 @@ fn the_cifar_lenet_has_the_thesis_geometry() {
     assert_eq!(out.dims(), [1, 2, 5]);
 }
 
+/// The pooled LeNet5 (Sensoy et al. 2018's code): 28 → 24 → 12 → 8 → 4 with 50 channels,
+/// 800 → 500, and a grey image gives one logit row per image; on colour 32×32, 5×5×50.
+#[test]
+fn the_pooled_lenet_has_the_sensoy_geometry() {
+    let config = ConvNetConfig::lenet5_pooled([1, 28, 28], 10);
+    assert_eq!(config.feature_shape().unwrap(), [50, 4, 4]);
+    assert_eq!(config.dense.d_input, 800);
+    assert_eq!(config.dense.hidden, vec![500]);
+    assert!(config.convs.iter().all(|c| c.stride == 1
+        && c.pool
+            == Some(Pool::Max {
+                kernel: 2,
+                stride: 2
+            })));
+    let net = config.init(Categorical, &device()).unwrap();
+    let x = Tensor::<4>::ones([2, 1, 28, 28], &device());
+    let out = net.forward(x, &mut crate::layers::Pass::predict(1));
+    assert_eq!(out.dims(), [1, 2, 10]);
+    let colour = ConvNetConfig::lenet5_pooled([3, 32, 32], 5);
+    assert_eq!(colour.feature_shape().unwrap(), [50, 5, 5]);
+}
+
 #[test]
 fn an_image_smaller_than_a_kernel_is_a_config_error() {
     let err = ConvNetConfig::lenet5([1, 8, 8], 10)
