@@ -94,6 +94,26 @@ pub fn accuracy(probs: &[f64], n_classes: usize, labels: &[usize]) -> f64 {
     correct as f64 / labels.len() as f64
 }
 
+/// Error rate of each true class `c`: the share of rows labelled `c` whose most probable class
+/// is another, `e_c = #{n : y_n = c, argmax p_n ≠ c} / #{n : y_n = c}`; `None` for a class
+/// without rows. A class the model never predicts shows `e_c = 1`.
+pub fn class_errors(probs: &[f64], n_classes: usize, labels: &[usize]) -> Vec<Option<f64>> {
+    let mut wrong = vec![0usize; n_classes];
+    let mut seen = vec![0usize; n_classes];
+    for (row, &l) in rows(probs, n_classes).zip(labels) {
+        assert!(l < n_classes, "label {l} is not one of {n_classes} classes");
+        seen[l] += 1;
+        if argmax(row).0 != l {
+            wrong[l] += 1;
+        }
+    }
+    wrong
+        .iter()
+        .zip(&seen)
+        .map(|(&w, &n)| (n > 0).then(|| w as f64 / n as f64))
+        .collect()
+}
+
 /// Multi-class Brier score `mean_b Σ_c (p_bc − 1[y_b = c])²`.
 pub fn brier(probs: &[f64], n_classes: usize, labels: &[usize]) -> f64 {
     let total: f64 = rows(probs, n_classes)
@@ -353,6 +373,13 @@ mod tests {
         let curve = reliability_curve(&probs, 2, &labels, 10);
         assert_eq!(curve.iter().map(|b| b.count).sum::<usize>(), 4);
         assert!((accuracy(&probs, 2, &labels) - 0.5).abs() < 1e-12);
+        // Labels 0 (rows 1, 4) get 0 and 1; labels 1 (rows 2, 3) get 1 and 0.
+        assert_eq!(class_errors(&probs, 2, &labels), vec![Some(0.5), Some(0.5)]);
+        let never_zero = [0.2, 0.5, 0.3, 0.1, 0.1, 0.8];
+        assert_eq!(
+            class_errors(&never_zero, 3, &[0, 0]),
+            vec![Some(1.0), None, None]
+        );
         let b = brier(&probs, 2, &labels);
         let expect = (2.0 * 0.01 + 2.0 * 0.04 + 2.0 * 0.36 + 2.0 * 0.49) / 4.0;
         assert!((b - expect).abs() < 1e-12);

@@ -12,7 +12,8 @@ use bnn_burn::host::to_vec;
 use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{Categorical, Likelihood, MultiLabelProbit};
 use bnn_burn::metrics::{
-    ReliabilityBin, accuracy, argmax, auroc, brier, ece, entropy_ecdf_area, nll, reliability_curve,
+    ReliabilityBin, accuracy, argmax, auroc, brier, class_errors, ece, entropy_ecdf_area, nll,
+    reliability_curve,
 };
 use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
 use bnn_burn::objective::{PacComplexity, PacKl};
@@ -157,6 +158,10 @@ pub struct MnistResult {
     pub seed: u64,
     /// Test error on the training family's test images (MNIST unless `--train-set`), %.
     pub error_pct: f64,
+    /// Test error of each true class, % (`None`: no test image of the class); a class the
+    /// net never predicts shows 100 (empty in records written before it was measured).
+    #[serde(default)]
+    pub class_error_pct: Vec<Option<f64>>,
     /// Test NLL per image (nats).
     pub nll: f64,
     /// Expected calibration error (15 bins).
@@ -231,6 +236,11 @@ impl MnistResult {
         }
         if let Some(a) = self.misclassification_auroc {
             crate::experiment::check_finite(&row, "AUROC (misclassified)", a)?;
+        }
+        for (c, e) in self.class_error_pct.iter().enumerate() {
+            if let Some(e) = e {
+                crate::experiment::check_finite(&row, &format!("class {c} test error"), *e)?;
+            }
         }
         if let Some(p) = &self.pac {
             for (field, v) in [
@@ -766,6 +776,10 @@ pub fn run_one(
         epochs,
         seed,
         error_pct: 100.0 * (1.0 - accuracy(&inn.probs, classes, &labels)),
+        class_error_pct: class_errors(&inn.probs, classes, &labels)
+            .into_iter()
+            .map(|e| e.map(|e| 100.0 * e))
+            .collect(),
         nll: nll(&inn.log_likelihood),
         ece: ece(&inn.probs, classes, &labels, ECE_BINS),
         brier: brier(&inn.probs, classes, &labels),

@@ -51,6 +51,7 @@ pub fn markdown(
         ));
     }
     md += &ood_tables(results, data);
+    md += &class_error_table(results, data);
     md += &pac_table(results, data);
     md.push_str(&format!(
         "\nECDF area: the area under the empirical CDF of predictive entropies on the OOD set \
@@ -130,6 +131,38 @@ pub fn error_z(ours_pct: f64, n_ours: usize, theirs_pct: f64, n_theirs: usize) -
     };
     let s = se(ours_pct, n_ours).hypot(se(theirs_pct, n_theirs));
     (s > 0.0).then(|| (theirs_pct - ours_pct) / 100.0 / s)
+}
+
+/// The test error of each true class, for the runs that measured it (empty when none did):
+/// a class the net never predicts stands out at 100 %.
+fn class_error_table(results: &[MnistResult], data: &MnistData) -> String {
+    let rows: Vec<_> = results
+        .iter()
+        .filter(|r| !r.class_error_pct.is_empty())
+        .collect();
+    let Some(classes) = rows.iter().map(|r| r.class_error_pct.len()).max() else {
+        return String::new();
+    };
+    let (name, _) = data.names();
+    let mut md = format!(
+        "\nTest error per true class (% of the {name} test images of the class that the net \
+         assigns to another):\n\n| architecture | method |"
+    );
+    md += &(0..classes).map(|c| format!(" {c} |")).collect::<String>();
+    md += "\n|---|---|";
+    md += &"---:|".repeat(classes);
+    md.push('\n');
+    for r in rows {
+        md += &format!("| {} | {} |", r.arch.name(), r.method);
+        for c in 0..classes {
+            match r.class_error_pct.get(c).copied().flatten() {
+                Some(e) => md += &format!(" {e:.1} |"),
+                None => md += " – |",
+            }
+        }
+        md.push('\n');
+    }
+    md
 }
 
 /// The PAC-Bayes bound of every run trained on one, on the training images, beside the risk

@@ -78,6 +78,17 @@ fn a_small_run_writes_its_table_and_figures() {
             );
             assert!(r.ecdf_area >= 0.0 && r.ecdf_area <= 10f64.ln() + 1e-9);
             assert_eq!(r.entropy_hist_in.iter().sum::<usize>(), 40);
+            // Two classes of 20 test images each: their errors average to the error, and the
+            // eight classes without images have none.
+            let e = &r.class_error_pct;
+            assert_eq!(e.len(), 10);
+            assert!(e[2..].iter().all(Option::is_none), "{e:?}");
+            let mean = (e[0].unwrap() + e[1].unwrap()) / 2.0;
+            assert!(
+                (mean - r.error_pct).abs() < 1e-9,
+                "{e:?} vs {}",
+                r.error_pct
+            );
             // Only the method trained on a PAC-Bayes bound reports one, with risks in [−1, 0].
             assert_eq!(r.pac.is_some(), m.name == "BEDL-PAC", "{}", m.name);
             if let Some(p) = r.pac {
@@ -194,6 +205,10 @@ fn a_small_run_writes_its_table_and_figures() {
     let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
     assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));
     assert!(md.contains("## PAC-Bayes bound"), "{md}");
+    assert!(
+        md.contains("Test error per true class") && md.contains("| 0 | 1 | 2 |"),
+        "{md}"
+    );
     assert!(md.contains("uniform noise AUROC H / MI") && md.contains("| 315° |"));
     for f in [
         "mnist.json",
