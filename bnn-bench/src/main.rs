@@ -262,6 +262,9 @@ enum Command {
         /// Posterior samples per prediction.
         #[arg(long, default_value_t = 20)]
         samples: usize,
+        /// Training minibatch size [default: 100, the thesis's; Sensoy et al.'s EDL code: 1000].
+        #[arg(long, default_value_t = mnist::BATCH_SIZE)]
+        batch_size: usize,
         /// Output folder for mnist.md, mnist.json, reliability.svg and entropy.svg.
         #[arg(long, default_value = "runs/mnist")]
         out: PathBuf,
@@ -484,6 +487,7 @@ fn main() {
             seed,
             quick,
             samples,
+            batch_size,
             out,
             data_dir,
             resume,
@@ -502,6 +506,7 @@ fn main() {
                     seed,
                     quick,
                     prediction_samples: samples,
+                    batch_size,
                     out,
                     data_dir,
                     resume,

@@ -101,6 +101,7 @@ fn zero_counts_are_errors_naming_the_flag() {
         (vec!["uci", "--epochs", "0"], "--epochs"),
         (vec!["uci", "--jobs", "0"], "--jobs"),
         (vec!["mnist", "--samples", "0"], "--samples"),
+        (vec!["mnist", "--batch-size", "0"], "--batch-size"),
         (vec!["data", "--rounds", "0"], "--rounds"),
         (vec!["depeweg", "--epochs", "0"], "--epochs"),
         (vec!["depeweg", "--splits", "0"], "--splits"),

@@ -112,6 +112,9 @@ pub fn methods() -> Vec<Method> {
 /// classification method).
 pub const MOMENT_PRIOR_PRECISION: f64 = 100.0;
 
+/// The training minibatch size of the protocol (Haußmann 2021 §3.5 and Table 5.2).
+pub const BATCH_SIZE: usize = 100;
+
 /// Options of one `mnist` run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MnistOptions {
@@ -127,6 +130,8 @@ pub struct MnistOptions {
     pub quick: bool,
     /// Posterior samples per prediction.
     pub prediction_samples: usize,
+    /// Training minibatch size ([`BATCH_SIZE`] in the protocol).
+    pub batch_size: usize,
     /// Output folder.
     pub out: PathBuf,
     /// Data folder (default search when `None`).
@@ -680,16 +685,33 @@ pub fn misclassification_auroc(probs: &[f64], labels: &[usize], entropy: &[f64])
     (!right.is_empty() && !wrong.is_empty()).then(|| auroc(&right, &wrong))
 }
 
+/// How long and how one row trains, and how many samples its predictions average.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowBudget {
+    /// Training epochs.
+    pub epochs: usize,
+    /// Training minibatch size.
+    pub batch_size: usize,
+    /// Posterior samples per prediction.
+    pub samples: usize,
+    /// Seed of the initialisation, the minibatches and the noise.
+    pub seed: u64,
+}
+
 /// Trains one method on one architecture and measures it.
 pub fn run_one(
     arch: Arch,
     method: &Method,
     data: &MnistData,
-    epochs: usize,
-    samples: usize,
-    seed: u64,
+    budget: RowBudget,
     state: Option<&Path>,
 ) -> Result<MnistResult, Box<dyn Error>> {
+    let RowBudget {
+        epochs,
+        batch_size,
+        samples,
+        seed,
+    } = budget;
     let device = training_device();
     device.seed(seed);
     // Each set is normalised with its own family's statistics, as in the thesis code.
@@ -699,7 +721,7 @@ pub fn run_one(
     let batch = data.train.batch(&all, &norm, &device);
     let labels: Tensor<1, Int> = batch.labels;
     let config = TrainConfig::new(epochs)
-        .with_batch_size(100)
+        .with_batch_size(batch_size)
         .with_learning_rate(1e-3)
         .with_seed(seed)
         .with_progress(true);
@@ -830,6 +852,9 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     if options.prediction_samples == 0 {
         return Err("--samples must be at least 1".into());
     }
+    if options.batch_size == 0 {
+        return Err("--batch-size must be at least 1".into());
+    }
     if options.epochs == Some(0) {
         return Err("--epochs must be at least 1".into());
     }
@@ -882,15 +907,13 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
                     false => "",
                 }
             );
-            let r = run_one(
-                arch,
-                method,
-                &data,
+            let budget = RowBudget {
                 epochs,
-                options.prediction_samples,
+                batch_size: options.batch_size,
+                samples: options.prediction_samples,
                 seed,
-                Some(&state),
-            )?;
+            };
+            let r = run_one(arch, method, &data, budget, Some(&state))?;
             eprintln!(
                 "[mnist] {} / {}: error {:.2} %, NLL {:.4}, ECE {:.4}, AUROC(H) {:.3}, \
                  AUROC(MI) {:.3}, ECDF area {:.3} ({:.0} s)",
@@ -929,6 +952,7 @@ fn run_key(options: &MnistOptions, data: &MnistData, rows: &[MnistResult]) -> se
         "family": options.family,
         "epochs": options.epochs(),
         "prediction_samples": options.prediction_samples,
+        "batch_size": options.batch_size,
         "n_train": data.train.len(),
         "n_test": data.test.len(),
         "n_ood": data.ood.len(),
@@ -974,6 +998,7 @@ fn record_rows(
         "family",
         "epochs",
         "prediction_samples",
+        "batch_size",
         "n_train",
         "n_test",
         "n_ood",
@@ -986,10 +1011,13 @@ fn record_rows(
         } else {
             &record[k]
         };
-        // Records from before the family was recorded trained on MNIST.
+        // Records from before the family (the batch size) was recorded trained on MNIST (in
+        // batches of 100).
         let mnist = serde_json::json!(TrainSet::Mnist);
+        let batch = serde_json::json!(BATCH_SIZE);
         let value = match (k, value.is_null()) {
             (&"family", true) => &mnist,
+            (&"batch_size", true) => &batch,
             _ => value,
         };
         *value == key[k]

@@ -13,7 +13,7 @@ pub fn markdown(
     let mut md = format!(
         "# {name}: classification, calibration and OOD ({ood_name}, noise, inverted, rotated)\n\n\
          {} training, {} {name} test and {} {ood_name} test images{}; {} epochs, Adam lr 10⁻³, \
-         batch 100, 1 training sample; {} prediction samples (1 for MAP, the deterministic net; \
+         batch {}, 1 training sample; {} prediction samples (1 for MAP, the deterministic net; \
          VBP, DVI and CLT train and predict by moments); \
          seed {}, backend `{}`, wall time {:.0} s.\n\n\
          | architecture | method | error % | NLL | ECE | Brier | AUROC entropy | AUROC MI | \
@@ -24,6 +24,7 @@ pub fn markdown(
         data.ood.len(),
         if options.quick { " (--quick)" } else { "" },
         options.epochs(),
+        options.batch_size,
         options.prediction_samples,
         options.seed,
         bnn_burn::backend_name(),

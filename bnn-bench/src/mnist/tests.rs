@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// The smoke tests' budget: `epochs` in the protocol's batches, 4 prediction samples, seed 1.
+fn budget(epochs: usize) -> RowBudget {
+    RowBudget {
+        epochs,
+        batch_size: BATCH_SIZE,
+        samples: 4,
+        seed: 1,
+    }
+}
+
 #[test]
 fn histogram_bins_cover_the_range_and_keep_every_value() {
     let h = histogram(&[0.0, 0.1, 0.5, 0.99, 1.0, 1.5], 1.0, 4);
@@ -60,6 +70,7 @@ fn a_small_run_writes_its_table_and_figures() {
         seed: 0,
         quick: true,
         prediction_samples: 4,
+        batch_size: BATCH_SIZE,
         out: dir.clone(),
         data_dir: None,
         resume: false,
@@ -68,7 +79,7 @@ fn a_small_run_writes_its_table_and_figures() {
     let mut results = Vec::new();
     for arch in Arch::ALL {
         for m in methods() {
-            let r = run_one(arch, &m, &data, 5, 4, 1, None).unwrap();
+            let r = run_one(arch, &m, &data, budget(5), None).unwrap();
             assert!(
                 r.error_pct < 30.0,
                 "{} {}: {}",
@@ -102,14 +113,14 @@ fn a_small_run_writes_its_table_and_figures() {
     // The pooled LeNet5 (Sensoy's EDL net) trains EDL too, and the published table sets it
     // beside Table 5.2's EDL row when no strided row of EDL is there.
     let edl = methods().into_iter().find(|m| m.name == "EDL").unwrap();
-    let pooled = run_one(Arch::LeNet5Pooled, &edl, &data, 5, 4, 1, None).unwrap();
+    let pooled = run_one(Arch::LeNet5Pooled, &edl, &data, budget(5), None).unwrap();
     assert!(pooled.error_pct < 30.0, "pooled EDL: {}", pooled.error_pct);
     assert_eq!(pooled.arch, Arch::LeNet5Pooled);
     let table = report::published_table(&data, std::slice::from_ref(&pooled));
     let edl_row = table.lines().find(|l| l.starts_with("| EDL |")).unwrap();
     assert!(edl_row.contains("| LeNet5-pool |"), "{edl_row}");
     // The same seed gives the same numbers.
-    let again = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1, None).unwrap();
+    let again = run_one(Arch::LeNet5, &methods()[3], &data, budget(5), None).unwrap();
     let first = &results[methods().len() + 3];
     assert_eq!(
         (again.error_pct, again.nll, again.ecdf_area, again.auroc_mi),
@@ -119,8 +130,8 @@ fn a_small_run_writes_its_table_and_figures() {
     // uninterrupted row scores; a finished state is reused without training.
     let state = dir.join("state-test");
     let _ = std::fs::remove_dir_all(&state);
-    run_one(Arch::LeNet5, &methods()[3], &data, 2, 4, 1, Some(&state)).unwrap();
-    let resumed = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1, Some(&state)).unwrap();
+    run_one(Arch::LeNet5, &methods()[3], &data, budget(2), Some(&state)).unwrap();
+    let resumed = run_one(Arch::LeNet5, &methods()[3], &data, budget(5), Some(&state)).unwrap();
     assert_eq!(
         (
             resumed.error_pct,
@@ -132,7 +143,7 @@ fn a_small_run_writes_its_table_and_figures() {
     );
     let saved = std::fs::read_to_string(state.join("state.json")).unwrap();
     assert!(saved.contains("\"epochs_done\": 5"), "{saved}");
-    let reused = run_one(Arch::LeNet5, &methods()[3], &data, 5, 4, 1, Some(&state)).unwrap();
+    let reused = run_one(Arch::LeNet5, &methods()[3], &data, budget(5), Some(&state)).unwrap();
     assert_eq!(reused.error_pct, first.error_pct);
     assert_eq!(
         std::fs::read_to_string(state.join("state.json")).unwrap(),
@@ -176,6 +187,18 @@ fn a_small_run_writes_its_table_and_figures() {
         ..options.clone()
     };
     assert!(resumable(&dir, &other, &data).unwrap().is_empty());
+    // Rows trained in other batches are not reused; a record from before the batch size was
+    // recorded trained in the protocol's batches of 100.
+    let bigger = MnistOptions {
+        batch_size: 1000,
+        ..options.clone()
+    };
+    assert!(resumable(&dir, &bigger, &data).unwrap().is_empty());
+    let mut older = key.clone();
+    older.as_object_mut().unwrap().remove("batch_size");
+    std::fs::write(&partial, serde_json::to_string(&older).unwrap()).unwrap();
+    assert_eq!(resumable(&dir, &options, &data).unwrap().len(), 2);
+    assert!(resumable(&dir, &bigger, &data).unwrap().is_empty());
     // Rows trained on the other family are not reused either.
     let fashion = MnistOptions {
         family: TrainSet::FashionMnist,
@@ -323,6 +346,7 @@ fn cifar5_runs_end_to_end_on_generated_batches() {
         seed: 0,
         quick: false,
         prediction_samples: 4,
+        batch_size: BATCH_SIZE,
         out: out.clone(),
         data_dir: Some(root.clone()),
         resume: false,
@@ -351,5 +375,16 @@ fn cifar5_runs_end_to_end_on_generated_batches() {
         ..options
     };
     assert!(run(&mlp).unwrap_err().to_string().contains("--arch"));
+    let no_batch = MnistOptions {
+        batch_size: 0,
+        archs: vec![Arch::LeNet5],
+        ..mlp
+    };
+    assert!(
+        run(&no_batch)
+            .unwrap_err()
+            .to_string()
+            .contains("--batch-size")
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
