@@ -75,9 +75,10 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
     let theirs_n = data.family.published_test_images();
     let mut md = format!(
         "Trained and tested on {name}. Beside each published row, our LeNet5 row of the same \
-         method where we have one (the strided LeNet5, else the pooled one; column net). z: the difference in combined standard errors (binomial, \
-         `√(e(1−e)/n)` over the {theirs_n} test images for theirs and our n for ours; positive: \
-         ours has the lower error). d/sd: the difference in the published run-to-run standard \
+         method where we have one (the strided LeNet5, else the pooled one; column net). z: \
+         the difference in combined standard errors (binomial, `√(e(1−e)/n)` over the \
+         {theirs_n} test images for theirs and our n for ours; positive: ours has the lower \
+         error). d/sd: the difference in the published run-to-run standard \
          deviation of the error (one run of ours against the mean of theirs; positive: ours \
          lower). LL: test log-likelihood per image (−NLL).\n\n\
          | method | error % | ± sd | LL | {ood_name} ECDF area ↓ | ours: net | ours: error % \
