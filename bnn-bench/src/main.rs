@@ -246,8 +246,9 @@ enum Command {
         /// repeatable [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
-        /// Architectures (mlp, lenet5, lenet5-pool: the max-pooling LeNet5 of Sensoy et al.'s
-        /// EDL code); repeatable [default: mlp and lenet5; lenet5 for cifar5].
+        /// Architectures (mlp, lenet5; lenet5-pool: the max-pooling LeNet5 without padding;
+        /// lenet5-sensoy: the net of Sensoy et al.'s EDL code, padded, pooled, dropout 0.5 on
+        /// the 500 units); repeatable [default: mlp and lenet5; lenet5 for cifar5].
         #[arg(long = "arch")]
         archs: Vec<String>,
         /// Training epochs [default: 10; 2 with --quick].

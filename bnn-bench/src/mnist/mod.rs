@@ -54,8 +54,13 @@ pub enum Arch {
     /// Strided LeNet5: conv 20 and 50, 5×5, stride 2; dense 500 (Haußmann 2021 Table 3.4).
     LeNet5,
     /// Pooled LeNet5: conv 20 and 50, 5×5, stride 1, each followed by a 2×2 max pooling;
-    /// dense 500 (Louizos & Welling 2017; Sensoy et al. 2018's EDL code, without its dropout).
+    /// dense 500 (Louizos & Welling 2017; Sensoy et al. 2018's EDL code without its padding
+    /// and dropout).
     LeNet5Pooled,
+    /// Sensoy et al. (2018)'s EDL LeNet5: the pooled one with `SAME` padding (7×7×50 = 2450 →
+    /// 500) and dropout of half the 500 units while training
+    /// ([`ConvNetConfig::lenet5_sensoy`]).
+    LeNet5Sensoy,
 }
 
 impl Arch {
@@ -68,6 +73,7 @@ impl Arch {
             Arch::Mlp => "MLP 784-400-400-10",
             Arch::LeNet5 => "LeNet5 (strided)",
             Arch::LeNet5Pooled => "LeNet5 (max pooling)",
+            Arch::LeNet5Sensoy => "LeNet5 (Sensoy: padded, pooled, dropout)",
         }
     }
 }
@@ -79,8 +85,9 @@ impl FromStr for Arch {
             "mlp" => Ok(Arch::Mlp),
             "lenet5" | "lenet" => Ok(Arch::LeNet5),
             "lenet5-pool" | "lenet5-pooled" => Ok(Arch::LeNet5Pooled),
+            "lenet5-sensoy" => Ok(Arch::LeNet5Sensoy),
             _ => Err(format!(
-                "unknown architecture {s:?}; known: mlp, lenet5, lenet5-pool"
+                "unknown architecture {s:?}; known: mlp, lenet5, lenet5-pool, lenet5-sensoy"
             )),
         }
     }
@@ -406,17 +413,21 @@ where
             let pac = pac_bounds(method, &m, x, &plain_labels)?;
             (Box::new(Flattened(m)), report.seconds, pac)
         }
-        Arch::LeNet5 | Arch::LeNet5Pooled => {
+        Arch::LeNet5 | Arch::LeNet5Pooled | Arch::LeNet5Sensoy => {
             // The thesis's strided LeNet5: 20/50/500 on grey images, 192/192/1000 on colour;
-            // the pooled one 20/50/500 on either.
+            // the pooled ones 20/50/500 on either.
             let shape = match (arch, c) {
                 (Arch::LeNet5Pooled, _) => ConvNetConfig::lenet5_pooled([c, h, w], classes),
+                (Arch::LeNet5Sensoy, _) => ConvNetConfig::lenet5_sensoy([c, h, w], classes),
                 (_, 1) => ConvNetConfig::lenet5([c, h, w], classes),
                 _ => ConvNetConfig::lenet5_cifar([c, h, w], classes),
             };
-            let net = shape
-                .with_weights(method.weights.clone())
-                .init(likelihood, device)?;
+            let mut weights = method.weights.clone();
+            if arch == Arch::LeNet5Sensoy {
+                // Sensoy's initialiser comes with his net.
+                weights.tf_truncated_normal = shape.dense.weights.tf_truncated_normal;
+            }
+            let net = shape.with_weights(weights).init(likelihood, device)?;
             let net = method.with_moments(net)?;
             let (m, report) = trainer(method, config, state)?.fit(net, (images.clone(), labels))?;
             let m = m.valid();
@@ -846,7 +857,9 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     };
     if options.family == TrainSet::Cifar5 && archs.contains(&Arch::Mlp) {
         return Err(
-            "--arch mlp: CIFAR-5 runs the LeNet5s only (--arch lenet5 or lenet5-pool)".into(),
+            "--arch mlp: CIFAR-5 runs the LeNet5s only (--arch lenet5, lenet5-pool or \
+             lenet5-sensoy)"
+                .into(),
         );
     }
     if options.prediction_samples == 0 {

@@ -98,7 +98,9 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
                 .iter()
                 .find(|r| r.arch == arch && r.method == p.method)
         };
-        let ours = lenet(Arch::LeNet5).or_else(|| lenet(Arch::LeNet5Pooled));
+        let ours = lenet(Arch::LeNet5)
+            .or_else(|| lenet(Arch::LeNet5Sensoy))
+            .or_else(|| lenet(Arch::LeNet5Pooled));
         let z = ours.and_then(|r| error_z(r.error_pct, data.test.len(), p.error_pct, theirs_n));
         let d = ours
             .zip(p.error_std)

@@ -23,12 +23,9 @@ fn arch_names_parse() {
     assert_eq!("MLP".parse::<Arch>().unwrap(), Arch::Mlp);
     assert_eq!("lenet5".parse::<Arch>().unwrap(), Arch::LeNet5);
     assert_eq!("LeNet5-pool".parse::<Arch>().unwrap(), Arch::LeNet5Pooled);
-    assert!(
-        "resnet"
-            .parse::<Arch>()
-            .unwrap_err()
-            .contains("lenet5-pool")
-    );
+    assert_eq!("lenet5-sensoy".parse::<Arch>().unwrap(), Arch::LeNet5Sensoy);
+    let err = "resnet".parse::<Arch>().unwrap_err();
+    assert!(err.contains("lenet5-pool") && err.contains("lenet5-sensoy"));
 }
 
 /// A tiny synthetic "MNIST" (two shapes of 28×28 images) runs end to end for every

@@ -26,6 +26,7 @@ pub struct Pass<'a> {
     fixed: Option<&'a [LayerDraw]>,
     next: usize,
     collect_kl: bool,
+    training: bool,
     want_log_ratio: bool,
     kl: Option<Tensor<1>>,
     log_ratio: Option<Tensor<1>>,
@@ -44,6 +45,7 @@ impl<'a> Pass<'a> {
             fixed: None,
             next: 0,
             collect_kl,
+            training: collect_kl,
             want_log_ratio,
             kl: None,
             log_ratio: None,
@@ -147,6 +149,12 @@ impl<'a> Pass<'a> {
 
     pub(crate) fn collects_kl(&self) -> bool {
         self.collect_kl
+    }
+
+    /// Whether this is a training step ([`Pass::train`], [`Pass::train_moments`]): train-only
+    /// regularisers such as [`crate::nets::MlpConfig::dropout`] act only then.
+    pub fn is_training(&self) -> bool {
+        self.training
     }
 
     pub(crate) fn wants_log_ratio(&self) -> bool {

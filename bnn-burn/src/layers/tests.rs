@@ -647,3 +647,50 @@ fn a_point_bias_has_no_noise_and_no_prior_term() {
         .unwrap_err();
     assert_eq!(err.field, "weights.point_bias");
 }
+
+/// Sensoy's initialiser: weights and biases from a normal truncated at ±2 std, std
+/// `√2/√a` with `a` the first TensorFlow axis (input width; kernel height; bias length). The
+/// truncated normal's standard deviation is `0.8796·std`; over n means its sample standard
+/// deviation has a relative s.e. of about `√(0.6/n)` (kurtosis of the truncated normal 2.6).
+#[test]
+fn the_tf_truncated_normal_initialiser_follows_the_first_axis() {
+    let device = test_device();
+    let _guard = seeded(&device, 5);
+    let weights = WeightConfig::of(PosteriorConfig::point())
+        .with_tf_truncated_normal(Some(std::f64::consts::SQRT_2));
+    let check = |values: Vec<f64>, first: usize, what: &str| {
+        let std = (2.0 / first as f64).sqrt();
+        let n = values.len() as f64;
+        let sd = (values.iter().map(|v| v * v).sum::<f64>() / n).sqrt();
+        let max = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        assert!(
+            max <= 2.0 * std * (1.0 + 1e-6),
+            "{what}: max |w| {max} > 2·{std}"
+        );
+        let rel = (0.6 / n).sqrt();
+        assert!(
+            (sd / (0.8796 * std) - 1.0).abs() < 5.0 * rel,
+            "{what}: sd {sd} against {}",
+            0.8796 * std
+        );
+    };
+    let dense = BayesianLinearConfig::new(300, 400)
+        .with_weights(weights.clone())
+        .init(&device)
+        .unwrap();
+    let draw = dense.params.draw();
+    check(to_vec(draw.weight), 300, "dense weight");
+    check(to_vec(draw.bias.unwrap()), 400, "dense bias");
+    let conv = BayesianConv2dConfig::new([30, 40], [5, 5])
+        .with_weights(weights.clone())
+        .init(&device)
+        .unwrap();
+    let draw = conv.params.draw();
+    check(to_vec(draw.weight), 5, "kernel");
+    check(to_vec(draw.bias.unwrap()), 40, "conv bias");
+    let err = BayesianLinearConfig::new(2, 2)
+        .with_weights(weights.with_tf_truncated_normal(Some(0.0)))
+        .init(&device)
+        .unwrap_err();
+    assert_eq!(err.field, "weights.tf_truncated_normal");
+}

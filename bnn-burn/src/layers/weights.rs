@@ -52,6 +52,29 @@ pub struct WeightConfig {
     /// `kl_log_var_range`.
     #[config(default = "None")]
     pub hyperprior: Option<HyperPrior>,
+    /// `Some(g)`: the initialiser of Sensoy et al. (2018)'s EDL code (TensorFlow), which
+    /// replaces `initializer` and starts the bias means from it too: a normal truncated at two
+    /// standard deviations, `std = g/√a` with `a` the tensor's first axis in TensorFlow's layout
+    /// (the kernel height of a convolution, the input width of a dense weight, the length of a
+    /// bias); his code has `g = √2`. `None` (default): `initializer`, biases at 0.
+    #[config(default = "None")]
+    pub tf_truncated_normal: Option<f64>,
+}
+
+/// `shape` drawn from `N(0, std²)` truncated to `±2 std`: out-of-range entries are drawn again
+/// until none is left (each round keeps 95.4 % of them).
+pub fn truncated_normal<const D: usize>(shape: [usize; D], std: f64, device: &Device) -> Tensor<D> {
+    use burn::tensor::Distribution;
+    let mut z = Tensor::<D>::random(shape, Distribution::Normal(0.0, 1.0), device);
+    loop {
+        let out = z.clone().abs().greater_elem(2.0);
+        if crate::host::to_vec(out.clone().any().float())[0] == 0.0 {
+            break;
+        }
+        let fresh = Tensor::<D>::random(shape, Distribution::Normal(0.0, 1.0), device);
+        z = z.mask_where(out, fresh);
+    }
+    z * std
 }
 
 impl WeightConfig {
@@ -75,6 +98,16 @@ impl WeightConfig {
         family.validate()?;
         self.prior.validate(config)?;
         check.at_least_one("weights.kl_samples", self.kl_samples)?;
+        if let Some(gain) = self.tf_truncated_normal
+            && !(gain.is_finite() && gain > 0.0)
+        {
+            return Err(ConfigError {
+                config,
+                field: "weights.tf_truncated_normal",
+                value: format!("Some({gain})"),
+                expected: "a finite positive gain (Sensoy's code: √2), or None",
+            });
+        }
         if let Some((lo, hi)) = self.kl_log_var_range {
             let problem = if !(lo.is_finite() && hi.is_finite() && lo < hi) {
                 Some("finite (lo, hi) with lo < hi")
@@ -143,16 +176,24 @@ impl WeightConfig {
         fans: [usize; 2],
         device: &Device,
     ) -> (F::Posterior<D>, WeightPrior<D>) {
-        let mean = self
-            .initializer
-            .init_with::<D, _>(spec.shape, Some(fans[0]), Some(fans[1]), device)
-            .val();
+        let mean = match self.tf_truncated_normal {
+            Some(gain) => {
+                // TensorFlow's layouts: [kH, kW, C_in, C_out] and [d_in, d_out].
+                let first = if D == 4 { spec.shape[2] } else { fans[0] };
+                truncated_normal(spec.shape, gain / (first as f64).sqrt(), device)
+            }
+            None => self
+                .initializer
+                .init_with::<D, _>(spec.shape, Some(fans[0]), Some(fans[1]), device)
+                .val(),
+        };
         let posterior = family.init(mean, &spec);
         (posterior, self.prior.weight_prior(self.kl_samples, device))
     }
 
     /// The posterior (of `family`'s bias configuration) and prior of a bias of `n` entries
-    /// (means start at 0); with [`Self::point_bias`], a point estimate and no prior.
+    /// (means start at 0, or from [`Self::tf_truncated_normal`]); with [`Self::point_bias`], a
+    /// point estimate and no prior.
     ///
     /// # Panics
     /// With `point_bias` and a family without a point estimate, which
@@ -167,7 +208,10 @@ impl WeightConfig {
             shape: [n],
             input_axis: None,
         };
-        let mean = Tensor::zeros([n], device);
+        let mean = match self.tf_truncated_normal {
+            Some(gain) => truncated_normal([n], gain / (n as f64).sqrt(), device),
+            None => Tensor::zeros([n], device),
+        };
         if self.point_bias {
             let point = family
                 .point_estimate()

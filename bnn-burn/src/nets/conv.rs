@@ -119,14 +119,38 @@ impl ConvNetConfig {
     /// on which Haußmann (2021, Table 5.2) ran EDL: two 5×5 stride-1 convolutions of 20 and 50
     /// channels, each followed by ReLU and a 2×2 max pooling, then a dense layer of 500:
     /// 28×28 → 24×24×20 → 12×12 → 8×8×50 → 4×4×50 = 800 → 500 → `n_classes`. (Sensoy's code
-    /// also drops half the 500 units while training; this network has no dropout.)
+    /// pads and drops half the 500 units while training: [`Self::lenet5_sensoy`].)
     pub fn lenet5_pooled(input: [usize; 3], n_classes: usize) -> Self {
+        Self::pooled_lenet(input, 0, n_classes)
+    }
+
+    /// The LeNet5 of Sensoy et al. (2018)'s EDL code, on which Haußmann (2021, Table 5.2) ran
+    /// EDL with "the official code and hyperparameters": [`Self::lenet5_pooled`] with zero
+    /// padding 2 (TensorFlow's `SAME`), dropout of half the 500 units while training
+    /// ([`MlpConfig::dropout`]) and his initialiser
+    /// ([`WeightConfig::tf_truncated_normal`] `= √2`, which [`Self::with_weights`] replaces
+    /// with the new weights' own): 28×28 → 28×28×20 → 14×14 → 14×14×50 → 7×7×50 = 2450 → 500 →
+    /// `n_classes`.
+    pub fn lenet5_sensoy(input: [usize; 3], n_classes: usize) -> Self {
+        let mut net = Self::pooled_lenet(input, 2, n_classes);
+        net.dense.dropout = 0.5;
+        net.dense.weights.tf_truncated_normal = Some(std::f64::consts::SQRT_2);
+        net
+    }
+
+    /// Two 5×5 stride-1 convolutions of 20 and 50 channels with zero `padding`, each followed
+    /// by a 2×2 max pooling, then a dense layer of 500 units.
+    fn pooled_lenet(input: [usize; 3], padding: usize, n_classes: usize) -> Self {
         let pool = Pool::Max {
             kernel: 2,
             stride: 2,
         };
         let convs = [20, 50]
-            .map(|c| ConvSpec::new(c, 5).with_pool(Some(pool)))
+            .map(|c| {
+                ConvSpec::new(c, 5)
+                    .with_padding(padding)
+                    .with_pool(Some(pool))
+            })
             .to_vec();
         let width = conv_features(input, &convs).map_or(0, |[c, h, w]| c * h * w);
         Self::new(input, convs, MlpConfig::new(width, vec![500], n_classes))

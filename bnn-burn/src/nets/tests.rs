@@ -117,6 +117,123 @@ fn the_pooled_lenet_has_the_sensoy_geometry() {
     assert_eq!(colour.feature_shape().unwrap(), [50, 5, 5]);
 }
 
+/// Sensoy's LeNet5 pads (`SAME`): 28 → 28 → 14 → 14 → 7 with 50 channels, 2450 → 500, and
+/// drops half the 500 units while training.
+#[test]
+fn sensoy_lenet_pads_and_drops_the_hidden_units() {
+    let config = ConvNetConfig::lenet5_sensoy([1, 28, 28], 10);
+    assert_eq!(config.feature_shape().unwrap(), [50, 7, 7]);
+    assert_eq!(config.dense.d_input, 2450);
+    assert_eq!(config.dense.hidden, vec![500]);
+    assert_eq!(config.dense.dropout, 0.5);
+    assert_eq!(
+        config.dense.weights.tf_truncated_normal,
+        Some(std::f64::consts::SQRT_2)
+    );
+    assert!(config.convs.iter().all(|c| c.stride == 1 && c.padding == 2));
+    let net = config.init(Categorical, &device()).unwrap();
+    assert_eq!(net.body.dense.dropout, 0.5);
+    let x = Tensor::<4>::ones([2, 1, 28, 28], &device());
+    let out = net.forward(x, &mut crate::layers::Pass::predict(1));
+    assert_eq!(out.dims(), [1, 2, 10]);
+}
+
+/// One hidden layer of 4 point-weight units (identity activation) on one input, `S` samples:
+/// `(train-pass features, predict-pass features, moment-train-pass moments)`.
+fn dropout_features(p: f64, samples: usize) -> (Vec<f64>, Vec<f64>, Moments<3>) {
+    let ad = training_device();
+    let _guard = seeded(&ad, 3);
+    let net = MlpConfig::new(3, vec![4], 1)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .with_activation(crate::layers::Activation::Identity)
+        .with_dropout(p)
+        .init(Categorical, &ad)
+        .unwrap();
+    let x = Tensor::<2>::from_floats([[0.5, -1.0, 2.0]], &ad);
+    let train = net
+        .body
+        .features(x.clone(), &mut Pass::train(samples, false));
+    let predict = net.body.features(x.clone(), &mut Pass::predict(samples));
+    let rule = crate::layers::MomentRule::Clt;
+    let moments = net
+        .body
+        .feature_moments(x, &mut Pass::train_moments(rule))
+        .unwrap();
+    (to_vec(train), to_vec(predict), moments)
+}
+
+/// Train-only dropout: a training pass keeps each unit with probability 1 − p, scaled by
+/// 1/(1 − p); prediction and a `valid()` copy keep every unit unscaled; the moment rule of a
+/// training step is the Monte Carlo mean and variance of the sampled masks.
+#[test]
+fn mlp_dropout_acts_in_training_steps_only() {
+    let p = 0.5;
+    let n = 20_000;
+    let (train, predict, moments) = dropout_features(p, n);
+    let units = 4;
+    let h = &predict[..units];
+    // Prediction: every sample is the same, undropped, point-weight activation.
+    assert!(predict.chunks(units).all(|row| row == h));
+    for (j, &hj) in h.iter().enumerate() {
+        assert!(hj.abs() > 1e-3, "unit {j} is zero: {h:?}");
+        let draws: Vec<f64> = train.iter().skip(j).step_by(units).copied().collect();
+        // Every draw is 0 or h/(1 − p).
+        let scaled = hj / (1.0 - p);
+        assert!(
+            draws
+                .iter()
+                .all(|&v| v == 0.0 || (v - scaled).abs() < 1e-5 * scaled.abs())
+        );
+        let kept = draws.iter().filter(|&&v| v != 0.0).count() as f64 / n as f64;
+        // Binomial s.e. √(p(1−p)/n) = 0.0035; 5 s.e.
+        assert!(
+            (kept - (1.0 - p)).abs() < 5.0 * (p * (1.0 - p) / n as f64).sqrt(),
+            "{kept}"
+        );
+        let mean = draws.iter().sum::<f64>() / n as f64;
+        let var = draws.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let m = to_vec(moments.mean.clone().slice([0..1, 0..1, j..j + 1]))[0];
+        let v = to_vec(moments.var.clone().slice([0..1, 0..1, j..j + 1]))[0];
+        // The rule: mean h, variance h²·p/(1 − p) (here h², and the two-point draws' sample
+        // variance has the mean's error only: s.e. |h|/√n).
+        assert!((m - hj).abs() < 1e-5 * (1.0 + m.abs()), "{m} vs {hj}");
+        assert!((v - hj.powi(2) * p / (1.0 - p)).abs() < 1e-4 * (1.0 + v));
+        let se = (v / n as f64).sqrt();
+        assert!((mean - m).abs() < 5.0 * se, "MC mean {mean} vs {m}");
+        assert!(
+            (var - v).abs() < 5.0 * 2.0 * m.abs() * se + 1e-6,
+            "MC var {var} vs {v}"
+        );
+    }
+    // A valid() copy (no autodiff) never drops, even in a training pass.
+    let ad = training_device();
+    let net = MlpConfig::new(3, vec![4], 1)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .with_dropout(p)
+        .init(Categorical, &ad)
+        .unwrap()
+        .valid();
+    let x = Tensor::<2>::ones([1, 3], &device());
+    let a = to_vec(net.body.features(x.clone(), &mut Pass::train(64, false)));
+    let b = to_vec(net.body.features(x, &mut Pass::predict(64)));
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_dropout_of_one_is_a_config_error() {
+    for p in [1.0, -0.1, f64::NAN] {
+        let err = MlpConfig::new(3, vec![4], 1)
+            .with_dropout(p)
+            .init(Categorical, &device())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("MlpConfig") && err.contains("dropout"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn an_image_smaller_than_a_kernel_is_a_config_error() {
     let err = ConvNetConfig::lenet5([1, 8, 8], 10)
