@@ -22,12 +22,12 @@
 //!
 //! `cargo run --release --example haussmann_ch5_bedl_ood`
 
-use bnn_burn::host::{labels, matrix, to_vec};
+use bnn_burn::host::{labels, matrix, to_labels, to_vec};
 use bnn_burn::layers::WeightConfig;
 use bnn_burn::likelihood::{
     Categorical, DirichletRegulariser, EdlLoss, Evidence, EvidentialConfig, LogitRule,
 };
-use bnn_burn::metrics::{accuracy, entropy_ecdf_area, mean};
+use bnn_burn::metrics::{accuracy_of, entropy_ecdf_area, mean};
 use bnn_burn::nets::{ConvNetConfig, MlpConfig, MomentConfig, moment_weights};
 use bnn_burn::objective::{PacBayes, PacBayesConfig};
 use bnn_burn::posterior::PosteriorConfig;
@@ -252,7 +252,8 @@ macro_rules! fit_all {
 }
 
 /// One method's predictions: test probabilities (row-major), test and OOD entropies.
-type Row = (Method, Vec<f64>, Vec<f64>, Vec<f64>);
+/// A method's predicted test classes and its test and OOD entropies.
+type Row = (Method, Vec<usize>, Vec<f64>, Vec<f64>);
 
 /// Prints the error, the OOD entropy-ECDF area and both entropy histograms of each method.
 fn report(rows: &[Row], labels: &[usize], classes: usize, out_name: &str) {
@@ -273,11 +274,11 @@ fn report(rows: &[Row], labels: &[usize], classes: usize, out_name: &str) {
         "| method | test error % | mean H (test) | mean H ({out_name}) | ECDF area ({out_name}) ↓ |"
     );
     println!("|---|---:|---:|---:|---:|");
-    for (method, probs, inn, out) in rows {
+    for (method, predicted, inn, out) in rows {
         println!(
             "| {} | {:.2} | {:.3} | {:.3} | {:.3} |",
             method.name(),
-            100.0 * (1.0 - accuracy(probs, classes, labels)),
+            100.0 * (1.0 - accuracy_of(predicted, labels)),
             mean(inn),
             mean(out),
             entropy_ecdf_area(out, classes)
@@ -316,11 +317,11 @@ fn two_moons(dir: &std::path::Path) -> Result<(), Box<dyn Error>> {
     for (method, net) in Method::ALL.into_iter().zip(&nets) {
         let predict = |pts: &[[f64; 2]]| {
             let pred = net.predict(matrix(&sx.transform(&flat(pts)), 2, &plain), method.mode())?;
-            Ok::<_, Box<dyn Error>>((to_vec(pred.mean()), to_vec(pred.entropy())))
+            Ok::<_, Box<dyn Error>>((to_labels(pred.predicted_class()), to_vec(pred.entropy())))
         };
-        let (probs, inn) = predict(&test_set.x)?;
+        let (predicted, inn) = predict(&test_set.x)?;
         let (_, out) = predict(&far)?;
-        rows.push((method, probs, inn, out));
+        rows.push((method, predicted, inn, out));
     }
     report(&rows, &test_set.label, 2, "far ring");
     entropy_figure(&dir.join("moons-entropy.svg"), &rows, 2, "far ring")?;
@@ -365,7 +366,7 @@ fn mnist(dir: &std::path::Path) -> Result<(), Box<dyn Error>> {
             method.mode(),
             &plain,
         )?;
-        rows.push((method, inn.probs, inn.entropy, out.entropy));
+        rows.push((method, inn.predicted, inn.entropy, out.entropy));
     }
     report(&rows, &labels, 10, "Fashion");
     entropy_figure(&dir.join("mnist-entropy.svg"), &rows, 10, "Fashion-MNIST")?;

@@ -29,3 +29,16 @@ pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f64> {
         .try_into_vec_as::<f64>()
         .expect("float tensor converts to f64")
 }
+
+/// The values of an integer tensor of class labels or indices (`≥ 0`), as `usize`.
+///
+/// # Panics
+/// On a negative value.
+pub fn to_labels(t: Tensor<1, Int>) -> Vec<usize> {
+    t.into_data()
+        .try_into_vec_as::<i64>()
+        .expect("integer tensor converts to i64")
+        .into_iter()
+        .map(|v| usize::try_from(v).expect("host::to_labels: a negative label"))
+        .collect()
+}

@@ -85,12 +85,22 @@ pub fn argmax(row: &[f64]) -> (usize, f64) {
         })
 }
 
+/// The first most probable class of every row (`argmax` of each row of `probs`).
+pub fn predicted_labels(probs: &[f64], n_classes: usize) -> Vec<usize> {
+    rows(probs, n_classes).map(|row| argmax(row).0).collect()
+}
+
 /// Fraction of rows whose most probable class is the label.
 pub fn accuracy(probs: &[f64], n_classes: usize, labels: &[usize]) -> f64 {
-    let correct = rows(probs, n_classes)
-        .zip(labels)
-        .filter(|(row, l)| argmax(row).0 == **l)
-        .count();
+    accuracy_of(&predicted_labels(probs, n_classes), labels)
+}
+
+/// Fraction of rows whose predicted class is the label (a model's own decisions, e.g.
+/// [`ClassPrediction::predicted_class`](crate::predict::ClassPrediction::predicted_class),
+/// which breaks an evidential head's ties by its outputs).
+pub fn accuracy_of(predicted: &[usize], labels: &[usize]) -> f64 {
+    assert_eq!(predicted.len(), labels.len(), "one prediction per label");
+    let correct = predicted.iter().zip(labels).filter(|(p, l)| p == l).count();
     correct as f64 / labels.len() as f64
 }
 
@@ -98,12 +108,22 @@ pub fn accuracy(probs: &[f64], n_classes: usize, labels: &[usize]) -> f64 {
 /// is another, `e_c = #{n : y_n = c, argmax p_n ≠ c} / #{n : y_n = c}`; `None` for a class
 /// without rows. A class the model never predicts shows `e_c = 1`.
 pub fn class_errors(probs: &[f64], n_classes: usize, labels: &[usize]) -> Vec<Option<f64>> {
+    class_errors_of(&predicted_labels(probs, n_classes), n_classes, labels)
+}
+
+/// [`class_errors`] of given predicted classes.
+pub fn class_errors_of(
+    predicted: &[usize],
+    n_classes: usize,
+    labels: &[usize],
+) -> Vec<Option<f64>> {
+    assert_eq!(predicted.len(), labels.len(), "one prediction per label");
     let mut wrong = vec![0usize; n_classes];
     let mut seen = vec![0usize; n_classes];
-    for (row, &l) in rows(probs, n_classes).zip(labels) {
+    for (&p, &l) in predicted.iter().zip(labels) {
         assert!(l < n_classes, "label {l} is not one of {n_classes} classes");
         seen[l] += 1;
-        if argmax(row).0 != l {
+        if p != l {
             wrong[l] += 1;
         }
     }
@@ -151,12 +171,32 @@ pub fn reliability_curve(
     labels: &[usize],
     bins: usize,
 ) -> Vec<ReliabilityBin> {
+    reliability_curve_of(
+        probs,
+        &predicted_labels(probs, n_classes),
+        n_classes,
+        labels,
+        bins,
+    )
+}
+
+/// [`reliability_curve`] of given predicted classes: a row's confidence is the probability of
+/// its predicted class (its largest when the prediction is a most probable class, as
+/// [`ClassPrediction::predicted_class`](crate::predict::ClassPrediction::predicted_class)'s).
+pub fn reliability_curve_of(
+    probs: &[f64],
+    predicted: &[usize],
+    n_classes: usize,
+    labels: &[usize],
+    bins: usize,
+) -> Vec<ReliabilityBin> {
     assert!(bins > 0, "reliability_curve needs at least one bin");
+    assert_eq!(predicted.len(), labels.len(), "one prediction per label");
     let mut conf = vec![0.0; bins];
     let mut hits = vec![0.0; bins];
     let mut count = vec![0usize; bins];
-    for (row, &l) in rows(probs, n_classes).zip(labels) {
-        let (pred, c) = argmax(row);
+    for ((row, &pred), &l) in rows(probs, n_classes).zip(predicted).zip(labels) {
+        let c = row[pred];
         let i = ((c * bins as f64) as usize).min(bins - 1);
         conf[i] += c;
         hits[i] += if pred == l { 1.0 } else { 0.0 };
@@ -179,8 +219,25 @@ pub fn reliability_curve(
 /// Expected calibration error `Σ_m (|B_m|/n) |acc(B_m) − conf(B_m)|` over `bins` equal-width
 /// confidence bins (15 is the usual choice, Guo et al. 2017).
 pub fn ece(probs: &[f64], n_classes: usize, labels: &[usize], bins: usize) -> f64 {
+    ece_of(
+        probs,
+        &predicted_labels(probs, n_classes),
+        n_classes,
+        labels,
+        bins,
+    )
+}
+
+/// [`ece`] of given predicted classes ([`reliability_curve_of`]).
+pub fn ece_of(
+    probs: &[f64],
+    predicted: &[usize],
+    n_classes: usize,
+    labels: &[usize],
+    bins: usize,
+) -> f64 {
     let n = labels.len() as f64;
-    reliability_curve(probs, n_classes, labels, bins)
+    reliability_curve_of(probs, predicted, n_classes, labels, bins)
         .iter()
         .map(|b| b.count as f64 / n * (b.accuracy - b.confidence).abs())
         .sum()
@@ -383,6 +440,35 @@ mod tests {
         let b = brier(&probs, 2, &labels);
         let expect = (2.0 * 0.01 + 2.0 * 0.04 + 2.0 * 0.36 + 2.0 * 0.49) / 4.0;
         assert!((b - expect).abs() < 1e-12);
+    }
+
+    #[test]
+    fn given_decisions_score_ties_as_decided() {
+        // Row 2 is a three-way tie; its model decided class 2 (e.g. by an evidential head's
+        // outputs), where the first-index argmax says 0.
+        let probs = [0.8, 0.1, 0.1, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0];
+        let labels = [0, 2];
+        assert_eq!(predicted_labels(&probs, 3), vec![0, 0]);
+        assert!((accuracy(&probs, 3, &labels) - 0.5).abs() < 1e-12);
+        let decided = [0, 2];
+        assert!((accuracy_of(&decided, &labels) - 1.0).abs() < 1e-12);
+        assert_eq!(
+            class_errors(&probs, 3, &labels),
+            vec![Some(0.0), None, Some(1.0)]
+        );
+        assert_eq!(
+            class_errors_of(&decided, 3, &labels),
+            vec![Some(0.0), None, Some(0.0)]
+        );
+        // Both rows right, confidences 0.8 and 1/3 (10 bins): ECE = ½(0.2 + 2/3).
+        let e = ece_of(&probs, &decided, 3, &labels, 10);
+        assert!((e - 0.5 * (0.2 + 2.0 / 3.0)).abs() < 1e-12, "{e}");
+        // The first-index decisions get row 2 wrong: ECE = ½(0.2 + 1/3).
+        let e = ece(&probs, 3, &labels, 10);
+        assert!((e - 0.5 * (0.2 + 1.0 / 3.0)).abs() < 1e-12, "{e}");
+        let curve = reliability_curve_of(&probs, &decided, 3, &labels, 10);
+        assert_eq!(curve[3].count, 1);
+        assert!((curve[3].accuracy - 1.0).abs() < 1e-12);
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub fn quick_mnist(train: usize, test: usize) -> Option<(ImageSet, ImageSet, Ima
 pub struct ImagePredictions {
     /// Predictive probabilities, `[n, C]` row-major.
     pub probs: Vec<f64>,
+    /// Predicted classes ([`ClassPrediction::predicted_class`]: a most probable class, an
+    /// evidential head's ties broken by its outputs).
+    pub predicted: Vec<usize>,
     /// `ln p̄(y | x)` of the labels.
     pub log_likelihood: Vec<f64>,
     /// Predictive entropies.
@@ -53,6 +56,7 @@ pub fn predict_images(
     let norm = family.normalization();
     let mut out = ImagePredictions {
         probs: Vec::new(),
+        predicted: Vec::new(),
         log_likelihood: Vec::new(),
         entropy: Vec::new(),
     };
@@ -61,6 +65,8 @@ pub fn predict_images(
         let batch = set.batch(chunk, &norm, device);
         let pred = model.predict(batch.images, mode)?;
         out.probs.extend(to_vec(pred.mean()));
+        out.predicted
+            .extend(bnn_burn::host::to_labels(pred.predicted_class()));
         out.log_likelihood
             .extend(to_vec(pred.log_prob(batch.labels)));
         out.entropy.extend(to_vec(pred.entropy()));

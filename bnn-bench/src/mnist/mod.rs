@@ -12,8 +12,8 @@ use bnn_burn::host::to_vec;
 use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{Categorical, Likelihood, MultiLabelProbit};
 use bnn_burn::metrics::{
-    ReliabilityBin, accuracy, argmax, auroc, brier, class_errors, ece, entropy_ecdf_area, nll,
-    reliability_curve,
+    ReliabilityBin, accuracy_of, auroc, brier, class_errors_of, ece_of, entropy_ecdf_area, nll,
+    reliability_curve_of,
 };
 use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
 use bnn_burn::objective::{PacComplexity, PacKl};
@@ -443,6 +443,11 @@ where
 /// entropies and mutual informations.
 struct Predictions {
     probs: Vec<f64>,
+    /// The model's predicted classes ([`ClassPrediction::predicted_class`]: a most probable
+    /// class, ties broken by an evidential head's outputs).
+    ///
+    /// [`ClassPrediction::predicted_class`]: bnn_burn::predict::ClassPrediction::predicted_class
+    predicted: Vec<usize>,
     log_likelihood: Vec<f64>,
     entropy: Vec<f64>,
     mi: Vec<f64>,
@@ -456,6 +461,7 @@ fn predict_set(
 ) -> Result<Predictions, PredictError> {
     let mut p = Predictions {
         probs: Vec::with_capacity(set.len() * set.n_classes),
+        predicted: Vec::with_capacity(set.len()),
         log_likelihood: Vec::with_capacity(set.len()),
         entropy: Vec::with_capacity(set.len()),
         mi: Vec::with_capacity(set.len()),
@@ -467,6 +473,8 @@ fn predict_set(
         let mean = pred.mean();
         let classes = mean.dims()[1];
         p.probs.extend(to_vec(mean));
+        p.predicted
+            .extend(bnn_burn::host::to_labels(pred.predicted_class()));
         if chunk.iter().all(|&i| usize::from(set.labels[i]) < classes) {
             p.log_likelihood.extend(to_vec(pred.log_prob(batch.labels)));
         }
@@ -681,17 +689,16 @@ pub struct RotationScore {
     pub auroc_entropy: f64,
 }
 
-/// AUROC of predictive entropy for detecting misclassified test images (the positives);
-/// `None` when every image or none is misclassified.
-pub fn misclassification_auroc(probs: &[f64], labels: &[usize], entropy: &[f64]) -> Option<f64> {
+/// AUROC of predictive entropy for detecting misclassified test images (the positives), from
+/// the predicted classes; `None` when every image or none is misclassified.
+pub fn misclassification_auroc(
+    predicted: &[usize],
+    labels: &[usize],
+    entropy: &[f64],
+) -> Option<f64> {
     let (mut right, mut wrong) = (Vec::new(), Vec::new());
-    let classes = probs.len() / labels.len().max(1);
-    for ((p, &l), &h) in probs.chunks(classes.max(1)).zip(labels).zip(entropy) {
-        if argmax(p).0 == l {
-            right.push(h)
-        } else {
-            wrong.push(h)
-        }
+    for ((p, l), &h) in predicted.iter().zip(labels).zip(entropy) {
+        if p == l { right.push(h) } else { wrong.push(h) }
     }
     (!right.is_empty() && !wrong.is_empty()).then(|| auroc(&right, &wrong))
 }
@@ -798,7 +805,7 @@ pub fn run_one(
         };
         rotations.push(RotationScore {
             degrees,
-            error_pct: 100.0 * (1.0 - accuracy(&p.probs, classes, &labels)),
+            error_pct: 100.0 * (1.0 - accuracy_of(&p.predicted, &labels)),
             mean_entropy: bnn_burn::metrics::mean(&p.entropy),
             auroc_entropy: auroc(&inn.entropy, &p.entropy),
         });
@@ -808,24 +815,24 @@ pub fn run_one(
         method: method.name.to_string(),
         epochs,
         seed,
-        error_pct: 100.0 * (1.0 - accuracy(&inn.probs, classes, &labels)),
-        class_error_pct: class_errors(&inn.probs, classes, &labels)
+        error_pct: 100.0 * (1.0 - accuracy_of(&inn.predicted, &labels)),
+        class_error_pct: class_errors_of(&inn.predicted, classes, &labels)
             .into_iter()
             .map(|e| e.map(|e| 100.0 * e))
             .collect(),
         nll: nll(&inn.log_likelihood),
-        ece: ece(&inn.probs, classes, &labels, ECE_BINS),
+        ece: ece_of(&inn.probs, &inn.predicted, classes, &labels, ECE_BINS),
         brier: brier(&inn.probs, classes, &labels),
         auroc_entropy: auroc(&inn.entropy, &out.entropy),
         auroc_mi: auroc(&inn.mi, &out.mi),
         ecdf_area: entropy_ecdf_area(&out.entropy, classes),
         mean_entropy_in: bnn_burn::metrics::mean(&inn.entropy),
         mean_entropy_out: bnn_burn::metrics::mean(&out.entropy),
-        misclassification_auroc: misclassification_auroc(&inn.probs, &labels, &inn.entropy),
+        misclassification_auroc: misclassification_auroc(&inn.predicted, &labels, &inn.entropy),
         ood_sets,
         rotations,
         train_seconds,
-        reliability: reliability_curve(&inn.probs, classes, &labels, ECE_BINS),
+        reliability: reliability_curve_of(&inn.probs, &inn.predicted, classes, &labels, ECE_BINS),
         entropy_hist_in: histogram(&inn.entropy, max_entropy, ENTROPY_BINS),
         entropy_hist_out: histogram(&out.entropy, max_entropy, ENTROPY_BINS),
         pac: pac_train.map(|t| PacReport {

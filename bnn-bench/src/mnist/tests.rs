@@ -243,20 +243,20 @@ fn a_small_run_writes_its_table_and_figures() {
 
 #[test]
 fn misclassification_auroc_ranks_the_wrong_predictions_by_entropy() {
-    // Three images: two right (entropies 0.1, 0.3), one wrong (entropy 0.2): AUROC 0.5.
-    let probs = [0.9, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
-    let probs: Vec<f64> = probs.iter().cycle().take(30).copied().collect();
+    // Three images all predicted class 0: two right (entropies 0.1, 0.3), one wrong (entropy
+    // 0.2): AUROC 0.5.
+    let predicted = [0, 0, 0];
     assert_eq!(
-        misclassification_auroc(&probs, &[0, 0, 1], &[0.1, 0.3, 0.2]),
+        misclassification_auroc(&predicted, &[0, 0, 1], &[0.1, 0.3, 0.2]),
         Some(0.5)
     );
     assert_eq!(
-        misclassification_auroc(&probs, &[0, 0, 1], &[0.1, 0.2, 0.3]),
+        misclassification_auroc(&predicted, &[0, 0, 1], &[0.1, 0.2, 0.3]),
         Some(1.0)
     );
     // No error at all: undefined.
     assert_eq!(
-        misclassification_auroc(&probs, &[0, 0, 0], &[0.1, 0.2, 0.3]),
+        misclassification_auroc(&predicted, &[0, 0, 0], &[0.1, 0.2, 0.3]),
         None
     );
 }

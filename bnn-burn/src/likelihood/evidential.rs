@@ -192,9 +192,12 @@ impl Likelihood for Evidential {
     /// Bayesian body): the Dirichlet means `α/α₀` of the draws, as probability samples.
     fn predict(&self, out: Tensor<3>) -> ClassPrediction {
         let [s, b, c] = out.dims();
-        let alpha = self.alpha(out);
+        let alpha = self.alpha(out.clone());
         if s == 1 {
-            return ClassPrediction::Dirichlet(DirichletPrediction { alpha });
+            return ClassPrediction::Dirichlet(DirichletPrediction {
+                alpha,
+                outputs: Some(out.reshape([b, c])),
+            });
         }
         let mean = alpha.clone() / alpha.sum_dim(1);
         ClassPrediction::Samples(ClassSamples {

@@ -192,6 +192,27 @@ fn the_regulariser_ignores_the_true_class_and_predictions_are_dirichlets() {
     assert!((mean[0] - 0.75).abs() < 1e-6 && (mean[1] - 0.125).abs() < 1e-6);
     let two = Tensor::cat(vec![out.clone(), out], 0);
     assert!(matches!(head.predict(two), ClassPrediction::Samples(_)));
+    // ReLU evidence: no evidence for any class (every output ≤ 0) is a uniform Dirichlet,
+    // and the outputs decide the class where the first-index argmax of p̄ would say 0.
+    let none = Tensor::<3>::from_floats([[[-3.0, -0.5, -2.0]], [[-1.0, 4.0, -2.0]]], &device)
+        .reshape([1, 2, 3]);
+    let sensoy = EvidentialConfig::sensoy().init().predict(none);
+    let mean = to_vec(sensoy.mean());
+    assert!(
+        mean[..3].iter().all(|p| (p - 1.0 / 3.0).abs() < 1e-6),
+        "{mean:?}"
+    );
+    let decided: Vec<i64> = sensoy.predicted_class().into_data().iter::<i64>().collect();
+    assert_eq!(decided, vec![1, 1]);
+    let first: Vec<i64> = sensoy.mean().argmax(1).into_data().iter::<i64>().collect();
+    assert_eq!(first[0], 0, "the tie the outputs break");
+    // Without outputs, a Dirichlet decides by p̄ alone.
+    let ClassPrediction::Dirichlet(d) = sensoy else {
+        panic!("one draw predicts a Dirichlet")
+    };
+    let bare = ClassPrediction::Dirichlet(DirichletPrediction::new(d.alpha));
+    let decided: Vec<i64> = bare.predicted_class().into_data().iter::<i64>().collect();
+    assert_eq!(decided, first);
     // exp evidence stays finite for extreme outputs.
     let wild = Tensor::<3>::from_floats([[[1e4, -1e4, 0.0]]], &device);
     let exp = EvidentialConfig::new().with_evidence(Evidence::Exp).init();

@@ -25,6 +25,22 @@ pub struct ClassSamples {
 pub struct DirichletPrediction {
     /// Concentrations `α > 0`, `[B, C]`.
     pub alpha: Tensor<2>,
+    /// The network outputs `f` behind `α = g(f)`, `[B, C]`, when the head keeps them: they
+    /// break ties between classes of equal evidence in [`ClassPrediction::predicted_class`].
+    /// Every evidence function `g` is non-decreasing, so `f` ranks the classes as `α` does
+    /// wherever the `α_c` differ; ReLU evidence gives every class with `f_c ≤ 0` the same
+    /// `α_c = 1`, and `f` still ranks them (Sensoy et al.'s code predicts `argmax f`).
+    pub outputs: Option<Tensor<2>>,
+}
+
+impl DirichletPrediction {
+    /// The Dirichlets of `alpha`, without outputs to break ties.
+    pub fn new(alpha: Tensor<2>) -> Self {
+        Self {
+            alpha,
+            outputs: None,
+        }
+    }
 }
 
 /// A classification prediction.
@@ -81,6 +97,29 @@ impl ClassPrediction {
             Self::Samples(s) => mean_dim(s.probs.clone(), 0).squeeze_dim(0),
             Self::Dirichlet(d) => d.alpha.clone() / d.total(),
         }
+    }
+
+    /// The scores whose row-wise maximum is the predicted class, `[B, C]`: the predictive
+    /// probabilities `p̄`, or for a Dirichlet that kept its outputs, the outputs `f`, which
+    /// rank the classes as `α` (so as `p̄`) wherever the `α_c` differ and also where they tie
+    /// ([`DirichletPrediction::outputs`]).
+    pub fn decision_scores(&self) -> Tensor<2> {
+        match self {
+            Self::Dirichlet(DirichletPrediction {
+                outputs: Some(f), ..
+            }) => f.clone(),
+            _ => self.mean(),
+        }
+    }
+
+    /// The predicted class `argmax_c` of [`ClassPrediction::decision_scores`], `[B]`: always a
+    /// class of the largest `p̄_c`. Exact ties, such as the uniform `p̄` of an evidential head
+    /// that has no evidence for any class, fall to the outputs when the head kept them, else
+    /// to the first such class.
+    pub fn predicted_class(&self) -> Tensor<1, Int> {
+        let scores = self.decision_scores();
+        let b = scores.dims()[0];
+        scores.argmax(1).reshape([b])
     }
 
     /// Total (predictive) entropy `H[p̄]`, `[B]`.

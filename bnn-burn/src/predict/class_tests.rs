@@ -67,7 +67,7 @@ fn dirichlet_decomposition_matches_beta_integrals() {
         .flat_map(|&(a, b)| [a as f32, b as f32])
         .collect();
     let alpha = Tensor::<1>::from_floats(flat.as_slice(), &device).reshape([cases.len(), 2]);
-    let pred = ClassPrediction::Dirichlet(DirichletPrediction { alpha });
+    let pred = ClassPrediction::Dirichlet(DirichletPrediction::new(alpha));
     let ale = to_vec(pred.aleatoric_entropy());
     let epi_var = to_vec(pred.epistemic_variance());
     let ale_var = to_vec(pred.aleatoric_variance());
