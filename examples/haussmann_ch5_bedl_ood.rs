@@ -251,8 +251,7 @@ macro_rules! fit_all {
     }};
 }
 
-/// One method's predictions: test probabilities (row-major), test and OOD entropies.
-/// A method's predicted test classes and its test and OOD entropies.
+/// One method's predictions: its predicted test classes, its test and OOD entropies.
 type Row = (Method, Vec<usize>, Vec<f64>, Vec<f64>);
 
 /// Prints the error, the OOD entropy-ECDF area and both entropy histograms of each method.

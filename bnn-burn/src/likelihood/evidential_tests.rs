@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::dist::dirichlet;
-use crate::host::{labels, matrix, to_vec};
+use crate::host::{labels, matrix, to_labels, to_vec};
 use crate::layers::WeightConfig;
 use crate::nets::MlpConfig;
 use crate::posterior::PosteriorConfig;
@@ -202,17 +202,15 @@ fn the_regulariser_ignores_the_true_class_and_predictions_are_dirichlets() {
         mean[..3].iter().all(|p| (p - 1.0 / 3.0).abs() < 1e-6),
         "{mean:?}"
     );
-    let decided: Vec<i64> = sensoy.predicted_class().into_data().iter::<i64>().collect();
-    assert_eq!(decided, vec![1, 1]);
-    let first: Vec<i64> = sensoy.mean().argmax(1).into_data().iter::<i64>().collect();
+    assert_eq!(to_labels(sensoy.predicted_class()), vec![1, 1]);
+    let first = to_labels(sensoy.mean().argmax(1).reshape([2]));
     assert_eq!(first[0], 0, "the tie the outputs break");
     // Without outputs, a Dirichlet decides by p̄ alone.
     let ClassPrediction::Dirichlet(d) = sensoy else {
         panic!("one draw predicts a Dirichlet")
     };
     let bare = ClassPrediction::Dirichlet(DirichletPrediction::new(d.alpha));
-    let decided: Vec<i64> = bare.predicted_class().into_data().iter::<i64>().collect();
-    assert_eq!(decided, first);
+    assert_eq!(to_labels(bare.predicted_class()), first);
     // exp evidence stays finite for extreme outputs.
     let wild = Tensor::<3>::from_floats([[[1e4, -1e4, 0.0]]], &device);
     let exp = EvidentialConfig::new().with_evidence(Evidence::Exp).init();
