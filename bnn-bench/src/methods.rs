@@ -341,9 +341,8 @@ impl Method {
         regulariser: DirichletRegulariser,
         objective: TrainObjective,
     ) -> Self {
-        let moments = MomentConfig::clt()
-            .with_train_logits(LogitRule::SampledMarginal { samples })
-            .with_predict_logits(LogitRule::Sampled { samples: 100 });
+        // Predicts by the default rule, 100 sampled outputs.
+        let moments = MomentConfig::clt().with_train_logits(LogitRule::SampledMarginal { samples });
         let mut m = Self::moment_method(name, moments, 1.0);
         m.class_likelihood = ClassLikelihood::Evidential {
             evidence: Evidence::Exp,

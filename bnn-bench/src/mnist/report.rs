@@ -1,6 +1,18 @@
 //! The report: our table, the OOD and rotation tables, the published rows, the record.
 
 use super::*;
+use bnn_burn::likelihood::LogitRule;
+
+/// How the moment methods' classifiers predict under the library's default logit rule, which
+/// every one of them but CLT keeps.
+fn moment_prediction() -> String {
+    match bnn_burn::nets::MomentConfig::new().predict_logits {
+        LogitRule::Sampled { samples } | LogitRule::SampledMarginal { samples } => {
+            format!("{samples} logits drawn from the output moments")
+        }
+        rule => format!("the logit rule {rule:?}"),
+    }
+}
 
 /// The Markdown report: our table, then the published rows.
 pub fn markdown(
@@ -14,8 +26,8 @@ pub fn markdown(
         "# {name}: classification, calibration and OOD ({ood_name}, noise, inverted, rotated)\n\n\
          {} training, {} {name} test and {} {ood_name} test images{}; {} epochs, Adam lr 10⁻³, \
          batch {}, 1 training sample; {} prediction samples (1 for MAP, the deterministic net; \
-         VBP, DVI and CLT train and predict by moments); \
-         seed {}, backend `{}`, wall time {:.0} s.\n\n\
+         VBP, DVI, CLT, BEDL and BEDL-PAC propagate moments and predict from {}, CLT by its \
+         closed-form marginals); seed {}, backend `{}`, wall time {:.0} s.\n\n\
          | architecture | method | error % | NLL | ECE | Brier | AUROC entropy | AUROC MI | \
          ECDF area ↓ | mean H in | mean H out | AUROC misclassified | train s |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -26,6 +38,7 @@ pub fn markdown(
         options.epochs(),
         options.batch_size,
         options.prediction_samples,
+        moment_prediction(),
         options.seed,
         bnn_burn::backend_name(),
         wall
