@@ -341,7 +341,7 @@ impl Method {
         regulariser: DirichletRegulariser,
         objective: TrainObjective,
     ) -> Self {
-        // Predicts by the default rule, 100 sampled outputs.
+        // Predicts by the default `MomentConfig::predict_logits` (sampled outputs).
         let moments = MomentConfig::clt().with_train_logits(LogitRule::SampledMarginal { samples });
         let mut m = Self::moment_method(name, moments, 1.0);
         m.class_likelihood = ClassLikelihood::Evidential {
