@@ -248,7 +248,9 @@ enum Command {
         methods: Vec<String>,
         /// Architectures (mlp, lenet5; lenet5-pool: the max-pooling LeNet5 without padding;
         /// lenet5-sensoy: the net of Sensoy et al.'s EDL code, padded, pooled, dropout 0.5 on
-        /// the 500 units); repeatable [default: mlp and lenet5; lenet5 for cifar5].
+        /// the 500 units; conv96: Haußmann 2021 Table 5.3's two 96-channel stride-2
+        /// convolutions and the read-out); repeatable [default: mlp and lenet5; lenet5 for
+        /// cifar5].
         #[arg(long = "arch")]
         archs: Vec<String>,
         /// Training epochs [default: 10; 2 with --quick].

@@ -61,6 +61,9 @@ pub enum Arch {
     /// 500) and dropout of half the 500 units while training
     /// ([`ConvNetConfig::lenet5_sensoy`]).
     LeNet5Sensoy,
+    /// Haußmann (2021) Table 5.3's net: two 5×5 stride-2 convolutions of 96 channels and the
+    /// linear read-out (1536 → 10; [`ConvNetConfig::conv96`]).
+    Conv96,
 }
 
 impl Arch {
@@ -74,6 +77,7 @@ impl Arch {
             Arch::LeNet5 => "LeNet5 (strided)",
             Arch::LeNet5Pooled => "LeNet5 (max pooling)",
             Arch::LeNet5Sensoy => "LeNet5 (Sensoy: padded, pooled, dropout)",
+            Arch::Conv96 => "Conv 96/96 (strided, Table 5.3)",
         }
     }
 }
@@ -86,8 +90,10 @@ impl FromStr for Arch {
             "lenet5" | "lenet" => Ok(Arch::LeNet5),
             "lenet5-pool" | "lenet5-pooled" => Ok(Arch::LeNet5Pooled),
             "lenet5-sensoy" => Ok(Arch::LeNet5Sensoy),
+            "conv96" => Ok(Arch::Conv96),
             _ => Err(format!(
-                "unknown architecture {s:?}; known: mlp, lenet5, lenet5-pool, lenet5-sensoy"
+                "unknown architecture {s:?}; known: mlp, lenet5, lenet5-pool, lenet5-sensoy, \
+                 conv96"
             )),
         }
     }
@@ -413,10 +419,11 @@ where
             let pac = pac_bounds(method, &m, x, &plain_labels)?;
             (Box::new(Flattened(m)), report.seconds, pac)
         }
-        Arch::LeNet5 | Arch::LeNet5Pooled | Arch::LeNet5Sensoy => {
+        Arch::LeNet5 | Arch::LeNet5Pooled | Arch::LeNet5Sensoy | Arch::Conv96 => {
             // The thesis's strided LeNet5: 20/50/500 on grey images, 192/192/1000 on colour;
-            // the pooled ones 20/50/500 on either.
+            // the pooled ones 20/50/500 on either; Table 5.3's 96/96 on either.
             let shape = match (arch, c) {
+                (Arch::Conv96, _) => ConvNetConfig::conv96([c, h, w], classes),
                 (Arch::LeNet5Pooled, _) => ConvNetConfig::lenet5_pooled([c, h, w], classes),
                 (Arch::LeNet5Sensoy, _) => ConvNetConfig::lenet5_sensoy([c, h, w], classes),
                 (_, 1) => ConvNetConfig::lenet5([c, h, w], classes),
@@ -864,8 +871,8 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     };
     if options.family == TrainSet::Cifar5 && archs.contains(&Arch::Mlp) {
         return Err(
-            "--arch mlp: CIFAR-5 runs the LeNet5s only (--arch lenet5, lenet5-pool or \
-             lenet5-sensoy)"
+            "--arch mlp: CIFAR-5 runs the convolutional nets only (--arch lenet5, lenet5-pool, \
+             lenet5-sensoy or conv96)"
                 .into(),
         );
     }

@@ -78,6 +78,7 @@ pub(crate) fn short(arch: Arch) -> &'static str {
         Arch::LeNet5 => "LeNet5",
         Arch::LeNet5Pooled => "LeNet5-pool",
         Arch::LeNet5Sensoy => "LeNet5-sensoy",
+        Arch::Conv96 => "Conv96",
     }
 }
 

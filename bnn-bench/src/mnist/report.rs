@@ -74,21 +74,23 @@ pub fn markdown(
          positives, scored by predictive entropy or by mutual information. AUROC misclassified: \
          the misclassified {name} test images are the positives, scored by predictive \
          entropy.\n\n\
-         ## Published (LeNet5)\n\n",
+         ## Published\n\n",
         (data.n_classes() as f64).ln()
     ));
     md += &published_table(data, results);
     md
 }
 
-/// The published rows of the run's training family, each beside our LeNet5 row of the same
-/// method where we have one (the strided one, else the pooled one).
+/// The published rows of the run's training family, each beside our row of the same method on
+/// the published net where we have one (for the strided LeNet5's rows: the strided one, else
+/// Sensoy's, else the pooled one).
 pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
     let (name, ood_name) = data.names();
     let theirs_n = data.family.published_test_images();
     let mut md = format!(
-        "Trained and tested on {name}. Beside each published row, our LeNet5 row of the same \
-         method where we have one (the strided LeNet5, else the pooled one; column net). z: \
+        "Trained and tested on {name}. Beside each published row, our row of the same method \
+         on the published net where we have one (for the LeNet5 rows: the strided LeNet5, else \
+         Sensoy's, else the pooled one; column net). z: \
          the difference in combined standard errors (binomial, `√(e(1−e)/n)` over the \
          {theirs_n} test images for theirs and our n for ours; positive: ours has the lower \
          error). d/sd: the difference in the published run-to-run standard \
@@ -111,9 +113,12 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
                 .iter()
                 .find(|r| r.arch == arch && r.method == p.method)
         };
-        let ours = lenet(Arch::LeNet5)
-            .or_else(|| lenet(Arch::LeNet5Sensoy))
-            .or_else(|| lenet(Arch::LeNet5Pooled));
+        let ours = match p.net {
+            Arch::LeNet5 => lenet(Arch::LeNet5)
+                .or_else(|| lenet(Arch::LeNet5Sensoy))
+                .or_else(|| lenet(Arch::LeNet5Pooled)),
+            net => lenet(net),
+        };
         let z = ours.and_then(|r| error_z(r.error_pct, data.test.len(), p.error_pct, theirs_n));
         let d = ours
             .zip(p.error_std)

@@ -24,8 +24,9 @@ fn arch_names_parse() {
     assert_eq!("lenet5".parse::<Arch>().unwrap(), Arch::LeNet5);
     assert_eq!("LeNet5-pool".parse::<Arch>().unwrap(), Arch::LeNet5Pooled);
     assert_eq!("lenet5-sensoy".parse::<Arch>().unwrap(), Arch::LeNet5Sensoy);
+    assert_eq!("Conv96".parse::<Arch>().unwrap(), Arch::Conv96);
     let err = "resnet".parse::<Arch>().unwrap_err();
-    assert!(err.contains("lenet5-pool") && err.contains("lenet5-sensoy"));
+    assert!(err.contains("lenet5-pool") && err.contains("lenet5-sensoy") && err.contains("conv96"));
 }
 
 /// A tiny synthetic "MNIST" (two shapes of 28×28 images) runs end to end for every
@@ -116,6 +117,25 @@ fn a_small_run_writes_its_table_and_figures() {
     let table = report::published_table(&data, std::slice::from_ref(&pooled));
     let edl_row = table.lines().find(|l| l.starts_with("| EDL |")).unwrap();
     assert!(edl_row.contains("| LeNet5-pool |"), "{edl_row}");
+    // Table 5.3's net trains BEDL-PAC by moments, and Table 5.3's row (0.63 %) is set beside
+    // it, Table 5.2's (0.66 %) beside the strided LeNet5.
+    let pac = methods()
+        .into_iter()
+        .find(|m| m.name == "BEDL-PAC")
+        .unwrap();
+    let wide = run_one(Arch::Conv96, &pac, &data, budget(5), None).unwrap();
+    assert!(wide.error_pct < 30.0, "Conv96 BEDL-PAC: {}", wide.error_pct);
+    assert!(wide.pac.is_some());
+    let strided = results
+        .iter()
+        .find(|r| r.arch == Arch::LeNet5 && r.method == "BEDL-PAC")
+        .unwrap()
+        .clone();
+    let table = report::published_table(&data, &[strided, wide]);
+    let row = |start: &str| table.lines().find(|l| l.starts_with(start)).unwrap();
+    assert!(row("| BEDL-PAC | 0.63 |").contains("| Conv96 |"), "{table}");
+    assert!(row("| BEDL-PAC | 0.66 |").contains("| LeNet5 |"), "{table}");
+    assert!(row("| BEDL | 0.91 |").contains("| – |"), "{table}");
     // The same seed gives the same numbers.
     let again = run_one(Arch::LeNet5, &methods()[3], &data, budget(5), None).unwrap();
     let first = &results[methods().len() + 3];

@@ -178,6 +178,20 @@ impl ConvNetConfig {
         Self::strided_lenet(input, [192, 192], 1000, n_classes)
     }
 
+    /// The net Haußmann (2021, Table 5.3 and §5.8.2.3) trains with BEDL and BEDL-PAC beside
+    /// the convolutional GP kernels of Garriga-Alonso et al. (2019): two 5×5 stride-2
+    /// convolutions of 96 channels, then the linear read-out, with no dense hidden layer:
+    /// 28×28 → 12×12×96 → 4×4×96 = 1536 → `n_classes` (32×32 colour: 5×5×96 = 2400). §5.8.2.3
+    /// prints "a stride of 5", the table's caption stride 2; a 5×5 kernel at stride 5 would
+    /// leave a 1×1 map of the 28×28 images after the second layer, so stride 2 is taken.
+    pub fn conv96(input: [usize; 3], n_classes: usize) -> Self {
+        let convs = [96, 96]
+            .map(|c| ConvSpec::new(c, 5).with_stride(2))
+            .to_vec();
+        let width = conv_features(input, &convs).map_or(0, |[c, h, w]| c * h * w);
+        Self::new(input, convs, MlpConfig::new(width, vec![], n_classes))
+    }
+
     /// The same network with `weights` in every layer.
     pub fn with_weights(mut self, weights: WeightConfig) -> Self {
         self.dense.weights = weights;

@@ -117,6 +117,36 @@ fn the_pooled_lenet_has_the_sensoy_geometry() {
     assert_eq!(colour.feature_shape().unwrap(), [50, 5, 5]);
 }
 
+/// Table 5.3's net (Haußmann 2021): 28 → 12 → 4 with 96 channels, 1536 features straight
+/// into the read-out (no dense hidden layer), on 32×32 colour 5×5×96; the moment pass runs
+/// through it and gives finite, positive output variances.
+#[test]
+fn the_table_5_3_net_has_two_wide_strided_convolutions_and_no_hidden_layer() {
+    let config = ConvNetConfig::conv96([1, 28, 28], 10);
+    assert_eq!(config.feature_shape().unwrap(), [96, 4, 4]);
+    assert_eq!(config.dense.d_input, 1536);
+    assert!(config.dense.hidden.is_empty());
+    assert!(
+        config
+            .convs
+            .iter()
+            .all(|c| c.stride == 2 && c.kernel == 5 && c.out_channels == 96 && c.pool.is_none())
+    );
+    let net = config.init(Categorical, &device()).unwrap();
+    assert!(net.body.dense.layers.is_empty());
+    let x = Tensor::<4>::random([3, 1, 28, 28], Distribution::Normal(0.0, 1.0), &device());
+    let out = net.forward(x.clone(), &mut crate::layers::Pass::predict(2));
+    assert_eq!(out.dims(), [2, 3, 10]);
+    let m = net
+        .output_moments(x, &mut Pass::moments(crate::layers::MomentRule::Clt))
+        .unwrap();
+    assert_eq!(m.mean.dims(), [1, 3, 10]);
+    let var = to_vec(m.var);
+    assert!(var.iter().all(|v| v.is_finite() && *v > 0.0), "{var:?}");
+    let colour = ConvNetConfig::conv96([3, 32, 32], 5);
+    assert_eq!(colour.feature_shape().unwrap(), [96, 5, 5]);
+}
+
 /// Sensoy's LeNet5 pads (`SAME`): 28 → 28 → 14 → 14 → 7 with 50 channels, 2450 → 500, and
 /// drops half the 500 units while training.
 #[test]
