@@ -108,16 +108,16 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
         .into_iter()
         .filter(|p| p.family == data.family)
     {
-        let lenet = |arch| {
+        let on = |arch| {
             results
                 .iter()
                 .find(|r| r.arch == arch && r.method == p.method)
         };
         let ours = match p.net {
-            Arch::LeNet5 => lenet(Arch::LeNet5)
-                .or_else(|| lenet(Arch::LeNet5Sensoy))
-                .or_else(|| lenet(Arch::LeNet5Pooled)),
-            net => lenet(net),
+            Arch::LeNet5 => on(Arch::LeNet5)
+                .or_else(|| on(Arch::LeNet5Sensoy))
+                .or_else(|| on(Arch::LeNet5Pooled)),
+            net => on(net),
         };
         let z = ours.and_then(|r| error_z(r.error_pct, data.test.len(), p.error_pct, theirs_n));
         let d = ours

@@ -112,7 +112,7 @@ impl ConvNetConfig {
     /// The strided LeNet5 of Haußmann (2021, Table 3.4) for `[C, H, W]` images: 28×28 →
     /// 12×12×20 → 4×4×50 = 800 → 500 → `n_classes`.
     pub fn lenet5(input: [usize; 3], n_classes: usize) -> Self {
-        Self::strided_lenet(input, [20, 50], 500, n_classes)
+        Self::strided_lenet(input, [20, 50], vec![500], n_classes)
     }
 
     /// The pooled LeNet5 of Louizos & Welling (2017) and of Sensoy et al. (2018)'s EDL code,
@@ -156,11 +156,12 @@ impl ConvNetConfig {
         Self::new(input, convs, MlpConfig::new(width, vec![500], n_classes))
     }
 
-    /// Two 5×5 stride-2 convolutions of `channels`, then a dense layer of `hidden` units.
+    /// Two 5×5 stride-2 convolutions of `channels`, then dense layers of `hidden` units (none:
+    /// the read-out straight on the maps).
     fn strided_lenet(
         input: [usize; 3],
         channels: [usize; 2],
-        hidden: usize,
+        hidden: Vec<usize>,
         n_classes: usize,
     ) -> Self {
         let convs = channels
@@ -168,14 +169,14 @@ impl ConvNetConfig {
             .to_vec();
         // An input too small for the kernels leaves 0 here; `init` names the geometry error.
         let width = conv_features(input, &convs).map_or(0, |[c, h, w]| c * h * w);
-        Self::new(input, convs, MlpConfig::new(width, vec![hidden], n_classes))
+        Self::new(input, convs, MlpConfig::new(width, hidden, n_classes))
     }
 
     /// The strided LeNet5 of Haußmann (2021, §3.5 and Table 5.2) for colour images: two 5×5
     /// stride-2 convolutions of 192 channels and a dense layer of 1000, 32×32 → 14×14 → 5×5×192
     /// = 4800 → 1000 → `n_classes`.
     pub fn lenet5_cifar(input: [usize; 3], n_classes: usize) -> Self {
-        Self::strided_lenet(input, [192, 192], 1000, n_classes)
+        Self::strided_lenet(input, [192, 192], vec![1000], n_classes)
     }
 
     /// The net Haußmann (2021, Table 5.3 and §5.8.2.3) trains with BEDL and BEDL-PAC beside
@@ -185,11 +186,7 @@ impl ConvNetConfig {
     /// prints "a stride of 5", the table's caption stride 2; a 5×5 kernel at stride 5 would
     /// leave a 1×1 map of the 28×28 images after the second layer, so stride 2 is taken.
     pub fn conv96(input: [usize; 3], n_classes: usize) -> Self {
-        let convs = [96, 96]
-            .map(|c| ConvSpec::new(c, 5).with_stride(2))
-            .to_vec();
-        let width = conv_features(input, &convs).map_or(0, |[c, h, w]| c * h * w);
-        Self::new(input, convs, MlpConfig::new(width, vec![], n_classes))
+        Self::strided_lenet(input, [96, 96], vec![], n_classes)
     }
 
     /// The same network with `weights` in every layer.
