@@ -242,8 +242,9 @@ enum Command {
     /// mutual information per set, entropy-ECDF area, misclassification AUROC, error and
     /// entropy per angle; reliability diagrams, entropy histograms, rotation curves.
     Mnist {
-        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, VBP, DVI, CLT, EDL, BEDL, BEDL-PAC);
-        /// repeatable [default: all].
+        /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, VBP, DVI, CLT, DVI-sampled, EDL, BEDL,
+        /// BEDL-PAC); repeatable [default: all]. DVI-sampled is Table 5.2's DVI: the sampled
+        /// softmax over 20 draws, prior precision 10.
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Architectures (mlp, lenet5; lenet5-pool: the max-pooling LeNet5 without padding;

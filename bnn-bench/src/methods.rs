@@ -170,6 +170,17 @@ impl Method {
         m
     }
 
+    /// DVI as Haußmann (2021) Table 5.2 trains it (the thesis code's `DVINet`, §5.8): the
+    /// diagonal DVI of [`Method::dvi`], its classifier trained by the sampled softmax
+    /// `(1/S) Σ_s ln softmax(m + s∘ε_s)_y` over `S = 20` draws of the logits' moments
+    /// ([`LogitRule::Sampled`]) in place of the Taylor loss, prior precision `α` (10 there).
+    pub fn dvi_sampled(alpha: f64) -> Self {
+        let moments = MomentConfig::clt().with_train_logits(LogitRule::Sampled { samples: 20 });
+        let mut m = Self::moment_method("DVI-sampled", moments, alpha);
+        m.noise = NoiseModel::LogVarianceHead;
+        m
+    }
+
     /// Whether the method trains and predicts by moments.
     pub fn predicts_by_moments(&self) -> bool {
         self.moments.is_some()

@@ -81,15 +81,15 @@ pub fn markdown(
     md
 }
 
-/// The published rows of the run's training family, each beside our row of the same method on
-/// the published net where we have one (for the strided LeNet5's rows: the strided one, else
+/// The published rows of the run's training family, each beside our row of the method trained
+/// as the published one was ([`mnist_published::PublishedMnist::counterpart`]) on the published net where we have one (for the strided LeNet5's rows: the strided one, else
 /// Sensoy's, else the pooled one).
 pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
     let (name, ood_name) = data.names();
     let theirs_n = data.family.published_test_images();
     let mut md = format!(
         "Trained and tested on {name}. Beside each published row, our row of the same method \
-         on the published net where we have one (for the LeNet5 rows: the strided LeNet5, else \
+         (or of the one named beside it, trained as the published one was) on the published net where we have one (for the LeNet5 rows: the strided LeNet5, else \
          Sensoy's, else the pooled one; column net). z: \
          the difference in combined standard errors (binomial, `√(e(1−e)/n)` over the \
          {theirs_n} test images for theirs and our n for ours; positive: ours has the lower \
@@ -111,7 +111,7 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
         let on = |arch| {
             results
                 .iter()
-                .find(|r| r.arch == arch && r.method == p.method)
+                .find(|r| r.arch == arch && r.method == p.counterpart)
         };
         let ours = match p.net {
             Arch::LeNet5 => on(Arch::LeNet5)
@@ -124,9 +124,14 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
             .zip(p.error_std)
             .filter(|(_, sd)| *sd > 0.0)
             .map(|(r, sd)| (p.error_pct - r.error_pct) / sd);
+        let method = if p.counterpart == p.method {
+            p.method.to_string()
+        } else {
+            format!("{} (ours: {})", p.method, p.counterpart)
+        };
         md.push_str(&format!(
             "| {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            p.method,
+            method,
             p.error_pct,
             cell(p.error_std, 2),
             cell(p.log_likelihood, 2),

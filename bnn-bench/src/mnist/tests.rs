@@ -1,6 +1,7 @@
 //! Tests of the MNIST harness.
 
 use super::*;
+use bnn_burn::likelihood::LogitRule;
 
 /// The smoke tests' budget: `epochs` in the protocol's batches, 4 prediction samples, seed 1.
 fn budget(epochs: usize) -> RowBudget {
@@ -136,6 +137,25 @@ fn a_small_run_writes_its_table_and_figures() {
     assert!(row("| BEDL-PAC | 0.63 |").contains("| Conv96 |"), "{table}");
     assert!(row("| BEDL-PAC | 0.66 |").contains("| LeNet5 |"), "{table}");
     assert!(row("| BEDL | 0.91 |").contains("| – |"), "{table}");
+    // Table 5.2's DVI row is set beside DVI-sampled, the recipe it was trained with, and
+    // Table 3.2's DVI row beside DVI (their errors set apart here to tell the rows apart).
+    let strided_with = |method: &str, error_pct: f64| {
+        let mut r = results
+            .iter()
+            .find(|r| r.arch == Arch::LeNet5 && r.method == method)
+            .unwrap()
+            .clone();
+        r.error_pct = error_pct;
+        r
+    };
+    let rows = [strided_with("DVI", 12.5), strided_with("DVI-sampled", 3.25)];
+    let table = report::published_table(&data, &rows);
+    let row = |start: &str| table.lines().find(|l| l.starts_with(start)).unwrap();
+    assert!(
+        row("| DVI (ours: DVI-sampled) | 0.72 |").contains("| 3.25 |"),
+        "{table}"
+    );
+    assert!(row("| DVI | 0.97 |").contains("| 12.50 |"), "{table}");
     // The same seed gives the same numbers.
     let again = run_one(Arch::LeNet5, &methods()[3], &data, budget(5), None).unwrap();
     let first = &results[methods().len() + 3];
@@ -409,4 +429,31 @@ fn cifar5_runs_end_to_end_on_generated_batches() {
             .contains("--batch-size")
     );
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Table 5.2's DVI (the thesis code's `DVINet`) is DVI trained by the sampled softmax over 20
+/// draws of the logits, under the prior precision 10; Table 3.2's keeps the Taylor loss and 100.
+#[test]
+fn table_5_2_dvi_trains_by_the_sampled_softmax_under_precision_10() {
+    let find = |name: &str| methods().into_iter().find(|m| m.name == name).unwrap();
+    let (sampled, taylor) = (find("DVI-sampled"), find("DVI"));
+    let rule = |m: &Method| m.moments.as_ref().unwrap().train_logits;
+    assert_eq!(rule(&sampled), LogitRule::Sampled { samples: 20 });
+    assert_eq!(rule(&taylor), LogitRule::Taylor);
+    assert_eq!(
+        sampled.weights.prior,
+        bnn_burn::Prior::gaussian(1.0 / TABLE_5_2_DVI_PRIOR_PRECISION.sqrt())
+    );
+    assert_eq!(
+        taylor.weights.prior,
+        bnn_burn::Prior::gaussian(1.0 / MOMENT_PRIOR_PRECISION.sqrt())
+    );
+    // Both are the same net otherwise: diagonal CLT moments, trained and predicted by them.
+    let moments = |m: &Method| {
+        m.moments
+            .clone()
+            .unwrap()
+            .with_train_logits(LogitRule::Taylor)
+    };
+    assert_eq!(moments(&sampled), moments(&taylor));
 }
