@@ -174,6 +174,7 @@ impl Method {
     /// diagonal DVI of [`Method::dvi`], its classifier trained by the sampled softmax
     /// `(1/S) Σ_s ln softmax(m + s∘ε_s)_y` over `S = 20` draws of the logits' moments
     /// ([`LogitRule::Sampled`]) in place of the Taylor loss, prior precision `α` (10 there).
+    /// §5.8 says five draws for every sampling step; the code draws 20 here, as for BEDL.
     pub fn dvi_sampled(alpha: f64) -> Self {
         let moments = MomentConfig::clt().with_train_logits(LogitRule::Sampled { samples: 20 });
         let mut m = Self::moment_method("DVI-sampled", moments, alpha);

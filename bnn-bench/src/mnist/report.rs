@@ -14,6 +14,20 @@ fn moment_prediction() -> String {
     }
 }
 
+/// The catalogue's methods that train and predict by moments, as a list: "A, B and C".
+fn moment_methods() -> String {
+    let names: Vec<&str> = super::methods()
+        .into_iter()
+        .filter(|m| m.predicts_by_moments())
+        .map(|m| m.name)
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => last.to_string(),
+        None => String::new(),
+    }
+}
+
 /// The Markdown report: our table, then the published rows.
 pub fn markdown(
     options: &MnistOptions,
@@ -26,8 +40,8 @@ pub fn markdown(
         "# {name}: classification, calibration and OOD ({ood_name}, noise, inverted, rotated)\n\n\
          {} training, {} {name} test and {} {ood_name} test images{}; {} epochs, Adam lr 10⁻³, \
          batch {}, 1 training sample; {} prediction samples (1 for MAP, the deterministic net; \
-         VBP, DVI, CLT, BEDL and BEDL-PAC propagate moments and predict from {}, CLT by its \
-         closed-form marginals); seed {}, backend `{}`, wall time {:.0} s.\n\n\
+         {} propagate moments and predict from {}, CLT by its closed-form marginals); seed {}, \
+         backend `{}`, wall time {:.0} s.\n\n\
          | architecture | method | error % | NLL | ECE | Brier | AUROC entropy | AUROC MI | \
          ECDF area ↓ | mean H in | mean H out | AUROC misclassified | train s |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -38,6 +52,7 @@ pub fn markdown(
         options.epochs(),
         options.batch_size,
         options.prediction_samples,
+        moment_methods(),
         moment_prediction(),
         options.seed,
         bnn_burn::backend_name(),

@@ -265,9 +265,13 @@ fn a_small_run_writes_its_table_and_figures() {
     let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
     assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));
     assert!(md.contains("## PAC-Bayes bound"), "{md}");
-    // The header says how the moment methods predict, from the library's default rule.
+    // The header names the catalogue's moment methods and says how they predict, from the
+    // library's default rule.
     assert!(
-        md.contains("predict from 100 logits drawn from the output moments"),
+        md.contains(
+            "VBP, DVI, CLT, DVI-sampled, BEDL and BEDL-PAC propagate moments and predict from 100 \
+             logits drawn from the output moments"
+        ),
         "{md}"
     );
     assert!(
