@@ -176,9 +176,11 @@ impl Method {
     /// ([`LogitRule::Sampled`]) in place of the Taylor loss, prior precision `α` (10 there).
     /// §5.8 says five draws for every sampling step; the code draws 20 here, as for BEDL.
     pub fn dvi_sampled(alpha: f64) -> Self {
-        let moments = MomentConfig::clt().with_train_logits(LogitRule::Sampled { samples: 20 });
-        let mut m = Self::moment_method("DVI-sampled", moments, alpha);
-        m.noise = NoiseModel::LogVarianceHead;
+        let mut m = Self::dvi(alpha);
+        m.name = "DVI-sampled";
+        m.moments = m
+            .moments
+            .map(|c| c.with_train_logits(LogitRule::Sampled { samples: 20 }));
         m
     }
 

@@ -97,15 +97,17 @@ pub fn markdown(
 }
 
 /// The published rows of the run's training family, each beside our row of the method trained
-/// as the published one was ([`mnist_published::PublishedMnist::counterpart`]) on the published net where we have one (for the strided LeNet5's rows: the strided one, else
+/// as the published one was ([`mnist_published::PublishedMnist::counterpart`]) on the
+/// published net where we have one (for the strided LeNet5's rows: the strided one, else
 /// Sensoy's, else the pooled one).
 pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
     let (name, ood_name) = data.names();
     let theirs_n = data.family.published_test_images();
     let mut md = format!(
         "Trained and tested on {name}. Beside each published row, our row of the same method \
-         (or of the one named beside it, trained as the published one was) on the published net where we have one (for the LeNet5 rows: the strided LeNet5, else \
-         Sensoy's, else the pooled one; column net). z: \
+         (or of the one named beside it, trained as the published one was) on the published \
+         net where we have one (for the LeNet5 rows: the strided LeNet5, else Sensoy's, else \
+         the pooled one; column net). z: \
          the difference in combined standard errors (binomial, `√(e(1−e)/n)` over the \
          {theirs_n} test images for theirs and our n for ours; positive: ours has the lower \
          error). d/sd: the difference in the published run-to-run standard \
