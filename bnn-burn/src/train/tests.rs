@@ -385,7 +385,10 @@ fn black_box_alpha_trains_means_scales_and_noise() {
         to_vec(model.head.params.weight.dist().mean()),
         to_vec(model.likelihood.log_std.val()),
     );
-    let config = quiet(60).with_train_samples(4);
+    // The noise first rises while the line is not yet fitted: after 60 epochs it was anywhere
+    // in 0.15–0.59 over seeds 0–23 (flex), after 300 in 0.10–0.17, with RMSE 0.095–0.128.
+    let epochs = 300;
+    let config = quiet(epochs).with_train_samples(4);
     let (trained, report) = Trainer::new(config)
         .with_objective(AlphaConfig::new().init().unwrap())
         .fit(model, data.clone())
@@ -393,18 +396,19 @@ fn black_box_alpha_trains_means_scales_and_noise() {
     assert_ne!(scale(&trained), before.0);
     assert_ne!(to_vec(trained.head.params.weight.dist().mean()), before.1);
     assert_ne!(to_vec(trained.likelihood.log_std.val()), before.2);
-    let (first, last) = (report.history[0].nll, report.history[59].nll);
+    let (first, last) = (report.history[0].nll, report.history[epochs - 1].nll);
     assert!(last < first - 0.5, "NLL {first} -> {last}");
-    // The noise moves down from 0.5 towards 0.1, the mean fits the line (sd of y: 2.3).
+    // The noise moves down from 0.5 to near the data's 0.1, the mean fits the line (sd of y:
+    // 2.3).
     let noise = to_vec(trained.valid().likelihood.noise_std())[0];
-    assert!(noise < 0.45, "learned noise std {noise}");
+    assert!((0.05..0.25).contains(&noise), "learned noise std {noise}");
     let (x, y) = data;
     let p = trained
         .valid()
         .predict(x.without_autodiff(), PredictMode::Samples(50))
         .unwrap();
     let rmse = to_vec((p.mean() - y.without_autodiff()).square().mean())[0].sqrt();
-    assert!(rmse < 0.3, "RMSE {rmse}");
+    assert!(rmse < 0.2, "RMSE {rmse}");
 }
 
 /// A burn `Dataset` with a `Batcher` trains like tensors.
