@@ -13,11 +13,31 @@ pub fn test_device() -> Device {
     crate::device()
 }
 
-/// Holds the global RNG lock and seeds `device`; keep the guard alive while sampling.
+/// The environment variable that shifts every [`seeded`] seed by a number, so that the suite
+/// can be run under other random streams (`BNN_BURN_TEST_SEED_OFFSET=1 cargo test`): a
+/// statistical test must hold for any seed, not only for the one it names.
+pub const SEED_OFFSET_ENV: &str = "BNN_BURN_TEST_SEED_OFFSET";
+
+/// Holds the global RNG lock and seeds `device` with `seed` (plus [`SEED_OFFSET_ENV`]'s
+/// value, when set); keep the guard alive while sampling.
+///
+/// # Panics
+/// When [`SEED_OFFSET_ENV`] is set to something other than a whole number.
 pub fn seeded(device: &Device, seed: u64) -> MutexGuard<'static, ()> {
     let guard = RNG_LOCK.lock().unwrap_or_else(|poison| poison.into_inner());
-    device.seed(seed);
+    device.seed(seed.wrapping_add(seed_offset()));
     guard
+}
+
+/// [`SEED_OFFSET_ENV`]'s value, 0 when unset.
+fn seed_offset() -> u64 {
+    match std::env::var(SEED_OFFSET_ENV) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{SEED_OFFSET_ENV}={v:?}: expected a whole number ≥ 0")),
+        Err(_) => 0,
+    }
 }
 
 pub use crate::host::to_vec;

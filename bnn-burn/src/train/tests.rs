@@ -483,7 +483,8 @@ fn minibatches_carry_their_rows_and_the_training_set_size() {
 
 /// One full-batch SGD step with a decay group on the head's weights moves them by exactly
 /// `−ηλθ₀` more than the same step without it (the gradient of `λ‖θ‖²/2`), and moves nothing
-/// else differently.
+/// else differently. (At a step of 0.1 the update overshot on some seeds and the trainer
+/// refused the diverged result; 0.01 holds for seed offsets 0–30.)
 #[test]
 fn a_decay_group_adds_lambda_theta_to_its_parameters_gradients_only() {
     let device = test_device().autodiff();
@@ -491,7 +492,7 @@ fn a_decay_group_adds_lambda_theta_to_its_parameters_gradients_only() {
     let weights = WeightConfig::of(PosteriorConfig::point());
     let model = regressor(weights, 8, &device);
     let data = linear_data(&device, 64);
-    let (lr, lambda) = (0.1, 0.5);
+    let (lr, lambda) = (0.01, 0.5);
     let config = quiet(1)
         .with_batch_size(64)
         .with_learning_rate(lr)
