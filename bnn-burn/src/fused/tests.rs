@@ -603,7 +603,32 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
         );
         let loss = (w * r.clone()).sum() + (ratio * weights.clone()).sum();
         let (dmu, drho) = grads_of(loss, &mu, &rho);
-        assert!(rel_err(&dmu, &dmu_ref) < 1e-4, "dμ, {param:?}");
-        assert!(rel_err(&drho, &drho_ref) < 1e-4, "dρ, {param:?}");
+        // dμ in closed form (f64): `ln q(μ + σε)` does not depend on μ along the path, so
+        // `dμ_i = Σ_s r_si + Σ_s c_s (w_si − μ₀)/σ₀²`. The burn-op reference gets it from two
+        // autodiff terms of size |ε|/σ that cancel, which in f32 leaves errors of order
+        // 10⁻⁷·|ε|/σ: up to 10⁻⁴ of dμ's scale for the smallest softplus scales (σ ≈ 10⁻⁴).
+        let (mu_h, sigma_h, r_h, c_h) = (
+            to_vec(mu.clone()),
+            to_vec(param.sigma(rho.clone())),
+            to_vec(r.clone()),
+            to_vec(weights.clone()),
+        );
+        let mut dmu_exact = vec![0.0; n];
+        for (s, c) in c_h.iter().enumerate() {
+            let eps = to_vec(normal_like(&flat_mu, key, s as u32));
+            for i in 0..n {
+                let w = mu_h[i] + sigma_h[i] * eps[i];
+                dmu_exact[i] += r_h[s * n + i] + c * (w - mean0) / (std0 * std0);
+            }
+        }
+        let e_mu = rel_err(&dmu, &dmu_exact);
+        assert!(
+            e_mu < 1e-5,
+            "dμ, {param:?}: {e_mu:.3e} against the closed form"
+        );
+        let e_ref = rel_err(&dmu_ref, &dmu_exact);
+        assert!(e_ref < 1e-3, "dμ of the reference, {param:?}: {e_ref:.3e}");
+        let e_rho = rel_err(&drho, &drho_ref);
+        assert!(e_rho < 1e-4, "dρ, {param:?}: {e_rho:.3e}");
     }
 }

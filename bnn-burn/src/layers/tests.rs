@@ -617,9 +617,18 @@ fn a_point_bias_has_no_noise_and_no_prior_term() {
         |l: &BayesianLinear| to_vec(l.params.weight.dist().kl(&l.params.weight_prior))[0];
     let (kl_point, kl_bayes) = (to_vec(point.kl())[0], to_vec(bayes.kl())[0]);
     assert!((kl_point - weight_kl(&point)).abs() <= 1e-5 * kl_point.abs().max(1.0));
+    let bias_kl = to_vec(
+        bayes.params.bias.as_ref().unwrap().dist().kl(bayes
+            .params
+            .bias_prior
+            .as_ref()
+            .expect("a Bayesian bias has a prior")),
+    )[0];
+    assert!(bias_kl > 1e-3, "the bias posterior differs from its prior");
     assert!(
-        kl_bayes - weight_kl(&bayes) > 1.0,
-        "a Bayesian bias has its own KL term"
+        (kl_bayes - weight_kl(&bayes) - bias_kl).abs() <= 1e-5 * kl_bayes.abs().max(1.0),
+        "a Bayesian bias adds its own KL term: {kl_bayes} = {} + {bias_kl}",
+        weight_kl(&bayes)
     );
     // At x = 0 only the bias can make the output uncertain.
     let zero = crate::dist::Moments::deterministic(Tensor::<3>::zeros([1, 4, 3], &device));

@@ -201,9 +201,10 @@ fn bnn_lv_learns_bimodal_noise_that_a_bnn_cannot() {
 }
 
 /// The decomposition's parts: with point weights the epistemic variance and entropy are 0
-/// within the estimators' spread; with random weights the total variance
-/// agrees within 10 % with the variance of the model's own mixture predictive (4 000
-/// independent joint draws), and the noise is part of the aleatoric variance.
+/// within the estimators' spread; with random weights the epistemic variance is resolved, the
+/// total variance agrees within 10 % with the variance of the model's own mixture predictive
+/// (40 000 independent joint draws; over seed offsets 0–40 the relative difference has a spread
+/// of 1.8 % and stays within 3.7 %), and the noise is part of the aleatoric variance.
 #[test]
 fn the_decomposition_separates_weight_from_latent_and_noise_uncertainty() {
     let device = test_device();
@@ -241,19 +242,23 @@ fn the_decomposition_separates_weight_from_latent_and_noise_uncertainty() {
     .with_noise_std(0.5)
     .init_regressor(8, &device)
     .unwrap();
-    let parts = random.decompose(x.clone(), 400, 400, 25).unwrap();
+    // More weight draws than latents: the total variance's error is mostly that of the
+    // average conditional variance over the weight draws.
+    const N_W: usize = 1000;
+    const N_Z: usize = 160;
+    let parts = random.decompose(x.clone(), N_W, N_Z, 25).unwrap();
     let mixture = to_vec(
         random
-            .predict(x, PredictMode::Samples(4000))
+            .predict(x, PredictMode::Samples(40_000))
             .unwrap()
             .variance(),
     );
     for (d, v) in parts.iter().zip(&mixture) {
-        // Well above the inner means' error variance (aleatoric/n_z) the estimator removes.
-        assert!(
-            d.epistemic_variance > 5.0 * d.aleatoric_variance / 400.0,
-            "{d:?}"
-        );
+        // Resolved: above 4 of its standard errors, `√(2/n_w)·(Var_W E[y|W] + E_W Var(y|W)/n_z)`
+        // for the between-draw spread of `n_w` conditional means of `n_z` draws each.
+        let se = (2.0 / N_W as f64).sqrt()
+            * (d.epistemic_variance.max(0.0) + d.aleatoric_variance / N_Z as f64);
+        assert!(d.epistemic_variance > 4.0 * se, "{d:?}: se {se}");
         assert!(d.epistemic_entropy > 0.0, "{d:?}");
         assert!(
             (d.total_variance - v).abs() < 0.1 * v,

@@ -48,14 +48,16 @@ fn training_fits_a_line_and_learns_the_noise() {
     }
 }
 
+/// 300 epochs: at 150 the learned noise had not left 0.2–0.31 on 4 of 61 seed offsets (it
+/// starts at 0.5); at 300 it is 0.097–0.123 on all 61, with RMSE ≤ 0.125, either kernel path.
 fn fits_a_line(kernels: Kernels) {
     let device = test_device().autodiff();
     let _guard = seeded(&device, 1);
     let data = linear_data(&device, 256);
     let model = regressor(mfvi(), 16, &device);
-    let (model, report) = train(model, data, &quiet(150).with_kernels(kernels)).unwrap();
-    assert_eq!(report.history.len(), 150);
-    assert!(report.history[149].loss < report.history[0].loss);
+    let (model, report) = train(model, data, &quiet(300).with_kernels(kernels)).unwrap();
+    assert_eq!(report.history.len(), 300);
+    assert!(report.history[299].loss < report.history[0].loss);
     let (xt, yt) = linear_data(&device.clone().inner(), 200);
     let model = model.valid();
     let pred = model.predict(xt, PredictMode::Samples(16)).unwrap();
