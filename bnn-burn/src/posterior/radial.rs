@@ -58,11 +58,21 @@ impl<const D: usize> RadialDist<D> {
     }
 
     /// `ln q(w) = ln 2 − ½ ln 2π − ‖v‖²/2 − ln S_n − (n−1) ln‖v‖ − Σ ln σ`, `v = (w − μ)/σ`.
+    ///
+    /// The density is unbounded at `w = μ`, and an f32 draw whose radius is below the f32
+    /// resolution of `μ/σ` rounds to `μ` in every coordinate (for `|μ| ≈ σ`, a radius ≲ 10⁻⁷:
+    /// about one draw in 10⁷): `‖v‖²` is floored at the
+    /// smallest normal f32, so `ln q` and its gradient stay finite on every draw (there, about
+    /// `44 (n − 1)` nats and a zero gradient in `‖v‖`).
     fn log_density(&self, w: Tensor<2>) -> Tensor<1> {
         let s = w.dims()[0];
         let n = self.n() as f64;
         let v = (w - row(self.mu.clone())) / row(self.sigma.clone());
-        let norm_sq = v.square().sum_dim(1).reshape([s]);
+        let norm_sq = v
+            .square()
+            .sum_dim(1)
+            .reshape([s])
+            .clamp_min(f32::MIN_POSITIVE as f64);
         let base = std::f64::consts::LN_2 - HALF_LN_2PI - ln_unit_sphere_area(n);
         norm_sq.clone() * (-0.5) - norm_sq.log() * ((n - 1.0) / 2.0) + base
             - self.sigma.clone().log().sum()

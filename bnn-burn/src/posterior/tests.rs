@@ -381,6 +381,29 @@ fn radial_normalised_deviation_is_half_normal() {
     assert!((radial_entropy_constant(1) + crate::special::HALF_LN_2PI + 0.5).abs() < 1e-10);
 }
 
+/// The radial density is unbounded at `μ`, where an f32 draw of tiny radius can land: `ln q`
+/// and its gradients stay finite there (the floor of `‖v‖²`), far above any ordinary draw's.
+#[test]
+fn radial_log_density_stays_finite_where_a_draw_rounds_to_the_mean() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 22);
+    let mu = Tensor::<2>::random([3, 4], Distribution::Normal(0.0, 1.0), &device).require_grad();
+    let sigma =
+        Tensor::<2>::random([3, 4], Distribution::Uniform(0.1, 0.5), &device).require_grad();
+    let d = RadialDist::new(mu.clone(), sigma.clone());
+    let draws = Tensor::cat(vec![row(mu.clone()).detach(), d.sample(5).detach()], 0);
+    let log_q = d.log_q(draws).unwrap();
+    let values = to_vec(log_q.clone());
+    assert!(values.iter().all(|v| v.is_finite()), "{values:?}");
+    let ordinary = values[1..].iter().copied().fold(f64::MIN, f64::max);
+    assert!(values[0] > ordinary + 100.0, "{values:?}");
+    let grads = log_q.sum().backward();
+    for (name, g) in [("μ", mu.grad(&grads)), ("σ", sigma.grad(&grads))] {
+        let g = to_vec(g.expect("a gradient"));
+        assert!(g.iter().all(|v| v.is_finite()), "d{name}: {g:?}");
+    }
+}
+
 /// Under [`ScaleParam::LogVariance`], `ρ` is `ln σ²` in every location-scale family (σ = e^{ρ/2},
 /// the low-rank factor's scale too), and the fused kernels, which implement softplus only, are
 /// not used; softplus stays the default.
