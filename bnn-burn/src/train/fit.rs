@@ -118,6 +118,9 @@ impl<M: Model> Trainer<M> {
         };
         let (val_rows, train_rows) = order.split_at(n_val);
         let (val_rows, mut train_rows) = (val_rows.to_vec(), train_rows.to_vec());
+        // The rows the divergence check judges, before training and after it: fixed for the
+        // run (and a resumed one), so the two values differ by the training, not the rows.
+        let check_rows = train_rows[..train_rows.len().min(config.batch_size)].to_vec();
         if let (Some(es), false) = (&config.early_stopping, val_rows.is_empty()) {
             self.callbacks
                 .insert(0, Box::new(EarlyStopping::new(es.patience)));
@@ -179,6 +182,22 @@ impl<M: Model> Trainer<M> {
             // The shuffles of the epochs done, drawn again.
             for _ in 0..epochs_done {
                 train_rows.shuffle(&mut rng);
+            }
+        }
+        if divergence.initial.is_none() {
+            // `L₀` on the check's rows and draws (its own seed: every epoch below seeds its
+            // own draws, so training draws what it would without this check). A non-finite
+            // value is left to the first step, which refuses it.
+            device.seed(resume::epoch_seed(config.seed, config.epochs));
+            if let Ok(initial) = final_check(
+                &model,
+                objective.as_ref(),
+                &data,
+                &check_rows,
+                n_train,
+                request,
+            ) {
+                divergence.start(initial);
             }
         }
         let bar = progress_bar(&config);
@@ -243,6 +262,7 @@ impl<M: Model> Trainer<M> {
                     value: v[0],
                 });
             }
+            // Only where `L₀` could not be taken before training (a non-finite value there).
             divergence.start(values[0]);
             let steps = (values.len() / 3) as f64;
             let mean = |k: usize| values.iter().skip(k).step_by(3).sum::<f64>() / steps;
@@ -304,12 +324,11 @@ impl<M: Model> Trainer<M> {
         bar.finish_and_clear();
         device.seed(resume::epoch_seed(config.seed, history.len()));
         // The last update was never followed by a loss: check what it left.
-        let check_rows = &train_rows[..train_rows.len().min(config.batch_size)];
         let check = final_check(
             &model,
             objective.as_ref(),
             &data,
-            check_rows,
+            &check_rows,
             n_train,
             request,
         )
@@ -386,11 +405,13 @@ fn validation_nll<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     Ok(total / rows.len() as f64)
 }
 
-/// Divergence after the last update, judged on the objective's own loss per point at the first
-/// epoch's weights (both values at epoch 0's context, so a KL warm-up cannot trigger it; and
-/// the quantity trained, so an α-energy is judged as itself, not by its per-draw NLL, which a
-/// mass-covering α may legitimately raise): above `L₀ + (|L₀| + 1)`, with `L₀` its value for
-/// the untrained model at the first step, training ended worse than twice where it started.
+/// Divergence after the last update, judged on the objective's own loss per point (both values
+/// at epoch 0's context, so a KL warm-up cannot trigger it; and the quantity trained, so an
+/// α-energy is judged as itself, not by its per-draw NLL, which a mass-covering α may
+/// legitimately raise): above `L₀ + (|L₀| + 1)`, with `L₀` its value for the untrained model
+/// on the same rows (the first batch of the run's seeded order), training ended worse than
+/// twice where it started. (`L₀` was once the first step's loss, on another minibatch: on a
+/// small, noisy problem minibatch noise alone could then pass the bar in a short run.)
 /// A learning rate of 10 ends there with noise variances of 10²⁰ and every value finite; a
 /// healthy run ends far below `L₀`. Mid-training spikes are not judged: a run from a large
 /// initial σ, or a small problem with a fixed high precision, can spike by orders of magnitude
