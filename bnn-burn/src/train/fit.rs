@@ -424,7 +424,7 @@ struct Divergence {
 impl Divergence {
     const RISE: f64 = 1.0;
 
-    /// Records the first step's value.
+    /// Records `L₀` (the first value given; later calls keep it).
     fn start(&mut self, first: f64) {
         self.initial.get_or_insert(first);
     }
@@ -436,8 +436,8 @@ impl Divergence {
         match value.is_finite() && value <= limit {
             true => Ok(()),
             false => Err(format!(
-                "the objective per point rose from {initial:.4} at the first step to {value:.4e} \
-                 after the last update"
+                "the objective per point on the check's rows rose from {initial:.4} before \
+                 training to {value:.4e} after the last update"
             )),
         }
     }

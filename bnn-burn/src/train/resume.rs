@@ -38,7 +38,8 @@ struct Saved {
     fingerprint: String,
     epochs_done: usize,
     global_step: usize,
-    /// The objective per point at the first step (the divergence check's reference).
+    /// The objective per point of the untrained model on the check's rows (the divergence
+    /// check's reference, `L₀`).
     initial_loss: Option<f64>,
     /// Training seconds before this process.
     seconds: f64,
