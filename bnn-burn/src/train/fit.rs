@@ -139,6 +139,16 @@ impl<M: Model> Trainer<M> {
             ..StepRequest::new(config.train_samples)
         };
         let n_train = train_rows.len();
+        let check_on_rows = |model: &M| {
+            checked_loss(
+                model,
+                objective.as_ref(),
+                &data,
+                &check_rows,
+                n_train,
+                request,
+            )
+        };
         let mut history = Vec::with_capacity(config.epochs);
         let (mut global_step, mut last) = (0, (0, 0));
         let mut divergence = Divergence::default();
@@ -189,14 +199,7 @@ impl<M: Model> Trainer<M> {
             // own draws, so training draws what it would without this check). A non-finite
             // value is left to the first step, which refuses it.
             device.seed(resume::epoch_seed(config.seed, config.epochs));
-            if let Ok(initial) = final_check(
-                &model,
-                objective.as_ref(),
-                &data,
-                &check_rows,
-                n_train,
-                request,
-            ) {
+            if let Ok(initial) = check_on_rows(&model) {
                 divergence.start(initial);
             }
         }
@@ -262,7 +265,7 @@ impl<M: Model> Trainer<M> {
                     value: v[0],
                 });
             }
-            // Only where `L₀` could not be taken before training (a non-finite value there).
+            // Only where `L₀` could not be taken before training.
             divergence.start(values[0]);
             let steps = (values.len() / 3) as f64;
             let mean = |k: usize| values.iter().skip(k).step_by(3).sum::<f64>() / steps;
@@ -324,15 +327,7 @@ impl<M: Model> Trainer<M> {
         bar.finish_and_clear();
         device.seed(resume::epoch_seed(config.seed, history.len()));
         // The last update was never followed by a loss: check what it left.
-        let check = final_check(
-            &model,
-            objective.as_ref(),
-            &data,
-            &check_rows,
-            n_train,
-            request,
-        )
-        .and_then(|per_point| divergence.check_final(per_point));
+        let check = check_on_rows(&model).and_then(|per_point| divergence.check_final(per_point));
         if let Err(detail) = check {
             return Err(TrainError::Diverged {
                 epoch: last.0,
@@ -443,9 +438,9 @@ impl Divergence {
     }
 }
 
-/// Finite parameters and objective on one minibatch after the last update; returns the
-/// objective's loss there (at epoch 0's context).
-fn final_check<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
+/// Finite parameters and objective on the rows `rows` (the divergence check's, before training
+/// and after the last update); returns the objective's loss there (at epoch 0's context).
+fn checked_loss<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     model: &M,
     objective: &dyn Objective,
     data: &D,
