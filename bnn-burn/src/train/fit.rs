@@ -431,8 +431,8 @@ impl Divergence {
         match value.is_finite() && value <= limit {
             true => Ok(()),
             false => Err(format!(
-                "the objective per point on the check's rows rose from {initial:.4} before \
-                 training to {value:.4e} after the last update"
+                "the objective per point on a fixed training minibatch rose from {initial:.4} \
+                 before training to {value:.4e} after the last update"
             )),
         }
     }
