@@ -388,7 +388,7 @@ fn black_box_alpha_trains_means_scales_and_noise() {
         to_vec(model.likelihood.log_std.val()),
     );
     // The noise first rises while the line is not yet fitted: after 60 epochs it was anywhere
-    // in 0.15–0.59 over seeds 0–23 (flex); after 300 in 0.10–0.20 over seed offsets 0–80 but
+    // in 0.15–0.59 over seeds 0–23 (flex); after 300 in 0.09–0.20 over seed offsets 0–80 but
     // one (0.26); after 500 in 0.088–0.130 on all 81.
     let epochs = 500;
     let config = quiet(epochs).with_train_samples(4);
