@@ -1049,6 +1049,7 @@ mod tests {
     /// shows every (set, model) found; a changed budget does not reuse them.
     #[test]
     fn finished_splits_are_reused_and_reported() {
+        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 100);
         let out = std::env::temp_dir().join(format!("bnn-depeweg-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let options = DepewegOptions {

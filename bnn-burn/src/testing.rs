@@ -2,6 +2,10 @@
 //!
 //! burn's random number generator is global on some backends, so a test that needs a
 //! reproducible draw takes [`seeded`], which serialises such tests and seeds the device.
+//! Every test that draws from the device's generator or seeds it takes [`seeded`] too, even
+//! one whose checks hold for any draw (a model's random initial weights, say): a draw or a
+//! seed in a test running beside a seeded one would shift that test's stream, and its
+//! outcome would then depend on the order the harness runs the tests in.
 
 use burn::tensor::Device;
 use std::sync::{Mutex, MutexGuard};

@@ -141,6 +141,7 @@ fn a_fixed_draw_gives_the_same_network_every_call() {
 /// estimator and a point estimate say why they cannot give it.
 #[test]
 fn the_log_ratio_needs_weight_draws_and_a_density() {
+    let _guard = seeded(&test_device(), 104);
     let device = test_device();
     let x = Tensor::<3>::ones([4, 2, 3], &device);
     let terms = |posterior: PosteriorConfig, estimator| {
@@ -171,6 +172,7 @@ fn the_log_ratio_needs_weight_draws_and_a_density() {
 
 #[test]
 fn a_statically_typed_layer_and_the_posterior_as_the_next_prior() {
+    let _guard = seeded(&test_device(), 101);
     let device = test_device();
     let family = MeanFieldConfig::new().with_scale(ScaleInit::new().with_rho(-1.0));
     let layer: BayesianLinear<MeanFieldPosterior<2>, MeanFieldPosterior<1>> =
@@ -216,6 +218,7 @@ fn invalid_layer_configs_name_the_field() {
 #[test]
 #[should_panic(expected = "input shape [1, 2, 4] has width 4")]
 fn a_wrong_input_width_names_both_shapes() {
+    let _guard = seeded(&test_device(), 103);
     let device = test_device();
     let layer = BayesianLinearConfig::new(3, 2).init(&device).unwrap();
     layer.forward_samples(Tensor::zeros([1, 2, 4], &device));
@@ -224,6 +227,7 @@ fn a_wrong_input_width_names_both_shapes() {
 #[test]
 #[should_panic(expected = "expects 3 input channels")]
 fn a_wrong_channel_count_names_both_shapes() {
+    let _guard = seeded(&test_device(), 102);
     let device = test_device();
     let layer = BayesianConv2dConfig::new([3, 2], [2, 2])
         .init(&device)
@@ -596,6 +600,7 @@ fn a_hyperprior_replaces_the_kl_by_its_negative_log_density() {
 /// moments, it is trained, and a family that cannot express a point is refused naming the field.
 #[test]
 fn a_point_bias_has_no_noise_and_no_prior_term() {
+    let _guard = seeded(&test_device(), 100);
     let device = test_device();
     let config = |point_bias| {
         BayesianLinearConfig::new(3, 2).with_weights(

@@ -50,6 +50,7 @@ fn lenet5_has_the_thesis_shapes_for_every_family() {
 
 #[test]
 fn pooling_and_padding_shape_the_features() {
+    let _guard = seeded(&device(), 104);
     let d = device();
     let max = Pool::Max {
         kernel: 2,
@@ -85,6 +86,7 @@ fn pooling_and_padding_shape_the_features() {
 /// The CIFAR LeNet5 of Haußmann (2021, §3.5): 32 → 14 → 5 with 192 channels, 4800 → 1000.
 #[test]
 fn the_cifar_lenet_has_the_thesis_geometry() {
+    let _guard = seeded(&device(), 107);
     let config = ConvNetConfig::lenet5_cifar([3, 32, 32], 5);
     assert_eq!(config.feature_shape().unwrap(), [192, 5, 5]);
     assert_eq!(config.dense.d_input, 4800);
@@ -99,6 +101,7 @@ fn the_cifar_lenet_has_the_thesis_geometry() {
 /// 800 → 500, and a grey image gives one logit row per image; on colour 32×32, 5×5×50.
 #[test]
 fn the_pooled_lenet_has_the_sensoy_geometry() {
+    let _guard = seeded(&device(), 108);
     let config = ConvNetConfig::lenet5_pooled([1, 28, 28], 10);
     assert_eq!(config.feature_shape().unwrap(), [50, 4, 4]);
     assert_eq!(config.dense.d_input, 800);
@@ -122,6 +125,7 @@ fn the_pooled_lenet_has_the_sensoy_geometry() {
 /// through it and gives finite, positive output variances.
 #[test]
 fn the_table_5_3_net_has_two_wide_strided_convolutions_and_no_hidden_layer() {
+    let _guard = seeded(&device(), 109);
     let config = ConvNetConfig::conv96([1, 28, 28], 10);
     assert_eq!(config.feature_shape().unwrap(), [96, 4, 4]);
     assert_eq!(config.dense.d_input, 1536);
@@ -151,6 +155,7 @@ fn the_table_5_3_net_has_two_wide_strided_convolutions_and_no_hidden_layer() {
 /// drops half the 500 units while training.
 #[test]
 fn sensoy_lenet_pads_and_drops_the_hidden_units() {
+    let _guard = seeded(&device(), 106);
     let config = ConvNetConfig::lenet5_sensoy([1, 28, 28], 10);
     assert_eq!(config.feature_shape().unwrap(), [50, 7, 7]);
     assert_eq!(config.dense.d_input, 2450);
@@ -279,6 +284,7 @@ fn an_image_smaller_than_a_kernel_is_a_config_error() {
 #[test]
 #[should_panic(expected = "input shape [2, 3, 28, 28]")]
 fn a_wrong_image_shape_names_both_shapes() {
+    let _guard = seeded(&device(), 100);
     let net = ConvNetConfig::lenet5([1, 28, 28], 10)
         .init(Categorical, &device())
         .unwrap();
@@ -288,6 +294,7 @@ fn a_wrong_image_shape_names_both_shapes() {
 #[test]
 #[should_panic(expected = "expects d_input = 3")]
 fn a_wrong_input_width_names_both_shapes() {
+    let _guard = seeded(&device(), 101);
     let net = MlpConfig::new(3, vec![4], 1)
         .init(Categorical, &device())
         .unwrap();
@@ -296,6 +303,7 @@ fn a_wrong_input_width_names_both_shapes() {
 
 #[test]
 fn prediction_modes_and_point_estimates() {
+    let _guard = seeded(&device(), 105);
     let d = device();
     let net = MlpConfig::new(2, vec![8], 3).init(Categorical, &d).unwrap();
     let x = Tensor::<2>::ones([4, 2], &d);
@@ -393,6 +401,7 @@ fn every_family_learns_a_two_class_image_task() {
 /// The named constructors build the same networks as `init` with the likelihood spelled out.
 #[test]
 fn named_constructors_match_init_with_the_likelihood() {
+    let _guard = seeded(&device(), 103);
     let d = device();
     let mlp = MlpConfig::new(3, vec![4], 2);
     let reg = mlp.init_regressor(&d).unwrap();

@@ -234,6 +234,7 @@ fn host_forward(l: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
 
 #[test]
 fn shaped_draws_put_the_sample_axis_first() {
+    let _guard = seeded(&test_device(), 101);
     let device = test_device();
     let q = posterior(&PosteriorConfig::mean_field(), &device).dist();
     let w: Tensor<3> = q.sample_shaped(5);
@@ -409,6 +410,7 @@ fn radial_log_density_stays_finite_where_a_draw_rounds_to_the_mean() {
 /// not used; softplus stays the default.
 #[test]
 fn log_variance_scales_are_the_exponential_of_half_rho() {
+    let _guard = seeded(&test_device(), 100);
     let device = test_device();
     let scale = ScaleInit::new()
         .with_param(ScaleParam::LogVariance)

@@ -114,6 +114,7 @@ fn the_same_seed_gives_the_same_parameters() {
 
 #[test]
 fn checkpoint_round_trip_is_bit_exact() {
+    let _guard = seeded(&test_device(), 101);
     let device = test_device();
     let model = regressor(mfvi(), 5, &device);
     let dir = std::env::temp_dir().join(format!("bnn-burn-ckpt-{}", std::process::id()));
@@ -191,6 +192,7 @@ fn bad_input_is_an_error() {
 /// A model built on a device without autodiff is an error that says what to do.
 #[test]
 fn a_model_without_autodiff_is_an_error_not_a_panic() {
+    let _guard = seeded(&test_device(), 100);
     let device = test_device();
     let data = linear_data(&device, 16);
     let err = train(regressor(mfvi(), 4, &device), data, &quiet(1)).unwrap_err();
@@ -532,6 +534,7 @@ fn a_decay_group_adds_lambda_theta_to_its_parameters_gradients_only() {
 /// layer's weight means (no scale), in a BNN+LV's too.
 #[test]
 fn dense_weights_select_the_dense_layers_weights_only() {
+    let _guard = seeded(&test_device(), 102);
     use crate::likelihood::Categorical;
     use crate::nets::ConvNetConfig;
     use burn::module::{ModuleVisitor, Param, ParamId};
