@@ -534,10 +534,10 @@ fn a_decay_group_adds_lambda_theta_to_its_parameters_gradients_only() {
 /// layer's weight means (no scale), in a BNN+LV's too.
 #[test]
 fn dense_weights_select_the_dense_layers_weights_only() {
-    let _guard = seeded(&test_device(), 102);
     use crate::likelihood::Categorical;
     use crate::nets::ConvNetConfig;
     use burn::module::{ModuleVisitor, Param, ParamId};
+    let _guard = seeded(&test_device(), 102);
     /// The sizes of the parameters the group selects, in visiting order.
     fn selected<M: Module>(model: &M) -> Vec<usize> {
         struct Sizes(Vec<(ParamId, usize)>);
