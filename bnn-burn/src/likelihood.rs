@@ -665,7 +665,10 @@ fn probit_logits(out: Moments<2>) -> Tensor<2> {
     out.mean / (out.var * (std::f64::consts::PI / 8.0) + 1.0).sqrt()
 }
 
-/// `samples` draws `μ + √v ⊙ ε` of Gaussian logits, `[S, B, C]`.
+/// `samples` draws `μ + √(v + 10⁻¹⁶) ⊙ ε` of Gaussian logits, `[S, B, C]`: the floor
+/// ([`crate::layers::VAR_FLOOR`]) keeps the gradient `ε/(2√v)` finite where a logit's variance
+/// is 0, and leaves any variance above `2⁻²⁸ ≈ 4·10⁻⁹` unchanged in `f32` (half its spacing
+/// there exceeds `10⁻¹⁶`).
 pub(crate) fn sample_logits(out: Moments<2>, samples: usize) -> Tensor<3> {
     let [b, c] = out.dims();
     let s = samples.max(1);
@@ -674,7 +677,8 @@ pub(crate) fn sample_logits(out: Moments<2>, samples: usize) -> Tensor<3> {
         Distribution::Normal(0.0, 1.0),
         &out.mean.device(),
     );
-    out.mean.unsqueeze::<3>() + out.var.clamp_min(0.0).sqrt().unsqueeze::<3>() * eps
+    let sd = (out.var.clamp_min(0.0) + crate::layers::VAR_FLOOR).sqrt();
+    out.mean.unsqueeze::<3>() + sd.unsqueeze::<3>() * eps
 }
 
 #[cfg(test)]
@@ -819,5 +823,46 @@ mod tests {
         assert!(p[0] > p[1] && p[1] > p[2], "{p:?}");
         // Row 2: 0/√5 = 0 < 0.1/√2 ≈ 0.07 < 0.2: classes 1, 2, 0.
         assert!(p[4] > p[5] && p[5] > p[3], "{p:?}");
+    }
+
+    /// A logit whose variance is exactly 0 (every weight feeding it deterministic) keeps both
+    /// sampled rules' gradients finite: without the floor, `∂√v/∂v = 1/(2√v)` is infinite there
+    /// and the step's gradient NaN. Where the variance is 0 the draws are the mean, so both rules
+    /// equal `ln softmax(μ)_y`.
+    #[test]
+    fn sampled_rules_keep_finite_gradients_at_zero_logit_variance() {
+        let device = test_device().autodiff();
+        let _guard = crate::testing::seeded(&device, 41);
+        let labels = Tensor::<1, Int>::from_ints([0, 2], &device);
+        let logits = [[2.0, 0.0, -1.0], [0.5, 0.0, 1.0]];
+        for rule in [
+            LogitRule::Sampled { samples: 5 },
+            LogitRule::SampledMarginal { samples: 5 },
+        ] {
+            let mean = Tensor::<2>::from_floats(logits, &device).require_grad();
+            let var = Tensor::<2>::zeros([2, 3], &device).require_grad();
+            let ll = Categorical
+                .expected_log_likelihood(
+                    Moments::new(mean.clone(), var.clone()),
+                    labels.clone(),
+                    rule,
+                )
+                .unwrap();
+            let want = to_vec(Categorical.log_likelihood(
+                Tensor::<2>::from_floats(logits, &device).unsqueeze::<3>(),
+                labels.clone(),
+            ));
+            let got = to_vec(ll.clone());
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-5, "{rule:?}: {got:?} vs {want:?}");
+            }
+            let grads = ll.sum().backward();
+            for (what, g) in [
+                ("mean", to_vec(mean.grad(&grads).unwrap())),
+                ("variance", to_vec(var.grad(&grads).unwrap())),
+            ] {
+                assert!(g.iter().all(|v| v.is_finite()), "{rule:?}: ∂/∂{what} {g:?}");
+            }
+        }
     }
 }

@@ -20,8 +20,10 @@ use crate::posterior::{PosteriorDist, Unsupported, WeightPosterior, row};
 use burn::config::Config;
 use burn::tensor::{Distribution, Tensor};
 
-/// Added to sampled variances before the square root so that its gradient stays finite.
-const VAR_FLOOR: f64 = 1e-16;
+/// Added to sampled variances before the square root so that its gradient stays finite (a
+/// sampling layer's pre-activations here, Gaussian logits in
+/// [`crate::likelihood`]'s sampled rules).
+pub(crate) const VAR_FLOOR: f64 = 1e-16;
 
 /// How a stochastic layer draws its output.
 #[derive(Config, Debug, PartialEq, Eq, Copy)]

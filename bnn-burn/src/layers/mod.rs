@@ -18,6 +18,7 @@ mod weights;
 pub use activation::Activation;
 pub use conv::{BayesianConv2d, BayesianConv2dConfig};
 pub use estimator::Estimator;
+pub(crate) use estimator::VAR_FLOOR;
 pub use linear::{BayesianLinear, BayesianLinearConfig};
 pub use moments::{
     MomentRule, VAR_EPS, elu_moments, leaky_relu_moments, leaky_relu_vbp_moments, max_moments,
