@@ -827,8 +827,8 @@ mod tests {
 
     /// A logit whose variance is exactly 0 (every weight feeding it deterministic) keeps both
     /// sampled rules' gradients finite: without the floor, `∂√v/∂v = 1/(2√v)` is infinite there
-    /// and the step's gradient NaN. Where the variance is 0 the draws are the mean, so both rules
-    /// equal `ln softmax(μ)_y`.
+    /// (the variance's gradient came out ±inf on every logit), which an optimiser step turns into
+    /// NaN. Where the variance is 0 the draws are the mean, so both rules equal `ln softmax(μ)_y`.
     #[test]
     fn sampled_rules_keep_finite_gradients_at_zero_logit_variance() {
         let device = test_device().autodiff();
