@@ -163,6 +163,17 @@ pub fn training_device() -> Device {
     device().autodiff()
 }
 
+/// Marks a draw from, or a seeding of, the device's generator. Every such call in this crate
+/// passes here first. In the crate's own tests it panics unless the calling thread holds
+/// `testing::seeded`'s lock (burn's generator is global on some backends, so an unlocked draw
+/// in one test shifts the stream of another); in every other build it is nothing.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn uses_generator() {
+    #[cfg(test)]
+    crate::testing::assert_holds_rng_lock();
+}
+
 /// The name of the selected backend, for run records and progress output.
 pub fn backend_name() -> &'static str {
     selected_backend().name()

@@ -138,6 +138,7 @@ impl LatentConfig {
         check.positive("prior_variance", gamma - 2.0 * V_MARGIN)?;
         check.finite("init_logit", self.init_logit)?;
         let dz = self.d_latent;
+        crate::device::uses_generator();
         let hidden = LinearConfig::new(d_input + encoder.d_target, encoder.hidden).init(device);
         // Small output weights and biases (0 for the means, the initial logit for the
         // variances): q(z_n) starts near the prior for every row, as the table's does.

@@ -672,6 +672,7 @@ fn probit_logits(out: Moments<2>) -> Tensor<2> {
 pub(crate) fn sample_logits(out: Moments<2>, samples: usize) -> Tensor<3> {
     let [b, c] = out.dims();
     let s = samples.max(1);
+    crate::device::uses_generator();
     let eps = Tensor::<3>::random(
         [s, b, c],
         Distribution::Normal(0.0, 1.0),

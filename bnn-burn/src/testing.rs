@@ -8,9 +8,15 @@
 //! outcome would then depend on the order the harness runs the tests in.
 
 use burn::tensor::Device;
+use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard};
 
 static RNG_LOCK: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// Whether this thread holds [`RNG_LOCK`] through a [`Seeded`] guard.
+    static HOLDS_RNG_LOCK: Cell<bool> = const { Cell::new(false) };
+}
 
 /// The device the tests run on: the one the cargo features select.
 pub fn test_device() -> Device {
@@ -25,12 +31,46 @@ pub const SEED_OFFSET_ENV: &str = "BNN_BURN_TEST_SEED_OFFSET";
 /// Holds the global RNG lock and seeds `device` with `seed` (plus [`SEED_OFFSET_ENV`]'s
 /// value, when set); keep the guard alive while sampling.
 ///
+/// In this crate's own tests every draw from the device's generator and every seeding of it
+/// made by the library (a model's initial weights, a sampled forward pass, the training loop's
+/// per-epoch seeds) first checks that the calling thread holds this lock, and panics naming the
+/// rule when it does not: a test that forgets the lock fails every time, instead of making
+/// another test's outcome depend on the harness's order.
+///
 /// # Panics
 /// When [`SEED_OFFSET_ENV`] is set to something other than a whole number.
-pub fn seeded(device: &Device, seed: u64) -> MutexGuard<'static, ()> {
-    let guard = RNG_LOCK.lock().unwrap_or_else(|poison| poison.into_inner());
+pub fn seeded(device: &Device, seed: u64) -> Seeded {
+    let lock = RNG_LOCK.lock().unwrap_or_else(|poison| poison.into_inner());
+    HOLDS_RNG_LOCK.with(|h| h.set(true));
+    let guard = Seeded { _lock: lock };
     device.seed(seed.wrapping_add(seed_offset()));
     guard
+}
+
+/// The guard [`seeded`] returns: the global RNG lock, held until it drops.
+#[must_use = "the RNG lock is released when the guard drops: bind it (`let _guard = …`)"]
+pub struct Seeded {
+    _lock: MutexGuard<'static, ()>,
+}
+
+impl Drop for Seeded {
+    fn drop(&mut self) {
+        HOLDS_RNG_LOCK.with(|h| h.set(false));
+    }
+}
+
+/// Panics unless the calling thread holds [`seeded`]'s lock: the check behind
+/// [`crate::device::uses_generator`] in this crate's tests.
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_holds_rng_lock() {
+    if !HOLDS_RNG_LOCK.with(Cell::get) {
+        panic!(
+            "this test draws from (or seeds) the device's generator without holding the RNG \
+             lock: take `let _guard = testing::seeded(&device, seed);` before building, \
+             sampling or training a model (see the `testing` module's docs)"
+        );
+    }
 }
 
 /// [`SEED_OFFSET_ENV`]'s value, 0 when unset.
@@ -115,5 +155,170 @@ impl HostNormals {
         let t = std::f64::consts::TAU * u2;
         self.spare = Some(r * t.sin());
         r * t.cos()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// The byte index just past the `}` that closes the `{` at `open`, skipping string, char
+    /// and comment text; `None` when unbalanced.
+    fn closing_brace(src: &[u8], open: usize) -> Option<usize> {
+        let (mut depth, mut i) = (0usize, open);
+        while i < src.len() {
+            match src[i] {
+                b'/' if src.get(i + 1) == Some(&b'/') => {
+                    while i < src.len() && src[i] != b'\n' {
+                        i += 1;
+                    }
+                }
+                b'/' if src.get(i + 1) == Some(&b'*') => {
+                    i += 2;
+                    while i + 1 < src.len() && !(src[i] == b'*' && src[i + 1] == b'/') {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                b'"' => {
+                    i += 1;
+                    while i < src.len() && src[i] != b'"' {
+                        i += if src[i] == b'\\' { 2 } else { 1 };
+                    }
+                }
+                // A char literal ('{', '\'', '\n'); a lifetime's quote is left alone.
+                b'\'' if src.get(i + 2) == Some(&b'\'') => i += 2,
+                b'\'' if src.get(i + 1) == Some(&b'\\') => {
+                    i += 2;
+                    while i < src.len() && src[i] != b'\'' {
+                        i += 1;
+                    }
+                }
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// `src` without its comments and the contents of its string literals.
+    fn code_only(src: &str) -> String {
+        let b = src.as_bytes();
+        let (mut out, mut i) = (Vec::with_capacity(b.len()), 0);
+        while i < b.len() {
+            match b[i] {
+                b'/' if b.get(i + 1) == Some(&b'/') => {
+                    while i < b.len() && b[i] != b'\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                b'"' => {
+                    i += 1;
+                    while i < b.len() && b[i] != b'"' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                    out.extend_from_slice(b"\"\"");
+                }
+                // A one-character char literal ('"' included) is kept whole.
+                b'\'' if b.get(i + 2) == Some(&b'\'') => {
+                    out.extend_from_slice(&b[i..i + 3]);
+                    i += 2;
+                }
+                c => out.push(c),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// `(name, body)` of every `#[test]` function in `src`.
+    fn test_bodies(src: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        while let Some(at) = src[from..].find("#[test]") {
+            let start = from + at;
+            let fn_at = start
+                + src[start..]
+                    .find("fn ")
+                    .expect("a #[test] is followed by a fn");
+            let name: String = src[fn_at + 3..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let open = fn_at + src[fn_at..].find('{').expect("a test fn has a body");
+            let close = closing_brace(src.as_bytes(), open)
+                .unwrap_or_else(|| panic!("unbalanced braces in the body of {name}"));
+            out.push((name, src[open..close].to_string()));
+            from = close;
+        }
+        out
+    }
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("readable source folder") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn the_scanner_finds_test_bodies_past_strings_and_comments() {
+        let src = "fn helper() { draw() }\n#[test]\nfn a() { let s = \"}{\"; \
+                   // }\n let c = '}'; b(); }\n#[test]\nfn b_two() { f::<'_>(); }\n";
+        let bodies = test_bodies(src);
+        let names: Vec<&str> = bodies.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a", "b_two"]);
+        assert!(bodies[0].1.ends_with("b(); }"), "{:?}", bodies[0].1);
+        assert_eq!(bodies[1].1, "{ f::<'_>(); }");
+        assert_eq!(
+            code_only("a(\"x.seed(\", '\"'); // y.seed(\nb()"),
+            "a(\"\", '\"'); \nb()"
+        );
+    }
+
+    /// The library's own draws are checked at run time ([`super::assert_holds_rng_lock`]);
+    /// a test's direct draws (`Tensor::random`, `random_like`, `device.seed`) are burn's and
+    /// cannot be, so this reads the crate's sources: a test whose body draws takes the lock.
+    #[test]
+    fn every_test_that_draws_directly_takes_the_rng_lock() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&root, &mut files);
+        let (mut scanned, mut offenders) = (0, Vec::new());
+        for file in files {
+            let src = std::fs::read_to_string(&file).expect("readable source");
+            for (name, body) in test_bodies(&src) {
+                scanned += 1;
+                let body = code_only(&body);
+                let draws = ["::random(", ".random_like(", ".seed("]
+                    .iter()
+                    .any(|d| body.contains(d));
+                if draws && !body.contains("seeded(") {
+                    let at = file.strip_prefix(&root).unwrap_or(&file);
+                    offenders.push(format!("src/{}: {name}", at.display()));
+                }
+            }
+        }
+        assert!(
+            scanned > 100,
+            "found only {scanned} tests under {}",
+            root.display()
+        );
+        assert!(
+            offenders.is_empty(),
+            "tests that draw without `testing::seeded`: {offenders:#?}"
+        );
     }
 }

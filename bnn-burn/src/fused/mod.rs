@@ -74,6 +74,7 @@ impl KeySource {
     /// The next key.
     pub fn next(&mut self, device: &Device) -> u64 {
         let base = *self.base.get_or_insert_with(|| {
+            crate::device::uses_generator();
             let bits = Tensor::<1>::random([2], Distribution::Default, device)
                 .into_data()
                 .try_into_vec_as::<f32>()

@@ -288,6 +288,7 @@ impl<W: PosteriorDist<DW>, B: PosteriorDist<1>, const DW: usize> Evaluated<W, B,
         };
         match var {
             Some(v) => {
+                crate::device::uses_generator();
                 let eps = mean.random_like(Distribution::Normal(0.0, 1.0));
                 mean + (v + VAR_FLOOR).sqrt() * eps
             }

@@ -50,6 +50,7 @@ pub(crate) fn conv2d_per_sample(
 
 /// A tensor of independent random signs ±1 shaped like `shape_of`.
 pub(crate) fn random_signs<const D: usize>(shape_of: &Tensor<D>) -> Tensor<D> {
+    crate::device::uses_generator();
     shape_of
         .random_like(burn::tensor::Distribution::Bernoulli(0.5))
         .mul_scalar(2.0)

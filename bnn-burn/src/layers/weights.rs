@@ -65,6 +65,7 @@ pub struct WeightConfig {
 /// until none is left (each round keeps 95.4 % of them).
 pub fn truncated_normal<const D: usize>(shape: [usize; D], std: f64, device: &Device) -> Tensor<D> {
     use burn::tensor::Distribution;
+    crate::device::uses_generator();
     let mut z = Tensor::<D>::random(shape, Distribution::Normal(0.0, 1.0), device);
     loop {
         let out = z.clone().abs().greater_elem(2.0);
@@ -182,10 +183,17 @@ impl WeightConfig {
                 let first = if D == 4 { spec.shape[2] } else { fans[0] };
                 truncated_normal(spec.shape, gain / (first as f64).sqrt(), device)
             }
-            None => self
-                .initializer
-                .init_with::<D, _>(spec.shape, Some(fans[0]), Some(fans[1]), device)
-                .val(),
+            None => {
+                if !matches!(
+                    self.initializer,
+                    Initializer::Constant { .. } | Initializer::Ones | Initializer::Zeros
+                ) {
+                    crate::device::uses_generator();
+                }
+                self.initializer
+                    .init_with::<D, _>(spec.shape, Some(fans[0]), Some(fans[1]), device)
+                    .val()
+            }
         };
         let posterior = family.init(mean, &spec);
         (posterior, self.prior.weight_prior(self.kl_samples, device))

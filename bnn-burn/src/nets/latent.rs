@@ -163,6 +163,7 @@ impl<L: Likelihood> BnnLv<L> {
     /// `samples` prior draws `z* ~ N(0, γ)` for `rows` inputs, `[S, B, d_z]`.
     pub fn prior_latents(&self, samples: usize, rows: usize, device: &Device) -> Tensor<3> {
         let std = self.latents.gamma().sqrt();
+        crate::device::uses_generator();
         Tensor::random(
             [samples, rows, self.latents.d_latent()],
             Distribution::Normal(0.0, std),
@@ -189,6 +190,7 @@ where
             .of_batch(batch.input.clone(), &batch.target, batch.rows);
         let [b, dz] = mean.dims();
         let device = mean.device();
+        crate::device::uses_generator();
         let eps = Tensor::<3>::random([s, b, dz], Distribution::Normal(0.0, 1.0), &device);
         let batch3 = |t: Tensor<2>| t.unsqueeze_dim::<3>(0).expand([s, b, dz]);
         let z = batch3(mean.clone()) + batch3(var.clone().sqrt()) * eps.clone();
@@ -334,6 +336,7 @@ impl LatentRegressor {
             draws.push(self.net.head.params.draw());
             let z = self.prior_latents(n_z, b, &device);
             let out = self.forward(x.clone(), z, &mut Pass::fixed(&draws));
+            crate::device::uses_generator();
             let noise = Tensor::<3>::random(out.dims(), Distribution::Normal(0.0, 1.0), &device);
             means.push(crate::host::to_vec(out.clone()));
             samples.push(crate::host::to_vec(out + noise * sigma[0]));

@@ -152,6 +152,7 @@ impl MlpBody {
             h = self.activation.forward(layer.run(h, pass));
             if self.drops(pass, &h.device()) {
                 let keep = 1.0 - self.dropout;
+                crate::device::uses_generator();
                 h = h.clone() * h.random_like(Distribution::Bernoulli(keep)) / keep;
             }
         }

@@ -65,6 +65,7 @@ impl McDropout {
     /// Unit-mean noise shaped like `like`.
     pub fn noise_like<const D: usize>(&self, like: &Tensor<D>) -> Tensor<D> {
         let keep = 1.0 - self.p;
+        crate::device::uses_generator();
         match self.noise {
             DropoutNoise::Bernoulli => like.random_like(Distribution::Bernoulli(keep)) / keep,
             DropoutNoise::Gaussian => {

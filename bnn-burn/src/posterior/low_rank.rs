@@ -83,6 +83,7 @@ impl PosteriorFamily for LowRankConfig {
         let factor_scale = self.scale.param.sigma_of(self.scale.rho);
         let factor = if self.factor_init_std > 0.0 {
             let std = self.factor_init_std / factor_scale;
+            crate::device::uses_generator();
             Tensor::random(shape, Distribution::Normal(0.0, std), &device)
         } else {
             Tensor::zeros(shape, &device)
@@ -160,6 +161,7 @@ impl<const D: usize> PosteriorDist<D> for LowRankDist<D> {
     fn perturbation(&self, n: usize) -> Tensor<2> {
         let device = self.mu.device();
         let [total, k] = self.factor.dims();
+        crate::device::uses_generator();
         let shared = Tensor::<2>::random([n, k], Distribution::Normal(0.0, 1.0), &device)
             .matmul(self.factor.clone().transpose());
         let own = Tensor::<2>::random([n, total], Distribution::Normal(0.0, 1.0), &device);

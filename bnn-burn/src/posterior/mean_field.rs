@@ -29,6 +29,7 @@ impl<const D: usize> MeanFieldDist<D> {
     /// `σ ⊙ ε`, `ε ~ N(0, I)`, `[n, numel]`.
     fn spread(&self, n: usize) -> Tensor<2> {
         let shape = [n, numel(self.mu.dims())];
+        crate::device::uses_generator();
         let eps = Tensor::random(shape, Distribution::Normal(0.0, 1.0), &self.mu.device());
         row(self.sigma.clone()) * eps
     }

@@ -51,6 +51,7 @@ impl<const D: usize> RadialDist<D> {
     /// `σ ⊙ (ε/‖ε‖)·r`, one direction and radius per draw, `[n, numel]`.
     fn spread(&self, n: usize) -> Tensor<2> {
         let device = self.mu.device();
+        crate::device::uses_generator();
         let eps = Tensor::<2>::random([n, self.n()], Distribution::Normal(0.0, 1.0), &device);
         let norm = eps.clone().square().sum_dim(1).sqrt();
         let r = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 1.0), &device);

@@ -100,6 +100,7 @@ impl ScaleInit {
         device: &burn::tensor::Device,
     ) -> Tensor<D> {
         if self.rho_std > 0.0 {
+            crate::device::uses_generator();
             Tensor::random(shape, Distribution::Normal(self.rho, self.rho_std), device)
         } else {
             Tensor::full(shape, self.rho, device)

@@ -198,6 +198,7 @@ impl<M: Model> Trainer<M> {
             // `L₀` on the check's rows and draws (its own seed: every epoch below seeds its
             // own draws, so training draws what it would without this check). A non-finite
             // value is left to the first step, which refuses it.
+            crate::device::uses_generator();
             device.seed(resume::epoch_seed(config.seed, config.epochs));
             if let Ok(initial) = check_on_rows(&model) {
                 divergence.start(initial);
@@ -209,6 +210,7 @@ impl<M: Model> Trainer<M> {
         for epoch in epochs_done..config.epochs {
             // Every epoch's draws follow (seed, epoch), so a run resumed at any epoch draws
             // what an uninterrupted one draws.
+            crate::device::uses_generator();
             device.seed(resume::epoch_seed(config.seed, epoch));
             train_rows.shuffle(&mut rng);
             // The decay groups' selection, once an epoch (a callback's update may replace
@@ -325,6 +327,7 @@ impl<M: Model> Trainer<M> {
             }
         }
         bar.finish_and_clear();
+        crate::device::uses_generator();
         device.seed(resume::epoch_seed(config.seed, history.len()));
         // The last update was never followed by a loss: check what it left.
         let check = check_on_rows(&model).and_then(|per_point| divergence.check_final(per_point));
