@@ -166,12 +166,19 @@ pub fn training_device() -> Device {
 /// Marks a draw from, or a seeding of, the device's generator. Every such call in this crate
 /// passes here first. In the crate's own tests it panics unless the calling thread holds
 /// `testing::seeded`'s lock (burn's generator is global on some backends, so an unlocked draw
-/// in one test shifts the stream of another); in every other build it is nothing.
+/// in one test shifts the stream of another). With the `testing` feature (the workspace's
+/// other crates) it checks the same on a thread whose name is neither absent nor `main`: the
+/// test harness runs each test on a thread named after it, while a program's main thread and
+/// unnamed threads are never checked. In every other build it is nothing.
 #[inline(always)]
 #[track_caller]
 pub(crate) fn uses_generator() {
     #[cfg(test)]
     crate::testing::assert_holds_rng_lock();
+    #[cfg(all(feature = "testing", not(test)))]
+    if std::thread::current().name().is_some_and(|n| n != "main") {
+        crate::testing::assert_holds_rng_lock();
+    }
 }
 
 /// The name of the selected backend, for run records and progress output.

@@ -31,11 +31,13 @@ pub const SEED_OFFSET_ENV: &str = "BNN_BURN_TEST_SEED_OFFSET";
 /// Holds the global RNG lock and seeds `device` with `seed` (plus [`SEED_OFFSET_ENV`]'s
 /// value, when set); keep the guard alive while sampling.
 ///
-/// In this crate's own tests every draw from the device's generator and every seeding of it
-/// made by the library (a model's initial weights, a sampled forward pass, the training loop's
-/// per-epoch seeds) first checks that the calling thread holds this lock, and panics naming the
-/// rule when it does not: a test that forgets the lock fails every time, instead of making
-/// another test's outcome depend on the harness's order.
+/// In this crate's own tests, and in the tests of a crate that enables the `testing` feature
+/// (on the threads the test harness names after each test), every draw from the device's
+/// generator and every seeding of it made by the library (a model's initial weights, a
+/// sampled forward pass, the training loop's per-epoch seeds) first checks that the calling
+/// thread holds this lock, and panics naming the rule when it does not: a test that forgets
+/// the lock fails every time, instead of making another test's outcome depend on the
+/// harness's order.
 ///
 /// # Panics
 /// When [`SEED_OFFSET_ENV`] is set to something other than a whole number.
@@ -61,7 +63,6 @@ impl Drop for Seeded {
 
 /// Panics unless the calling thread holds [`seeded`]'s lock: the check behind
 /// [`crate::device::uses_generator`] in this crate's tests.
-#[cfg(test)]
 #[track_caller]
 pub(crate) fn assert_holds_rng_lock() {
     if !HOLDS_RNG_LOCK.with(Cell::get) {
