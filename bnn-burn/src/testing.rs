@@ -62,7 +62,8 @@ impl Drop for Seeded {
 }
 
 /// Panics unless the calling thread holds [`seeded`]'s lock: the check behind
-/// [`crate::device::uses_generator`] in this crate's tests.
+/// [`crate::device::uses_generator`] (in this crate's tests, and on the test harness's threads
+/// with the `testing` feature).
 #[track_caller]
 pub(crate) fn assert_holds_rng_lock() {
     if !HOLDS_RNG_LOCK.with(Cell::get) {
