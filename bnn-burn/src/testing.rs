@@ -164,35 +164,61 @@ impl HostNormals {
 mod tests {
     use std::path::{Path, PathBuf};
 
-    /// The byte index just past the `}` that closes the `{` at `open`, skipping string, char
-    /// and comment text; `None` when unbalanced.
-    fn closing_brace(src: &[u8], open: usize) -> Option<usize> {
-        let (mut depth, mut i) = (0usize, open);
-        while i < src.len() {
-            match src[i] {
-                b'/' if src.get(i + 1) == Some(&b'/') => {
-                    while i < src.len() && src[i] != b'\n' {
+    /// `src` without its comments and the contents of its string literals; char literals
+    /// (`'"'`, `'{'`, `'\''`) are kept whole, a lifetime's quote is left alone.
+    fn code_only(src: &str) -> String {
+        let b = src.as_bytes();
+        let (mut out, mut i) = (Vec::with_capacity(b.len()), 0);
+        while i < b.len() {
+            match b[i] {
+                b'/' if b.get(i + 1) == Some(&b'/') => {
+                    while i < b.len() && b[i] != b'\n' {
                         i += 1;
                     }
+                    continue;
                 }
-                b'/' if src.get(i + 1) == Some(&b'*') => {
+                b'/' if b.get(i + 1) == Some(&b'*') => {
                     i += 2;
-                    while i + 1 < src.len() && !(src[i] == b'*' && src[i + 1] == b'/') {
+                    while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
                         i += 1;
                     }
                     i += 1;
                 }
                 b'"' => {
                     i += 1;
-                    while i < src.len() && src[i] != b'"' {
-                        i += if src[i] == b'\\' { 2 } else { 1 };
+                    while i < b.len() && b[i] != b'"' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
                     }
+                    out.extend_from_slice(b"\"\"");
                 }
-                // A char literal ('{', '\'', '\n'); a lifetime's quote is left alone.
-                b'\'' if src.get(i + 2) == Some(&b'\'') => i += 2,
-                b'\'' if src.get(i + 1) == Some(&b'\\') => {
+                b'\'' if b.get(i + 2) == Some(&b'\'') => {
+                    out.extend_from_slice(&b[i..i + 3]);
                     i += 2;
-                    while i < src.len() && src[i] != b'\'' {
+                }
+                b'\'' if b.get(i + 1) == Some(&b'\\') => {
+                    let end = (i + 2..b.len())
+                        .find(|&j| b[j] == b'\'')
+                        .unwrap_or(b.len() - 1);
+                    out.extend_from_slice(&b[i..=end]);
+                    i = end;
+                }
+                c => out.push(c),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// The byte index just past the `}` that closes the `{` at `open` in [`code_only`]'s
+    /// output (no strings or comments left; char literals skipped); `None` when unbalanced.
+    fn closing_brace(code: &[u8], open: usize) -> Option<usize> {
+        let (mut depth, mut i) = (0usize, open);
+        while i < code.len() {
+            match code[i] {
+                b'\'' if code.get(i + 2) == Some(&b'\'') => i += 2,
+                b'\'' if code.get(i + 1) == Some(&b'\\') => {
+                    i += 2;
+                    while i < code.len() && code[i] != b'\'' {
                         i += 1;
                     }
                 }
@@ -210,39 +236,10 @@ mod tests {
         None
     }
 
-    /// `src` without its comments and the contents of its string literals.
-    fn code_only(src: &str) -> String {
-        let b = src.as_bytes();
-        let (mut out, mut i) = (Vec::with_capacity(b.len()), 0);
-        while i < b.len() {
-            match b[i] {
-                b'/' if b.get(i + 1) == Some(&b'/') => {
-                    while i < b.len() && b[i] != b'\n' {
-                        i += 1;
-                    }
-                    continue;
-                }
-                b'"' => {
-                    i += 1;
-                    while i < b.len() && b[i] != b'"' {
-                        i += if b[i] == b'\\' { 2 } else { 1 };
-                    }
-                    out.extend_from_slice(b"\"\"");
-                }
-                // A one-character char literal ('"' included) is kept whole.
-                b'\'' if b.get(i + 2) == Some(&b'\'') => {
-                    out.extend_from_slice(&b[i..i + 3]);
-                    i += 2;
-                }
-                c => out.push(c),
-            }
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    }
-
-    /// `(name, body)` of every `#[test]` function in `src`.
+    /// `(name, body)` of every `#[test]` function in `src`, the bodies as [`code_only`] gives
+    /// them.
     fn test_bodies(src: &str) -> Vec<(String, String)> {
+        let src = code_only(src);
         let mut out = Vec::new();
         let mut from = 0;
         while let Some(at) = src[from..].find("#[test]") {
@@ -303,7 +300,6 @@ mod tests {
             let src = std::fs::read_to_string(&file).expect("readable source");
             for (name, body) in test_bodies(&src) {
                 scanned += 1;
-                let body = code_only(&body);
                 let draws = ["::random(", ".random_like(", ".seed("]
                     .iter()
                     .any(|d| body.contains(d));
