@@ -51,26 +51,27 @@ fn every_method_beats_the_constant_predictor_and_is_reproducible() {
             })
             .collect::<Vec<_>>(),
     );
+    // The split with another epoch budget (a `PreparedSplit` owns its rows).
+    let with_epochs = |epochs| PreparedSplit {
+        budget: Budget {
+            epochs,
+            ..split.budget
+        },
+        train: split.train.clone(),
+        test_x: split.test_x.clone(),
+        test_y: split.test_y.clone(),
+        y_scaler: split.y_scaler.clone(),
+        ..split
+    };
     for m in registry() {
         // A latent input starts at its prior, as noise the net must learn to use or ignore:
         // BNN+LV needs more steps than the others to leave the constant predictor behind.
-        let budget = Budget {
-            epochs: if m.name().starts_with("BNN+LV") {
-                200
-            } else {
-                60
-            },
-            ..split.budget
-        };
-        let split = PreparedSplit {
-            budget,
-            train: split.train.clone(),
-            test_x: split.test_x.clone(),
-            test_y: split.test_y.clone(),
-            y_scaler: split.y_scaler.clone(),
-            ..split
-        };
-        let a = m.run(&split).unwrap();
+        let full = with_epochs(if m.name().starts_with("BNN+LV") {
+            200
+        } else {
+            60
+        });
+        let a = m.run(&full).unwrap();
         assert!(
             a.test_ll > constant_ll + 0.3 && a.test_rmse < 0.8 * sy.std[0],
             "{}: LL {} (constant {constant_ll}), RMSE {} (std {})",
@@ -80,20 +81,9 @@ fn every_method_beats_the_constant_predictor_and_is_reproducible() {
             sy.std[0]
         );
         // Reproducibility, on two short runs of the same split and seed: they take the same
-        // kinds of steps, noise refits and test passes as the full run, and must agree to the
-        // bit, at a fraction of a second full run's cost (this test took 73 s with one, 33 s
-        // with these).
-        let short = PreparedSplit {
-            budget: Budget {
-                epochs: 3,
-                ..split.budget
-            },
-            train: split.train.clone(),
-            test_x: split.test_x.clone(),
-            test_y: split.test_y.clone(),
-            y_scaler: split.y_scaler.clone(),
-            ..split
-        };
+        // kinds of steps, noise refits and test passes as the full run and must agree to the
+        // bit, at a fraction of a second full run's cost.
+        let short = with_epochs(3);
         let (b, c) = (m.run(&short).unwrap(), m.run(&short).unwrap());
         assert!(b.test_ll.is_finite(), "{}: {}", m.name(), b.test_ll);
         assert_eq!(
