@@ -708,6 +708,43 @@ pub struct AdamStep {
     pub decoupled_decay: Option<f32>,
 }
 
+/// The four numbers of one update, `p ← p·keep − step_size·m/(√(v·denom_scale) + eps)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamCoefficients {
+    /// Multiplies the first moment: `lr·√(1−β₂ᵗ)/(1−β₁ᵗ)` (Adam) or `lr/(1−β₁ᵗ)` (AdamW).
+    pub step_size: f32,
+    /// Multiplies the second moment under the root: 1 (Adam) or `1/(1−β₂ᵗ)` (AdamW).
+    pub denom_scale: f32,
+    /// Added to the root: `ε·√(1−β₂ᵗ)` (Adam) or `ε` (AdamW).
+    pub eps: f32,
+    /// Multiplies the parameter: 1 (Adam) or `1 − lr·λ` (AdamW).
+    pub keep: f32,
+}
+
+impl AdamStep {
+    /// The step's [`AdamCoefficients`], with the bias corrections of step `time` folded in.
+    pub fn coefficients(&self) -> AdamCoefficients {
+        let (bc1, bc2) = (
+            1.0 - self.beta_1.powi(self.time),
+            1.0 - self.beta_2.powi(self.time),
+        );
+        match self.decoupled_decay {
+            None => AdamCoefficients {
+                step_size: self.lr * bc2.sqrt() / bc1,
+                denom_scale: 1.0,
+                eps: self.epsilon * bc2.sqrt(),
+                keep: 1.0,
+            },
+            Some(decay) => AdamCoefficients {
+                step_size: self.lr / bc1,
+                denom_scale: 1.0 / bc2,
+                eps: self.epsilon,
+                keep: 1.0 - self.lr * decay,
+            },
+        }
+    }
+}
+
 multiversion! {
     fn adam_range(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], b1: f32, b2: f32,
                   step_size: f32, denom_scale: f32, eps: f32, keep: f32) {
@@ -727,25 +764,12 @@ multiversion! {
 /// Adam: `p −= lr·√(1−β₂ᵗ)/(1−β₁ᵗ)·m/(√v + ε√(1−β₂ᵗ))`; AdamW: `p ← p(1 − lr·λ) −
 /// lr·m̂/(√v̂ + ε)` with `m̂ = m/(1−β₁ᵗ)`, `v̂ = v/(1−β₂ᵗ)`.
 pub fn adam(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], step: AdamStep) {
-    let (bc1, bc2) = (
-        1.0 - step.beta_1.powi(step.time),
-        1.0 - step.beta_2.powi(step.time),
-    );
-    // Both as `p·keep − step_size·m/(√(v·denom_scale) + eps)`.
-    let (step_size, denom_scale, eps, keep) = match step.decoupled_decay {
-        None => (
-            step.lr * bc2.sqrt() / bc1,
-            1.0,
-            step.epsilon * bc2.sqrt(),
-            1.0,
-        ),
-        Some(decay) => (
-            step.lr / bc1,
-            1.0 / bc2,
-            step.epsilon,
-            1.0 - step.lr * decay,
-        ),
-    };
+    let AdamCoefficients {
+        step_size,
+        denom_scale,
+        eps,
+        keep,
+    } = step.coefficients();
     let (sp, sm, sv) = (Shared::new(p), Shared::new(m), Shared::new(v));
     par_chunks(g.len(), |a, b| {
         // SAFETY: disjoint ranges.

@@ -468,21 +468,12 @@ pub trait FusedKernels: Backend {
             Self::float_mul_scalar(moment_2, Scalar::from(b2)),
             Self::float_mul_scalar(g2, Scalar::from(1.0 - b2)),
         );
-        let (bc1, bc2) = (1.0 - b1.powi(step.time), 1.0 - b2.powi(step.time));
-        let (step_size, denom_scale, eps, keep) = match step.decoupled_decay {
-            None => (
-                step.lr * bc2.sqrt() / bc1,
-                1.0,
-                step.epsilon * bc2.sqrt(),
-                1.0,
-            ),
-            Some(decay) => (
-                step.lr / bc1,
-                1.0 / bc2,
-                step.epsilon,
-                1.0 - step.lr * decay,
-            ),
-        };
+        let cpu::AdamCoefficients {
+            step_size,
+            denom_scale,
+            eps,
+            keep,
+        } = step.coefficients();
         let denom = Self::float_add_scalar(
             Self::float_sqrt(Self::float_mul_scalar(v.clone(), Scalar::from(denom_scale))),
             Scalar::from(eps),

@@ -44,7 +44,7 @@ mod simd;
 
 pub use adam::{FusedAdam, FusedAdamW};
 pub use autodiff::FusedOps;
-pub use cpu::{AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
+pub use cpu::{AdamCoefficients, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 pub use ext::FusedKernels;
 pub use rectifier::RectifierRule;
 
