@@ -121,6 +121,26 @@ pub fn sample_moments(xs: &[f64]) -> SampleMoments {
     }
 }
 
+/// The minimiser of `f` on `[lo, hi]` by golden-section search, to 10⁻¹⁰ (`f` unimodal
+/// there): host oracles of the optima that tests train to.
+pub fn golden_section(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64) -> f64 {
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut x1, mut x2) = (hi - g * (hi - lo), lo + g * (hi - lo));
+    let (mut f1, mut f2) = (f(x1), f(x2));
+    while hi - lo > 1e-10 {
+        if f1 < f2 {
+            (hi, x2, f2) = (x2, x1, f1);
+            x1 = hi - g * (hi - lo);
+            f1 = f(x1);
+        } else {
+            (lo, x1, f1) = (x1, x2, f2);
+            x2 = lo + g * (hi - lo);
+            f2 = f(x2);
+        }
+    }
+    (lo + hi) / 2.0
+}
+
 /// `n` standard normal draws (Box–Muller in `f64`), reproducible from `seed`: the host side of
 /// the Monte Carlo oracles, independent of the backend under test.
 pub fn host_normals(n: usize, seed: u64) -> Vec<f64> {

@@ -8,7 +8,7 @@ use crate::host::{matrix, to_vec};
 use crate::nets::{MlpConfig, MomentConfig, moment_weights};
 use crate::objective::{PacBayesConfig, PacComplexity};
 use crate::predict::{GaussianPrediction, Predict, PredictMode};
-use crate::testing::{HostNormals, sample_moments, seeded, test_device};
+use crate::testing::{HostNormals, golden_section, sample_moments, seeded, test_device};
 use crate::train::{TrainConfig, Trainer};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
@@ -270,4 +270,111 @@ fn bedl_pac_regressor_learns_the_noise_and_reports_its_bound() {
         "train {on_train:?}, test risk {} ± {se}, aleatoric {noise:?}",
         on_test.empirical_risk
     );
+}
+
+/// BEDL-PAC's regression objective (eq. 5.10 with the thesis's `(ln max B)/N = β/(2π)`, §5.4)
+/// on free outputs `(f₁, f₂)` per row, no network and no output variance: at its minimum every
+/// row minimises `−ln N(y | f₁, β⁻¹ + e^{f₂}) + w·KL(N(f₁, e^{f₂}) ‖ N(0, α⁻¹))` with the
+/// square root's weight `w = 1/(2√(mean KL − ln δ/N + β/(2π)))`. On the host, for a given `w`,
+/// the best `f₁` is `y/(1 + wα(β⁻¹ + e^{f₂}))` and `f₂` is found by golden section; `w` is then
+/// iterated to consistency. This checks the gradient of the path BEDL-PAC trains on (the
+/// moment-matched marginal and latent KL of [`NoiseModel::Evidential`] under the objective);
+/// the latent's variance settles near `wβ⁻¹/(1 − w)`, an eighth of the noise floor here.
+#[test]
+fn bedl_pac_regressor_holds_every_free_row_at_the_objectives_fixed_point() {
+    use crate::objective::{Objective, StepContext, StepTerms};
+    let device = test_device().autodiff();
+    let (n, alpha, beta, delta) = (16, 1.0, 100.0, 0.1);
+    let lik = head(alpha, &device);
+    let complexity = beta / std::f64::consts::TAU;
+    let pac = PacBayesConfig::new()
+        .with_complexity(PacComplexity::Thesis { bound: complexity })
+        .init()
+        .unwrap();
+    let ys: Vec<f64> = (0..n)
+        .map(|i| -2.0 + 4.0 * i as f64 / (n - 1) as f64)
+        .collect();
+    let y = matrix(&ys, 1, &device);
+    let context = StepContext {
+        epoch: 0,
+        n_train: n,
+        batch_size: n,
+    };
+    let rule = LogitRule::Probit;
+    let objective = |out: Tensor<2>| {
+        let moments = Moments::new(out.clone(), out.zeros_like());
+        let terms = StepTerms {
+            log_likelihood: lik
+                .expected_log_likelihood(moments.clone(), y.clone(), rule)
+                .unwrap()
+                .reshape([1, n]),
+            kl: Tensor::zeros([1], &device),
+            local_kl: lik.expected_local_kl(moments, &y, rule).unwrap(),
+            log_ratio: None,
+            local_log_ratio: None,
+        };
+        pac.loss(terms, &context)
+    };
+    // Rows start off the optimum, the means 0.3 from their targets and the log-variances
+    // between −6 and −4 (plain gradient descent from f = 0 overshoots where the residuals are
+    // large and the variance small). One step per column, the mean's curvature being about β
+    // and the log-variance's below 1; each row's gradient carries the loss's 1/N.
+    let start: Vec<f64> = ys
+        .iter()
+        .enumerate()
+        .flat_map(|(i, y)| {
+            [
+                y + if i % 2 == 0 { 0.3 } else { -0.3 },
+                (i % 3) as f64 - 6.0,
+            ]
+        })
+        .collect();
+    let steps =
+        Tensor::<1>::from_floats([0.01 * n as f32, 2.0 * n as f32], &device.clone().inner())
+            .reshape([1, 2]);
+    let mut out = matrix(&start, 2, &device).require_grad();
+    for _ in 0..160 {
+        let grads = objective(out.clone()).loss.backward();
+        let g = out.grad(&grads).expect("the outputs have a gradient");
+        out = Tensor::from_inner(out.inner() - g * steps.clone()).require_grad();
+    }
+    // The host's fixed point.
+    let noise = 1.0 / beta;
+    let offset = -f64::ln(delta) / n as f64 + complexity;
+    let row = |y: f64, w: f64| {
+        let mean = |v: f64| y / (1.0 + w * alpha * (noise + v));
+        let loss = |f2: f64| {
+            let (v, m) = (f2.exp(), mean(f2.exp()));
+            0.5 * (std::f64::consts::TAU * (noise + v)).ln()
+                + (y - m).powi(2) / (2.0 * (noise + v))
+                + w * kl(m, v, alpha)
+        };
+        let f2 = golden_section(loss, -13.0, 3.0);
+        (mean(f2.exp()), f2)
+    };
+    let mut w = 0.1;
+    for _ in 0..50 {
+        let mean_kl = ys
+            .iter()
+            .map(|&y| {
+                let (m, f2) = row(y, w);
+                kl(m, f2.exp(), alpha)
+            })
+            .sum::<f64>()
+            / n as f64;
+        w = 1.0 / (2.0 * (mean_kl + offset).sqrt());
+    }
+    let fitted = to_vec(out.inner());
+    for (i, &yi) in ys.iter().enumerate() {
+        let (m, f2) = row(yi, w);
+        let (got_m, got_f2) = (fitted[2 * i], fitted[2 * i + 1]);
+        assert!(
+            (got_m - m).abs() < 2e-5 && (got_f2 - f2).abs() < 2e-4,
+            "row {i} (y = {yi}): f = ({got_m}, {got_f2}); the fixed point: ({m}, {f2}), w = {w}"
+        );
+    }
+    // The latent's variance: about w/(1 − w) of the noise floor.
+    let v = row(0.0, w).1.exp();
+    let approx = w * noise / (1.0 - w);
+    assert!((v / approx - 1.0).abs() < 0.05, "{v} vs {approx}");
 }

@@ -10,7 +10,7 @@ use crate::nets::MlpConfig;
 use crate::posterior::PosteriorConfig;
 use crate::predict::{Predict, PredictMode};
 use crate::special::lgamma_scalar;
-use crate::testing::{HostNormals, test_device};
+use crate::testing::{HostNormals, golden_section, test_device};
 use crate::train::{TrainConfig, Trainer};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
@@ -379,25 +379,6 @@ fn symmetric_row(u: f64, v: f64, c: usize) -> (f64, f64) {
         + (a - 1.0) * (psi(a) - psi(a0))
         + k * (b - 1.0) * (psi(b) - psi(a0));
     ((a0 / a).ln(), kl)
-}
-
-/// The minimiser of `f` on `[lo, hi]` by golden-section search (`f` unimodal there).
-fn golden_section(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64) -> f64 {
-    let g = (5f64.sqrt() - 1.0) / 2.0;
-    let (mut x1, mut x2) = (hi - g * (hi - lo), lo + g * (hi - lo));
-    let (mut f1, mut f2) = (f(x1), f(x2));
-    while hi - lo > 1e-10 {
-        if f1 < f2 {
-            (hi, x2, f2) = (x2, x1, f1);
-            x1 = hi - g * (hi - lo);
-            f1 = f(x1);
-        } else {
-            (lo, x1, f1) = (x1, x2, f2);
-            x2 = lo + g * (hi - lo);
-            f2 = f(x2);
-        }
-    }
-    (lo + hi) / 2.0
 }
 
 /// The fixed point of eq. 5.10 (the training set's KL, `(ln max B)/N = 1`) when every row is
