@@ -9,14 +9,17 @@
 //! | module | what |
 //! |---|---|
 //! | [`posterior`] | `WeightPosterior` / `PosteriorDist`: point, mean-field, radial, dropout masks, low-rank |
-//! | [`dist`] | the Gaussian log-density; priors as tensors (a posterior can be the next prior) |
+//! | [`dist`] | the Gaussian log-density; priors as tensors (a posterior can be the next prior); diagonal Gaussian moments; Dirichlet closed forms |
 //! | [`layers`] | `BayesianLinear`, `BayesianConv2d`, estimators, activations, pooling, `Pass` |
 //! | [`nets`] | `Bnn` = body + head + likelihood; MLP and conv bodies; fixed network draws |
-//! | [`likelihood`] | Gaussian, heteroscedastic Gaussian, categorical |
-//! | [`objective`] | `Objective` over a step's terms; the ELBO with KL schedules |
+//! | [`likelihood`] | Gaussian (fixed, learned or DVI's log-variance head), heteroscedastic Gaussian, categorical, multi-label probit, the evidential (Dirichlet) head and BEDL's evidential regressor |
+//! | [`latent`] | BNN+LV's per-row latent inputs `q(z_n) = N(m_n, v_n)` and their sparse optimiser |
+//! | [`objective`] | `Objective` over a step's terms: the ELBO with KL schedules, black-box α and the Rényi bound, the PAC-Bayes bound of BEDL-PAC |
 //! | [`predict`] | `Predict::predict(x, mode)`; class, Dirichlet and Gaussian predictions |
 //! | [`train`] | `train` / `Trainer`: data sources, optimisers, parameter groups, callbacks |
-//! | [`metrics`], [`special`], [`linalg`] | host metrics; lgamma, digamma, normal cdf; small SPD algebra |
+//! | [`fused`] | fused training-step kernels with hand-written backward passes (backend extensions) |
+//! | [`device`](mod@device), [`host`], [`error`] | the backend a cargo feature selects; host vectors ↔ tensors; configuration errors |
+//! | [`metrics`], [`special`], [`linalg`], [`reduce`] | host metrics; lgamma, digamma, normal cdf; small SPD algebra; long-axis reductions exact on every backend |
 
 #![warn(missing_docs)]
 
