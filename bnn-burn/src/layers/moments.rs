@@ -267,21 +267,39 @@ impl Pool {
                 Moments::new(pool(m.mean), pool(m.var) / k2)
             }
             Pool::Max { .. } => {
-                // One channel per row, so that the window's k² entries are the unfold's rows.
-                let windows = |t: Tensor<5>| {
-                    unfold4d(
-                        t.reshape([s * b * c, 1, h, w]),
-                        [kernel, kernel],
-                        UnfoldOptions::new([stride, stride], [0, 0], [1, 1]),
-                    )
+                // The windows as `[k², rows·H'·W']`, entry-major, so that each of the k²
+                // entries Clark's recursion reads is one contiguous row: without overlap a crop,
+                // a reshape and one permuted copy; with it, the unfold's patches transposed.
+                let (rows, k2) = (s * b * c, kernel * kernel);
+                let len = rows * ho * wo;
+                let windows = |t: Tensor<5>| -> Tensor<2> {
+                    if stride == kernel {
+                        let t = t.reshape([rows, h, w]);
+                        let (hc, wc) = (ho * kernel, wo * kernel);
+                        let t = if (hc, wc) == (h, w) {
+                            t
+                        } else {
+                            t.slice([0..rows, 0..hc, 0..wc])
+                        };
+                        t.reshape([rows, ho, kernel, wo, kernel])
+                            .permute([2, 4, 0, 1, 3])
+                            .reshape([k2, len])
+                    } else {
+                        unfold4d(
+                            t.reshape([rows, 1, h, w]),
+                            [kernel, kernel],
+                            UnfoldOptions::new([stride, stride], [0, 0], [1, 1]),
+                        )
+                        .swap_dims(0, 1)
+                        .reshape([k2, len])
+                    }
                 };
                 let (means, vars) = (windows(m.mean), windows(m.var));
                 // Ascending means: the running maximum then stays closest to Gaussian (on a
                 // 2×2 window of comparable inputs the mean error drops from 2 % to 0.1 %).
-                let order = means.clone().detach().argsort(1);
-                let (means, vars) = (means.gather(1, order.clone()), vars.gather(1, order));
-                let [rows, k2, l] = means.dims();
-                let entry = |t: &Tensor<3>, i: usize| t.clone().slice([0..rows, i..i + 1, 0..l]);
+                let order = means.clone().detach().argsort(0);
+                let (means, vars) = (means.gather(0, order.clone()), vars.gather(0, order));
+                let entry = |t: &Tensor<2>, i: usize| t.clone().slice([i..i + 1, 0..len]);
                 let mut acc = Moments::new(entry(&means, 0), entry(&vars, 0));
                 for i in 1..k2 {
                     acc = max_moments(Moments::new(entry(&means, i), entry(&vars, i)), acc);

@@ -329,3 +329,96 @@ fn extreme_inputs_give_finite_moments() {
     let mean = to_vec(relu.mean);
     assert!((mean[2] - 1e4).abs() < 1e-2 && mean[0].abs() < 1e-6);
 }
+
+#[test]
+fn max_pool_moments_and_their_gradients_match_a_fold_window_by_window() {
+    // The pooled moments gather every window at once (a reshape without overlap, an unfold
+    // with it) and sort it on the device. The reference finds each window's entries and their
+    // ascending order on the host: the same values and, through autodiff, the same gradients,
+    // with any crop, overlap or gap between windows.
+    let device = crate::training_device();
+    let (s, b, c) = (2, 1, 2);
+    for (kernel, stride, side) in [(2, 2, 6), (2, 2, 7), (3, 3, 6), (3, 1, 5), (2, 3, 7)] {
+        let pool = Pool::Max { kernel, stride };
+        let dims = [s, b, c, side, side];
+        let count = dims.iter().product::<usize>();
+        // Distinct means (no ties for the sort), variances from 0.05 to 1.
+        let mean: Vec<f32> = (0..count)
+            .map(|i| ((i * 37 + 11) % 101) as f32 / 25.0 - 2.0)
+            .collect();
+        let var: Vec<f32> = (0..count)
+            .map(|i| 0.05 + ((i * 53 + 7) % 97) as f32 / 100.0)
+            .collect();
+        let leaf = |v: &[f32]| {
+            Tensor::<1>::from_floats(v, &device)
+                .reshape(dims)
+                .require_grad()
+        };
+        let (m, v) = (leaf(&mean), leaf(&var));
+        let out = pool.moments(Moments::new(m.clone(), v.clone()));
+        let o = pool.output_side(side).unwrap();
+        let cells = s * b * c * o * o;
+        // Distinct weights per cell and output, so that a misplaced gradient shows.
+        let weights = |shift: usize| {
+            let w: Vec<f32> = (0..cells)
+                .map(|i| 0.5 + ((i * 29 + shift) % 31) as f32 / 31.0)
+                .collect();
+            Tensor::<1>::from_floats(w.as_slice(), &device)
+        };
+        let (wm, wv) = (weights(3), weights(17));
+        let loss = (out.mean.clone().reshape([cells]) * wm.clone()).sum()
+            + (out.var.clone().reshape([cells]) * wv.clone()).sum();
+        let grads = loss.backward();
+        let (got_dm, got_dv) = (
+            to_vec(m.grad(&grads).unwrap()),
+            to_vec(v.grad(&grads).unwrap()),
+        );
+        let (got_mean, got_var) = (to_vec(out.mean), to_vec(out.var));
+
+        // The reference: the windows and their ascending order found on the host, entry rank
+        // by entry rank `r`, each rank's entries picked out of the flat inputs by `select`.
+        let (m2, v2) = (leaf(&mean), leaf(&var));
+        let flat = |t: &Tensor<5>| t.clone().reshape([count]);
+        let mut ranked: Vec<Vec<i64>> = vec![Vec::with_capacity(cells); kernel * kernel];
+        for plane in 0..s * b * c {
+            for y in 0..o {
+                for x in 0..o {
+                    let mut window: Vec<usize> = (0..kernel * kernel)
+                        .map(|e| {
+                            let (row, col) = (y * stride + e / kernel, x * stride + e % kernel);
+                            (plane * side + row) * side + col
+                        })
+                        .collect();
+                    window.sort_by(|p, q| mean[*p].total_cmp(&mean[*q]));
+                    for (r, i) in window.into_iter().enumerate() {
+                        ranked[r].push(i as i64);
+                    }
+                }
+            }
+        }
+        let pick = |t: &Tensor<5>, r: usize| {
+            let idx = Tensor::<1, burn::tensor::Int>::from_ints(ranked[r].as_slice(), &device);
+            flat(t).select(0, idx)
+        };
+        let mut acc = Moments::new(pick(&m2, 0), pick(&v2, 0));
+        for r in 1..kernel * kernel {
+            acc = max_moments(Moments::new(pick(&m2, r), pick(&v2, r)), acc);
+        }
+        let (ref_mean, ref_var) = (acc.mean, acc.var);
+        let ref_loss = (ref_mean.clone() * wm).sum() + (ref_var.clone() * wv).sum();
+        let ref_grads = ref_loss.backward();
+        let close = |what: &str, got: &[f64], want: &[f64]| {
+            assert_eq!(got.len(), want.len(), "{what}");
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{pool:?} on {side}×{side}, {what}[{i}]: {g} vs {w}"
+                );
+            }
+        };
+        close("mean", &got_mean, &to_vec(ref_mean));
+        close("var", &got_var, &to_vec(ref_var));
+        close("∂/∂mean", &got_dm, &to_vec(m2.grad(&ref_grads).unwrap()));
+        close("∂/∂var", &got_dv, &to_vec(v2.grad(&ref_grads).unwrap()));
+    }
+}
