@@ -35,6 +35,7 @@ pub mod mnist;
 pub mod mnist_published;
 pub mod perf;
 pub mod perf_models;
+pub mod perf_pool;
 pub mod perf_predict;
 pub mod quickstart;
 pub mod toy;

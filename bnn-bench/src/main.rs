@@ -1,8 +1,8 @@
 //! `bnn-bench`: the one front door for the experiments of bnn-burn.
 
 use bnn_bench::{
-    alloc, data_load, depeweg, lv_mnist, mnist, perf, perf_models, perf_predict, quickstart, toy,
-    uci,
+    alloc, data_load, depeweg, lv_mnist, mnist, perf, perf_models, perf_pool, perf_predict,
+    quickstart, toy, uci,
 };
 
 #[global_allocator]
@@ -56,6 +56,22 @@ enum Command {
         /// Timed repetitions of each prediction (the median is reported).
         #[arg(long, default_value_t = 11)]
         rounds: usize,
+    },
+    /// What max pooling by moments costs, forward and backward, by the fused kernel against the
+    /// composition of burn ops, on the pooled LeNet5's poolings and an overlapping 3×3 one.
+    PerfPool {
+        /// Output folder for perf-pool.md and perf-pool.json.
+        #[arg(long, default_value = "runs/perf-pool")]
+        out: PathBuf,
+        /// Timed repetitions of each path per pooling (the median is reported).
+        #[arg(long, default_value_t = 9)]
+        rounds: usize,
+        /// Seed of the inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Batch size of the maps (the pooled LeNet5 trains with 100).
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
     },
     /// Milliseconds per training step and peak heap of the MLP 784-400-400-10 (batch 128) and
     /// LeNet5 (batch 100), Adam, for burn's deterministic layers and every posterior family,
@@ -350,6 +366,18 @@ fn main() {
             epochs,
             samples,
             rounds,
+        })
+        .map(|_| ()),
+        Command::PerfPool {
+            out,
+            rounds,
+            seed,
+            batch,
+        } => perf_pool::run(&perf_pool::PoolOptions {
+            out,
+            rounds,
+            seed,
+            batch,
         })
         .map(|_| ()),
         Command::Perf {

@@ -65,6 +65,13 @@ pub trait FusedOps: Backend {
     /// [`FusedKernels::fused_dropout`].
     fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self>;
 
+    /// `(mean, var)` of [`FusedKernels::fused_max_windows`], both differentiable (two graph
+    /// nodes, each with its own backward pass).
+    fn max_windows_op(
+        means: FloatTensor<Self>,
+        vars: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
     /// `(E h, Var h)` of [`FusedKernels::fused_rectifier`], both differentiable (two graph
     /// nodes, each with its own backward pass).
     fn rectifier_op(
@@ -142,6 +149,13 @@ macro_rules! inner_ops {
                 rule: RectifierRule,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 Self::fused_rectifier(mean, var, rule)
+            }
+
+            fn max_windows_op(
+                means: FloatTensor<Self>,
+                vars: FloatTensor<Self>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                Self::fused_max_windows(means, vars)
             }
         }
     };
@@ -305,6 +319,23 @@ impl<B: FusedKernels> Backward<B, 2> for RectifierBackward {
         let (dmean, dvar) = B::fused_rectifier_backward(mean, var, g, rule, self.0);
         register!(grads, node_mean, dmean);
         register!(grads, node_var, dvar);
+    }
+}
+
+/// The backward pass of one output of [`FusedOps::max_windows_op`].
+#[derive(Debug)]
+struct MaxWindowsBackward(RectifierOutput);
+
+impl<B: FusedKernels> Backward<B, 2> for MaxWindowsBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_means, node_vars] = ops.parents;
+        let g = grads.consume::<B>(&ops.node);
+        let (means, vars) = ops.state;
+        let (dmeans, dvars) = B::fused_max_windows_backward(means, vars, g, self.0);
+        register!(grads, node_means, dmeans);
+        register!(grads, node_vars, dvars);
     }
 }
 
@@ -478,6 +509,27 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         {
             OpsKind::Tracked(prep) => {
                 prep.finish((mean.primitive().clone(), var.primitive().clone(), rule), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        };
+        (
+            node(RectifierOutput::Mean, m),
+            node(RectifierOutput::Var, v),
+        )
+    }
+
+    fn max_windows_op(
+        means: FloatTensor<Self>,
+        vars: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (m, v) = B::fused_max_windows(means.primitive().clone(), vars.primitive().clone());
+        let node = |output: RectifierOutput, y: FloatTensor<B>| match MaxWindowsBackward(output)
+            .prepare::<C>([means.node(), vars.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                prep.finish((means.primitive().clone(), vars.primitive().clone()), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         };

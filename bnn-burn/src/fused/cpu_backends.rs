@@ -4,6 +4,7 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
+use super::clark;
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::rectifier::{self, RectifierOutput, RectifierRule};
@@ -271,6 +272,36 @@ macro_rules! cpu_fused_kernels {
                 let (mean, var, grad) = (mean.values(), var.values(), grad.values());
                 let (dm, dv) = written2(shape.num_elements(), |dm, dv| {
                     rectifier::rectifier_backward(rule, output, &mean, &var, &grad, dm, dv)
+                });
+                (
+                    <FloatTensor<Self>>::from_values(dm, shape.clone()),
+                    <FloatTensor<Self>>::from_values(dv, shape),
+                )
+            }
+
+            fn fused_max_windows(
+                means: FloatTensor<Self>,
+                vars: FloatTensor<Self>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let n = means.shape()[1];
+                let (means, vars) = (means.values(), vars.values());
+                let (m, v) = written2(n, |m, v| clark::max_windows(&means, &vars, m, v));
+                (
+                    <FloatTensor<Self>>::from_values(m, Shape::from([n])),
+                    <FloatTensor<Self>>::from_values(v, Shape::from([n])),
+                )
+            }
+
+            fn fused_max_windows_backward(
+                means: FloatTensor<Self>,
+                vars: FloatTensor<Self>,
+                grad: FloatTensor<Self>,
+                output: RectifierOutput,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let shape = means.shape();
+                let (means, vars, grad) = (means.values(), vars.values(), grad.values());
+                let (dm, dv) = written2(shape.num_elements(), |dm, dv| {
+                    clark::max_windows_backward(output, &means, &vars, &grad, dm, dv)
                 });
                 (
                     <FloatTensor<Self>>::from_values(dm, shape.clone()),

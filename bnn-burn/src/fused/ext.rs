@@ -15,15 +15,27 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
+use super::clark;
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 use super::rectifier::{RectifierOutput, RectifierRule};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension};
+use burn::backend::{
+    Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension, try_read_sync,
+};
 use burn::tensor::{Shape, Slice, TensorData};
 
 /// A tensor of `shape` from host values of the CPU kernels' counter-based streams.
 fn uploaded<B: Backend>(values: Vec<f32>, shape: Shape, device: &B::Device) -> FloatTensor<B> {
     B::float_from_data(TensorData::new(values, shape), device)
+}
+
+/// The elements of `t` on the host, in row-major order.
+fn host<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
+    try_read_sync(B::float_into_data(t))
+        .expect("a synchronous read of the backend's tensor")
+        .expect("the backend's tensor data")
+        .into_vec::<f32>()
+        .expect("f32 tensor data")
 }
 
 /// A one-element tensor holding `x`.
@@ -448,6 +460,47 @@ pub trait FusedKernels: Backend {
                 }
             }
         }
+    }
+
+    /// `(mean, var)` `[n]`: the moments of each window's maximum by Clark's recursion over
+    /// its entries sorted by mean ([`super::clark`]), from entry-major `[k², n]` windows.
+    ///
+    /// The default body runs the CPU kernel on the host: burn 0.22's Cube backend sorts on the
+    /// host too (its `argsort` reads the tensor back), so the composition it replaces already
+    /// synchronised there, and the kernel saves the forty-odd dispatches per entry that the
+    /// composition's fold takes forward and backward.
+    fn fused_max_windows(
+        means: FloatTensor<Self>,
+        vars: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let device = means.device();
+        let n = means.shape()[1];
+        let (means, vars) = (host::<Self>(means), host::<Self>(vars));
+        let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
+        clark::max_windows(&means, &vars, &mut m, &mut v);
+        (
+            uploaded::<Self>(m, Shape::from([n]), &device),
+            uploaded::<Self>(v, Shape::from([n]), &device),
+        )
+    }
+
+    /// `(dmeans, dvars) = grad·∂output/∂(means, vars)` `[k², n]` of
+    /// [`FusedKernels::fused_max_windows`].
+    fn fused_max_windows_backward(
+        means: FloatTensor<Self>,
+        vars: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        output: RectifierOutput,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let device = means.device();
+        let shape = means.shape();
+        let (means, vars, grad) = (host::<Self>(means), host::<Self>(vars), host::<Self>(grad));
+        let (mut dm, mut dv) = (vec![0f32; means.len()], vec![0f32; means.len()]);
+        clark::max_windows_backward(output, &means, &vars, &grad, &mut dm, &mut dv);
+        (
+            uploaded::<Self>(dm, shape.clone(), &device),
+            uploaded::<Self>(dv, shape, &device),
+        )
     }
 
     /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.

@@ -15,6 +15,8 @@
 //! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
 //! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
 //! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` | `dy ⊙ z` |
+//! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
+//! | [`max_window_moments`] | Clark's max over each window's sorted entries | `dmeans, dvars` per output |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -30,11 +32,14 @@
 //!
 //! Backends: Flex and NdArray run the one-pass slice kernels of [`cpu`] (vectorised for
 //! AVX-512 or AVX2 where the CPU has them, parallel with rayon); Cube (wgpu) runs the default
-//! bodies of [`FusedKernels`], which compose burn ops into the same formulas. The unfused
-//! composition stays available as the reference ([`Kernels::Reference`]).
+//! bodies of [`FusedKernels`], which compose burn ops into the same formulas, except the
+//! max-window op's, which reads its windows back and runs the CPU kernel: the composition it
+//! replaces sorted on the host there too (burn 0.22's Cube `argsort` reads the tensor back).
+//! The unfused composition stays available as the reference ([`Kernels::Reference`]).
 
 mod adam;
 mod autodiff;
+pub mod clark;
 pub mod cpu;
 mod cpu_backends;
 mod ext;
@@ -240,6 +245,15 @@ pub fn rectifier_moments<const D: usize>(
 ) -> (Tensor<D>, Tensor<D>) {
     let (m, v) =
         <Dispatch as FusedOps>::rectifier_op(mean.into_dispatch(), var.into_dispatch(), rule);
+    (Tensor::from_dispatch(m), Tensor::from_dispatch(v))
+}
+
+/// `(E m, Var m)` `[n]` of each window's maximum `m` from entry-major `[k², n]` windows of
+/// independent Gaussian entries: Clark's (1961) recursion over the entries sorted by mean
+/// ([`clark`]), one pass forward and one per output backward.
+pub fn max_window_moments(means: Tensor<2>, vars: Tensor<2>) -> (Tensor<1>, Tensor<1>) {
+    let (m, v) =
+        <Dispatch as FusedOps>::max_windows_op(means.into_dispatch(), vars.into_dispatch());
     (Tensor::from_dispatch(m), Tensor::from_dispatch(v))
 }
 

@@ -69,7 +69,7 @@ pub(crate) const ERFC: [f32; 10] = [
 
 /// What the Gaussian rule needs of one element: `(s, a, Φ(a), Φ(−a), φ(a))`.
 #[inline(always)]
-fn standardise(mean: f32, var: f32) -> (f32, f32, f32, f32, f32) {
+pub(super) fn standardise(mean: f32, var: f32) -> (f32, f32, f32, f32, f32) {
     let s = (var.max(0.0) + VAR_EPS).sqrt();
     let a = (mean / s).clamp(-A_MAX, A_MAX);
     let z2 = 0.5 * a * a;

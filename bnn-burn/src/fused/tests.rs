@@ -658,3 +658,134 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
         );
     }
 }
+
+/// `k²` entries for `n` windows, entry-major: means from −4 to 4 with every fifth window's
+/// entries tied in pairs, variances from 10⁻⁴ to 10.
+fn window_inputs(k2: usize, n: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let mut state = seed;
+    let mut uniform = move || {
+        state = crate::fused::rng::mix(state);
+        (state >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let mut means = vec![0f32; k2 * n];
+    let mut vars = vec![0f32; k2 * n];
+    for j in 0..n {
+        for i in 0..k2 {
+            means[i * n + j] = if j % 5 == 0 && i % 2 == 1 {
+                means[(i - 1) * n + j]
+            } else {
+                (uniform() - 0.5) * 8.0
+            };
+            vars[i * n + j] = (10f32).powf(uniform() * 5.0 - 4.0);
+        }
+    }
+    (means, vars)
+}
+
+/// The max-window kernels over several parallel ranges and a partial last block give, for
+/// each window, what a call on that window alone gives (one lane of one block): the windows'
+/// offsets, the ranges and the scatter of the gradients back to the entries' places.
+#[test]
+fn max_windows_over_many_ranges_match_each_window_alone() {
+    use super::clark::{max_windows, max_windows_backward};
+    use super::rectifier::RectifierOutput;
+    let (k2, n) = (4, 2 * super::simd::CHUNK + 77);
+    let (means, vars) = window_inputs(k2, n, 41);
+    let grad: Vec<f32> = (0..n).map(|j| ((j * 13) % 7) as f32 - 3.0).collect();
+    let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
+    max_windows(&means, &vars, &mut m, &mut v);
+    let backward = |output| {
+        let (mut dm, mut dv) = (vec![0f32; k2 * n], vec![0f32; k2 * n]);
+        max_windows_backward(output, &means, &vars, &grad, &mut dm, &mut dv);
+        (dm, dv)
+    };
+    let outputs = [RectifierOutput::Mean, RectifierOutput::Var];
+    let full = outputs.map(backward);
+    let chunk = super::simd::CHUNK;
+    let mut picks: Vec<usize> = (0..n).step_by(97).collect();
+    picks.extend([63, 64, 65, chunk - 1, chunk, chunk + 1, 2 * chunk, n - 1]);
+    for j in picks {
+        let column = |t: &[f32]| (0..k2).map(|i| t[i * n + j]).collect::<Vec<f32>>();
+        let (wm, wv) = (column(&means), column(&vars));
+        let (mut m1, mut v1) = ([0f32], [0f32]);
+        max_windows(&wm, &wv, &mut m1, &mut v1);
+        assert_eq!((m[j], v[j]), (m1[0], v1[0]), "window {j}: moments");
+        for (k, &output) in outputs.iter().enumerate() {
+            let (mut dm1, mut dv1) = (vec![0f32; k2], vec![0f32; k2]);
+            max_windows_backward(output, &wm, &wv, &[grad[j]], &mut dm1, &mut dv1);
+            assert_eq!(
+                column(&full[k].0),
+                dm1,
+                "window {j}: ∂/∂means of {output:?}"
+            );
+            assert_eq!(column(&full[k].1), dv1, "window {j}: ∂/∂vars of {output:?}");
+        }
+    }
+}
+
+/// The fused max pooling (values and both gradients) against the composition of burn ops
+/// ([`crate::layers::Pool::moments`]) on windows of mixed scales: means to ±300, variances
+/// from 10⁻⁴ to 100, 2×2 and 3×3 windows, within `2·10⁻⁵` of the scale each is computed at
+/// (as the rectifier's test: two evaluations of `Φ` and `φ`). Much smaller variances beside
+/// these are left out: where one entry dominates, `Var = v_B + s²g − 2v_BΦ` cancels to its
+/// `v_A`, and the sign of a result near 0 (the clamp's, so whether its gradient passes) is
+/// then round-off, differently in the two evaluations.
+#[test]
+fn max_pool_moments_match_the_composition_of_burn_ops_at_mixed_scales() {
+    use crate::dist::Moments;
+    use crate::layers::Pool;
+    let device = test_device().autodiff();
+    for (kernel, stride, side) in [(2, 2, 8), (3, 2, 9)] {
+        let pool = Pool::Max { kernel, stride };
+        let dims = [1, 2, 3, side, side];
+        let count: usize = dims.iter().product();
+        let (mut means, vars) = window_inputs(1, count, 7 + kernel as u64);
+        // Every third map position far out, so that windows mix scales.
+        for (i, x) in means.iter_mut().enumerate() {
+            if i % 3 == 0 {
+                *x *= 75.0;
+            }
+        }
+        let vars: Vec<f32> = vars
+            .iter()
+            .enumerate()
+            .map(|(i, v)| if i % 4 == 0 { *v } else { v * 10.0 })
+            .collect();
+        let o = pool.output_side(side).unwrap();
+        let cells = 2 * 3 * o * o;
+        let weights = |shift: usize| {
+            let w: Vec<f32> = (0..cells)
+                .map(|i| ((i * 7 + shift) % 5) as f32 - 2.0)
+                .collect();
+            Tensor::<1>::from_floats(w.as_slice(), &device)
+        };
+        let run = |kernels: Kernels| {
+            let leaf = |v: &[f32]| {
+                Tensor::<1>::from_floats(v, &device)
+                    .reshape(dims)
+                    .require_grad()
+            };
+            let (m, v) = (leaf(&means), leaf(&vars));
+            let out = pool.moments_by(Moments::new(m.clone(), v.clone()), kernels);
+            let loss = (out.mean.clone().reshape([cells]) * weights(1)).sum()
+                + (out.var.clone().reshape([cells]) * weights(3)).sum();
+            let g = loss.backward();
+            [
+                to_vec(out.mean),
+                to_vec(out.var),
+                to_vec(m.grad(&g).expect("dμ")),
+                to_vec(v.grad(&g).expect("dv")),
+            ]
+        };
+        let (got, want) = (run(Kernels::Fused), run(Kernels::Reference));
+        for (k, what) in ["E", "Var", "∂/∂mean", "∂/∂var"].iter().enumerate() {
+            let scale = want[k].iter().fold(1f64, |a, w| a.max(w.abs()));
+            for (i, (g, w)) in got[k].iter().zip(&want[k]).enumerate() {
+                assert!(
+                    g.is_finite() && (g - w).abs() <= 2e-5 * scale,
+                    "{pool:?}: {what}[{i}] fused {g} vs reference {w} (scale {scale})"
+                );
+            }
+        }
+    }
+}

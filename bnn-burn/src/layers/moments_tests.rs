@@ -223,27 +223,41 @@ fn pooled_moments_reduce_to_pooling_without_variance_and_average_exactly() {
             stride: 1,
         },
     ] {
-        let det = pool.moments(Moments::new(mean.clone(), mean.zeros_like()));
-        let det_dims = det.dims();
-        let want = to_vec(pool.forward(mean.clone()));
-        for (g, w) in to_vec(det.mean).iter().zip(&want) {
-            assert!((g - w).abs() < 1e-3, "{pool:?}: {g} vs {w}");
+        for kernels in [Kernels::Reference, Kernels::Fused] {
+            pooled_moments_reduce_to_pooling(pool, kernels, &mean, &var);
         }
-        assert!(to_vec(det.var).iter().all(|v| *v < 1e-6), "{pool:?}");
-        let noisy = pool.moments(Moments::new(mean.clone(), var.clone()));
-        assert_eq!(noisy.dims(), det_dims);
-        if let Pool::Avg { .. } = pool {
-            // Σ var / k⁴ over each window.
-            let want = to_vec(
-                Pool::Avg {
-                    kernel: 2,
-                    stride: 2,
-                }
-                .forward(var.clone()),
-            );
-            for (g, w) in to_vec(noisy.var).iter().zip(&want) {
-                assert!((g - w / 4.0).abs() < 1e-6, "{g} vs {}", w / 4.0);
+    }
+}
+
+fn pooled_moments_reduce_to_pooling(
+    pool: Pool,
+    kernels: Kernels,
+    mean: &Tensor<5>,
+    var: &Tensor<5>,
+) {
+    let det = pool.moments_by(Moments::new(mean.clone(), mean.zeros_like()), kernels);
+    let det_dims = det.dims();
+    let want = to_vec(pool.forward(mean.clone()));
+    for (g, w) in to_vec(det.mean).iter().zip(&want) {
+        assert!((g - w).abs() < 1e-3, "{kernels:?} {pool:?}: {g} vs {w}");
+    }
+    assert!(
+        to_vec(det.var).iter().all(|v| *v < 1e-6),
+        "{kernels:?} {pool:?}"
+    );
+    let noisy = pool.moments_by(Moments::new(mean.clone(), var.clone()), kernels);
+    assert_eq!(noisy.dims(), det_dims);
+    if let Pool::Avg { .. } = pool {
+        // Σ var / k⁴ over each window.
+        let want = to_vec(
+            Pool::Avg {
+                kernel: 2,
+                stride: 2,
             }
+            .forward(var.clone()),
+        );
+        for (g, w) in to_vec(noisy.var).iter().zip(&want) {
+            assert!((g - w / 4.0).abs() < 1e-6, "{g} vs {}", w / 4.0);
         }
     }
 }
@@ -294,7 +308,17 @@ fn extreme_inputs_give_finite_moments() {
         let (mean, var) = crate::fused::rectifier_moments(m().mean, m().var, rule);
         Moments::new(mean, var)
     };
-    let rules: [(&str, Moments<1>); 9] = [
+    // The fused max kernel on windows of the inputs and their mirror image, certain.
+    let fused_max = {
+        let windows = |a: Tensor<1>, b: Tensor<1>| Tensor::stack::<2>(vec![a, b], 0);
+        let (mean, var) = crate::fused::max_window_moments(
+            windows(m().mean, m().mean.flip([0])),
+            windows(m().var, m().var.zeros_like()),
+        );
+        Moments::new(mean, var)
+    };
+    let rules: [(&str, Moments<1>); 10] = [
+        ("fused max", fused_max),
         ("fused relu", fused(crate::fused::RectifierRule::Gaussian)),
         ("fused vbp", fused(crate::fused::RectifierRule::Gate(100.0))),
         ("relu", relu_moments(m())),
@@ -333,18 +357,47 @@ fn extreme_inputs_give_finite_moments() {
 #[test]
 fn max_pool_moments_and_their_gradients_match_a_fold_window_by_window() {
     // The pooled moments gather every window at once (a reshape without overlap, an unfold
-    // with it) and sort it on the device. The reference finds each window's entries and their
-    // ascending order on the host: the same values and, through autodiff, the same gradients,
-    // with any crop, overlap or gap between windows.
+    // with it) and sort it, by burn ops on the device or in the fused kernel. The reference
+    // finds each window's entries and their ascending order on the host: the same values and,
+    // through autodiff, the same gradients, with any crop, overlap or gap between windows.
+    // With tied means the fused kernel's sort is stable, as the host's: the last case has
+    // windows whose top row holds two equal means, just above the bottom row's, with
+    // different variances. (burn's argsort is not stable, so the composition is checked
+    // without ties only. Tied means must not meet in the fold at `a = 0` exactly, where the
+    // reference's autodiff of `|a|` takes `sign(0) = 0` and drops `φ`'s term: so the ties
+    // are not at the bottom of the order, and the bottom rows are close enough that the
+    // running maximum is not the top entry's mean to `f32` precision.)
     let device = crate::training_device();
     let (s, b, c) = (2, 1, 2);
-    for (kernel, stride, side) in [(2, 2, 6), (2, 2, 7), (3, 3, 6), (3, 1, 5), (2, 3, 7)] {
+    let cases = [
+        (Kernels::Reference, 2, 2, 6, false),
+        (Kernels::Reference, 2, 2, 7, false),
+        (Kernels::Reference, 3, 3, 6, false),
+        (Kernels::Reference, 3, 1, 5, false),
+        (Kernels::Reference, 2, 3, 7, false),
+        (Kernels::Fused, 2, 2, 6, false),
+        (Kernels::Fused, 2, 2, 7, false),
+        (Kernels::Fused, 3, 3, 6, false),
+        (Kernels::Fused, 3, 1, 5, false),
+        (Kernels::Fused, 2, 3, 7, false),
+        (Kernels::Fused, 2, 2, 6, true),
+    ];
+    for (kernels, kernel, stride, side, ties) in cases {
         let pool = Pool::Max { kernel, stride };
         let dims = [s, b, c, side, side];
         let count = dims.iter().product::<usize>();
-        // Distinct means (no ties for the sort), variances from 0.05 to 1.
+        // Distinct means (no ties for the sort) from −2 to 2 or, for 2×2 windows, tied top
+        // rows (3 to 3.5) above distinct bottom rows (2.5 to 3); variances from 0.05 to 1.
         let mean: Vec<f32> = (0..count)
-            .map(|i| ((i * 37 + 11) % 101) as f32 / 25.0 - 2.0)
+            .map(|i| {
+                let (plane, row, col) = (i / (side * side), i / side % side, i % side);
+                let distinct = ((i * 37 + 11) % 101) as f32 / 101.0;
+                match (ties, row % 2) {
+                    (false, _) => distinct * 4.0 - 2.0,
+                    (true, 0) => 3.0 + ((plane * 97 + row * 13 + col / 2 * 7) % 11) as f32 / 20.0,
+                    (true, _) => 2.5 + distinct / 2.0,
+                }
+            })
             .collect();
         let var: Vec<f32> = (0..count)
             .map(|i| 0.05 + ((i * 53 + 7) % 97) as f32 / 100.0)
@@ -355,7 +408,7 @@ fn max_pool_moments_and_their_gradients_match_a_fold_window_by_window() {
                 .require_grad()
         };
         let (m, v) = (leaf(&mean), leaf(&var));
-        let out = pool.moments(Moments::new(m.clone(), v.clone()));
+        let out = pool.moments_by(Moments::new(m.clone(), v.clone()), kernels);
         let o = pool.output_side(side).unwrap();
         let cells = s * b * c * o * o;
         // Distinct weights per cell and output, so that a misplaced gradient shows.
@@ -412,7 +465,7 @@ fn max_pool_moments_and_their_gradients_match_a_fold_window_by_window() {
             for (i, (g, w)) in got.iter().zip(want).enumerate() {
                 assert!(
                     (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-                    "{pool:?} on {side}×{side}, {what}[{i}]: {g} vs {w}"
+                    "{kernels:?} {pool:?} on {side}×{side} (ties: {ties}), {what}[{i}]: {g} vs {w}"
                 );
             }
         };

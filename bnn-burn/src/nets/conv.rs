@@ -300,7 +300,7 @@ impl Body for ConvBody {
                 .activation
                 .pass_moments(block.conv.moments(m, pass)?, pass)?;
             if let Some(pool) = &block.pool {
-                m = pool.moments(m);
+                m = pool.pass_moments(m, pass);
             }
         }
         let [_, _, cf, hf, wf] = m.dims();
