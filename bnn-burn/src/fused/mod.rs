@@ -251,7 +251,15 @@ pub fn rectifier_moments<const D: usize>(
 /// `(E m, Var m)` `[n]` of each window's maximum `m` from entry-major `[k², n]` windows of
 /// independent Gaussian entries: Clark's (1961) recursion over the entries sorted by mean
 /// ([`clark`]), one pass forward and one per output backward.
+///
+/// # Panics
+/// If `means` and `vars` differ in shape.
 pub fn max_window_moments(means: Tensor<2>, vars: Tensor<2>) -> (Tensor<1>, Tensor<1>) {
+    assert_eq!(
+        means.dims(),
+        vars.dims(),
+        "max_window_moments: means and variances differ in shape"
+    );
     let (m, v) =
         <Dispatch as FusedOps>::max_windows_op(means.into_dispatch(), vars.into_dispatch());
     (Tensor::from_dispatch(m), Tensor::from_dispatch(v))

@@ -701,6 +701,9 @@ fn max_windows_over_many_ranges_match_each_window_alone() {
     };
     let outputs = [RectifierOutput::Mean, RectifierOutput::Var];
     let full = outputs.map(backward);
+    // No windows (an empty batch): nothing to do, no panic.
+    max_windows(&[], &[], &mut [], &mut []);
+    max_windows_backward(RectifierOutput::Var, &[], &[], &[], &mut [], &mut []);
     let chunk = super::simd::CHUNK;
     let mut picks: Vec<usize> = (0..n).step_by(97).collect();
     picks.extend([63, 64, 65, chunk - 1, chunk, chunk + 1, 2 * chunk, n - 1]);
