@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// Settings of one run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct PoolOptions {
     /// Output folder for perf-pool.md and perf-pool.json.
     pub out: PathBuf,
@@ -92,6 +92,7 @@ fn rel_diff(a: &[f64], b: &[f64]) -> f64 {
 pub fn run(o: &PoolOptions) -> Result<Vec<PoolRow>, Box<dyn Error>> {
     validate(o)?;
     crate::experiment::prepare_out(&o.out)?;
+    let start = Instant::now();
     let device = bnn_burn::training_device();
     device.seed(o.seed);
     let b = o.batch;
@@ -153,11 +154,11 @@ pub fn run(o: &PoolOptions) -> Result<Vec<PoolRow>, Box<dyn Error>> {
         );
         rows.push(row);
     }
-    write_report(o, &rows)?;
+    write_report(o, &rows, start.elapsed().as_secs_f64())?;
     Ok(rows)
 }
 
-fn write_report(o: &PoolOptions, rows: &[PoolRow]) -> Result<(), Box<dyn Error>> {
+fn write_report(o: &PoolOptions, rows: &[PoolRow], wall: f64) -> Result<(), Box<dyn Error>> {
     let mut md = format!(
         "# Max pooling by moments: fused kernel vs composition of burn ops\n\n\
          Forward and backward of Clark's max over each window (the loss `Σ E + ½ Σ Var`, the \
@@ -186,14 +187,7 @@ fn write_report(o: &PoolOptions, rows: &[PoolRow]) -> Result<(), Box<dyn Error>>
         );
     }
     std::fs::write(o.out.join("perf-pool.md"), &md)?;
-    let record = serde_json::json!({
-        "experiment": "perf-pool",
-        "seed": o.seed, "rounds": o.rounds, "batch": o.batch,
-        "backend": bnn_burn::backend_name(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "git": crate::experiment::git_revision(),
-        "rows": rows,
-    });
+    let record = crate::experiment::record("perf-pool", o, wall, &rows, serde_json::json!({}));
     std::fs::write(
         o.out.join("perf-pool.json"),
         serde_json::to_string_pretty(&record)?,

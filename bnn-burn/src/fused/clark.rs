@@ -21,7 +21,7 @@
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::rectifier::{RectifierOutput, standardise};
+use super::rectifier::{RectifierOutput, standardise, var_ratio};
 use super::simd::{BLOCK, CHUNK, Shared, load, multiversion, store};
 use rayon::prelude::*;
 
@@ -30,8 +30,7 @@ use rayon::prelude::*;
 fn step(ma: f32, va: f32, mb: f32, vb: f32) -> (f32, f32) {
     let d = ma - mb;
     let (s, a, c, q, p) = standardise(d, va + vb);
-    let g = c + a * a * c * q + a * p * (1.0 - 2.0 * c) - p * p;
-    let var = vb + s * s * g.max(0.0) - 2.0 * vb * c;
+    let var = vb + s * s * var_ratio(a, c, q, p) - 2.0 * vb * c;
     (mb + d * c + s * p, var.max(0.0))
 }
 
@@ -40,10 +39,9 @@ fn step(ma: f32, va: f32, mb: f32, vb: f32) -> (f32, f32) {
 fn step_backward(ma: f32, va: f32, mb: f32, vb: f32, ge: f32, gv: f32) -> (f32, f32, f32, f32) {
     let (d, sum) = (ma - mb, va + vb);
     let (s, a, c, q, p) = standardise(d, sum);
-    let g = c + a * a * c * q + a * p * (1.0 - 2.0 * c) - p * p;
     let r = d * c + s * p;
     // The output clamp `max(0, ·)` passes its gradient where its input is not below 0.
-    let raw = vb + s * s * g.max(0.0) - 2.0 * vb * c;
+    let raw = vb + s * s * var_ratio(a, c, q, p) - 2.0 * vb * c;
     let gv = if raw >= 0.0 { gv } else { 0.0 };
     let gd = ge * c + gv * (2.0 * r * q - 2.0 * vb * p / s);
     let gs = ge * p + gv * (2.0 * (s * c - r * p) + 2.0 * vb * p * a / s);

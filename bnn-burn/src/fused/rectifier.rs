@@ -95,6 +95,13 @@ pub(super) fn standardise(mean: f32, var: f32) -> (f32, f32, f32, f32, f32) {
     (s, a, cdf, cdf_neg, pdf)
 }
 
+/// `g(a) = Φ + a²ΦΦ̄ + aφ(1 − 2Φ) − φ² = Var h / s²` of the Gaussian rule, at least 0, from
+/// [`standardise`]'s `(a, Φ, Φ̄, φ)`.
+#[inline(always)]
+pub(super) fn var_ratio(a: f32, c: f32, q: f32, p: f32) -> f32 {
+    (c + a * a * c * q + a * p * (1.0 - 2.0 * c) - p * p).max(0.0)
+}
+
 /// `(E h, Var h)` of one element under `rule`.
 #[inline(always)]
 fn forward(rule: RectifierRule, mean: f32, var: f32) -> (f32, f32) {
@@ -102,8 +109,7 @@ fn forward(rule: RectifierRule, mean: f32, var: f32) -> (f32, f32) {
         RectifierRule::Gaussian => {
             let (s, a, c, q, p) = standardise(mean, var);
             let m = mean * c + s * p;
-            let g = c + a * a * c * q + a * p * (1.0 - 2.0 * c) - p * p;
-            (m, s * s * g.max(0.0))
+            (m, s * s * var_ratio(a, c, q, p))
         }
         RectifierRule::Gate(gate) => {
             let p = 1.0 / (1.0 + exp(-(gate * mean).clamp(-GATE_MAX, GATE_MAX)));
