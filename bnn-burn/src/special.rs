@@ -129,9 +129,14 @@ pub fn normal_cdf<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 /// `(Φ(x), Φ(−x))` from one evaluation of `erfc(|x|/√2)`: the smaller of the two is
 /// `½ erfc(|x|/√2)` (accurate to its last digits far in the tail), the larger one minus it.
 /// A third of the work of two [`normal_cdf`] calls, for the moment rules that need both.
+///
+/// `|x|` is formed as `x` with its negative entries negated, not by `abs`: autodiff's `abs`
+/// has slope `sign(0) = 0` at `x = 0`, which would make `∂Φ/∂x` vanish there instead of being
+/// `φ(0)`. Exact zeros are common in the moment rules (a ReLU unit whose mean is 0, a max-pool
+/// window whose entries tie on a blank background).
 pub fn normal_cdf_pair<const D: usize>(x: Tensor<D>) -> (Tensor<D>, Tensor<D>) {
     let negative = x.clone().lower_elem(0.0);
-    let z = x.abs() * std::f64::consts::FRAC_1_SQRT_2;
+    let z = x.clone().mask_where(negative.clone(), x.neg()) * std::f64::consts::FRAC_1_SQRT_2;
     let tail = (ln_erfc_nonneg(z) - std::f64::consts::LN_2).exp();
     let body = tail.clone().neg() + 1.0;
     let lower = body.clone().mask_where(negative.clone(), tail.clone());
@@ -383,6 +388,30 @@ mod tests {
                 upper[i],
                 mirrored[i]
             );
+        }
+    }
+
+    /// `∂Φ(x)/∂x = φ(x)` and `∂Φ(−x)/∂x = −φ(x)` on both sides and at exactly 0, where a
+    /// gradient through autodiff's `abs` would be 0.
+    #[test]
+    fn normal_cdf_pair_has_the_density_as_its_slope_including_at_zero() {
+        let xs: [f64; 5] = [-3.0, -0.4, 0.0, 0.7, 2.5];
+        let device = test_device().autodiff();
+        let floats: Vec<f32> = xs.iter().map(|x| *x as f32).collect();
+        for side in 0..2 {
+            let x = Tensor::<1>::from_floats(floats.as_slice(), &device).require_grad();
+            let (lower, upper) = normal_cdf_pair(x.clone());
+            let grads = if side == 0 { lower } else { upper }.sum().backward();
+            let g = to_vec(x.grad(&grads).expect("Φ has a gradient"));
+            for (i, x) in xs.iter().enumerate() {
+                let pdf = (-x * x / 2.0f64).exp() / (2.0 * std::f64::consts::PI).sqrt();
+                let want = if side == 0 { pdf } else { -pdf };
+                assert!(
+                    (g[i] - want).abs() <= 1e-5,
+                    "side {side}: slope at {x} is {} vs {want}",
+                    g[i]
+                );
+            }
         }
     }
 

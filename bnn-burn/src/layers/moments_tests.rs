@@ -360,42 +360,42 @@ fn max_pool_moments_and_their_gradients_match_a_fold_window_by_window() {
     // with it) and sort it, by burn ops on the device or in the fused kernel. The reference
     // finds each window's entries and their ascending order on the host: the same values and,
     // through autodiff, the same gradients, with any crop, overlap or gap between windows.
-    // With tied means the fused kernel's sort is stable, as the host's: the last case has
+    // With tied means the fused kernel's sort is stable, as the host's. Two cases have ties:
     // windows whose top row holds two equal means, just above the bottom row's, with
-    // different variances. (burn's argsort is not stable, so the composition is checked
-    // without ties only. Tied means must not meet in the fold at `a = 0` exactly, where the
-    // reference's autodiff of `|a|` takes `sign(0) = 0` and drops `φ`'s term: so the ties
-    // are not at the bottom of the order, and the bottom rows are close enough that the
-    // running maximum is not the top entry's mean to `f32` precision.)
+    // different variances; and blank windows, every mean exactly 0 (a background), where the
+    // fold's first step meets `a = 0` exactly. (burn's argsort is not stable, so the
+    // composition is checked without ties only.)
     let device = crate::training_device();
     let (s, b, c) = (2, 1, 2);
     let cases = [
-        (Kernels::Reference, 2, 2, 6, false),
-        (Kernels::Reference, 2, 2, 7, false),
-        (Kernels::Reference, 3, 3, 6, false),
-        (Kernels::Reference, 3, 1, 5, false),
-        (Kernels::Reference, 2, 3, 7, false),
-        (Kernels::Fused, 2, 2, 6, false),
-        (Kernels::Fused, 2, 2, 7, false),
-        (Kernels::Fused, 3, 3, 6, false),
-        (Kernels::Fused, 3, 1, 5, false),
-        (Kernels::Fused, 2, 3, 7, false),
-        (Kernels::Fused, 2, 2, 6, true),
+        (Kernels::Reference, 2, 2, 6, "distinct"),
+        (Kernels::Reference, 2, 2, 7, "distinct"),
+        (Kernels::Reference, 3, 3, 6, "distinct"),
+        (Kernels::Reference, 3, 1, 5, "distinct"),
+        (Kernels::Reference, 2, 3, 7, "distinct"),
+        (Kernels::Fused, 2, 2, 6, "distinct"),
+        (Kernels::Fused, 2, 2, 7, "distinct"),
+        (Kernels::Fused, 3, 3, 6, "distinct"),
+        (Kernels::Fused, 3, 1, 5, "distinct"),
+        (Kernels::Fused, 2, 3, 7, "distinct"),
+        (Kernels::Fused, 2, 2, 6, "tied top rows"),
+        (Kernels::Fused, 3, 2, 7, "blank"),
     ];
     for (kernels, kernel, stride, side, ties) in cases {
         let pool = Pool::Max { kernel, stride };
         let dims = [s, b, c, side, side];
         let count = dims.iter().product::<usize>();
-        // Distinct means (no ties for the sort) from −2 to 2 or, for 2×2 windows, tied top
-        // rows (3 to 3.5) above distinct bottom rows (2.5 to 3); variances from 0.05 to 1.
+        // Distinct means (no ties for the sort) from −2 to 2; for 2×2 windows, tied top rows
+        // (3 to 3.5) above distinct bottom rows (2.5 to 3); or all 0. Variances from 0.05 to 1.
         let mean: Vec<f32> = (0..count)
             .map(|i| {
                 let (plane, row, col) = (i / (side * side), i / side % side, i % side);
                 let distinct = ((i * 37 + 11) % 101) as f32 / 101.0;
                 match (ties, row % 2) {
-                    (false, _) => distinct * 4.0 - 2.0,
-                    (true, 0) => 3.0 + ((plane * 97 + row * 13 + col / 2 * 7) % 11) as f32 / 20.0,
-                    (true, _) => 2.5 + distinct / 2.0,
+                    ("distinct", _) => distinct * 4.0 - 2.0,
+                    ("blank", _) => 0.0,
+                    (_, 0) => 3.0 + ((plane * 97 + row * 13 + col / 2 * 7) % 11) as f32 / 20.0,
+                    _ => 2.5 + distinct / 2.0,
                 }
             })
             .collect();
