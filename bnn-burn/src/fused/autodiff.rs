@@ -65,12 +65,14 @@ pub trait FusedOps: Backend {
     /// [`FusedKernels::fused_dropout`].
     fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self>;
 
-    /// `(mean, var)` of [`FusedKernels::fused_max_windows`], both differentiable (two graph
-    /// nodes, each with its own backward pass).
-    fn max_windows_op(
+    /// [`FusedKernels::fused_max_pool`]'s `[2, rows, H', W']` moments, differentiable (one
+    /// graph node, one backward pass for both).
+    fn max_pool_op(
         means: FloatTensor<Self>,
         vars: FloatTensor<Self>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+        kernel: usize,
+        stride: usize,
+    ) -> FloatTensor<Self>;
 
     /// `(E h, Var h)` of [`FusedKernels::fused_rectifier`], both differentiable (two graph
     /// nodes, each with its own backward pass).
@@ -151,11 +153,13 @@ macro_rules! inner_ops {
                 Self::fused_rectifier(mean, var, rule)
             }
 
-            fn max_windows_op(
+            fn max_pool_op(
                 means: FloatTensor<Self>,
                 vars: FloatTensor<Self>,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_max_windows(means, vars)
+                kernel: usize,
+                stride: usize,
+            ) -> FloatTensor<Self> {
+                Self::fused_max_pool(means, vars, kernel, stride)
             }
         }
     };
@@ -322,18 +326,18 @@ impl<B: FusedKernels> Backward<B, 2> for RectifierBackward {
     }
 }
 
-/// The backward pass of one output of [`FusedOps::max_windows_op`].
+/// The backward pass of [`FusedOps::max_pool_op`].
 #[derive(Debug)]
-struct MaxWindowsBackward(RectifierOutput);
+struct MaxPoolBackward;
 
-impl<B: FusedKernels> Backward<B, 2> for MaxWindowsBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>);
+impl<B: FusedKernels> Backward<B, 2> for MaxPoolBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>, usize, usize);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_means, node_vars] = ops.parents;
         let g = grads.consume::<B>(&ops.node);
-        let (means, vars) = ops.state;
-        let (dmeans, dvars) = B::fused_max_windows_backward(means, vars, g, self.0);
+        let (means, vars, kernel, stride) = ops.state;
+        let (dmeans, dvars) = B::fused_max_pool_backward(means, vars, g, kernel, stride);
         register!(grads, node_means, dmeans);
         register!(grads, node_vars, dvars);
     }
@@ -518,24 +522,33 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         )
     }
 
-    fn max_windows_op(
+    fn max_pool_op(
         means: FloatTensor<Self>,
         vars: FloatTensor<Self>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (m, v) = B::fused_max_windows(means.primitive().clone(), vars.primitive().clone());
-        let node = |output: RectifierOutput, y: FloatTensor<B>| match MaxWindowsBackward(output)
+        kernel: usize,
+        stride: usize,
+    ) -> FloatTensor<Self> {
+        let y = B::fused_max_pool(
+            means.primitive().clone(),
+            vars.primitive().clone(),
+            kernel,
+            stride,
+        );
+        match MaxPoolBackward
             .prepare::<C>([means.node(), vars.node()])
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => {
-                prep.finish((means.primitive().clone(), vars.primitive().clone()), y)
-            }
+            OpsKind::Tracked(prep) => prep.finish(
+                (
+                    means.primitive().clone(),
+                    vars.primitive().clone(),
+                    kernel,
+                    stride,
+                ),
+                y,
+            ),
             OpsKind::UnTracked(prep) => prep.finish(y),
-        };
-        (
-            node(RectifierOutput::Mean, m),
-            node(RectifierOutput::Var, v),
-        )
+        }
     }
 }

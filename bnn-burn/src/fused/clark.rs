@@ -1,27 +1,31 @@
 //! The CPU kernels of max pooling by moments: Clark's (1961) recursion over each window's
 //! entries, sorted by mean, and its backward pass, each one pass over `f32` slices (vectorised
-//! over blocks of windows, parallel over 16 Ki-window ranges). The composition of burn ops in
-//! [`crate::layers::Pool::moments`] (an argsort, a gather, then some forty ops per entry, and as
-//! many again backward) is the reference they are tested against.
+//! over blocks of windows, parallel over ranges of about 16 Ki windows). The composition of
+//! burn ops in [`crate::layers::Pool::moments`] (the windows copied out entry-major, an argsort,
+//! a gather, then some forty ops per entry, and as many again backward) is the reference they
+//! are tested against.
 //!
-//! The windows come entry-major, `[k², n]`: entry `i` of window `j` at `i·n + j`. Per window
-//! the entries are sorted by ascending mean (a stable odd–even transposition sort: ties keep
+//! The kernels read the `[rows, H, W]` maps in place ([`PoolMaps`]): entry `(u, v)` of window
+//! `(r, y, x)` is the cell `(r·H + y·stride + u)·W + x·stride + v`, gathered into one lane per
+//! window, so neither the windows' copy nor (for overlapping windows) an unfold is made, nor
+//! their adjoints backward. Per window the entries are sorted by ascending mean (a stable odd–even transposition sort: ties keep
 //! their order), then folded, `M ← max(E_i, M)`, by [`max_moments`](crate::layers::max_moments)'s
 //! formulas: with `d = μ_A − μ_B`, `s = √(max(v_A + v_B, 0) + 10⁻⁸)`, `a = d/s`,
 //! `E = μ_B + dΦ(a) + sφ(a)`, `Var = max(0, v_B + s²·max(g(a), 0) − 2v_BΦ(a))` (`g` as the
 //! rectifier's, [`super::rectifier`]).
 //!
-//! **Backward.** The pass recomputes the fold, keeping the running moments, and walks it back.
-//! With `r = dΦ + sφ` and output gradients `(ḡ_E, ḡ_V)` (`ḡ_V = 0` where the clamp bit):
+//! **Backward.** One pass takes both outputs' gradients: it recomputes the fold, keeping the
+//! running moments, and walks it back. With `r = dΦ + sφ` and output gradients `(ḡ_E, ḡ_V)` (`ḡ_V = 0` where the clamp bit):
 //! `ḡ_d = ḡ_EΦ + ḡ_V(2rΦ̄ − 2v_Bφ/s)`, `ḡ_s = ḡ_Eφ + ḡ_V(2(sΦ − rφ) + 2v_Bφa/s)`,
 //! `ḡ_{v_A} = ḡ_s/(2s)` (0 for a negative `v_A + v_B`), and then
 //! `∂/∂μ_A = ḡ_d`, `∂/∂μ_B = ḡ_E − ḡ_d`, `∂/∂v_B = ḡ_{v_A} + ḡ_V(1 − 2Φ)`. The gradients go
-//! back to each entry's place in the window, so no sort or scatter is left to autodiff.
+//! back to each entry's cell, added up over the windows that read it, so no sort or scatter is
+//! left to autodiff.
 
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::rectifier::{RectifierOutput, standardise, var_ratio};
+use super::rectifier::{standardise, var_ratio};
 use super::simd::{BLOCK, CHUNK, Shared, load, multiversion, store};
 use rayon::prelude::*;
 
@@ -78,6 +82,113 @@ fn sort_lanes(m: &mut [[f32; BLOCK]], v: &mut [[f32; BLOCK]], at: &mut [[u32; BL
     }
 }
 
+/// The geometry of a max pooling over `[rows, height, width]` maps: `kernel × kernel` windows
+/// every `stride` cells, without padding, the outputs `[rows, out_height, out_width]` with
+/// `out = (side − kernel)/stride + 1` (cells past the last whole window are not read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolMaps {
+    /// Independent maps (`samples · batch · channels`).
+    pub rows: usize,
+    /// Each map's height.
+    pub height: usize,
+    /// Each map's width.
+    pub width: usize,
+    /// The window's side.
+    pub kernel: usize,
+    /// The step between windows.
+    pub stride: usize,
+}
+
+impl PoolMaps {
+    /// `kernel × kernel` windows every `stride` cells over maps of shape `[rows, height, width]`.
+    ///
+    /// # Panics
+    /// If `dims` is not three sides.
+    pub fn of(dims: &[usize], kernel: usize, stride: usize) -> Self {
+        let [rows, height, width] = dims else {
+            panic!("max pooling takes [rows, height, width] maps, not {dims:?}");
+        };
+        Self {
+            rows: *rows,
+            height: *height,
+            width: *width,
+            kernel,
+            stride,
+        }
+    }
+
+    /// The outputs' shape, `[rows, out_height, out_width]`.
+    pub fn out_dims(&self) -> [usize; 3] {
+        [self.rows, self.out_height(), self.out_width()]
+    }
+
+    /// Windows down a map.
+    pub fn out_height(&self) -> usize {
+        (self.height - self.kernel) / self.stride + 1
+    }
+
+    /// Windows across a map.
+    pub fn out_width(&self) -> usize {
+        (self.width - self.kernel) / self.stride + 1
+    }
+
+    /// Windows in all: the outputs' length.
+    pub fn windows(&self) -> usize {
+        self.rows * self.out_height() * self.out_width()
+    }
+
+    /// Cells in all: the maps' length.
+    pub fn cells(&self) -> usize {
+        self.rows * self.height * self.width
+    }
+
+    /// Panics, naming `what`, unless the window fits the maps and the slices have the maps' and
+    /// the outputs' lengths.
+    fn check(&self, what: &str, maps: &[usize], outputs: &[usize]) {
+        assert!(
+            self.kernel >= 1
+                && self.stride >= 1
+                && self.kernel <= self.height
+                && self.kernel <= self.width,
+            "{what}: a {k}×{k} window (stride {s}) does not fit {h}×{w} maps",
+            k = self.kernel,
+            s = self.stride,
+            h = self.height,
+            w = self.width
+        );
+        assert!(
+            maps.iter().all(|&l| l == self.cells()),
+            "{what}: map slices of lengths {maps:?}, expected {}",
+            self.cells()
+        );
+        assert!(
+            outputs.iter().all(|&l| l == self.windows()),
+            "{what}: per-window slices of lengths {outputs:?}, expected {}",
+            self.windows()
+        );
+    }
+
+    /// Each lane's window `start + j` (`j < width`) as the offset of its first cell.
+    #[inline(always)]
+    fn bases(&self, start: usize, width: usize) -> [usize; BLOCK] {
+        let (ho, wo) = (self.out_height(), self.out_width());
+        let mut base = [0usize; BLOCK];
+        for (j, b) in base.iter_mut().enumerate().take(width) {
+            let q = start + j;
+            let (row, cell) = (q / (ho * wo), q % (ho * wo));
+            let (y, x) = (cell / wo, cell % wo);
+            *b = (row * self.height + y * self.stride) * self.width + x * self.stride;
+        }
+        base
+    }
+
+    /// The offset of a window's entry `i` (row-major in the window) from its first cell.
+    #[inline(always)]
+    fn entry(&self, i: usize) -> usize {
+        i / self.kernel * self.width + i % self.kernel
+    }
+}
+
 /// One block of windows, one lane each: every entry's mean and variance and its place in the
 /// window.
 struct Lanes {
@@ -95,14 +206,27 @@ impl Lanes {
         }
     }
 
-    /// The windows `start..start + width` (`width ≤ BLOCK`) of entry-major `[k², n]` slices,
-    /// sorted by mean.
+    /// The windows whose first cells are `base[..width]` (`width ≤ BLOCK`), gathered from the
+    /// maps and sorted by mean; idle lanes hold `N(0, 1)`.
     #[inline(always)]
-    fn load_sorted(&mut self, means: &[f32], vars: &[f32], n: usize, start: usize, width: usize) {
+    fn load_sorted(
+        &mut self,
+        maps: &PoolMaps,
+        means: &[f32],
+        vars: &[f32],
+        base: &[usize; BLOCK],
+        width: usize,
+    ) {
         for i in 0..self.m.len() {
-            let row = i * n + start;
-            self.m[i] = load(&means[row..row + width], 0.0);
-            self.v[i] = load(&vars[row..row + width], 1.0);
+            let off = maps.entry(i);
+            let (m, v) = (&mut self.m[i], &mut self.v[i]);
+            for j in 0..BLOCK {
+                (m[j], v[j]) = if j < width {
+                    (means[base[j] + off], vars[base[j] + off])
+                } else {
+                    (0.0, 1.0)
+                };
+            }
             self.at[i] = [i as u32; BLOCK];
         }
         sort_lanes(&mut self.m, &mut self.v, &mut self.at);
@@ -110,14 +234,15 @@ impl Lanes {
 }
 
 multiversion! {
-    /// [`max_windows`] over the windows `start..start + out_mean.len()`.
-    fn forward_range(n: usize, start: usize, means: &[f32], vars: &[f32], out_mean: &mut [f32],
-                     out_var: &mut [f32]) {
-        let k2 = means.len() / n;
+    /// [`max_pool`] over the windows `start..start + out_mean.len()`.
+    fn forward_range(maps: PoolMaps, start: usize, means: &[f32], vars: &[f32],
+                     out_mean: &mut [f32], out_var: &mut [f32]) {
+        let k2 = maps.kernel * maps.kernel;
         let mut lanes = Lanes::new(k2);
         for (b, om) in out_mean.chunks_mut(BLOCK).enumerate() {
             let width = om.len();
-            lanes.load_sorted(means, vars, n, start + b * BLOCK, width);
+            let base = maps.bases(start + b * BLOCK, width);
+            lanes.load_sorted(&maps, means, vars, &base, width);
             let (m, v) = (&lanes.m, &lanes.v);
             let (mut em, mut ev) = (m[0], v[0]);
             for i in 1..k2 {
@@ -132,19 +257,23 @@ multiversion! {
 }
 
 multiversion! {
-    /// [`max_windows_backward`] over the windows `start..start + width`.
-    fn backward_range(n: usize, start: usize, width: usize, output: RectifierOutput,
-                      means: &[f32], vars: &[f32], grad: &[f32], dmean: Shared, dvar: Shared) {
-        let k2 = means.len() / n;
+    /// [`max_pool_backward`] over the maps `first..` that `dmean` and `dvar` hold (zeroed),
+    /// accumulating each window's gradients in window order.
+    fn backward_range(maps: PoolMaps, first: usize, means: &[f32], vars: &[f32],
+                      grad_mean: &[f32], grad_var: &[f32], dmean: &mut [f32], dvar: &mut [f32]) {
+        let k2 = maps.kernel * maps.kernel;
+        let (per_map, map_cells) = (maps.out_height() * maps.out_width(), maps.height * maps.width);
+        let (start, end) = (first * per_map, (first + dmean.len() / map_cells) * per_map);
+        let origin = first * map_cells;
         let mut lanes = Lanes::new(k2);
         // The running moments after each entry, then the sorted entries' gradients.
         let (mut em, mut ev) = (vec![[0f32; BLOCK]; k2], vec![[0f32; BLOCK]; k2]);
         let (mut dm, mut dv) = (vec![[0f32; BLOCK]; k2], vec![[0f32; BLOCK]; k2]);
-        let (mut om, mut ov) = (vec![[0f32; BLOCK]; k2], vec![[0f32; BLOCK]; k2]);
-        let mut b0 = 0;
-        while b0 < width {
-            let w = BLOCK.min(width - b0);
-            lanes.load_sorted(means, vars, n, start + b0, w);
+        let mut b0 = start;
+        while b0 < end {
+            let w = BLOCK.min(end - b0);
+            let base = maps.bases(b0, w);
+            lanes.load_sorted(&maps, means, vars, &base, w);
             let (m, v, at) = (&lanes.m, &lanes.v, &lanes.at);
             (em[0], ev[0]) = (m[0], v[0]);
             for i in 1..k2 {
@@ -155,11 +284,8 @@ multiversion! {
                 }
                 (em[i], ev[i]) = (ei, vi);
             }
-            let g = load(&grad[start + b0..start + b0 + w], 0.0);
-            let (mut ge, mut gv) = match output {
-                RectifierOutput::Mean => (g, [0f32; BLOCK]),
-                RectifierOutput::Var => ([0f32; BLOCK], g),
-            };
+            let mut ge = load(&grad_mean[b0..b0 + w], 0.0);
+            let mut gv = load(&grad_var[b0..b0 + w], 0.0);
             for i in (1..k2).rev() {
                 let (mut da, mut dva) = ([0f32; BLOCK], [0f32; BLOCK]);
                 let (ma, va, mb, vb) = (&m[i], &v[i], &em[i - 1], &ev[i - 1]);
@@ -170,85 +296,75 @@ multiversion! {
                 (dm[i], dv[i]) = (da, dva);
             }
             (dm[0], dv[0]) = (ge, gv);
-            // Back to each entry's place in its window.
-            for i in 0..k2 {
-                for j in 0..w {
-                    let place = at[i][j] as usize;
-                    om[place][j] = dm[i][j];
-                    ov[place][j] = dv[i][j];
+            // Back to each entry's cell, window by window (overlapping windows add up in
+            // window order, whatever the ranges).
+            for j in 0..w {
+                let cell = base[j] - origin;
+                for i in 0..k2 {
+                    let place = cell + maps.entry(at[i][j] as usize);
+                    dmean[place] += dm[i][j];
+                    dvar[place] += dv[i][j];
                 }
-            }
-            for i in 0..k2 {
-                let row = i * n + start + b0;
-                // SAFETY: the ranges of parallel calls are disjoint windows (of every row).
-                let (rm, rv) = unsafe { (dmean.range(row, row + w), dvar.range(row, row + w)) };
-                store(rm, &om[i]);
-                store(rv, &ov[i]);
             }
             b0 += w;
         }
     }
 }
 
-/// Checks the windows' shapes: `[k², n]` inputs and `[n]` per-window slices (no windows: no
-/// entries).
-fn check(what: &str, entries: usize, windows: usize, lens: &[usize]) {
-    let fills = if windows == 0 {
-        entries == 0
-    } else {
-        entries > 0 && entries.is_multiple_of(windows)
-    };
-    assert!(
-        fills,
-        "{what}: {entries} entries do not fill {windows} windows"
+/// `(out_mean, out_var)` `[rows, out_height, out_width]`: the moments of the maximum of each
+/// window's independent Gaussian entries by Clark's recursion over the entries sorted by mean
+/// (module docs), read from the `[rows, height, width]` maps in place.
+pub fn max_pool(
+    maps: PoolMaps,
+    means: &[f32],
+    vars: &[f32],
+    out_mean: &mut [f32],
+    out_var: &mut [f32],
+) {
+    maps.check(
+        "max_pool",
+        &[means.len(), vars.len()],
+        &[out_mean.len(), out_var.len()],
     );
-    assert!(
-        lens.iter().all(|&l| l == windows),
-        "{what}: per-window slices of lengths {lens:?}, expected {windows}"
-    );
-}
-
-/// `(out_mean, out_var)`: the moments of the maximum of each window's independent Gaussian
-/// entries by Clark's recursion over the entries sorted by mean (module docs); `means`, `vars`
-/// are entry-major `[k², n]`, the outputs `[n]`.
-pub fn max_windows(means: &[f32], vars: &[f32], out_mean: &mut [f32], out_var: &mut [f32]) {
-    let n = out_mean.len();
-    check("max_windows", means.len(), n, &[out_var.len()]);
-    assert_eq!(
-        means.len(),
-        vars.len(),
-        "max_windows: means and variances differ in length"
-    );
+    let n = maps.windows();
     let (om, ov) = (Shared::new(out_mean), Shared::new(out_var));
     (0..n.div_ceil(CHUNK)).into_par_iter().for_each(|c| {
         let (a, b) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
         // SAFETY: disjoint ranges.
         let (om, ov) = unsafe { (om.range(a, b), ov.range(a, b)) };
-        forward_range(n, a, means, vars, om, ov);
+        forward_range(maps, a, means, vars, om, ov);
     });
 }
 
-/// `(dmean, dvar) = grad·∂output/∂(means, vars)` of [`max_windows`]'s `output`, entry-major
-/// `[k², n]` as its inputs.
-pub fn max_windows_backward(
-    output: RectifierOutput,
+/// `(dmean, dvar)` `[rows, height, width]`: the gradients of `Σ grad_mean·E + grad_var·Var`
+/// over [`max_pool`]'s outputs, each window's entries' gradients added to their cells (0 on
+/// cells no window reads). Parallel over ranges of whole maps, so no two tasks touch one cell, and the sums
+/// over overlapping windows run in window order: the same bits on any number of threads.
+pub fn max_pool_backward(
+    maps: PoolMaps,
     means: &[f32],
     vars: &[f32],
-    grad: &[f32],
+    grad_mean: &[f32],
+    grad_var: &[f32],
     dmean: &mut [f32],
     dvar: &mut [f32],
 ) {
-    let n = grad.len();
-    check("max_windows_backward", means.len(), n, &[]);
-    assert!(
-        [vars.len(), dmean.len(), dvar.len()]
-            .iter()
-            .all(|&l| l == means.len()),
-        "max_windows_backward: slices of different lengths"
+    maps.check(
+        "max_pool_backward",
+        &[means.len(), vars.len(), dmean.len(), dvar.len()],
+        &[grad_mean.len(), grad_var.len()],
     );
-    let (dm, dv) = (Shared::new(dmean), Shared::new(dvar));
-    (0..n.div_ceil(CHUNK)).into_par_iter().for_each(|c| {
-        let (a, b) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
-        backward_range(n, a, b - a, output, means, vars, grad, dm, dv);
-    });
+    dmean.fill(0.0);
+    dvar.fill(0.0);
+    let per_map = maps.out_height() * maps.out_width();
+    let maps_per_task = (CHUNK / per_map).max(1);
+    let cells = maps_per_task * maps.height * maps.width;
+    dmean
+        .par_chunks_mut(cells)
+        .zip(dvar.par_chunks_mut(cells))
+        .enumerate()
+        .for_each(|(t, (dm, dv))| {
+            let first = t * maps_per_task;
+            backward_range(maps, first, means, vars, grad_mean, grad_var, dm, dv);
+        });
 }

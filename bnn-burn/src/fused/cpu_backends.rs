@@ -279,29 +279,35 @@ macro_rules! cpu_fused_kernels {
                 )
             }
 
-            fn fused_max_windows(
+            fn fused_max_pool(
                 means: FloatTensor<Self>,
                 vars: FloatTensor<Self>,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let n = means.shape()[1];
+                kernel: usize,
+                stride: usize,
+            ) -> FloatTensor<Self> {
+                let maps = clark::PoolMaps::of(&means.shape(), kernel, stride);
                 let (means, vars) = (means.values(), vars.values());
-                let (m, v) = written2(n, |m, v| clark::max_windows(&means, &vars, m, v));
-                (
-                    <FloatTensor<Self>>::from_values(m, Shape::from([n])),
-                    <FloatTensor<Self>>::from_values(v, Shape::from([n])),
-                )
+                let out = written(2 * maps.windows(), |out| {
+                    let (m, v) = out.split_at_mut(maps.windows());
+                    clark::max_pool(maps, &means, &vars, m, v)
+                });
+                let [rows, ho, wo] = maps.out_dims();
+                <FloatTensor<Self>>::from_values(out, Shape::from([2, rows, ho, wo]))
             }
 
-            fn fused_max_windows_backward(
+            fn fused_max_pool_backward(
                 means: FloatTensor<Self>,
                 vars: FloatTensor<Self>,
                 grad: FloatTensor<Self>,
-                output: RectifierOutput,
+                kernel: usize,
+                stride: usize,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = means.shape();
+                let maps = clark::PoolMaps::of(&shape, kernel, stride);
                 let (means, vars, grad) = (means.values(), vars.values(), grad.values());
+                let (grad_mean, grad_var) = grad.split_at(maps.windows());
                 let (dm, dv) = written2(shape.num_elements(), |dm, dv| {
-                    clark::max_windows_backward(output, &means, &vars, &grad, dm, dv)
+                    clark::max_pool_backward(maps, &means, &vars, grad_mean, grad_var, dm, dv)
                 });
                 (
                     <FloatTensor<Self>>::from_values(dm, shape.clone()),

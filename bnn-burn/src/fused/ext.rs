@@ -462,41 +462,47 @@ pub trait FusedKernels: Backend {
         }
     }
 
-    /// `(mean, var)` `[n]`: the moments of each window's maximum by Clark's recursion over
-    /// its entries sorted by mean ([`super::clark`]), from entry-major `[k², n]` windows.
+    /// `[2, rows, H', W']`: the mean (first) and variance (second) of each window's maximum by
+    /// Clark's recursion over its entries sorted by mean ([`super::clark`]), read from
+    /// `[rows, H, W]` maps of independent Gaussians in place (`kernel × kernel` windows every
+    /// `stride` cells). One tensor, so that one backward pass serves both.
     ///
     /// The default body runs the CPU kernel on the host: burn 0.22's Cube backend sorts on the
     /// host too (its `argsort` reads the tensor back), so the composition it replaces already
     /// synchronised there, and the kernel saves the forty-odd dispatches per entry that the
     /// composition's fold takes forward and backward.
-    fn fused_max_windows(
+    fn fused_max_pool(
         means: FloatTensor<Self>,
         vars: FloatTensor<Self>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        kernel: usize,
+        stride: usize,
+    ) -> FloatTensor<Self> {
         let device = means.device();
-        let n = means.shape()[1];
+        let maps = clark::PoolMaps::of(&means.shape(), kernel, stride);
         let (means, vars) = (host::<Self>(means), host::<Self>(vars));
-        let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
-        clark::max_windows(&means, &vars, &mut m, &mut v);
-        (
-            uploaded::<Self>(m, Shape::from([n]), &device),
-            uploaded::<Self>(v, Shape::from([n]), &device),
-        )
+        let mut out = vec![0f32; 2 * maps.windows()];
+        let (m, v) = out.split_at_mut(maps.windows());
+        clark::max_pool(maps, &means, &vars, m, v);
+        let [rows, ho, wo] = maps.out_dims();
+        uploaded::<Self>(out, Shape::from([2, rows, ho, wo]), &device)
     }
 
-    /// `(dmeans, dvars) = grad·∂output/∂(means, vars)` `[k², n]` of
-    /// [`FusedKernels::fused_max_windows`].
-    fn fused_max_windows_backward(
+    /// `(dmeans, dvars)` `[rows, H, W]`: the gradients of `Σ grad ⊙ output` over
+    /// [`FusedKernels::fused_max_pool`]'s `[2, rows, H', W']` output.
+    fn fused_max_pool_backward(
         means: FloatTensor<Self>,
         vars: FloatTensor<Self>,
         grad: FloatTensor<Self>,
-        output: RectifierOutput,
+        kernel: usize,
+        stride: usize,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let device = means.device();
         let shape = means.shape();
+        let maps = clark::PoolMaps::of(&shape, kernel, stride);
         let (means, vars, grad) = (host::<Self>(means), host::<Self>(vars), host::<Self>(grad));
+        let (grad_mean, grad_var) = grad.split_at(maps.windows());
         let (mut dm, mut dv) = (vec![0f32; means.len()], vec![0f32; means.len()]);
-        clark::max_windows_backward(output, &means, &vars, &grad, &mut dm, &mut dv);
+        clark::max_pool_backward(maps, &means, &vars, grad_mean, grad_var, &mut dm, &mut dv);
         (
             uploaded::<Self>(dm, shape.clone(), &device),
             uploaded::<Self>(dv, shape, &device),

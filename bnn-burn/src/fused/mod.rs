@@ -16,7 +16,7 @@
 //! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
 //! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` | `dy ⊙ z` |
 //! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
-//! | [`max_window_moments`] | Clark's max over each window's sorted entries | `dmeans, dvars` per output |
+//! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` per output |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -33,7 +33,7 @@
 //! Backends: Flex and NdArray run the one-pass slice kernels of [`cpu`] (vectorised for
 //! AVX-512 or AVX2 where the CPU has them, parallel with rayon); Cube (wgpu) runs the default
 //! bodies of [`FusedKernels`], which compose burn ops into the same formulas, except the
-//! max-window op's, which reads its windows back and runs the CPU kernel: the composition it
+//! max-pool op's, which reads its maps back and runs the CPU kernel: the composition it
 //! replaces sorted on the host there too (burn 0.22's Cube `argsort` reads the tensor back).
 //! The unfused composition stays available as the reference ([`Kernels::Reference`]).
 
@@ -248,21 +248,38 @@ pub fn rectifier_moments<const D: usize>(
     (Tensor::from_dispatch(m), Tensor::from_dispatch(v))
 }
 
-/// `(E m, Var m)` `[n]` of each window's maximum `m` from entry-major `[k², n]` windows of
-/// independent Gaussian entries: Clark's (1961) recursion over the entries sorted by mean
-/// ([`clark`]), one pass forward and one per output backward.
+/// `(E m, Var m)` `[rows, H', W']` of the maximum `m` of each `kernel × kernel` window, every
+/// `stride` cells, of `[rows, H, W]` maps of independent Gaussian units: Clark's (1961)
+/// recursion over each window's entries sorted by mean, read from the maps in place
+/// ([`clark`]), one pass forward and one backward for both outputs (Haußmann 2021 §3.5).
 ///
 /// # Panics
-/// If `means` and `vars` differ in shape.
-pub fn max_window_moments(means: Tensor<2>, vars: Tensor<2>) -> (Tensor<1>, Tensor<1>) {
+/// If `means` and `vars` differ in shape, or the window does not fit the maps.
+pub fn max_pool_moments(
+    means: Tensor<3>,
+    vars: Tensor<3>,
+    kernel: usize,
+    stride: usize,
+) -> (Tensor<3>, Tensor<3>) {
     assert_eq!(
         means.dims(),
         vars.dims(),
-        "max_window_moments: means and variances differ in shape"
+        "max_pool_moments: means and variances differ in shape"
     );
-    let (m, v) =
-        <Dispatch as FusedOps>::max_windows_op(means.into_dispatch(), vars.into_dispatch());
-    (Tensor::from_dispatch(m), Tensor::from_dispatch(v))
+    let [_, h, w] = means.dims();
+    assert!(
+        kernel >= 1 && stride >= 1 && kernel <= h && kernel <= w,
+        "max_pool_moments: a {kernel}×{kernel} window (stride {stride}) does not fit {h}×{w} maps"
+    );
+    let both: Tensor<4> = Tensor::from_dispatch(<Dispatch as FusedOps>::max_pool_op(
+        means.into_dispatch(),
+        vars.into_dispatch(),
+        kernel,
+        stride,
+    ));
+    let [_, rows, ho, wo] = both.dims();
+    let half = |i: usize| both.clone().narrow(0, i, 1).reshape([rows, ho, wo]);
+    (half(0), half(1))
 }
 
 #[cfg(test)]

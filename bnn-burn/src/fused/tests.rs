@@ -659,71 +659,135 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
     }
 }
 
-/// `k²` entries for `n` windows, entry-major: means from −4 to 4 with every fifth window's
-/// entries tied in pairs, variances from 10⁻⁴ to 10.
-fn window_inputs(k2: usize, n: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+/// `[rows, height, width]` maps of means and variances (10⁻⁴ to 10): random means and, with
+/// `ties`, tied ones (every seventh cell repeats its neighbour's mean) and blank maps (every
+/// eleventh, all means 0).
+fn pool_inputs(rows: usize, cells: usize, seed: u64, ties: bool) -> (Vec<f32>, Vec<f32>) {
     let mut state = seed;
     let mut uniform = move || {
         state = crate::fused::rng::mix(state);
         (state >> 40) as f32 / (1u64 << 24) as f32
     };
-    let mut means = vec![0f32; k2 * n];
-    let mut vars = vec![0f32; k2 * n];
-    for j in 0..n {
-        for i in 0..k2 {
-            means[i * n + j] = if j % 5 == 0 && i % 2 == 1 {
-                means[(i - 1) * n + j]
-            } else {
-                (uniform() - 0.5) * 8.0
-            };
-            vars[i * n + j] = (10f32).powf(uniform() * 5.0 - 4.0);
-        }
+    let (mut means, mut vars) = (vec![0f32; rows * cells], vec![0f32; rows * cells]);
+    for i in 0..rows * cells {
+        means[i] = if ties && (i / cells) % 11 == 5 {
+            0.0
+        } else if ties && i % 7 == 3 {
+            means[i - 1]
+        } else {
+            (uniform() - 0.5) * 8.0
+        };
+        vars[i] = (10f32).powf(uniform() * 5.0 - 4.0);
     }
     (means, vars)
 }
 
-/// The max-window kernels over several parallel ranges and a partial last block give, for
-/// each window, what a call on that window alone gives (one lane of one block): the windows'
-/// offsets, the ranges and the scatter of the gradients back to the entries' places.
+/// The max-pool kernels, read in place over enough maps for several parallel ranges (forward
+/// and backward) and a partial last block, give for each window what a call on that window
+/// alone gives (one lane of one block), and each cell's gradient is the sum over the windows
+/// that read it, in window order, bit for bit: the windows' offsets in the maps (with a crop,
+/// a gap or an overlap between windows), the ranges, and the scatter of the gradients to their
+/// cells.
 #[test]
-fn max_windows_over_many_ranges_match_each_window_alone() {
-    use super::clark::{max_windows, max_windows_backward};
-    use super::rectifier::RectifierOutput;
-    let (k2, n) = (4, 2 * super::simd::CHUNK + 77);
-    let (means, vars) = window_inputs(k2, n, 41);
-    let grad: Vec<f32> = (0..n).map(|j| ((j * 13) % 7) as f32 - 3.0).collect();
-    let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
-    max_windows(&means, &vars, &mut m, &mut v);
-    let backward = |output| {
-        let (mut dm, mut dv) = (vec![0f32; k2 * n], vec![0f32; k2 * n]);
-        max_windows_backward(output, &means, &vars, &grad, &mut dm, &mut dv);
-        (dm, dv)
-    };
-    let outputs = [RectifierOutput::Mean, RectifierOutput::Var];
-    let full = outputs.map(backward);
-    // No windows (an empty batch): nothing to do, no panic.
-    max_windows(&[], &[], &mut [], &mut []);
-    max_windows_backward(RectifierOutput::Var, &[], &[], &[], &mut [], &mut []);
+fn max_pool_over_many_ranges_matches_each_window_alone() {
+    use super::clark::{PoolMaps, max_pool, max_pool_backward};
     let chunk = super::simd::CHUNK;
-    let mut picks: Vec<usize> = (0..n).step_by(97).collect();
-    picks.extend([63, 64, 65, chunk - 1, chunk, chunk + 1, 2 * chunk, n - 1]);
-    for j in picks {
-        let column = |t: &[f32]| (0..k2).map(|i| t[i * n + j]).collect::<Vec<f32>>();
-        let (wm, wv) = (column(&means), column(&vars));
-        let (mut m1, mut v1) = ([0f32], [0f32]);
-        max_windows(&wm, &wv, &mut m1, &mut v1);
-        assert_eq!((m[j], v[j]), (m1[0], v1[0]), "window {j}: moments");
-        for (k, &output) in outputs.iter().enumerate() {
-            let (mut dm1, mut dv1) = (vec![0f32; k2], vec![0f32; k2]);
-            max_windows_backward(output, &wm, &wv, &[grad[j]], &mut dm1, &mut dv1);
-            assert_eq!(
-                column(&full[k].0),
-                dm1,
-                "window {j}: ∂/∂means of {output:?}"
-            );
-            assert_eq!(column(&full[k].1), dv1, "window {j}: ∂/∂vars of {output:?}");
+    // (side, kernel, stride): a crop, an overlap, a gap.
+    for (side, kernel, stride) in [(9, 2, 2), (7, 3, 2), (8, 2, 3)] {
+        let per_map = ((side - kernel) / stride + 1usize).pow(2);
+        let rows = 2 * chunk / per_map + 3;
+        let maps = PoolMaps {
+            rows,
+            height: side,
+            width: side,
+            kernel,
+            stride,
+        };
+        let (n, cells) = (maps.windows(), side * side);
+        let (means, vars) = pool_inputs(rows, cells, 41 + side as u64, true);
+        // Output gradients of either sign, both at once and each alone.
+        let grad: Vec<f32> = (0..n).map(|j| ((j * 13) % 7) as f32 - 3.0).collect();
+        let grad2: Vec<f32> = (0..n).map(|j| ((j * 5) % 9) as f32 - 4.0).collect();
+        let zeros = vec![0f32; n];
+        let cases = [(&grad, &grad2), (&grad, &zeros), (&zeros, &grad2)];
+        let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
+        max_pool(maps, &means, &vars, &mut m, &mut v);
+        let full = cases.map(|(gm, gv)| {
+            let (mut dm, mut dv) = (vec![f32::NAN; rows * cells], vec![f32::NAN; rows * cells]);
+            max_pool_backward(maps, &means, &vars, gm, gv, &mut dm, &mut dv);
+            (dm, dv)
+        });
+        // One window alone: its k×k cells as a map of its own.
+        let single = PoolMaps {
+            rows: 1,
+            height: kernel,
+            width: kernel,
+            kernel,
+            stride: kernel,
+        };
+        // Maps at the start, around the forward's and the backward's range boundaries, at
+        // the end, and blank ones.
+        let tasks = chunk / per_map;
+        let mut picks = vec![0, 5, tasks - 1, tasks, tasks + 1, 2 * tasks, rows - 1];
+        picks.extend(chunk / per_map..chunk / per_map + 2);
+        picks.extend((0..rows).step_by(97));
+        for r in picks {
+            let wo = maps.out_width();
+            let mut sums = vec![vec![0f32; cells]; 2 * cases.len()];
+            for q in 0..per_map {
+                let (y, x) = (q / wo, q % wo);
+                let place = |e: usize| {
+                    r * cells + (y * stride + e / kernel) * side + x * stride + e % kernel
+                };
+                let pick = |t: &[f32]| {
+                    (0..kernel * kernel)
+                        .map(|e| t[place(e)])
+                        .collect::<Vec<f32>>()
+                };
+                let (wm, wv) = (pick(&means), pick(&vars));
+                let (mut m1, mut v1) = ([0f32], [0f32]);
+                max_pool(single, &wm, &wv, &mut m1, &mut v1);
+                let j = r * per_map + q;
+                assert_eq!(
+                    (m[j], v[j]),
+                    (m1[0], v1[0]),
+                    "{maps:?}: window {j}, moments"
+                );
+                for (k, (gm, gv)) in cases.iter().enumerate() {
+                    let (mut dm1, mut dv1) = (vec![0f32; wm.len()], vec![0f32; wm.len()]);
+                    max_pool_backward(single, &wm, &wv, &[gm[j]], &[gv[j]], &mut dm1, &mut dv1);
+                    for e in 0..wm.len() {
+                        let cell = place(e) - r * cells;
+                        sums[2 * k][cell] += dm1[e];
+                        sums[2 * k + 1][cell] += dv1[e];
+                    }
+                }
+            }
+            for k in 0..cases.len() {
+                let map = |t: &[f32]| t[r * cells..(r + 1) * cells].to_vec();
+                assert_eq!(
+                    map(&full[k].0),
+                    sums[2 * k],
+                    "{maps:?}: map {r}, ∂/∂means, case {k}"
+                );
+                assert_eq!(
+                    map(&full[k].1),
+                    sums[2 * k + 1],
+                    "{maps:?}: map {r}, ∂/∂vars, case {k}"
+                );
+            }
         }
     }
+    // No maps (an empty batch): nothing to do, no panic.
+    let empty = PoolMaps {
+        rows: 0,
+        height: 4,
+        width: 4,
+        kernel: 2,
+        stride: 2,
+    };
+    max_pool(empty, &[], &[], &mut [], &mut []);
+    max_pool_backward(empty, &[], &[], &[], &[], &mut [], &mut []);
 }
 
 /// The fused max pooling (values and both gradients) against the composition of burn ops
@@ -742,7 +806,7 @@ fn max_pool_moments_match_the_composition_of_burn_ops_at_mixed_scales() {
         let pool = Pool::Max { kernel, stride };
         let dims = [1, 2, 3, side, side];
         let count: usize = dims.iter().product();
-        let (mut means, vars) = window_inputs(1, count, 7 + kernel as u64);
+        let (mut means, vars) = pool_inputs(1, count, 7 + kernel as u64, false);
         // Every third map position far out, so that windows mix scales.
         for (i, x) in means.iter_mut().enumerate() {
             if i % 3 == 0 {

@@ -251,9 +251,9 @@ impl Pool {
         self.moments_by(m, Kernels::Reference)
     }
 
-    /// [`Pool::moments`] by the pass's kernels: with [`Kernels::Fused`], max pooling sorts and
-    /// folds each window in one pass forward and one per output backward
-    /// ([`fused::max_window_moments`]).
+    /// [`Pool::moments`] by the pass's kernels: with [`Kernels::Fused`], max pooling reads,
+    /// sorts and folds each window in place, in one pass forward and one per output backward
+    /// ([`fused::max_pool_moments`]).
     pub fn pass_moments(&self, m: Moments<5>, pass: &Pass) -> Moments<5> {
         self.moments_by(m, pass.kernels())
     }
@@ -278,6 +278,13 @@ impl Pool {
                 };
                 let k2 = (kernel * kernel) as f64;
                 Moments::new(pool(m.mean), pool(m.var) / k2)
+            }
+            Pool::Max { .. } if kernels == Kernels::Fused => {
+                // The kernel reads each window from the maps in place.
+                let maps = |t: Tensor<5>| t.reshape([s * b * c, h, w]);
+                let (mean, var) =
+                    fused::max_pool_moments(maps(m.mean), maps(m.var), kernel, stride);
+                Moments::new(mean, var).reshape([s, b, c, ho, wo])
             }
             Pool::Max { .. } => {
                 // The windows as `[k², rows·H'·W']`, entry-major, so that each of the k²
@@ -308,10 +315,6 @@ impl Pool {
                     }
                 };
                 let (means, vars) = (windows(m.mean), windows(m.var));
-                if kernels == Kernels::Fused {
-                    let (mean, var) = fused::max_window_moments(means, vars);
-                    return Moments::new(mean, var).reshape([s, b, c, ho, wo]);
-                }
                 // Ascending means: the running maximum then stays closest to Gaussian (on a
                 // 2×2 window of comparable inputs the mean error drops from 2 % to 0.1 %).
                 let order = means.clone().detach().argsort(0);

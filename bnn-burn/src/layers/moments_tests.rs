@@ -308,14 +308,21 @@ fn extreme_inputs_give_finite_moments() {
         let (mean, var) = crate::fused::rectifier_moments(m().mean, m().var, rule);
         Moments::new(mean, var)
     };
-    // The fused max kernel on windows of the inputs and their mirror image, certain.
+    // The fused max pooling over 2×2 maps holding each input and its mirror image, certain,
+    // twice.
     let fused_max = {
-        let windows = |a: Tensor<1>, b: Tensor<1>| Tensor::stack::<2>(vec![a, b], 0);
-        let (mean, var) = crate::fused::max_window_moments(
-            windows(m().mean, m().mean.flip([0])),
-            windows(m().var, m().var.zeros_like()),
+        let n = means.len();
+        let maps = |a: Tensor<1>, b: Tensor<1>| {
+            let pair = Tensor::stack::<2>(vec![a, b], 1);
+            Tensor::cat(vec![pair.clone(), pair], 1).reshape([n, 2, 2])
+        };
+        let (mean, var) = crate::fused::max_pool_moments(
+            maps(m().mean, m().mean.flip([0])),
+            maps(m().var, m().var.zeros_like()),
+            2,
+            2,
         );
-        Moments::new(mean, var)
+        Moments::new(mean.reshape([n]), var.reshape([n]))
     };
     let rules: [(&str, Moments<1>); 10] = [
         ("fused max", fused_max),
