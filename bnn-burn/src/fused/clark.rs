@@ -8,14 +8,16 @@
 //! The kernels read the `[rows, H, W]` maps in place ([`PoolMaps`]): entry `(u, v)` of window
 //! `(r, y, x)` is the cell `(r·H + y·stride + u)·W + x·stride + v`, gathered into one lane per
 //! window, so neither the windows' copy nor (for overlapping windows) an unfold is made, nor
-//! their adjoints backward. Per window the entries are sorted by ascending mean (a stable odd–even transposition sort: ties keep
-//! their order), then folded, `M ← max(E_i, M)`, by [`max_moments`](crate::layers::max_moments)'s
-//! formulas: with `d = μ_A − μ_B`, `s = √(max(v_A + v_B, 0) + 10⁻⁸)`, `a = d/s`,
-//! `E = μ_B + dΦ(a) + sφ(a)`, `Var = max(0, v_B + s²·max(g(a), 0) − 2v_BΦ(a))` (`g` as the
-//! rectifier's, [`super::rectifier`]).
+//! their adjoints backward. Per window the entries are sorted by ascending mean (a stable
+//! odd–even transposition sort: ties keep their order), then folded, `M ← max(E_i, M)`, by
+//! [`max_moments`](crate::layers::max_moments)'s formulas: with `d = μ_A − μ_B`,
+//! `s = √(max(v_A + v_B, 0) + 10⁻⁸)`, `a = d/s`, `E = μ_B + dΦ(a) + sφ(a)`,
+//! `Var = max(0, v_B + s²·max(g(a), 0) − 2v_BΦ(a))` (`g` as the rectifier's,
+//! [`super::rectifier`]).
 //!
 //! **Backward.** One pass takes both outputs' gradients: it recomputes the fold, keeping the
-//! running moments, and walks it back. With `r = dΦ + sφ` and output gradients `(ḡ_E, ḡ_V)` (`ḡ_V = 0` where the clamp bit):
+//! running moments, and walks it back. With `r = dΦ + sφ` and output gradients `(ḡ_E, ḡ_V)`
+//! (`ḡ_V = 0` where the clamp bit):
 //! `ḡ_d = ḡ_EΦ + ḡ_V(2rΦ̄ − 2v_Bφ/s)`, `ḡ_s = ḡ_Eφ + ḡ_V(2(sΦ − rφ) + 2v_Bφa/s)`,
 //! `ḡ_{v_A} = ḡ_s/(2s)` (0 for a negative `v_A + v_B`), and then
 //! `∂/∂μ_A = ḡ_d`, `∂/∂μ_B = ḡ_E − ḡ_d`, `∂/∂v_B = ḡ_{v_A} + ḡ_V(1 − 2Φ)`. The gradients go
@@ -103,18 +105,36 @@ impl PoolMaps {
     /// `kernel × kernel` windows every `stride` cells over maps of shape `[rows, height, width]`.
     ///
     /// # Panics
-    /// If `dims` is not three sides.
+    /// If `dims` is not three sides, or the window does not fit them.
     pub fn of(dims: &[usize], kernel: usize, stride: usize) -> Self {
         let [rows, height, width] = dims else {
             panic!("max pooling takes [rows, height, width] maps, not {dims:?}");
         };
-        Self {
+        let maps = Self {
             rows: *rows,
             height: *height,
             width: *width,
             kernel,
             stride,
-        }
+        };
+        maps.assert_fits("max pooling");
+        maps
+    }
+
+    /// Panics, naming `what`, unless a window of at least one cell, with a step of at least
+    /// one, fits the maps.
+    fn assert_fits(&self, what: &str) {
+        assert!(
+            self.kernel >= 1
+                && self.stride >= 1
+                && self.kernel <= self.height
+                && self.kernel <= self.width,
+            "{what}: a {k}×{k} window (stride {s}) does not fit {h}×{w} maps",
+            k = self.kernel,
+            s = self.stride,
+            h = self.height,
+            w = self.width
+        );
     }
 
     /// The outputs' shape, `[rows, out_height, out_width]`.
@@ -145,17 +165,7 @@ impl PoolMaps {
     /// Panics, naming `what`, unless the window fits the maps and the slices have the maps' and
     /// the outputs' lengths.
     fn check(&self, what: &str, maps: &[usize], outputs: &[usize]) {
-        assert!(
-            self.kernel >= 1
-                && self.stride >= 1
-                && self.kernel <= self.height
-                && self.kernel <= self.width,
-            "{what}: a {k}×{k} window (stride {s}) does not fit {h}×{w} maps",
-            k = self.kernel,
-            s = self.stride,
-            h = self.height,
-            w = self.width
-        );
+        self.assert_fits(what);
         assert!(
             maps.iter().all(|&l| l == self.cells()),
             "{what}: map slices of lengths {maps:?}, expected {}",
@@ -338,8 +348,9 @@ pub fn max_pool(
 
 /// `(dmean, dvar)` `[rows, height, width]`: the gradients of `Σ grad_mean·E + grad_var·Var`
 /// over [`max_pool`]'s outputs, each window's entries' gradients added to their cells (0 on
-/// cells no window reads). Parallel over ranges of whole maps, so no two tasks touch one cell, and the sums
-/// over overlapping windows run in window order: the same bits on any number of threads.
+/// cells no window reads). Parallel over ranges of whole maps, so no two tasks touch one cell,
+/// and the sums over overlapping windows run in window order: the same bits on any number of
+/// threads.
 pub fn max_pool_backward(
     maps: PoolMaps,
     means: &[f32],
