@@ -16,7 +16,7 @@
 //! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
 //! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` | `dy ⊙ z` |
 //! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
-//! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` per output |
+//! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` for both outputs at once |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
