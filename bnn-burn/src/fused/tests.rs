@@ -725,12 +725,15 @@ fn max_pool_over_many_ranges_matches_each_window_alone() {
             kernel,
             stride: kernel,
         };
-        // Maps at the start, around the forward's and the backward's range boundaries, at
-        // the end, and blank ones.
+        // Maps at the start, around the range boundaries (the backward's ranges are whole
+        // maps, `tasks` each; the forward's are `chunk` windows, which may end inside a map),
+        // at the end, blank ones (every eleventh) and every 97th.
         let tasks = chunk / per_map;
         let mut picks = vec![0, 5, tasks - 1, tasks, tasks + 1, 2 * tasks, rows - 1];
-        picks.extend(chunk / per_map..chunk / per_map + 2);
+        picks.extend([2 * chunk / per_map, 2 * chunk / per_map + 1]);
         picks.extend((0..rows).step_by(97));
+        picks.sort_unstable();
+        picks.dedup();
         for r in picks {
             let wo = maps.out_width();
             let mut sums = vec![vec![0f32; cells]; 2 * cases.len()];
