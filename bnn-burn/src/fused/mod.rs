@@ -266,11 +266,8 @@ pub fn max_pool_moments(
         vars.dims(),
         "max_pool_moments: means and variances differ in shape"
     );
-    let [_, h, w] = means.dims();
-    assert!(
-        kernel >= 1 && stride >= 1 && kernel <= h && kernel <= w,
-        "max_pool_moments: a {kernel}×{kernel} window (stride {stride}) does not fit {h}×{w} maps"
-    );
+    // Refuses a window that does not fit before any work is queued.
+    clark::PoolMaps::of(&means.dims(), kernel, stride);
     let both: Tensor<4> = Tensor::from_dispatch(<Dispatch as FusedOps>::max_pool_op(
         means.into_dispatch(),
         vars.into_dispatch(),

@@ -793,6 +793,23 @@ fn max_pool_over_many_ranges_matches_each_window_alone() {
     max_pool_backward(empty, &[], &[], &[], &[], &mut [], &mut []);
 }
 
+/// A window larger than the maps, or a stride of 0, is refused before any work, naming both.
+#[test]
+fn max_pool_moments_refuse_a_window_that_does_not_fit() {
+    let device = test_device();
+    for (kernel, stride) in [(5, 1), (2, 0), (0, 1)] {
+        let maps = || Tensor::<3>::zeros([2, 4, 4], &device);
+        let err = std::panic::catch_unwind(|| max_pool_moments(maps(), maps(), kernel, stride))
+            .expect_err("refused");
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            msg.contains(&format!("{kernel}×{kernel} window (stride {stride})"))
+                && msg.contains("4×4 maps"),
+            "{msg}"
+        );
+    }
+}
+
 /// The fused max pooling (values and both gradients) against the composition of burn ops
 /// ([`crate::layers::Pool::moments`]) on windows of mixed scales: means to ±300, variances
 /// from 10⁻⁴ to 100, 2×2 and 3×3 windows, within `2·10⁻⁵` of the scale each is computed at
