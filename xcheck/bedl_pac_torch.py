@@ -30,8 +30,10 @@ import torch.nn.functional as F
 torch.set_num_threads(2)
 if len(sys.argv) < 3:
     raise SystemExit("usage: bedl_pac_torch.py EPOCHS SEED [arch] [kl] [complexity]")
-EPOCHS = int(sys.argv[1])
-SEED = int(sys.argv[2])
+try:
+    EPOCHS, SEED = int(sys.argv[1]), int(sys.argv[2])
+except ValueError:
+    raise SystemExit(f"EPOCHS and SEED must be integers; got {sys.argv[1]!r} and {sys.argv[2]!r}")
 ARCH = sys.argv[3] if len(sys.argv) > 3 else "lenet5"
 KL_MODE = sys.argv[4] if len(sys.argv) > 4 else "sum"
 COMPLEXITY = sys.argv[5] if len(sys.argv) > 5 else "thesis"
