@@ -10,12 +10,14 @@
 #
 # set-up: python3 -m venv ~/.venvs/peer && ~/.venvs/peer/bin/pip install torch numpy
 # usage (from the repository root):
-#   ~/.venvs/peer/bin/python xcheck/bedl_pac_torch.py EPOCHS SEED [arch] [kl] [complexity]
+#   ~/.venvs/peer/bin/python xcheck/bedl_pac_torch.py EPOCHS SEED [arch] [kl] [complexity] [draws]
 #   arch: lenet5 (the strided LeNet5; default) | conv96 (Table 5.3's net, stride 2)
 #         | conv96s5 (the same with section 5.8.2.3's printed stride of 5: 28 -> 5 -> 1)
 #   kl: sum (KL of the product over the training set, N * mean KL: the thesis; default)
 #       | mean (one point's KL: the reference code)
 #   complexity: thesis ((ln max B)/N = 1; default) | logn (ln N / N: the reference code)
+#   draws: separate (the KL takes its own 5 draws, as the bench; default) | shared (the KL
+#          takes the data term's draws)
 # The data directory is $BNN_DATA, else ../shared/data (MNIST and Fashion-MNIST IDX files).
 import gzip
 import math
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 
 torch.set_num_threads(2)
 if len(sys.argv) < 3:
-    raise SystemExit("usage: bedl_pac_torch.py EPOCHS SEED [arch] [kl] [complexity]")
+    raise SystemExit("usage: bedl_pac_torch.py EPOCHS SEED [arch] [kl] [complexity] [draws]")
 try:
     EPOCHS, SEED = int(sys.argv[1]), int(sys.argv[2])
 except ValueError:
@@ -37,10 +39,12 @@ except ValueError:
 ARCH = sys.argv[3] if len(sys.argv) > 3 else "lenet5"
 KL_MODE = sys.argv[4] if len(sys.argv) > 4 else "sum"
 COMPLEXITY = sys.argv[5] if len(sys.argv) > 5 else "thesis"
+DRAWS = sys.argv[6] if len(sys.argv) > 6 else "separate"
 for name, value, allowed in [
     ("arch", ARCH, ("lenet5", "conv96", "conv96s5")),
     ("kl", KL_MODE, ("sum", "mean")),
     ("complexity", COMPLEXITY, ("thesis", "logn")),
+    ("draws", DRAWS, ("separate", "shared")),
 ]:
     if value not in allowed:
         raise SystemExit(f"{name} is {value!r}; expected one of {', '.join(allowed)}")
@@ -179,7 +183,8 @@ def loss_fn(net, x, y, s=5):
     f = draws(m, v, s)
     ll = torch.logsumexp(F.log_softmax(f, -1).gather(-1, y.expand(s, -1).unsqueeze(-1)).squeeze(-1), 0) - math.log(s)
     nll = -ll.mean()
-    kl = kl_to_uniform(draws(m, v, s).exp()).mean()
+    kl_draws = f if DRAWS == "shared" else draws(m, v, s)
+    kl = kl_to_uniform(kl_draws.exp()).mean()
     per_point = kl.clamp_min(0.0) if KL_MODE == "sum" else kl.clamp_min(0.0) / N
     reg = (per_point - math.log(DELTA) / N + BOUND).sqrt()
     return nll + reg, nll, kl
@@ -222,5 +227,5 @@ ent = -(q * q.clamp_min(1e-30).log()).sum(1)
 area = math.log(10) - ent.mean().item()
 pin = predict(net, xtr[:10000])
 py = pin.gather(1, ytr[:10000].unsqueeze(1)).mean().item()
-print(f"final: arch {ARCH} kl {KL_MODE} complexity {COMPLEXITY} seed {SEED} epochs {EPOCHS}: "
+print(f"final: arch {ARCH} kl {KL_MODE} complexity {COMPLEXITY} draws {DRAWS} seed {SEED} epochs {EPOCHS}: "
       f"test error {err:.2f} %, Fashion ECDF area {area:.3f}, train p_y {py:.3f}, {time.time() - t0:.0f} s")
