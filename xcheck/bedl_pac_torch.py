@@ -126,7 +126,6 @@ class Net(torch.nn.Module):
                     MeanField((10, 500), 500),
                 ]
             )
-            self.flatten_at = 2
         elif ARCH == "conv96s5":
             # section 5.8.2.3's printed "stride of 5": 28 -> 5 -> 1
             self.layers = torch.nn.ModuleList(
@@ -136,7 +135,6 @@ class Net(torch.nn.Module):
                     MeanField((10, 96), 96),
                 ]
             )
-            self.flatten_at = 2
         else:
             self.layers = torch.nn.ModuleList(
                 [
@@ -145,7 +143,8 @@ class Net(torch.nn.Module):
                     MeanField((10, 1536), 1536),
                 ]
             )
-            self.flatten_at = 2
+        # every net has two convolutions before its dense layers
+        self.flatten_at = 2
 
     def forward(self, x):
         m, v = x, None
@@ -187,7 +186,7 @@ def loss_fn(net, x, y, s=5):
     kl = kl_to_uniform(kl_draws.exp()).mean()
     per_point = kl.clamp_min(0.0) if KL_MODE == "sum" else kl.clamp_min(0.0) / N
     reg = (per_point - math.log(DELTA) / N + BOUND).sqrt()
-    return nll + reg, nll, kl
+    return nll + reg
 
 
 @torch.no_grad()
@@ -200,6 +199,10 @@ def predict(net, x, s=100, chunk=1000):
     return torch.cat(out)
 
 
+def test_error():
+    return (predict(net, xte).argmax(1) != yte).float().mean().item() * 100
+
+
 net = Net()
 opt = torch.optim.Adam(net.parameters(), lr=1e-3)
 t0 = time.time()
@@ -208,7 +211,7 @@ for epoch in range(EPOCHS):
     tot = 0.0
     for i in range(0, N, 100):
         b = perm[i : i + 100]
-        loss, nll, kl = loss_fn(net, xtr[b], ytr[b])
+        loss = loss_fn(net, xtr[b], ytr[b])
         value = loss.item()
         if not math.isfinite(value):
             raise SystemExit(f"non-finite loss in epoch {epoch + 1}, batch {i // 100}")
@@ -216,12 +219,10 @@ for epoch in range(EPOCHS):
         loss.backward()
         opt.step()
         tot += value
-    p = predict(net, xte)
-    err = (p.argmax(1) != yte).float().mean().item() * 100
+    err = test_error()
     print(f"epoch {epoch + 1} loss {tot / (N / 100):.4f} test error {err:.2f} % ({time.time() - t0:.0f} s)", flush=True)
 
-p = predict(net, xte)
-err = (p.argmax(1) != yte).float().mean().item() * 100
+err = test_error()
 q = predict(net, xood)
 ent = -(q * q.clamp_min(1e-30).log()).sum(1)
 area = math.log(10) - ent.mean().item()
