@@ -5,12 +5,18 @@ use burn::tensor::Tensor;
 
 /// `h ~ N(mean, diag var)`, elementwise independent (the covariances between units are dropped,
 /// the approximation every layer of a moment-propagating net makes).
+///
+/// Built by [`Moments::new`], or by [`Moments::deterministic`] for a network's input, whose
+/// variance is known to be 0 so that a layer can skip the terms it would multiply (see
+/// [`Moments::is_deterministic`]).
 #[derive(Debug, Clone)]
 pub struct Moments<const D: usize> {
     /// `E[h]`.
     pub mean: Tensor<D>,
     /// `Var[h] ≥ 0`, shaped like the mean.
     pub var: Tensor<D>,
+    /// `var` is exactly 0 by construction ([`Moments::deterministic`]).
+    deterministic: bool,
 }
 
 impl<const D: usize> Moments<D> {
@@ -24,13 +30,28 @@ impl<const D: usize> Moments<D> {
             var.dims(),
             "Moments: mean and variance must have the same shape"
         );
-        Self { mean, var }
+        Self {
+            mean,
+            var,
+            deterministic: false,
+        }
     }
 
-    /// A deterministic input: `var = 0`.
+    /// A deterministic input: `var = 0`, marked so that a layer skips the terms it multiplies
+    /// (a weight layer's `Var[h] ∗ E[w]²`, one of its three weight operations).
     pub fn deterministic(x: Tensor<D>) -> Self {
         let var = x.zeros_like();
-        Self { mean: x, var }
+        Self {
+            mean: x,
+            var,
+            deterministic: true,
+        }
+    }
+
+    /// Whether the variance is exactly 0 by construction: built by [`Moments::deterministic`]
+    /// (and reshaped). Moments built by [`Moments::new`] answer `false` whatever their values.
+    pub fn is_deterministic(&self) -> bool {
+        self.deterministic
     }
 
     /// `E[h²] = Var[h] + E[h]²`.
@@ -54,6 +75,7 @@ impl<const D: usize> Moments<D> {
         Moments {
             mean: self.mean.reshape(shape),
             var: self.var.reshape(shape),
+            deterministic: self.deterministic,
         }
     }
 }

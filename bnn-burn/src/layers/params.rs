@@ -115,7 +115,8 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
     /// The linear moment rule (Haußmann 2021 §0): with weights independent of the inputs,
     /// `E[f] = E[h] ∗ E[w] + E[b]` and
     /// `Var[f] = E[h²] ∗ Var[w] + Var[h] ∗ E[w]² + Var[b]` (two weight operations beside the
-    /// mean's; covariances between units are dropped). The pass's KL gets the layer's KL.
+    /// mean's; covariances between units are dropped; one, `E[h]² ∗ Var[w] + Var[b]`, for a
+    /// [`Moments::deterministic`] input). The pass's KL gets the layer's KL.
     ///
     /// # Errors
     /// When a posterior has no marginal variance.
@@ -144,13 +145,27 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
             ),
             _ => None,
         };
-        let mut var = op.apply(m.var.clone(), w_mean.square(), bias_var);
-        if !self.weight.is_point() {
-            let w_var = weight
-                .marginal_variance()
-                .ok_or_else(|| no_variance(weight.family()))?;
-            var = var + op.apply(m.second_moment(), w_var, None);
-        }
+        let w_var = if self.weight.is_point() {
+            None
+        } else {
+            Some(
+                weight
+                    .marginal_variance()
+                    .ok_or_else(|| no_variance(weight.family()))?,
+            )
+        };
+        let var = match w_var {
+            // A deterministic input (`Var[h] = 0`, `E[h²] = E[h]²`): the `E[w]²` term is 0, so
+            // its weight operation (and its backward pass) is skipped.
+            Some(w_var) if m.is_deterministic() => {
+                op.apply(m.mean.clone().square(), w_var, bias_var)
+            }
+            Some(w_var) => {
+                op.apply(m.var.clone(), w_mean.square(), bias_var)
+                    + op.apply(m.second_moment(), w_var, None)
+            }
+            None => op.apply(m.var.clone(), w_mean.square(), bias_var),
+        };
         if pass.collects_kl() {
             pass.add_kl(estimator::layer_kl(&weight, bias.as_ref(), self));
         }

@@ -235,6 +235,128 @@ fn a_wrong_channel_count_names_both_shapes() {
     layer.forward(Tensor::zeros([1, 2, 4, 4], &device));
 }
 
+/// Every parameter's gradient of `loss`, in the module's visiting order.
+fn param_grads<M: burn::module::Module>(loss: Tensor<1>, m: &M) -> Vec<f64> {
+    struct Collect<'a>(&'a burn::optim::GradientsParams, Vec<f64>);
+    impl burn::module::ModuleVisitor for Collect<'_> {
+        fn visit_float<const D: usize>(&mut self, p: &burn::module::Param<Tensor<D>>) {
+            if let Some(g) = self.0.get::<D>(p.id) {
+                self.1.extend(to_vec(g));
+            }
+        }
+    }
+    let grads = burn::optim::GradientsParams::from_grads(loss.backward(), m);
+    let mut collect = Collect(&grads, Vec::new());
+    m.visit(&mut collect);
+    collect.1
+}
+
+/// A [`crate::dist::Moments::deterministic`] input skips the `Var[h] ∗ E[w]²` weight operation.
+/// For a dense and a convolutional layer with Bayesian weights and biases, the moments are the
+/// closed form (`Σ x E[w] + E[b]`, `Σ x² Var[w] + Var[b]`, checked on the host for the dense
+/// layer), and the moments and every parameter's gradient equal those of the same input given
+/// as `Moments::new(x, 0)`, which runs all three operations.
+#[test]
+fn a_deterministic_input_skips_a_weight_operation_and_changes_nothing() {
+    use crate::dist::Moments;
+    let device = test_device().autodiff();
+    let _guard = seeded(&test_device(), 61);
+    let rule = crate::layers::MomentRule::Clt;
+    let config = weights(
+        PosteriorConfig::mean_field(),
+        Estimator::LocalReparameterization,
+    );
+    // `a`: from the deterministic input; `b`: what it must equal.
+    let close = |a: &[f64], b: &[f64], what: &str| {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-6 * x.abs().max(y.abs()).max(1e-3),
+                "{what}[{i}]: {x} vs {y}"
+            );
+        }
+    };
+    // Dense: [1, 4, 3] → [1, 4, 2].
+    let dense = BayesianLinearConfig::new(3, 2)
+        .with_weights(config.clone())
+        .init(&device)
+        .unwrap();
+    let x = Tensor::<3>::random([1, 4, 3], Distribution::Normal(0.0, 1.0), &device);
+    let c = Tensor::<3>::random([1, 4, 2], Distribution::Normal(0.0, 1.0), &device);
+    let run = |m: Moments<3>| {
+        let out = dense.moments(m, &mut Pass::moments(rule)).unwrap();
+        let loss = (out.mean.clone() * c.clone() + out.var.clone() * c.clone().square()).sum();
+        (to_vec(out.mean), to_vec(out.var), param_grads(loss, &dense))
+    };
+    let det = run(Moments::deterministic(x.clone()));
+    let full = run(Moments::new(x.clone(), x.zeros_like()));
+    let xs = to_vec(x);
+    for row in 0..4 {
+        let (mean, var) = analytic(&xs[row * 3..row * 3 + 3], &dense);
+        close(
+            &det.0[row * 2..row * 2 + 2],
+            &mean,
+            "dense mean, deterministic input vs closed form",
+        );
+        close(
+            &det.1[row * 2..row * 2 + 2],
+            &var,
+            "dense variance, deterministic input vs closed form",
+        );
+    }
+    close(
+        &det.0,
+        &full.0,
+        "dense mean, deterministic input vs explicit zero variance",
+    );
+    close(
+        &det.1,
+        &full.1,
+        "dense variance, deterministic input vs explicit zero variance",
+    );
+    assert!(det.2.len() > 12, "weights and bias have gradients");
+    close(
+        &det.2,
+        &full.2,
+        "dense gradients, deterministic input vs explicit zero variance",
+    );
+    // Convolution: [1, 3, 2, 5, 5] → [1, 3, 4, 2, 2] (3×3 kernel, stride 2).
+    let conv = BayesianConv2dConfig::new([2, 4], [3, 3])
+        .with_geometry(Conv2dGeometry::new().with_stride([2, 2]))
+        .with_weights(config)
+        .init(&device)
+        .unwrap();
+    let x = Tensor::<5>::random([1, 3, 2, 5, 5], Distribution::Normal(0.0, 1.0), &device);
+    let c = Tensor::<5>::random([1, 3, 4, 2, 2], Distribution::Normal(0.0, 1.0), &device);
+    let run = |m: Moments<5>| {
+        let out = conv.moments(m, &mut Pass::moments(rule)).unwrap();
+        let loss = (out.mean.clone() * c.clone() + out.var.clone() * c.clone().square()).sum();
+        (to_vec(out.mean), to_vec(out.var), param_grads(loss, &conv))
+    };
+    let det = run(Moments::deterministic(x.clone()));
+    let full = run(Moments::new(x.clone(), x.zeros_like()));
+    assert!(
+        det.1.iter().all(|v| *v > 0.0),
+        "Bayesian weights and bias: positive variance"
+    );
+    close(
+        &det.0,
+        &full.0,
+        "conv mean, deterministic input vs explicit zero variance",
+    );
+    close(
+        &det.1,
+        &full.1,
+        "conv variance, deterministic input vs explicit zero variance",
+    );
+    assert!(det.2.len() > 2 * 72, "weights and bias have gradients");
+    close(
+        &det.2,
+        &full.2,
+        "conv gradients, deterministic input vs explicit zero variance",
+    );
+}
+
 /// A 2×2 kernel on a 2×2 image is a dot product: its single output has the analytic moments
 /// under every estimator (per-element input dropout for MC dropout, Gal's Bayesian CNN).
 #[test]
