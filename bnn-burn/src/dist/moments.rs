@@ -8,7 +8,9 @@ use burn::tensor::Tensor;
 ///
 /// Built by [`Moments::new`], or by [`Moments::deterministic`] for a network's input, whose
 /// variance is known to be 0 so that a layer can skip the terms it would multiply (see
-/// [`Moments::is_deterministic`]).
+/// [`Moments::is_deterministic`]). The mark follows the constructor, not the values: to give an
+/// input a variance (input noise, say), build it with [`Moments::new`] rather than assigning
+/// `var` of a deterministic one.
 #[derive(Debug, Clone)]
 pub struct Moments<const D: usize> {
     /// `E[h]`.
