@@ -20,11 +20,13 @@
 # usage (from the repository root):
 #   ~/.venvs/peer/bin/python xcheck/bedl_pac_uci_torch.py SET [SPLITS] [method] [init]
 #   SET: boston | concrete | energy | kin8nm | naval | power | protein | wine | yacht
-#   SPLITS: how many of the set's splits, from the first (default: all, which also says so)
+#   SPLITS: how many of the set's splits, from the first; 'all' (the default) runs every split
 #   method: bedl-pac (default) | bedl
 #   init: fanin (means N(0, 1/fan_in), as the bench; default) | he (N(0, 2/fan_in), the thesis text)
 # The data directory is $BNN_DATA, else ../shared/data (the UCI_Datasets layout under uci/).
 # Each split's line is printed as it finishes; the last line is the mean +- standard error.
+# Threads: $XCHECK_THREADS, else 1 (the logs in assets/xcheck-torch/uci ran two such processes
+# side by side on 2 cores).
 import math
 import os
 import sys
