@@ -18,6 +18,10 @@
 #   complexity: thesis ((ln max B)/N = 1; default) | logn (ln N / N: the reference code)
 #   draws: separate (the KL takes its own 5 draws, as the bench; default) | shared (the KL
 #          takes the data term's draws)
+#   ~/.venvs/peer/bin/python xcheck/bedl_pac_torch.py time [THREADS]
+#   times training steps instead (the default net and options, random images and labels of
+#   MNIST's shape, batch 100, N = 60 000): 5 warm-up steps, then 100, printed as `ms/step`; the
+#   peer of `bnn-bench perf`'s BEDL-PAC row on LeNet5. THREADS: torch's threads (default 2).
 # The data directory is $BNN_DATA, else ../shared/data (MNIST and Fashion-MNIST IDX files).
 import gzip
 import math
@@ -29,7 +33,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-torch.set_num_threads(2)
+TIME = len(sys.argv) > 1 and sys.argv[1] == "time"
+if TIME:
+    try:
+        THREADS = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    except ValueError:
+        raise SystemExit(f"THREADS must be an integer; got {sys.argv[2]!r}")
+    if THREADS < 1:
+        raise SystemExit(f"THREADS is {THREADS}; expected at least 1")
+    sys.argv = sys.argv[:1] + ["1", "0"]
+torch.set_num_threads(THREADS if TIME else 2)
 if len(sys.argv) < 3:
     raise SystemExit("usage: bedl_pac_torch.py EPOCHS SEED [arch] [kl] [complexity] [draws]")
 try:
@@ -71,10 +84,13 @@ def images(family, split, mean, std):
     return torch.from_numpy((x - mean) / std).unsqueeze(1), torch.from_numpy(y)
 
 
-xtr, ytr = images("mnist", "train", 0.1307, 0.3081)
-xte, yte = images("mnist", "t10k", 0.1307, 0.3081)
-xood, _ = images("fashion-mnist", "train", 0.28604, 0.35302)
-N = xtr.shape[0]
+if TIME:
+    N = 60000
+else:
+    xtr, ytr = images("mnist", "train", 0.1307, 0.3081)
+    xte, yte = images("mnist", "t10k", 0.1307, 0.3081)
+    xood, _ = images("fashion-mnist", "train", 0.28604, 0.35302)
+    N = xtr.shape[0]
 
 
 class MeanField(torch.nn.Module):
@@ -205,6 +221,23 @@ def test_error():
 
 net = Net()
 opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+if TIME:
+    x, y = torch.randn(100, 1, 28, 28), torch.randint(0, 10, (100,))
+
+    def step():
+        loss = loss_fn(net, x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    t0 = time.time()
+    for _ in range(100):
+        step()
+    elapsed = time.time() - t0
+    print(f"torch {torch.__version__}, BEDL-PAC {ARCH}: 100 steps: {elapsed:.3f} s, {elapsed * 10:.2f} ms/step")
+    raise SystemExit(0)
 t0 = time.time()
 for epoch in range(EPOCHS):
     perm = torch.randperm(N)

@@ -11,7 +11,7 @@
 
 use crate::alloc;
 use crate::methods::Method;
-use crate::perf_models::{Bayesian, Deterministic, Net, inputs};
+use crate::perf_models::{Bayesian, Deterministic, MomentNet, Net, inputs};
 use bnn_burn::fused::Kernels;
 use bnn_burn::layers::Estimator;
 use bnn_burn::train::OptimizerConfig;
@@ -53,8 +53,8 @@ pub struct PerfOptions {
 /// One measured workload.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PerfRow {
-    /// The architecture (`None` for the peers, which run the MLP).
-    pub net: Option<Net>,
+    /// The architecture (the peers' too).
+    pub net: Net,
     /// What was run.
     pub method: String,
     /// Milliseconds per step of the median round.
@@ -70,6 +70,9 @@ pub struct PerfRow {
     pub vs_deterministic_fused_adam: Option<f64>,
     /// The same against bayesian-torch (MLP rows, when the peers ran).
     pub vs_bayesian_torch: Option<f64>,
+    /// The same against the PyTorch implementation of BEDL-PAC (`xcheck/bedl_pac_torch.py`;
+    /// the [`BEDL_PAC`] row on LeNet5, when the peers ran).
+    pub vs_torch_bedl_pac: Option<f64>,
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -160,6 +163,11 @@ pub const BLACK_BOX: &str = "MFVI black-box α = 1, K = 4";
 /// Joint weight draws per step of the [`BLACK_BOX`] row.
 pub const BLACK_BOX_DRAWS: usize = 4;
 
+/// The moment-propagation row: BEDL-PAC as the bench trains it (CLT moments through the body,
+/// the evidential head, 5 draws of the logits' moments, the PAC-Bayes objective of eq. 5.10,
+/// fused Adam) on random labels. On LeNet5 its peer is `xcheck/bedl_pac_torch.py time`.
+pub const BEDL_PAC: &str = "BEDL-PAC (CLT moments)";
+
 /// The deterministic baselines: burn's layers with burn's Adam (the "deterministic burn step")
 /// and with the fused Adam the training loop uses.
 pub const BASELINE: &str = "burn deterministic + burn Adam";
@@ -173,6 +181,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
     }
     let mut known: Vec<&str> = bayesian_methods().iter().map(|m| m.name).collect();
     known.push(BLACK_BOX);
+    known.push(BEDL_PAC);
     for m in &options.methods {
         if !known.iter().any(|k| k.eq_ignore_ascii_case(m)) {
             return Err(format!(
@@ -216,6 +225,8 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         )),
         None => peer_notes.push("peer programs skipped (--peer-python not given)".into()),
     }
+    // The BEDL-PAC row trains by moments on the fused kernels only.
+    let bedl_pac = wanted(BEDL_PAC) && options.kernels.contains(&Kernels::Fused);
     let mut rows = Vec::new();
     for &net in &options.nets {
         device.seed(options.seed);
@@ -267,9 +278,38 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                 report_warmup(workloads.last().expect("pushed"));
             }
         }
-        // The peers run the MLP, one process per round, in the same rounds.
-        let peers: Vec<&str> = match (&python, net) {
-            (Some(_), Net::Mlp) => vec!["torch_mfvi_mlp.py", "bayesian_torch_mlp.py"],
+        if bedl_pac {
+            device.seed(options.seed);
+            let labels = y.clone().argmax(1).squeeze_dim::<1>(1);
+            let objective = match crate::methods::Method::bedl_pac().objective {
+                crate::methods::TrainObjective::PacBayes(pac) => pac.init()?,
+                _ => unreachable!("BEDL-PAC's objective is the PAC-Bayes bound"),
+            };
+            let build = || MomentNet::bedl_pac(net, &device);
+            let optim = OptimizerConfig::adam().init(Kernels::Fused);
+            let loss = move |m: &MomentNet| m.loss(x, labels.clone(), &objective);
+            workloads.push(workload((net, BEDL_PAC.into()), build, optim, loss)?);
+            report_warmup(workloads.last().expect("pushed"));
+        }
+        // The peers run in the same rounds, one process per round: the two MLP programs of
+        // `--peer-dir`, and on LeNet5 the PyTorch BEDL-PAC when its row runs.
+        let peers: Vec<Peer> = match (&python, net) {
+            (Some(_), Net::Mlp) => ["torch_mfvi_mlp.py", "bayesian_torch_mlp.py"]
+                .iter()
+                .map(|script| Peer {
+                    name: script.trim_end_matches(".py").to_string(),
+                    script: options.peer_dir.join(script),
+                    args: vec![],
+                })
+                .collect(),
+            (Some(_), Net::LeNet5) if bedl_pac => {
+                vec![Peer {
+                    name: TORCH_BEDL_PAC.to_string(),
+                    script: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                        .join("../xcheck/bedl_pac_torch.py"),
+                    args: vec!["time".to_string()],
+                }]
+            }
             _ => vec![],
         };
         let mut peer_rounds: Vec<Result<Vec<f64>, String>> =
@@ -280,9 +320,9 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             for w in workloads.iter_mut() {
                 time_round(w, options.steps);
             }
-            for (script, times) in peers.iter().zip(peer_rounds.iter_mut()) {
+            for (peer, times) in peers.iter().zip(peer_rounds.iter_mut()) {
                 if let (Some(python), Ok(t)) = (&python, times.as_mut()) {
-                    match peer_round(python, &options.peer_dir.join(script), options.threads) {
+                    match peer_round(python, peer, options.threads) {
                         Ok(ms) => t.push(ms),
                         Err(e) => *times = Err(e),
                     }
@@ -298,7 +338,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         let mut net_rows: Vec<PerfRow> = workloads
             .iter()
             .map(|w| PerfRow {
-                net: Some(w.net),
+                net: w.net,
                 method: w.method.clone(),
                 ms_per_step: median(&w.rounds_ms),
                 rounds_ms: w.rounds_ms.clone(),
@@ -306,23 +346,21 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                 vs_deterministic: None,
                 vs_deterministic_fused_adam: None,
                 vs_bayesian_torch: None,
+                vs_torch_bedl_pac: None,
             })
             .collect();
-        for (script, times) in peers.iter().zip(peer_rounds) {
+        for (peer, times) in peers.iter().zip(peer_rounds) {
             match times {
                 Ok(rounds_ms) => net_rows.push(PerfRow {
-                    net: None,
-                    method: format!(
-                        "peer: {} ({} threads)",
-                        script.trim_end_matches(".py"),
-                        options.threads
-                    ),
+                    net,
+                    method: format!("peer: {} ({} threads)", peer.name, options.threads),
                     ms_per_step: median(&rounds_ms),
                     rounds_ms,
                     peak_heap_bytes: None,
                     vs_deterministic: None,
                     vs_deterministic_fused_adam: None,
                     vs_bayesian_torch: None,
+                    vs_torch_bedl_pac: None,
                 }),
                 Err(e) => peer_notes.push(e),
             }
@@ -338,11 +376,20 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             rounds_of(BASELINE_FUSED_ADAM),
             rounds_of("bayesian_torch"),
         );
+        let torch_bedl_pac = net_rows
+            .iter()
+            .find(|r| r.method.contains(TORCH_BEDL_PAC))
+            .map(|r| r.rounds_ms.clone());
         for r in net_rows.iter_mut() {
             r.vs_deterministic = det.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
             r.vs_deterministic_fused_adam =
                 det_fused.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
             r.vs_bayesian_torch = bt.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
+            if r.method == BEDL_PAC {
+                r.vs_torch_bedl_pac = torch_bedl_pac
+                    .as_ref()
+                    .map(|d| round_ratio(&r.rounds_ms, d));
+            }
             eprintln!(
                 "{:<7} {:<42} {:>8.2} ms/step  ×det {}",
                 net.short_name(),
@@ -377,10 +424,22 @@ fn report_warmup(w: &Workload) {
     );
 }
 
+/// The name of the PyTorch BEDL-PAC peer in the report.
+const TORCH_BEDL_PAC: &str = "torch_bedl_pac";
+
+/// A peer program: `python script args… threads`, printing `ms/step`.
+struct Peer {
+    name: String,
+    script: PathBuf,
+    args: Vec<String>,
+}
+
 /// Runs one peer program once and parses its `ms/step`.
-fn peer_round(python: &Path, script: &Path, threads: usize) -> Result<f64, String> {
+fn peer_round(python: &Path, peer: &Peer, threads: usize) -> Result<f64, String> {
+    let script = &peer.script;
     let output = Command::new(python)
         .arg(script)
+        .args(&peer.args)
         .arg(threads.to_string())
         .output()
         .map_err(|e| format!("could not start {}: {e}", python.display()))?;
@@ -410,7 +469,9 @@ fn write_report(
         "# Training-step benchmark\n\nAdam, one posterior sample per step, loss = mean squared error \
          + KL/60000, random inputs and targets; the black-box α rows: Depeweg's weights, {} joint \
          weight draws per step with their ln q − ln p, black-box α = 1 with ℓ = −Σ(o − y)², \
-         N = 60000. Backend `{}`; {} rounds of {} steps after \
+         N = 60000; the BEDL-PAC row: the evidential head trained by CLT moments under the \
+         PAC-Bayes bound of eq. 5.10 (5 draws of the logits' moments), random labels, fused Adam. \
+         Backend `{}`; {} rounds of {} steps after \
          {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
          peers included). ms/step: the median round; each ratio: the median over rounds of the two \
          times measured in the same round. Bayesian rows run the fused kernels and fused Adam (the \
@@ -432,24 +493,24 @@ fn write_report(
     for &net in &options.nets {
         table.push_str(&format!(
             "\n## {}\n\n| method | ms/step | × det. (burn Adam) | × det. (fused Adam) | \
-             × bayesian-torch | peak heap (MiB) |\n|---|---:|---:|---:|---:|---:|\n",
+             × bayesian-torch | × PyTorch BEDL-PAC | peak heap (MiB) |\n\
+             |---|---:|---:|---:|---:|---:|---:|\n",
             net.name()
         ));
-        let of_net = rows
-            .iter()
-            .filter(|r| r.net == Some(net) || (r.net.is_none() && net == Net::Mlp));
+        let of_net = rows.iter().filter(|r| r.net == net);
         for r in of_net {
             let heap = r
                 .peak_heap_bytes
                 .map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
                 .unwrap_or_else(|| "–".into());
             table.push_str(&format!(
-                "| {} | {:.2} | {} | {} | {} | {} |\n",
+                "| {} | {:.2} | {} | {} | {} | {} | {} |\n",
                 r.method,
                 r.ms_per_step,
                 ratio(r.vs_deterministic),
                 ratio(r.vs_deterministic_fused_adam),
                 ratio(r.vs_bayesian_torch),
+                ratio(r.vs_torch_bedl_pac),
                 heap
             ));
         }
@@ -505,8 +566,9 @@ mod tests {
             kernels: vec![Kernels::Fused, Kernels::Reference],
         };
         let rows = run(&options).unwrap();
-        // The baselines, then every family and the black-box α row on both kernels.
-        assert_eq!(rows.len(), 2 + 2 * (bayesian_methods().len() + 1));
+        // The baselines, then every family and the black-box α row on both kernels, and the
+        // BEDL-PAC row (fused only).
+        assert_eq!(rows.len(), 2 + 2 * (bayesian_methods().len() + 1) + 1);
         for r in &rows {
             assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
             // Three weight matrices alone are 1.4 MiB of f32; Adam keeps two more copies.
@@ -515,7 +577,7 @@ mod tests {
         let table = std::fs::read_to_string(dir.join("perf.md")).unwrap();
         assert!(table.contains("MFVI-LRT (reference)") && table.contains(BASELINE));
         assert!(
-            table.contains(&format!("{BLACK_BOX} (reference)")),
+            table.contains(&format!("{BLACK_BOX} (reference)")) && table.contains(BEDL_PAC),
             "{table}"
         );
         let _ = std::fs::remove_dir_all(&dir);
@@ -533,15 +595,15 @@ mod tests {
             peer_python: None,
             peer_dir: dir.clone(),
             threads: 2,
-            methods: vec!["mfvi".into()],
+            methods: vec!["mfvi".into(), BEDL_PAC.to_lowercase()],
             nets: vec![Net::LeNet5],
             kernels: vec![Kernels::Fused],
         };
         let rows = run(&options).unwrap();
-        assert_eq!(rows.len(), 3);
+        assert_eq!(rows.len(), 4);
         assert!(
             rows.iter()
-                .all(|r| r.net == Some(Net::LeNet5) && r.ms_per_step > 0.0)
+                .all(|r| r.net == Net::LeNet5 && r.ms_per_step > 0.0)
         );
         options.methods = vec!["MFVI".into(), "Bogus".into()];
         let err = run(&options).unwrap_err().to_string();

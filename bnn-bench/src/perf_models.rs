@@ -5,14 +5,15 @@
 use bnn_burn::fused::Kernels;
 use bnn_burn::layers::Pass;
 use bnn_burn::layers::WeightConfig;
-use bnn_burn::likelihood::Categorical;
+use bnn_burn::likelihood::{Categorical, Evidential};
 use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
-use bnn_burn::objective::{AlphaConfig, Objective, StepContext, StepTerms};
+use bnn_burn::objective::{AlphaConfig, Objective, StepContext, StepRequest, StepTerms};
+use bnn_burn::train::{Minibatch, Model};
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::activation::relu;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Distribution, Int, Tensor};
 
 /// Training-set size the KL is divided by (MNIST's).
 pub const N_TRAIN: f64 = 60_000.0;
@@ -249,4 +250,76 @@ impl Bayesian {
 
 fn forward<B: Body>(model: &Bnn<B, Categorical>, x: B::Input, pass: &mut Pass) -> Tensor<2> {
     model.forward(x, pass).squeeze_dim(0)
+}
+
+/// A network of either architecture trained as the bench trains BEDL-PAC
+/// ([`crate::methods::Method::bedl_pac`]): the evidential head (`α = exp(f)`), CLT moments
+/// through the body, 5 draws of the logits' moments, the PAC-Bayes objective of eq. 5.10.
+#[derive(Module, Debug)]
+pub enum MomentNet {
+    /// The MLP.
+    Mlp(Bnn<bnn_burn::nets::MlpBody, Evidential>),
+    /// LeNet5.
+    LeNet5(Bnn<bnn_burn::nets::ConvBody, Evidential>),
+}
+
+impl MomentNet {
+    /// `net` with BEDL-PAC's weights, head and moment configuration.
+    pub fn bedl_pac(net: Net, device: &Device) -> Result<Self, bnn_burn::error::ConfigError> {
+        let method = crate::methods::Method::bedl_pac();
+        let head = || {
+            method
+                .class_likelihood
+                .evidential()
+                .expect("BEDL-PAC has an evidential head")
+                .init()
+        };
+        Ok(match net {
+            Net::Mlp => MomentNet::Mlp(
+                method.with_moments(
+                    MlpConfig::new(784, vec![400, 400], 10)
+                        .with_weights(method.weights.clone())
+                        .init(head(), device)?,
+                )?,
+            ),
+            Net::LeNet5 => MomentNet::LeNet5(
+                method.with_moments(
+                    ConvNetConfig::lenet5([1, 28, 28], 10)
+                        .with_weights(method.weights.clone())
+                        .init(head(), device)?,
+                )?,
+            ),
+        })
+    }
+
+    /// The training loop's loss for one minibatch: the model's moment step under `objective`.
+    pub fn loss(&self, x: &Inputs, labels: Tensor<1, Int>, objective: &dyn Objective) -> Tensor<1> {
+        fn terms<M: Model<Target = Tensor<1, Int>>>(
+            m: &M,
+            input: M::Input,
+            target: Tensor<1, Int>,
+        ) -> StepTerms {
+            let b = target.dims()[0];
+            let rows = Tensor::<1, Int>::arange(0..b as i64, &target.device());
+            let batch = Minibatch {
+                input,
+                target,
+                rows,
+                n_train: N_TRAIN as usize,
+            };
+            m.step(batch, StepRequest::new(1))
+                .expect("BEDL-PAC trains by moments")
+        }
+        let terms = match (self, x) {
+            (MomentNet::Mlp(m), Inputs::Flat(x)) => terms(m, x.clone(), labels),
+            (MomentNet::LeNet5(m), Inputs::Images(x)) => terms(m, x.clone(), labels),
+            _ => unreachable!("inputs are made for their network"),
+        };
+        let context = StepContext {
+            epoch: 0,
+            n_train: N_TRAIN as usize,
+            batch_size: terms.log_likelihood.dims()[1],
+        };
+        objective.loss(terms, &context).loss
+    }
 }
