@@ -94,7 +94,7 @@ enum Command {
         /// [default: $HOME/.venvs/peer/bin/python].
         #[arg(long)]
         peer_python: Option<PathBuf>,
-        /// Folder of the peer programs [default: ../shared/peer beside the workspace].
+        /// Folder of the MLP peer programs [default: ../shared/peer beside the workspace].
         #[arg(long)]
         peer_dir: Option<PathBuf>,
         /// Threads given to the peers (match the cores burn uses).

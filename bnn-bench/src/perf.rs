@@ -2,7 +2,8 @@
 //! (batch 128) and of LeNet5 (MNIST-sized inputs, batch 100), Adam, for burn's deterministic
 //! layers (with burn's Adam and with the fused Adam) and every posterior family (fused kernels,
 //! and optionally the reference composition), with the PyTorch peer programs of
-//! `../shared/peer` run in the same invocation so that ratios compare like with like.
+//! `../shared/peer` (the MLP) and `xcheck/bedl_pac_torch.py` (BEDL-PAC on LeNet5) run in the
+//! same invocation so that ratios compare like with like.
 //!
 //! The MLP workload matches the peers exactly: random inputs `[128, 784]` and targets
 //! `[128, 10]`, loss `mean (o − y)² + KL / 60000`, one posterior sample per step, 5 warm-up
@@ -37,7 +38,8 @@ pub struct PerfOptions {
     pub out: PathBuf,
     /// Python interpreter with torch and bayesian-torch (skipped when absent).
     pub peer_python: Option<PathBuf>,
-    /// Folder holding the peer programs.
+    /// Folder holding the MLP peer programs (the BEDL-PAC peer is the workspace's
+    /// `xcheck/bedl_pac_torch.py`).
     pub peer_dir: PathBuf,
     /// Thread count passed to the peers (and reported; burn's CPU backends use all cores).
     pub threads: usize,
