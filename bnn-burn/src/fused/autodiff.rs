@@ -5,6 +5,7 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
+use super::conv::ConvGeometry;
 use super::cpu::{KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::rectifier::{RectifierOutput, RectifierRule};
@@ -73,6 +74,9 @@ pub trait FusedOps: Backend {
         kernel: usize,
         stride: usize,
     ) -> FloatTensor<Self>;
+
+    /// [`FusedKernels::fused_conv`], differentiable in `x` and `w`.
+    fn conv_op(x: FloatTensor<Self>, w: FloatTensor<Self>, g: ConvGeometry) -> FloatTensor<Self>;
 
     /// `(E h, Var h)` of [`FusedKernels::fused_rectifier`], both differentiable (two graph
     /// nodes, each with its own backward pass).
@@ -160,6 +164,14 @@ macro_rules! inner_ops {
                 stride: usize,
             ) -> FloatTensor<Self> {
                 Self::fused_max_pool(means, vars, kernel, stride)
+            }
+
+            fn conv_op(
+                x: FloatTensor<Self>,
+                w: FloatTensor<Self>,
+                g: ConvGeometry,
+            ) -> FloatTensor<Self> {
+                Self::fused_conv(x, w, g)
             }
         }
     };
@@ -340,6 +352,28 @@ impl<B: FusedKernels> Backward<B, 2> for MaxPoolBackward {
         let (dmeans, dvars) = B::fused_max_pool_backward(means, vars, g, kernel, stride);
         register!(grads, node_means, dmeans);
         register!(grads, node_vars, dvars);
+    }
+}
+
+/// The backward pass of [`FusedOps::conv_op`].
+#[derive(Debug)]
+struct ConvBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for ConvBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>, ConvGeometry);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_x, node_w] = ops.parents;
+        let dy = grads.consume::<B>(&ops.node);
+        let (x, w, g) = ops.state;
+        let wanted = [node_x.is_some(), node_w.is_some()];
+        let (dx, dw) = B::fused_conv_backward(x, w, dy, g, wanted);
+        if let (Some(node), Some(dx)) = (node_x, dx) {
+            grads.register::<B>(node.id, dx);
+        }
+        if let (Some(node), Some(dw)) = (node_w, dw) {
+            grads.register::<B>(node.id, dw);
+        }
     }
 }
 
@@ -548,6 +582,18 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 ),
                 y,
             ),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn conv_op(x: FloatTensor<Self>, w: FloatTensor<Self>, g: ConvGeometry) -> FloatTensor<Self> {
+        let y = B::fused_conv(x.primitive().clone(), w.primitive().clone(), g);
+        match ConvBackward
+            .prepare::<C>([x.node(), w.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((x.into_primitive(), w.into_primitive(), g), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

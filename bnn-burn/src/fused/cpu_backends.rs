@@ -5,11 +5,12 @@
 #![allow(deprecated)]
 
 use super::clark;
+use super::conv::{self, ConvGeometry};
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::rectifier::{self, RectifierOutput, RectifierRule};
-use burn::backend::TensorMetadata;
 use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::Shape;
 use std::borrow::Cow;
 
@@ -49,6 +50,72 @@ fn written2(n: usize, write: impl FnOnce(&mut [f32], &mut [f32])) -> (Vec<f32>, 
 /// The sum of KL terms as a one-element tensor.
 fn total<T: CpuTensor>(x: f64) -> T {
     T::from_values(vec![x as f32], Shape::from([1]))
+}
+
+/// `cols [N·L, C·kh·kw]` of `x` as a tensor ([`conv::im2col`]).
+fn columns<B: Backend>(x: &FloatTensor<B>, g: &ConvGeometry) -> FloatTensor<B>
+where
+    FloatTensor<B>: CpuTensor,
+{
+    let rows = g.input[0] * g.cells();
+    let cols = written(rows * g.columns(), |c| conv::im2col(&x.values(), g, c));
+    <FloatTensor<B>>::from_values(cols, Shape::from([rows, g.columns()]))
+}
+
+/// `w [O, C, kh, kw]` as `[O, C·kh·kw]`.
+fn flat_weight<B: Backend>(w: FloatTensor<B>) -> FloatTensor<B> {
+    let shape = w.shape();
+    B::float_reshape(w, Shape::from([shape[0], shape.num_elements() / shape[0]]))
+}
+
+/// [`FusedKernels::fused_conv`] on a CPU backend: `y = im2col(x) · Wᵀ`, moved from `[N·L, O]`
+/// rows to `[N, O, H', W']`.
+fn conv_forward<B: Backend>(x: FloatTensor<B>, w: FloatTensor<B>, g: ConvGeometry) -> FloatTensor<B>
+where
+    FloatTensor<B>: CpuTensor,
+{
+    let o = w.shape()[0];
+    let (n, cells) = (g.input[0], g.cells());
+    let cols = columns::<B>(&x, &g);
+    let rows = B::float_matmul(cols, B::float_transpose(flat_weight::<B>(w)));
+    let y = written(n * o * cells, |y| {
+        conv::transpose_inner(&rows.values(), n, cells, o, y)
+    });
+    let [ho, wo] = g.output();
+    <FloatTensor<B>>::from_values(y, Shape::from([n, o, ho, wo]))
+}
+
+/// [`FusedKernels::fused_conv_backward`] on a CPU backend: with `∂y` as `[N·L, O]` rows,
+/// `∂W = ∂yᵀ · im2col(x)` and `∂x = col2im(∂y · W)`.
+fn conv_backward<B: Backend>(
+    x: FloatTensor<B>,
+    w: FloatTensor<B>,
+    dy: FloatTensor<B>,
+    g: ConvGeometry,
+    wanted: [bool; 2],
+) -> (Option<FloatTensor<B>>, Option<FloatTensor<B>>)
+where
+    FloatTensor<B>: CpuTensor,
+{
+    let w_shape = w.shape();
+    let o = w_shape[0];
+    let (n, cells) = (g.input[0], g.cells());
+    let dy_rows = written(n * cells * o, |r| {
+        conv::transpose_inner(&dy.values(), n, o, cells, r)
+    });
+    let dy_rows = <FloatTensor<B>>::from_values(dy_rows, Shape::from([n * cells, o]));
+    let dw = wanted[1].then(|| {
+        let dw = B::float_matmul(B::float_transpose(dy_rows.clone()), columns::<B>(&x, &g));
+        B::float_reshape(dw, w_shape)
+    });
+    let dx = wanted[0].then(|| {
+        let dcols = B::float_matmul(dy_rows, flat_weight::<B>(w));
+        let dx = written(x.shape().num_elements(), |dx| {
+            conv::col2im(&dcols.values(), &g, dx)
+        });
+        <FloatTensor<B>>::from_values(dx, x.shape())
+    });
+    (dx, dw)
 }
 
 macro_rules! cpu_fused_kernels {
@@ -313,6 +380,24 @@ macro_rules! cpu_fused_kernels {
                     <FloatTensor<Self>>::from_values(dm, shape.clone()),
                     <FloatTensor<Self>>::from_values(dv, shape),
                 )
+            }
+
+            fn fused_conv(
+                x: FloatTensor<Self>,
+                w: FloatTensor<Self>,
+                g: ConvGeometry,
+            ) -> FloatTensor<Self> {
+                conv_forward::<Self>(x, w, g)
+            }
+
+            fn fused_conv_backward(
+                x: FloatTensor<Self>,
+                w: FloatTensor<Self>,
+                dy: FloatTensor<Self>,
+                g: ConvGeometry,
+                wanted: [bool; 2],
+            ) -> (Option<FloatTensor<Self>>, Option<FloatTensor<Self>>) {
+                conv_backward::<Self>(x, w, dy, g, wanted)
             }
 
             fn fused_adam(

@@ -16,12 +16,14 @@
 #![allow(deprecated)]
 
 use super::clark;
+use super::conv::ConvGeometry;
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 use super::rectifier::{RectifierOutput, RectifierRule};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension, try_read_sync,
 };
+use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Shape, Slice, TensorData};
 
 /// A tensor of `shape` from host values of the CPU kernels' counter-based streams.
@@ -509,6 +511,33 @@ pub trait FusedKernels: Backend {
         )
     }
 
+    /// `y [N, O, H', W']`: `x [N, C, H, W]` convolved with `w [O, C, kh, kw]` (no bias, one
+    /// group; [`super::conv`]). The default body is the backend's own convolution.
+    fn fused_conv(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        g: ConvGeometry,
+    ) -> FloatTensor<Self> {
+        Self::conv2d(x, w, None, conv_options(&g))
+    }
+
+    /// `(dx, dw)`, the gradients of `Σ dy ⊙ y` over [`FusedKernels::fused_conv`]'s output,
+    /// each computed only when `wanted` (`[x, w]`). The default body is the backend's own
+    /// convolution backward.
+    fn fused_conv_backward(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        dy: FloatTensor<Self>,
+        g: ConvGeometry,
+        wanted: [bool; 2],
+    ) -> (Option<FloatTensor<Self>>, Option<FloatTensor<Self>>) {
+        let options = conv_options(&g);
+        let dx = wanted[0]
+            .then(|| Self::conv2d_x_backward(x.clone(), w.clone(), dy.clone(), options.clone()));
+        let dw = wanted[1].then(|| Self::conv2d_weight_backward(x, w, dy, options));
+        (dx, dw)
+    }
+
     /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.
     fn fused_adam(
         param: FloatTensor<Self>,
@@ -551,6 +580,11 @@ pub trait FusedKernels: Backend {
 // user's own burn dependency may too): the composed ops are then fused lazily by burn.
 #[cfg(feature = "wgpu")]
 impl FusedKernels for burn::backend::Cube {}
+
+/// burn's options for a convolution of geometry `g`.
+pub(crate) fn conv_options(g: &ConvGeometry) -> ConvOptions<2> {
+    ConvOptions::new(g.stride, g.padding, g.dilation, 1)
+}
 
 /// The device's boolean type (as burn's tensor API picks it; wgpu has no native `bool` buffers).
 fn bool_dtype<B: Backend>(device: &B::Device) -> BoolDType {

@@ -17,6 +17,7 @@
 //! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` | `dy ⊙ z` |
 //! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
 //! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` for both outputs at once |
+//! | [`conv2d`] | `y = im2col(x) · Wᵀ`, one matrix product | `∂W = ∂yᵀ · im2col(x)`, `∂x = col2im(∂y · W)`, each only when tracked |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -35,11 +36,14 @@
 //! bodies of [`FusedKernels`], which compose burn ops into the same formulas, except the
 //! max-pool op's, which reads its maps back and runs the CPU kernel: the composition it
 //! replaces sorted on the host there too (burn 0.22's Cube `argsort` reads the tensor back).
+//! The convolution's default body is burn's own convolution and its backward; the CPU
+//! backends unroll the windows on the host ([`conv`]) and run the backend's matrix products.
 //! The unfused composition stays available as the reference ([`Kernels::Reference`]).
 
 mod adam;
 mod autodiff;
 pub mod clark;
+pub mod conv;
 pub mod cpu;
 mod cpu_backends;
 mod ext;
@@ -49,11 +53,13 @@ mod simd;
 
 pub use adam::{FusedAdam, FusedAdamW};
 pub use autodiff::FusedOps;
+pub use conv::ConvGeometry;
 pub use cpu::{AdamCoefficients, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 pub use ext::FusedKernels;
 pub use rectifier::RectifierRule;
 
 use burn::backend::Dispatch;
+use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Distribution, Tensor};
 
 /// Which implementation a training step uses.
@@ -246,6 +252,43 @@ pub fn rectifier_moments<const D: usize>(
     let (m, v) =
         <Dispatch as FusedOps>::rectifier_op(mean.into_dispatch(), var.into_dispatch(), rule);
     (Tensor::from_dispatch(m), Tensor::from_dispatch(v))
+}
+
+/// `y = x ∗ w`: `x [N, C, H, W]` convolved with `w [O, C, kh, kw]` (one group, no bias) as
+/// `im2col` and one matrix product, `y = im2col(x) · Wᵀ`, with a hand-written backward pass
+/// (`∂W = ∂yᵀ · im2col(x)`, `∂x = col2im(∂y · W)`; [`conv`]): burn's `conv2d`, to rounding,
+/// on the CPU backends' faster path. Cube (wgpu) runs burn's own convolution.
+///
+/// # Panics
+/// If `x` does not have `w`'s input channels, `options` has groups or asymmetric padding, or
+/// the kernel does not fit the padded input.
+pub fn conv2d(x: Tensor<4>, w: Tensor<4>, options: &ConvOptions<2>) -> Tensor<4> {
+    let [_, c, kh, kw] = w.dims();
+    let input = x.dims();
+    assert_eq!(
+        input[1],
+        c,
+        "conv2d: input {input:?} has {} channels, the kernel {:?} expects {c}",
+        input[1],
+        w.dims()
+    );
+    assert!(
+        options.groups == 1 && !options.is_asymmetric(),
+        "conv2d: one group and symmetric padding only (got {options:?})"
+    );
+    let g = ConvGeometry {
+        input,
+        kernel: [kh, kw],
+        stride: options.stride,
+        padding: options.padding_begin(),
+        dilation: options.dilation,
+    };
+    g.output(); // refuses a kernel that does not fit before any work is queued
+    Tensor::from_dispatch(<Dispatch as FusedOps>::conv_op(
+        x.into_dispatch(),
+        w.into_dispatch(),
+        g,
+    ))
 }
 
 /// `(E m, Var m)` `[rows, H', W']` of the maximum `m` of each `kernel × kernel` window, every

@@ -7,6 +7,7 @@ use crate::testing::{test_device, to_vec};
 use burn::module::{Module, Param};
 use burn::optim::{AdamConfig, AdamWConfig, GradientsParams};
 use burn::tensor::Distribution;
+use burn::tensor::ops::ConvOptions;
 
 /// Largest `|a − b|` over the largest `|b|`.
 fn rel_err(a: &[f64], b: &[f64]) -> f64 {
@@ -875,4 +876,70 @@ fn max_pool_moments_match_the_composition_of_burn_ops_at_mixed_scales() {
             }
         }
     }
+}
+
+/// [`conv2d`] against burn's `conv2d`: values, `∂x` and `∂w` of `Σ R ⊙ y` over strides,
+/// padding, dilation, non-square kernels and windows that overlap or skip cells, and with an
+/// input that takes no gradient (its `∂x` is then not computed: the weight's must still be).
+#[test]
+fn conv2d_and_its_gradients_match_burns_convolution() {
+    let _guard = crate::testing::seeded(&test_device(), 23);
+    let device = test_device().autodiff();
+    // (input [N, C, H, W], kernel [O, kh, kw], [stride, padding, dilation])
+    type Case = ([usize; 4], [usize; 3], [[usize; 2]; 3]);
+    let cases: [Case; 5] = [
+        ([3, 1, 28, 28], [4, 5, 5], [[2, 2], [0, 0], [1, 1]]), // the strided LeNet5's first layer
+        ([2, 3, 12, 12], [5, 5, 5], [[2, 2], [0, 0], [1, 1]]), // its second layer, smaller
+        ([2, 2, 9, 8], [3, 3, 2], [[1, 2], [1, 2], [1, 1]]),   // padding wider than some windows
+        ([1, 2, 11, 10], [2, 3, 3], [[2, 1], [2, 1], [2, 3]]), // dilated, padded
+        ([4, 3, 6, 7], [6, 1, 1], [[1, 1], [0, 0], [1, 1]]),   // 1×1
+    ];
+    for (input, [o, kh, kw], [stride, padding, dilation]) in cases {
+        let options = ConvOptions::new(stride, padding, dilation, 1);
+        let x = Tensor::<4>::random(input, Distribution::Normal(0.0, 1.0), &device);
+        let w = Tensor::<4>::random(
+            [o, input[1], kh, kw],
+            Distribution::Normal(0.0, 0.3),
+            &device,
+        );
+        let reference = burn::tensor::module::conv2d(x.clone(), w.clone(), None, options.clone());
+        let r = reference.random_like(Distribution::Normal(0.0, 1.0));
+        for x_tracked in [true, false] {
+            let (x, w) = (x.clone().detach(), w.clone().detach().require_grad());
+            let x = if x_tracked { x.require_grad() } else { x };
+            let want = burn::tensor::module::conv2d(x.clone(), w.clone(), None, options.clone());
+            let got = conv2d(x.clone(), w.clone(), &options);
+            assert_eq!(got.dims(), want.dims(), "{input:?}: output shape");
+            let err = rel_err(&to_vec(got.clone()), &to_vec(want.clone()));
+            assert!(err < 1e-5, "{input:?}: values differ by {err:.2e} of scale");
+            let g_want = (want * r.clone()).sum().backward();
+            let g_got = (got * r.clone()).sum().backward();
+            let dw = rel_err(
+                &to_vec(w.grad(&g_got).expect("dw")),
+                &to_vec(w.grad(&g_want).expect("dw of burn's")),
+            );
+            assert!(dw < 1e-5, "{input:?}: ∂w differs by {dw:.2e} of scale");
+            if x_tracked {
+                let dx = rel_err(
+                    &to_vec(x.grad(&g_got).expect("dx")),
+                    &to_vec(x.grad(&g_want).expect("dx of burn's")),
+                );
+                assert!(dx < 1e-5, "{input:?}: ∂x differs by {dx:.2e} of scale");
+            } else {
+                assert!(
+                    x.grad(&g_got).is_none(),
+                    "an untracked input got a gradient"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "channels")]
+fn conv2d_refuses_an_input_with_other_channels_than_the_kernel() {
+    let device = test_device();
+    let x = Tensor::<4>::zeros([1, 2, 8, 8], &device);
+    let w = Tensor::<4>::zeros([3, 4, 3, 3], &device);
+    conv2d(x, w, &ConvOptions::new([1, 1], [0, 0], [1, 1], 1));
 }

@@ -8,6 +8,7 @@ use super::pass::Pass;
 use super::weights::WeightConfig;
 use crate::dist::Moments;
 use crate::error::{Check, ConfigError};
+use crate::fused::{self, Kernels};
 use crate::posterior::{AnyPosterior, KlDivergence, TensorSpec, Unsupported, WeightPosterior};
 use burn::config::Config;
 use burn::module::Module;
@@ -73,10 +74,12 @@ impl BayesianConv2dConfig {
     }
 }
 
-/// A convolution on `[S, B, C, H, W]` activations.
+/// A convolution on `[S, B, C, H, W]` activations: with `fused`, one weight for all samples
+/// runs [`fused::conv2d`] (`im2col` and a matrix product), otherwise burn's `conv2d`.
 struct ConvOp {
     shape: [usize; 4],
     options: ConvOptions<2>,
+    fused: bool,
 }
 
 impl WeightOp<5, 4> for ConvOp {
@@ -85,7 +88,19 @@ impl WeightOp<5, 4> for ConvOp {
     }
     fn apply(&self, x: Tensor<5>, w: Tensor<4>, bias: Option<Tensor<1>>) -> Tensor<5> {
         let [s, b, c, h, wd] = x.dims();
-        let y = conv2d(x.reshape([s * b, c, h, wd]), w, bias, self.options.clone());
+        let x = x.reshape([s * b, c, h, wd]);
+        let y = if self.fused {
+            let y = fused::conv2d(x, w, &self.options);
+            match bias {
+                Some(b) => {
+                    let o = b.dims()[0];
+                    y + b.reshape([1, o, 1, 1])
+                }
+                None => y,
+            }
+        } else {
+            conv2d(x, w, bias, self.options.clone())
+        };
         let [_, o, ho, wo] = y.dims();
         y.reshape([s, b, o, ho, wo])
     }
@@ -122,6 +137,7 @@ impl<W: WeightPosterior<4>, B: WeightPosterior<1>> BayesianConv2d<W, B> {
         let op = ConvOp {
             shape,
             options: self.geometry.options(),
+            fused: pass.kernels() == Kernels::Fused,
         };
         self.params.run(&op, x, pass)
     }
@@ -137,6 +153,7 @@ impl<W: WeightPosterior<4>, B: WeightPosterior<1>> BayesianConv2d<W, B> {
         let op = ConvOp {
             shape,
             options: self.geometry.options(),
+            fused: pass.kernels() == Kernels::Fused,
         };
         self.params.moments(&op, m, pass)
     }
