@@ -13,15 +13,17 @@
 #   ~/.venvs/peer/bin/python xcheck/bedl_pac_torch.py EPOCHS SEED [arch] [kl] [complexity] [draws]
 #   arch: lenet5 (the strided LeNet5; default) | conv96 (Table 5.3's net, stride 2)
 #         | conv96s5 (the same with section 5.8.2.3's printed stride of 5: 28 -> 5 -> 1)
+#         | mlp (784-400-400-10, the MLP of `bnn-bench perf`)
 #   kl: sum (KL of the product over the training set, N * mean KL: the thesis; default)
 #       | mean (one point's KL: the reference code)
 #   complexity: thesis ((ln max B)/N = 1; default) | logn (ln N / N: the reference code)
 #   draws: separate (the KL takes its own 5 draws, as the bench; default) | shared (the KL
 #          takes the data term's draws)
-#   ~/.venvs/peer/bin/python xcheck/bedl_pac_torch.py time [THREADS]
-#   times training steps instead (the default net and options, random images and labels of
-#   MNIST's shape, batch 100, N = 60 000): 5 warm-up steps, then 100, printed as `ms/step`; the
-#   peer of `bnn-bench perf`'s BEDL-PAC row on LeNet5. THREADS: torch's threads (default 2).
+#   ~/.venvs/peer/bin/python xcheck/bedl_pac_torch.py time [ARCH] [THREADS]
+#   times training steps instead (ARCH's net, default lenet5, and the default options; random
+#   images and labels of MNIST's shape, batch 100, 128 for mlp; N = 60 000): 5 warm-up steps,
+#   then 100, printed as `ms/step`; the peer of `bnn-bench perf`'s BEDL-PAC rows (LeNet5 and
+#   MLP). THREADS: torch's threads (default 2).
 # The data directory is $BNN_DATA, else ../shared/data (MNIST and Fashion-MNIST IDX files).
 import gzip
 import math
@@ -33,15 +35,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+ARCHS = ("lenet5", "conv96", "conv96s5", "mlp")
 TIME = len(sys.argv) > 1 and sys.argv[1] == "time"
 if TIME:
+    rest = sys.argv[2:]
+    time_arch = rest.pop(0) if rest and rest[0] in ARCHS else "lenet5"
+    if len(rest) > 1:
+        raise SystemExit(f"time mode takes [ARCH] [THREADS]; got {' '.join(sys.argv[2:])!r}")
     try:
-        THREADS = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+        THREADS = int(rest[0]) if rest else 2
     except ValueError:
-        raise SystemExit(f"THREADS must be an integer; got {sys.argv[2]!r}")
+        raise SystemExit(f"THREADS must be an integer (or ARCH one of {', '.join(ARCHS)}); got {rest[0]!r}")
     if THREADS < 1:
         raise SystemExit(f"THREADS is {THREADS}; expected at least 1")
-    sys.argv = sys.argv[:1] + ["1", "0"]
+    sys.argv = sys.argv[:1] + ["1", "0", time_arch]
 torch.set_num_threads(THREADS if TIME else 2)
 if len(sys.argv) < 3:
     raise SystemExit("usage: bedl_pac_torch.py EPOCHS SEED [arch] [kl] [complexity] [draws]")
@@ -54,7 +61,7 @@ KL_MODE = sys.argv[4] if len(sys.argv) > 4 else "sum"
 COMPLEXITY = sys.argv[5] if len(sys.argv) > 5 else "thesis"
 DRAWS = sys.argv[6] if len(sys.argv) > 6 else "separate"
 for name, value, allowed in [
-    ("arch", ARCH, ("lenet5", "conv96", "conv96s5")),
+    ("arch", ARCH, ARCHS),
     ("kl", KL_MODE, ("sum", "mean")),
     ("complexity", COMPLEXITY, ("thesis", "logn")),
     ("draws", DRAWS, ("separate", "shared")),
@@ -151,6 +158,15 @@ class Net(torch.nn.Module):
                     MeanField((10, 96), 96),
                 ]
             )
+        elif ARCH == "mlp":
+            # the MLP of `bnn-bench perf`: 784-400-400-10
+            self.layers = torch.nn.ModuleList(
+                [
+                    MeanField((400, 784), 784),
+                    MeanField((400, 400), 400),
+                    MeanField((10, 400), 400),
+                ]
+            )
         else:
             self.layers = torch.nn.ModuleList(
                 [
@@ -159,11 +175,11 @@ class Net(torch.nn.Module):
                     MeanField((10, 1536), 1536),
                 ]
             )
-        # every net has two convolutions before its dense layers
-        self.flatten_at = 2
+        # the convolutional nets have two convolutions before their dense layers
+        self.flatten_at = None if ARCH == "mlp" else 2
 
     def forward(self, x):
-        m, v = x, None
+        m, v = (x.flatten(1) if ARCH == "mlp" else x), None
         for i, layer in enumerate(self.layers):
             if i == self.flatten_at:
                 m, v = m.flatten(1), v.flatten(1)
@@ -222,7 +238,9 @@ def test_error():
 net = Net()
 opt = torch.optim.Adam(net.parameters(), lr=1e-3)
 if TIME:
-    x, y = torch.randn(100, 1, 28, 28), torch.randint(0, 10, (100,))
+    # the batches of `bnn-bench perf`: 100 images for LeNet5, 128 flat inputs for the MLP
+    batch = 128 if ARCH == "mlp" else 100
+    x, y = torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
 
     def step():
         loss = loss_fn(net, x, y)

@@ -2,7 +2,7 @@
 //! (batch 128) and of LeNet5 (MNIST-sized inputs, batch 100), Adam, for burn's deterministic
 //! layers (with burn's Adam and with the fused Adam) and every posterior family (fused kernels,
 //! and optionally the reference composition), with the PyTorch peer programs of
-//! `../shared/peer` (the MLP) and `xcheck/bedl_pac_torch.py` (BEDL-PAC on LeNet5) run in the
+//! `../shared/peer` (the MLP) and `xcheck/bedl_pac_torch.py` (BEDL-PAC, both nets) run in the
 //! same invocation so that ratios compare like with like.
 //!
 //! The MLP workload matches the peers exactly: random inputs `[128, 784]` and targets
@@ -73,7 +73,7 @@ pub struct PerfRow {
     /// The same against bayesian-torch (MLP rows, when the peers ran).
     pub vs_bayesian_torch: Option<f64>,
     /// The same against the PyTorch implementation of BEDL-PAC (`xcheck/bedl_pac_torch.py`;
-    /// the [`BEDL_PAC`] row on LeNet5, when the peers ran).
+    /// the [`BEDL_PAC`] rows, when the peers ran).
     pub vs_torch_bedl_pac: Option<f64>,
 }
 
@@ -167,7 +167,8 @@ pub const BLACK_BOX_DRAWS: usize = 4;
 
 /// The moment-propagation row: BEDL-PAC as the bench trains it (CLT moments through the body,
 /// the evidential head, 5 draws of the logits' moments, the PAC-Bayes objective of eq. 5.10,
-/// fused Adam) on random labels. On LeNet5 its peer is `xcheck/bedl_pac_torch.py time`.
+/// fused Adam) on random labels. Its peer is `xcheck/bedl_pac_torch.py time ARCH` on the same
+/// net (`lenet5` or `mlp`).
 pub const BEDL_PAC: &str = "BEDL-PAC (CLT moments)";
 
 /// The deterministic baselines: burn's layers with burn's Adam (the "deterministic burn step")
@@ -293,9 +294,9 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             workloads.push(workload((net, BEDL_PAC.into()), build, optim, loss)?);
             report_warmup(workloads.last().expect("pushed"));
         }
-        // The peers run in the same rounds, one process per round: the two MLP programs of
-        // `--peer-dir`, and on LeNet5 the PyTorch BEDL-PAC when its row runs.
-        let peers: Vec<Peer> = match (&python, net) {
+        // The peers run in the same rounds, one process per round: on the MLP the two programs
+        // of `--peer-dir`, and on both nets the PyTorch BEDL-PAC when its row runs.
+        let mut peers: Vec<Peer> = match (&python, net) {
             (Some(_), Net::Mlp) => ["torch_mfvi_mlp.py", "bayesian_torch_mlp.py"]
                 .iter()
                 .map(|script| Peer {
@@ -304,16 +305,20 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                     args: vec![],
                 })
                 .collect(),
-            (Some(_), Net::LeNet5) if bedl_pac => {
-                vec![Peer {
-                    name: TORCH_BEDL_PAC.to_string(),
-                    script: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                        .join("../xcheck/bedl_pac_torch.py"),
-                    args: vec!["time".to_string()],
-                }]
-            }
             _ => vec![],
         };
+        if python.is_some() && bedl_pac {
+            let arch = match net {
+                Net::Mlp => "mlp",
+                Net::LeNet5 => "lenet5",
+            };
+            peers.push(Peer {
+                name: TORCH_BEDL_PAC.to_string(),
+                script: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("../xcheck/bedl_pac_torch.py"),
+                args: vec!["time".to_string(), arch.to_string()],
+            });
+        }
         let mut peer_rounds: Vec<Result<Vec<f64>, String>> =
             peers.iter().map(|_| Ok(vec![])).collect();
         // Interleaved rounds: every workload once per round, so that the machine's drift between
