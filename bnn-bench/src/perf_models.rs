@@ -292,12 +292,14 @@ impl MomentNet {
         })
     }
 
-    /// The training loop's loss for one minibatch: the model's moment step under `objective`.
+    /// The training loop's loss for one minibatch: the model's moment step under `objective`,
+    /// requested as the training loop requests it.
     pub fn loss(&self, x: &Inputs, labels: Tensor<1, Int>, objective: &dyn Objective) -> Tensor<1> {
         fn terms<M: Model<Target = Tensor<1, Int>>>(
             m: &M,
             input: M::Input,
             target: Tensor<1, Int>,
+            request: StepRequest,
         ) -> StepTerms {
             let b = target.dims()[0];
             let rows = Tensor::<1, Int>::arange(0..b as i64, &target.device());
@@ -307,12 +309,15 @@ impl MomentNet {
                 rows,
                 n_train: N_TRAIN as usize,
             };
-            m.step(batch, StepRequest::new(1))
-                .expect("BEDL-PAC trains by moments")
+            m.step(batch, request).expect("BEDL-PAC trains by moments")
         }
+        let request = StepRequest {
+            weight_kl: objective.needs_weight_kl(),
+            ..StepRequest::new(1)
+        };
         let terms = match (self, x) {
-            (MomentNet::Mlp(m), Inputs::Flat(x)) => terms(m, x.clone(), labels),
-            (MomentNet::LeNet5(m), Inputs::Images(x)) => terms(m, x.clone(), labels),
+            (MomentNet::Mlp(m), Inputs::Flat(x)) => terms(m, x.clone(), labels, request),
+            (MomentNet::LeNet5(m), Inputs::Images(x)) => terms(m, x.clone(), labels, request),
             _ => unreachable!("inputs are made for their network"),
         };
         let context = StepContext {

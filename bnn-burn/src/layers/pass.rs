@@ -106,6 +106,14 @@ impl<'a> Pass<'a> {
         self
     }
 
+    /// The same pass with the layers' KL collected only when `collect` (a training pass for an
+    /// objective that has no use for it, [`crate::objective::Objective::needs_weight_kl`],
+    /// skips it: the terms then carry a KL of 0). A pass that does not collect it is unchanged.
+    pub fn collecting_kl(mut self, collect: bool) -> Self {
+        self.collect_kl &= collect;
+        self
+    }
+
     /// The same pass for an objective whose loss is `… + weight·KL`, linear in the collected
     /// KL: layers on the fused kernels then add `weight·∇KL` inside their sampling kernel's
     /// backward pass and report their KL as a constant (one pass instead of two; an autodiff

@@ -472,3 +472,87 @@ fn bedl_pac_holds_every_free_row_at_the_objectives_fixed_point() {
         "MNIST: p_y {p}, KL {kl}"
     );
 }
+
+/// BEDL-PAC's objective does not use the weights' KL, so the training loop asks the step not to
+/// compute it (`StepRequest::weight_kl`): the step then reports a KL of 0, and the same data
+/// terms and PAC loss as when it computes it, on the moment path (BEDL-PAC) and on the
+/// sampling path (a mean-field net with the same head). The ELBO still asks for it.
+#[test]
+fn a_step_without_the_weight_kl_reports_zero_and_changes_nothing_else() {
+    use crate::nets::{MomentConfig, moment_weights};
+    use crate::objective::{
+        ElboConfig, Objective, PacBayesConfig, StepContext, StepRequest, StepTerms,
+    };
+    use crate::train::{Minibatch, Model};
+    let device = test_device().autodiff();
+    let pac = PacBayesConfig::new().init().unwrap();
+    assert!(!pac.needs_weight_kl());
+    assert!(ElboConfig::new().init().unwrap().needs_weight_kl());
+    let head = || {
+        EvidentialConfig::new()
+            .with_evidence(Evidence::Exp)
+            .with_loss(EdlLoss::LogMarginal)
+            .with_regulariser(DirichletRegulariser::Full)
+            .init()
+    };
+    let moments = MomentConfig::clt().with_train_logits(LogitRule::SampledMarginal { samples: 5 });
+    let (moment_net, sampled_net) = {
+        let _guard = crate::testing::seeded(&device, 5);
+        let moment_net = MlpConfig::new(3, vec![16], 4)
+            .with_weights(moment_weights(100.0))
+            .init(head(), &device)
+            .unwrap()
+            .with_moments(moments)
+            .unwrap();
+        let sampled_net = MlpConfig::new(3, vec![16], 4)
+            .with_weights(WeightConfig::of(PosteriorConfig::mean_field()))
+            .init(head(), &device)
+            .unwrap();
+        (moment_net, sampled_net)
+    };
+    let batch = || Minibatch {
+        input: matrix(
+            &[0.3, -1.2, 0.8, 1.5, 0.1, -0.4, -0.7, 0.9, 2.0],
+            3,
+            &device,
+        ),
+        target: labels(&[0, 3, 1], &device),
+        rows: labels(&[0, 1, 2], &device),
+        n_train: 60,
+    };
+    let context = StepContext {
+        epoch: 0,
+        n_train: 60,
+        batch_size: 3,
+    };
+    // One step, same seed, with and without the weight KL: its KL, data terms and PAC loss.
+    let run = |step: &dyn Fn(StepRequest) -> StepTerms, weight_kl: bool| {
+        let _guard = crate::testing::seeded(&device, 9);
+        let terms = step(StepRequest {
+            weight_kl,
+            ..StepRequest::new(2)
+        });
+        (
+            to_vec(terms.kl.clone())[0],
+            to_vec(terms.log_likelihood.clone()),
+            to_vec(terms.local_kl.clone().expect("the head's local KL")),
+            to_vec(pac.loss(terms, &context).loss)[0],
+        )
+    };
+    let moment_step = |r: StepRequest| moment_net.step(batch(), r).unwrap();
+    let sampled_step = |r: StepRequest| sampled_net.step(batch(), r).unwrap();
+    let steps: [(&str, &dyn Fn(StepRequest) -> StepTerms); 2] =
+        [("moments", &moment_step), ("sampling", &sampled_step)];
+    for (name, step) in steps {
+        let (kl_on, ll_on, local_on, loss_on) = run(step, true);
+        let (kl_off, ll_off, local_off, loss_off) = run(step, false);
+        assert!(kl_on > 0.0, "{name}: the collected KL is {kl_on}");
+        assert_eq!(
+            kl_off, 0.0,
+            "{name}: a KL was reported without being asked for"
+        );
+        assert_eq!(ll_on, ll_off, "{name}: log-likelihoods");
+        assert_eq!(local_on, local_off, "{name}: local KL");
+        assert_eq!(loss_on, loss_off, "{name}: PAC loss");
+    }
+}

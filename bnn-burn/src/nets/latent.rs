@@ -194,7 +194,9 @@ where
         let eps = Tensor::<3>::random([s, b, dz], Distribution::Normal(0.0, 1.0), &device);
         let batch3 = |t: Tensor<2>| t.unsqueeze_dim::<3>(0).expand([s, b, dz]);
         let z = batch3(mean.clone()) + batch3(var.clone().sqrt()) * eps.clone();
-        let mut pass = Pass::train(s, request.log_ratio).with_kernels(request.kernels);
+        let mut pass = Pass::train(s, request.log_ratio)
+            .with_kernels(request.kernels)
+            .collecting_kl(request.weight_kl);
         if let Some(weight) = request.kl_fold {
             pass = pass.fold_kl(weight);
         }

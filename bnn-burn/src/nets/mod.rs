@@ -209,8 +209,9 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
         if self.moments.train {
             return self.moment_step(batch, request);
         }
-        let mut pass =
-            Pass::train(request.samples, request.log_ratio).with_kernels(request.kernels);
+        let mut pass = Pass::train(request.samples, request.log_ratio)
+            .with_kernels(request.kernels)
+            .collecting_kl(request.weight_kl);
         if let Some(weight) = request.kl_fold {
             pass = pass.fold_kl(weight);
         }
@@ -231,7 +232,7 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
 
 impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// A training step by moment propagation: `E_q[ln p(y | f)]` from the outputs' moments,
-    /// one deterministic pass, the layers' KL.
+    /// one deterministic pass on the request's kernels, the layers' KL when it asks for it.
     fn moment_step(
         &self,
         batch: Minibatch<B::Input, L::Target>,
@@ -243,7 +244,9 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
                 what: "has no per-draw ln q(w) − ln p(w): train it with the ELBO",
             });
         }
-        let mut pass = Pass::train_moments(self.moments.rule);
+        let mut pass = Pass::train_moments(self.moments.rule)
+            .with_kernels(request.kernels)
+            .collecting_kl(request.weight_kl);
         let out = self.output_moments(batch.input, &mut pass)?;
         let device = out.mean.device();
         let out = Moments::new(out.mean.squeeze_dim(0), out.var.squeeze_dim(0));

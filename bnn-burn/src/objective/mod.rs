@@ -28,16 +28,21 @@ pub struct StepRequest {
     /// `Some(λ)` when the loss is `… + λ·KL` (see [`Objective::kl_weight`]): the layers may
     /// fold `λ∇KL` into their sampling kernels and report the KL as a constant.
     pub kl_fold: Option<f64>,
+    /// Whether the layers' `KL(q ‖ p)` is needed ([`Objective::needs_weight_kl`]); without it
+    /// the step may report a KL of 0 and not compute it.
+    pub weight_kl: bool,
 }
 
 impl StepRequest {
-    /// `samples` draws per example, on the fused kernels, no log-ratio, no folded KL.
+    /// `samples` draws per example, on the fused kernels, no log-ratio, the layers' KL
+    /// collected and not folded.
     pub fn new(samples: usize) -> Self {
         Self {
             samples,
             log_ratio: false,
             kernels: Kernels::Fused,
             kl_fold: None,
+            weight_kl: true,
         }
     }
 }
@@ -88,6 +93,13 @@ pub trait Objective {
     /// Whether the objective needs [`StepTerms::log_ratio`].
     fn needs_log_ratio(&self) -> bool {
         false
+    }
+
+    /// Whether the loss uses [`StepTerms::kl`], the layers' `KL(q ‖ p)` (the default). An
+    /// objective without it (BEDL-PAC's, whose weights are fitted by type-II maximum
+    /// likelihood) lets the training loop skip computing it every step.
+    fn needs_weight_kl(&self) -> bool {
+        true
     }
 
     /// The loss of one step.

@@ -136,6 +136,12 @@ impl Objective for PacBayes {
         "PAC-Bayes (BEDL-PAC)"
     }
 
+    /// False: the bound regularises the rows' local KL; the weights are fitted by type-II
+    /// maximum likelihood, so their KL is not part of the loss.
+    fn needs_weight_kl(&self) -> bool {
+        false
+    }
+
     /// `mean NLL + √((mean_b KL_b − ln δ)/N + (ln max B)/N)`; `Loss::kl` reports the mean
     /// local KL.
     ///

@@ -136,6 +136,7 @@ impl<M: Model> Trainer<M> {
         let request = StepRequest {
             log_ratio: objective.needs_log_ratio(),
             kernels: config.kernels,
+            weight_kl: objective.needs_weight_kl(),
             ..StepRequest::new(config.train_samples)
         };
         let n_train = train_rows.len();
