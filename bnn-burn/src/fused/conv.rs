@@ -118,65 +118,76 @@ impl<'a> Windows<'a> {
         }
     }
 
+    /// Visits the kernel rows of output cell `(oy, ox)`'s window: `f(j, input, span)` with `j`
+    /// the row's first column in `cols`, `input` the offset of its input row within the image
+    /// (`[C, H, W]`; `None` in the padding), and `span` how its `kw` columns read that row:
+    /// `Ok(ix)`, the consecutive run from `ix`, or `Err(xs)`, one input column per kernel
+    /// column (`usize::MAX` in the padding).
+    #[inline(always)]
+    fn rows(
+        &self,
+        oy: usize,
+        ox: usize,
+        mut f: impl FnMut(usize, Option<usize>, Result<usize, &[usize]>),
+    ) {
+        let [_, c, h, w] = self.g.input;
+        let [kh, kw] = self.g.kernel;
+        let span = self.xs.1[ox].ok_or(&self.xs.0[ox * kw..(ox + 1) * kw]);
+        for ch in 0..c {
+            for ky in 0..kh {
+                let iy = self.ys[oy * kh + ky];
+                let input = (iy != usize::MAX).then(|| (ch * h + iy) * w);
+                f((ch * kh + ky) * kw, input, span);
+            }
+        }
+    }
+
     /// Writes the window of output cell `(oy, ox)` of image `x` (`[C, H, W]`) into `row`.
     #[inline(always)]
     fn read(&self, x: &[f32], oy: usize, ox: usize, row: &mut [f32]) {
-        let [_, c, h, w] = self.g.input;
-        let [kh, kw] = self.g.kernel;
-        let xs = &self.xs.0[ox * kw..(ox + 1) * kw];
-        let run = self.xs.1[ox];
-        for ch in 0..c {
-            for ky in 0..kh {
-                let dst = &mut row[(ch * kh + ky) * kw..(ch * kh + ky + 1) * kw];
-                let iy = self.ys[oy * kh + ky];
-                if iy == usize::MAX {
-                    dst.fill(0.0);
-                    continue;
-                }
-                let src = &x[(ch * h + iy) * w..(ch * h + iy + 1) * w];
-                match run {
-                    Some(ix) => dst.copy_from_slice(&src[ix..ix + kw]),
-                    None => {
-                        for (d, &ix) in dst.iter_mut().zip(xs) {
-                            *d = if ix == usize::MAX { 0.0 } else { src[ix] };
-                        }
+        let [kw, w] = [self.g.kernel[1], self.g.input[3]];
+        self.rows(oy, ox, |j, input, span| {
+            let dst = &mut row[j..j + kw];
+            let Some(at) = input else {
+                dst.fill(0.0);
+                return;
+            };
+            let src = &x[at..at + w];
+            match span {
+                Ok(ix) => dst.copy_from_slice(&src[ix..ix + kw]),
+                Err(xs) => {
+                    for (d, &ix) in dst.iter_mut().zip(xs) {
+                        *d = if ix == usize::MAX { 0.0 } else { src[ix] };
                     }
                 }
             }
-        }
+        });
     }
 
     /// Adds `row` back into the window of output cell `(oy, ox)` of `dx` (`[C, H, W]`).
     #[inline(always)]
     fn add(&self, row: &[f32], oy: usize, ox: usize, dx: &mut [f32]) {
-        let [_, c, h, w] = self.g.input;
-        let [kh, kw] = self.g.kernel;
-        let xs = &self.xs.0[ox * kw..(ox + 1) * kw];
-        let run = self.xs.1[ox];
-        for ch in 0..c {
-            for ky in 0..kh {
-                let iy = self.ys[oy * kh + ky];
-                if iy == usize::MAX {
-                    continue;
-                }
-                let src = &row[(ch * kh + ky) * kw..(ch * kh + ky + 1) * kw];
-                let dst = &mut dx[(ch * h + iy) * w..(ch * h + iy + 1) * w];
-                match run {
-                    Some(ix) => {
-                        for (d, s) in dst[ix..ix + kw].iter_mut().zip(src) {
-                            *d += s;
-                        }
+        let [kw, w] = [self.g.kernel[1], self.g.input[3]];
+        self.rows(oy, ox, |j, input, span| {
+            let Some(at) = input else {
+                return;
+            };
+            let (src, dst) = (&row[j..j + kw], &mut dx[at..at + w]);
+            match span {
+                Ok(ix) => {
+                    for (d, s) in dst[ix..ix + kw].iter_mut().zip(src) {
+                        *d += s;
                     }
-                    None => {
-                        for (&ix, s) in xs.iter().zip(src) {
-                            if ix != usize::MAX {
-                                dst[ix] += s;
-                            }
+                }
+                Err(xs) => {
+                    for (&ix, s) in xs.iter().zip(src) {
+                        if ix != usize::MAX {
+                            dst[ix] += s;
                         }
                     }
                 }
             }
-        }
+        });
     }
 }
 
