@@ -50,12 +50,18 @@ pub trait FusedOps: Backend {
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         var_scale: f32,
+        rule: SigmaRule,
         kl: Option<KlTerms>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
-    /// The differentiable sum of KL terms, `[1]`.
-    fn kl_op(mu: FloatTensor<Self>, rho: FloatTensor<Self>, terms: KlTerms) -> FloatTensor<Self>;
+    /// The differentiable sum of KL terms, `[1]` ([`FusedKernels::fused_kl`]).
+    fn kl_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        terms: KlTerms,
+    ) -> FloatTensor<Self>;
 
     /// [`FusedKernels::fused_noise`].
     fn noise_op(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self>;
@@ -119,18 +125,20 @@ macro_rules! inner_ops {
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
                 var_scale: f32,
+                rule: SigmaRule,
                 kl: Option<KlTerms>,
                 _fold: Option<f32>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_moments(mu, rho, var_scale, kl)
+                Self::fused_moments(mu, rho, var_scale, rule, kl)
             }
 
             fn kl_op(
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
+                rule: SigmaRule,
                 terms: KlTerms,
             ) -> FloatTensor<Self> {
-                super::ext::kl_sum::<Self>(mu, rho, terms)
+                Self::fused_kl(mu, rho, rule, terms)
             }
 
             fn noise_op(
@@ -243,15 +251,20 @@ impl<B: FusedKernels> Backward<B, 2> for SampleRatioBackward {
 struct MomentsBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for MomentsBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>, f32, Option<(KlTerms, f32)>);
+    type State = (
+        FloatTensor<B>,
+        FloatTensor<B>,
+        f32,
+        SigmaRule,
+        Option<(KlTerms, f32)>,
+    );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let dvar = grads.consume::<B>(&ops.node);
-        let (mu, rho, var_scale, fold) = ops.state;
-        let has_fold = fold.is_some();
-        let (dmu, drho) = B::fused_moments_backward(dvar, mu, rho, var_scale, fold);
-        if has_fold {
+        let (mu, rho, var_scale, rule, fold) = ops.state;
+        let (dmu, drho) = B::fused_moments_backward(dvar, mu, rho, var_scale, rule, fold);
+        if let Some(dmu) = dmu {
             register!(grads, node_mu, dmu);
         }
         register!(grads, node_rho, drho);
@@ -262,13 +275,13 @@ impl<B: FusedKernels> Backward<B, 2> for MomentsBackward {
 struct KlBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for KlBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>, KlTerms);
+    type State = (FloatTensor<B>, FloatTensor<B>, SigmaRule, KlTerms);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let g = grads.consume::<B>(&ops.node);
-        let (mu, rho, terms) = ops.state;
-        let (dmu, drho) = B::fused_kl_backward(g, mu, rho, terms);
+        let (mu, rho, rule, terms) = ops.state;
+        let (dmu, drho) = B::fused_kl_backward(g, mu, rho, rule, terms);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -460,6 +473,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         var_scale: f32,
+        rule: SigmaRule,
         kl: Option<KlTerms>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
@@ -467,6 +481,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             mu.primitive().clone(),
             rho.primitive().clone(),
             var_scale,
+            rule,
             kl,
         );
         let fold = kl.zip(fold);
@@ -476,7 +491,13 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => prep.finish(
-                (mu.into_primitive(), rho.into_primitive(), var_scale, fold),
+                (
+                    mu.into_primitive(),
+                    rho.into_primitive(),
+                    var_scale,
+                    rule,
+                    fold,
+                ),
                 var,
             ),
             OpsKind::UnTracked(prep) => prep.finish(var),
@@ -484,16 +505,22 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         (var, Self::from_inner(value))
     }
 
-    fn kl_op(mu: FloatTensor<Self>, rho: FloatTensor<Self>, terms: KlTerms) -> FloatTensor<Self> {
-        let value = super::ext::kl_sum::<B>(mu.primitive().clone(), rho.primitive().clone(), terms);
+    fn kl_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        terms: KlTerms,
+    ) -> FloatTensor<Self> {
+        let value = B::fused_kl(mu.primitive().clone(), rho.primitive().clone(), rule, terms);
         match KlBackward
             .prepare::<C>([mu.node(), rho.node()])
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => {
-                prep.finish((mu.into_primitive(), rho.into_primitive(), terms), value)
-            }
+            OpsKind::Tracked(prep) => prep.finish(
+                (mu.into_primitive(), rho.into_primitive(), rule, terms),
+                value,
+            ),
             OpsKind::UnTracked(prep) => prep.finish(value),
         }
     }

@@ -195,7 +195,7 @@ pub fn sample_backward(
 }
 
 /// How a location-scale posterior's `σ` follows from its unconstrained `ρ`, for
-/// [`sample_ratio`]: the three [`crate::posterior::ScaleParam`]s.
+/// [`sample_ratio`], [`moments`] and the KL: the three [`crate::posterior::ScaleParam`]s.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SigmaRule {
     /// `σ = softplus(ρ)`.
@@ -421,9 +421,10 @@ pub fn sample_ratio_backward(
 }
 
 multiversion! {
-    /// `var = σ²·var_scale` (when `var` is given) and the summed KL terms over one range.
-    fn moments_range(mu: &[f32], rho: &[f32], var_scale: f32, var: Option<&mut [f32]>,
-                     kl: Option<KlTerms>) -> f64 {
+    /// `var = σ²·var_scale` (when `var` is given) and the summed KL terms over one range, `σ` by
+    /// `rule`.
+    fn moments_range(mu: &[f32], rho: &[f32], var_scale: f32, rule: SigmaRule,
+                     var: Option<&mut [f32]>, kl: Option<KlTerms>) -> f64 {
         let mut var = var;
         let mut lanes = [0f32; 8];
         let mut total = 0f64;
@@ -431,8 +432,11 @@ multiversion! {
             let len = mc.len();
             let (m, r) = (load(mc, 0.0), load(rc, 0.0));
             let mut sigma = [0f32; BLOCK];
+            let mut ln_sigma = [0f32; BLOCK];
             for j in 0..BLOCK {
-                sigma[j] = softplus(r[j]);
+                let (s, ln_s, _) = rule.eval(r[j]);
+                sigma[j] = s;
+                ln_sigma[j] = ln_s;
             }
             if let Some(out) = var.as_deref_mut() {
                 let mut v = [0f32; BLOCK];
@@ -442,7 +446,11 @@ multiversion! {
                 store(&mut out[k * BLOCK..k * BLOCK + len], &v);
             }
             if let Some(p) = kl {
-                let t = kl_terms(&m, &sigma, p);
+                let mut t = [0f32; BLOCK];
+                for j in 0..BLOCK {
+                    let (s, c) = (sigma[j], m[j] - p.mean);
+                    t[j] = 0.5 * (s * s * p.inv_var_sigma + c * c * p.inv_var_mu) - ln_sigma[j];
+                }
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
                     total += lanes_total(&lanes);
@@ -454,11 +462,13 @@ multiversion! {
     }
 }
 
-/// `var = softplus(ρ)²·var_scale` (when given) and the summed KL terms.
+/// `var = σ(ρ)²·var_scale` (when given; `σ` by `rule`) and the summed KL terms
+/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ`.
 pub fn moments(
     mu: &[f32],
     rho: &[f32],
     var_scale: f32,
+    rule: SigmaRule,
     var: Option<&mut [f32]>,
     kl: Option<KlTerms>,
 ) -> f64 {
@@ -466,55 +476,65 @@ pub fn moments(
     par_chunks(mu.len(), |a, b| {
         // SAFETY: disjoint ranges.
         let v = shared.map(|s| unsafe { s.range(a, b) });
-        moments_range(&mu[a..b], &rho[a..b], var_scale, v, kl)
+        moments_range(&mu[a..b], &rho[a..b], var_scale, rule, v, kl)
     })
     .into_iter()
     .sum()
 }
 
 multiversion! {
+    /// `(dμ, dρ)` of [`moments`] over one range; `dμ` is written only with `kl`.
     fn moments_backward_range(dvar: Option<&[f32]>, mu: &[f32], rho: &[f32], var_scale: f32,
-                              dmu: &mut [f32], drho: &mut [f32], kl: Option<(KlTerms, f32)>) {
-        for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
-            let (a, len) = (k * BLOCK, dm_out.len());
+                              rule: SigmaRule, dmu: Option<&mut [f32]>, drho: &mut [f32],
+                              kl: Option<(KlTerms, f32)>) {
+        let mut dmu = dmu;
+        for (k, dr_out) in drho.chunks_mut(BLOCK).enumerate() {
+            let (a, len) = (k * BLOCK, dr_out.len());
             let d = dvar.map(|d| load(&d[a..a + len], 0.0)).unwrap_or([0.0; BLOCK]);
-            let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 1.0));
-            let mut dm = [0f32; BLOCK];
+            let r = load(&rho[a..a + len], 0.0);
             let mut dr = [0f32; BLOCK];
+            let mut sigma = [0f32; BLOCK];
             for j in 0..BLOCK {
-                let (sp, sig) = softplus_sigmoid(r[j]);
-                let mut g_sigma = 2.0 * sp * var_scale * d[j];
-                let mut g_mu = 0.0;
+                let (s, _, ds) = rule.eval(r[j]);
+                let mut g_sigma = 2.0 * s * var_scale * d[j];
                 if let Some((p, w)) = kl {
-                    g_mu = w * (m[j] - p.mean) * p.inv_var_mu;
-                    g_sigma += w * (sp * p.inv_var_sigma - 1.0 / sp);
+                    g_sigma += w * (s * p.inv_var_sigma - 1.0 / s);
                 }
-                dm[j] = g_mu;
-                dr[j] = g_sigma * sig;
+                sigma[j] = s;
+                dr[j] = g_sigma * ds;
             }
-            store(dm_out, &dm);
             store(dr_out, &dr);
+            if let (Some((p, w)), Some(out)) = (kl, dmu.as_deref_mut()) {
+                let m = load(&mu[a..a + len], 0.0);
+                let mut dm = [0f32; BLOCK];
+                for j in 0..BLOCK {
+                    dm[j] = w * (m[j] - p.mean) * p.inv_var_mu;
+                }
+                store(&mut out[a..a + len], &dm);
+            }
         }
     }
 }
 
 /// `(dμ, dρ)` of [`moments`] given `dvar`, plus `weight × ∇KL` (the KL's own gradient when
-/// `dvar` is `None`).
+/// `dvar` is `None`). Without `kl`, `∂var/∂μ = 0` and `dmu` is not written.
+#[allow(clippy::too_many_arguments)]
 pub fn moments_backward(
     dvar: Option<&[f32]>,
     mu: &[f32],
     rho: &[f32],
     var_scale: f32,
-    dmu: &mut [f32],
+    rule: SigmaRule,
+    dmu: Option<&mut [f32]>,
     drho: &mut [f32],
     kl: Option<(KlTerms, f32)>,
 ) {
-    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
-    par_chunks(mu.len(), |a, b| {
+    let (sm, sr) = (dmu.map(Shared::new), Shared::new(drho));
+    par_chunks(rho.len(), |a, b| {
         // SAFETY: disjoint ranges.
-        let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
+        let (dm, dr) = unsafe { (sm.map(|s| s.range(a, b)), sr.range(a, b)) };
         let d = dvar.map(|d| &d[a..b]);
-        moments_backward_range(d, &mu[a..b], &rho[a..b], var_scale, dm, dr, kl);
+        moments_backward_range(d, &mu[a..b], &rho[a..b], var_scale, rule, dm, dr, kl);
     });
 }
 

@@ -223,13 +223,14 @@ macro_rules! cpu_fused_kernels {
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
                 var_scale: f32,
+                rule: SigmaRule,
                 kl: Option<KlTerms>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let (mu, rho) = (mu.values(), rho.values());
                 let mut s = 0.0;
                 let var = written(shape.num_elements(), |v| {
-                    s = cpu::moments(&mu, &rho, var_scale, Some(v), kl);
+                    s = cpu::moments(&mu, &rho, var_scale, rule, Some(v), kl);
                 });
                 (<FloatTensor<Self>>::from_values(var, shape), total(s))
             }
@@ -239,24 +240,44 @@ macro_rules! cpu_fused_kernels {
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
                 var_scale: f32,
+                rule: SigmaRule,
                 fold: Option<(KlTerms, f32)>,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+            ) -> (Option<FloatTensor<Self>>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
                 let (dvar, mu, rho) = (dvar.values(), mu.values(), rho.values());
-                let (dmu, drho) = written2(n, |dm, dr| {
-                    cpu::moments_backward(Some(&dvar), &mu, &rho, var_scale, dm, dr, fold);
-                });
+                let backward = |dm: Option<&mut [f32]>, dr: &mut [f32]| {
+                    cpu::moments_backward(Some(&dvar), &mu, &rho, var_scale, rule, dm, dr, fold)
+                };
+                // `dμ` only with the folded KL: the variance does not depend on `μ`.
+                let (dmu, drho) = match fold {
+                    Some(_) => {
+                        let (dm, dr) = written2(n, |dm, dr| backward(Some(dm), dr));
+                        (Some(dm), dr)
+                    }
+                    None => (None, written(n, |dr| backward(None, dr))),
+                };
                 (
-                    <FloatTensor<Self>>::from_values(dmu, shape.clone()),
+                    dmu.map(|d| <FloatTensor<Self>>::from_values(d, shape.clone())),
                     <FloatTensor<Self>>::from_values(drho, shape),
                 )
+            }
+
+            fn fused_kl(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                rule: SigmaRule,
+                terms: KlTerms,
+            ) -> FloatTensor<Self> {
+                let (mu, rho) = (mu.values(), rho.values());
+                total(cpu::moments(&mu, &rho, 1.0, rule, None, Some(terms)))
             }
 
             fn fused_kl_backward(
                 g: FloatTensor<Self>,
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
+                rule: SigmaRule,
                 terms: KlTerms,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
@@ -264,7 +285,8 @@ macro_rules! cpu_fused_kernels {
                 let g = g.values()[0];
                 let (mu, rho) = (mu.values(), rho.values());
                 let (dmu, drho) = written2(n, |dm, dr| {
-                    cpu::moments_backward(None, &mu, &rho, 1.0, dm, dr, Some((terms, g)));
+                    let kl = Some((terms, g));
+                    cpu::moments_backward(None, &mu, &rho, 1.0, rule, Some(dm), dr, kl);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),

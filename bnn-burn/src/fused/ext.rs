@@ -102,7 +102,7 @@ pub trait FusedKernels: Backend {
             })
             .collect();
         let kl = match kl {
-            Some(terms) => kl_sum::<Self>(mu.clone(), rho, terms),
+            Some(terms) => kl_sum::<Self>(mu.clone(), rho, SigmaRule::Softplus, terms),
             None => scalar::<Self>(0.0, &mu.device()),
         };
         (Self::float_cat(draws, 0), kl)
@@ -138,7 +138,7 @@ pub trait FusedKernels: Backend {
         } else {
             Self::float_reshape(dmu.expect("at least one draw"), shape)
         };
-        finish_backward::<Self>(dmu, dsigma, mu, rho, fold)
+        finish_backward::<Self>(dmu, dsigma, mu, rho, SigmaRule::Softplus, fold)
     }
 
     /// `(out, kl)` of [`cpu::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws
@@ -255,38 +255,53 @@ pub trait FusedKernels: Backend {
         )
     }
 
-    /// `(var, kl)`: `var = softplus(ρ)²·var_scale` and `Σ` of the KL terms (`[1]`).
+    /// `(var, kl)`: `var = σ(ρ)²·var_scale` (`σ` by `rule`) and `Σ` of the KL terms (`[1]`).
     fn fused_moments(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         var_scale: f32,
+        rule: SigmaRule,
         kl: Option<KlTerms>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let sigma = softplus::<Self>(rho.clone());
+        let (sigma, _, _) = sigma_of::<Self>(rho.clone(), rule);
         let var = Self::float_mul_scalar(
             Self::float_mul(sigma.clone(), sigma),
             Scalar::from(var_scale),
         );
         let kl = match kl {
-            Some(terms) => kl_sum::<Self>(mu, rho, terms),
+            Some(terms) => kl_sum::<Self>(mu, rho, rule, terms),
             None => scalar::<Self>(0.0, &mu.device()),
         };
         (var, kl)
     }
 
-    /// `(dμ, dρ)` of [`FusedKernels::fused_moments`] given `dvar`, plus `weight × ∇KL`.
+    /// `(dμ, dρ)` of [`FusedKernels::fused_moments`] given `dvar`, plus `weight × ∇KL`; `dμ`
+    /// only with `fold` (the variance does not depend on `μ`).
     fn fused_moments_backward(
         dvar: FloatTensor<Self>,
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         var_scale: f32,
+        rule: SigmaRule,
         fold: Option<(KlTerms, f32)>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let sigma = softplus::<Self>(rho.clone());
+    ) -> (Option<FloatTensor<Self>>, FloatTensor<Self>) {
+        let (sigma, _, _) = sigma_of::<Self>(rho.clone(), rule);
         let dsigma =
             Self::float_mul_scalar(Self::float_mul(dvar, sigma), Scalar::from(2.0 * var_scale));
         let dmu = Self::float_zeros(mu.shape(), &mu.device(), FloatDType::F32);
-        finish_backward::<Self>(dmu, dsigma, mu, rho, fold)
+        let has_fold = fold.is_some();
+        let (dmu, drho) = finish_backward::<Self>(dmu, dsigma, mu, rho, rule, fold);
+        (has_fold.then_some(dmu), drho)
+    }
+
+    /// `Σ` of the KL terms `½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (`[1]`, `σ` by `rule`).
+    fn fused_kl(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        terms: KlTerms,
+    ) -> FloatTensor<Self> {
+        kl_sum::<Self>(mu, rho, rule, terms)
     }
 
     /// `g·∇ Σ KL terms` for a one-element `g`.
@@ -294,11 +309,12 @@ pub trait FusedKernels: Backend {
         g: FloatTensor<Self>,
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
+        rule: SigmaRule,
         terms: KlTerms,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = mu.shape();
         let g = Self::float_expand(g, shape.clone());
-        let (sigma, sig) = (softplus::<Self>(rho.clone()), Self::sigmoid(rho));
+        let (sigma, _, dsigma_drho) = sigma_of::<Self>(rho, rule);
         let centred = Self::float_sub_scalar(mu, Scalar::from(terms.mean));
         let dmu = Self::float_mul(
             Self::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu)),
@@ -308,7 +324,10 @@ pub trait FusedKernels: Backend {
             Self::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
             Self::float_recip(sigma),
         );
-        (dmu, Self::float_mul(Self::float_mul(dsigma, sig), g))
+        (
+            dmu,
+            Self::float_mul(Self::float_mul(dsigma, dsigma_drho), g),
+        )
     }
 
     /// `mean + √(var + floor)·ε` (`ε`: sub-stream 0 of `key`, shaped like `mean`).
@@ -690,17 +709,18 @@ pub(crate) fn softplus<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_add(B::relu(x), log1p)
 }
 
-/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ`, `[1]`.
+/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ`, `[1]`, `σ` by `rule`.
 pub(crate) fn kl_sum<B: Backend>(
     mu: FloatTensor<B>,
     rho: FloatTensor<B>,
+    rule: SigmaRule,
     terms: KlTerms,
 ) -> FloatTensor<B> {
-    let sigma = softplus::<B>(rho);
+    let (sigma, ln_sigma, _) = sigma_of::<B>(rho, rule);
     let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
     let quad = B::float_add(
         B::float_mul_scalar(
-            B::float_mul(sigma.clone(), sigma.clone()),
+            B::float_mul(sigma.clone(), sigma),
             Scalar::from(terms.inv_var_sigma),
         ),
         B::float_mul_scalar(
@@ -708,26 +728,23 @@ pub(crate) fn kl_sum<B: Backend>(
             Scalar::from(terms.inv_var_mu),
         ),
     );
-    let t = B::float_sub(
-        B::float_mul_scalar(quad, Scalar::from(0.5)),
-        B::float_log(sigma),
-    );
+    let t = B::float_sub(B::float_mul_scalar(quad, Scalar::from(0.5)), ln_sigma);
     B::float_reshape(B::float_sum(t), Shape::from([1]))
 }
 
-/// `(dμ + weight·∂KL/∂μ, (dσ + weight·∂KL/∂σ)·sigmoid(ρ))`.
+/// `(dμ + weight·∂KL/∂μ, (dσ + weight·∂KL/∂σ)·dσ/dρ)`, `σ` by `rule`.
 fn finish_backward<B: Backend>(
     dmu: FloatTensor<B>,
     dsigma: FloatTensor<B>,
     mu: FloatTensor<B>,
     rho: FloatTensor<B>,
+    rule: SigmaRule,
     fold: Option<(KlTerms, f32)>,
 ) -> (FloatTensor<B>, FloatTensor<B>) {
-    let sig = B::sigmoid(rho.clone());
+    let (sigma, _, dsigma_drho) = sigma_of::<B>(rho, rule);
     let Some((terms, weight)) = fold else {
-        return (dmu, B::float_mul(dsigma, sig));
+        return (dmu, B::float_mul(dsigma, dsigma_drho));
     };
-    let sigma = softplus::<B>(rho);
     let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
     let kl_mu = B::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight));
     let kl_sigma = B::float_mul_scalar(
@@ -739,7 +756,7 @@ fn finish_backward<B: Backend>(
     );
     (
         B::float_add(dmu, kl_mu),
-        B::float_mul(B::float_add(dsigma, kl_sigma), sig),
+        B::float_mul(B::float_add(dsigma, kl_sigma), dsigma_drho),
     )
 }
 

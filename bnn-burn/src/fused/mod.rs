@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | [`sample`] | `w_s = [μ] + softplus(ρ)·c_s·ε_s` and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
 //! | [`sample_log_ratio`] | mean-field `w_s = μ + σ(ρ)·ε_s` and `r_s = ln q(w_s) − ln p(w_s)` | `dμ, dρ` from `dw` and `dr` |
-//! | [`moments`] | `var = softplus(ρ)²·c` and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
+//! | [`moments`] | `var = σ(ρ)²·c` and `Σ KL terms` | `dρ` (+ `λ∇KL` folded into `dμ, dρ`) |
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
 //! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
 //! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
@@ -186,12 +186,14 @@ pub fn sample_log_ratio<const D: usize>(
     (w, r, Tensor::from_dispatch(value))
 }
 
-/// `(var, kl)`: `var = softplus(ρ)²·var_scale` and the summed KL terms (a constant; `fold` as in
-/// [`sample`]).
+/// `(var, kl)`: a location-scale tensor's marginal variance `var = σ(ρ)²·var_scale` (`σ` by
+/// `rule`; `var_scale` is 1 for mean-field, `1/n` for radial) and its summed KL terms
+/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (a constant; `fold` as in [`sample`]).
 pub fn moments<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     var_scale: f32,
+    rule: SigmaRule,
     kl: Option<KlTerms>,
     fold: Option<f32>,
 ) -> (Tensor<D>, Tensor<1>) {
@@ -199,17 +201,25 @@ pub fn moments<const D: usize>(
         mu.into_dispatch(),
         rho.into_dispatch(),
         var_scale,
+        rule,
         kl,
         fold,
     );
     (Tensor::from_dispatch(var), Tensor::from_dispatch(value))
 }
 
-/// The differentiable sum of KL terms, `[1]`.
-pub fn kl<const D: usize>(mu: Tensor<D>, rho: Tensor<D>, terms: KlTerms) -> Tensor<1> {
+/// The differentiable sum of KL terms `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ`, `[1]`
+/// (`σ` by `rule`).
+pub fn kl<const D: usize>(
+    mu: Tensor<D>,
+    rho: Tensor<D>,
+    rule: SigmaRule,
+    terms: KlTerms,
+) -> Tensor<1> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::kl_op(
         mu.into_dispatch(),
         rho.into_dispatch(),
+        rule,
         terms,
     ))
 }

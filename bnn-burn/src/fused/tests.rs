@@ -2,6 +2,7 @@
 //! the generator's statistics; the fused optimisers against burn's.
 
 use super::*;
+use crate::posterior::ScaleParam;
 use crate::special::softplus;
 use crate::testing::{test_device, to_vec};
 use burn::module::{Module, Param};
@@ -99,30 +100,57 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
     let var_scale = 0.25f32;
     let weight = 1.7f32;
 
-    // moments with folded KL, then the differentiable KL on its own.
-    let sigma = softplus(rho.clone());
+    // Under each parameterisation of σ: moments with the folded KL, moments alone (μ gets no
+    // gradient), then the differentiable KL on its own.
     let probe = Tensor::<2>::random([13, 70], Distribution::Normal(0.0, 1.0), &mu.device());
-    let var_ref = sigma.clone().square() * var_scale as f64;
-    let kl_ref = kl_reference(mu.clone(), sigma, TERMS);
-    let loss_ref = (var_ref.clone() * probe.clone()).sum() + kl_ref.clone() * weight as f64;
-    let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
-    let (var, value) = moments(
-        mu.clone(),
-        rho.clone(),
-        var_scale,
-        Some(TERMS),
-        Some(weight),
-    );
-    assert!(rel_err(&to_vec(var.clone()), &to_vec(var_ref)) < 1e-5);
-    let (dmu, drho) = grads_of((var * probe).sum() + value * weight as f64, &mu, &rho);
-    assert!(rel_err(&dmu, &dmu_ref) < 1e-5 && rel_err(&drho, &drho_ref) < 1e-5);
+    for param in [
+        ScaleParam::Softplus,
+        ScaleParam::LogVariance,
+        ScaleParam::SigmoidVariance { bound: 0.3 },
+    ] {
+        let rule = param.sigma_rule();
+        // Each backward pass consumes its graph: the references are rebuilt for each.
+        let var_ref = || param.sigma(rho.clone()).square() * var_scale as f64;
+        let kl_ref = || kl_reference(mu.clone(), param.sigma(rho.clone()), TERMS);
+        let loss_ref = (var_ref() * probe.clone()).sum() + kl_ref() * weight as f64;
+        let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
+        let (var, value) = moments(
+            mu.clone(),
+            rho.clone(),
+            var_scale,
+            rule,
+            Some(TERMS),
+            Some(weight),
+        );
+        assert!(rel_err(&to_vec(var.clone()), &to_vec(var_ref())) < 1e-5);
+        assert!(rel_err(&to_vec(value.clone()), &to_vec(kl_ref())) < 1e-5);
+        let (dmu, drho) = grads_of(
+            (var * probe.clone()).sum() + value * weight as f64,
+            &mu,
+            &rho,
+        );
+        assert!(rel_err(&dmu, &dmu_ref) < 1e-5, "{param:?}: dμ, folded");
+        assert!(rel_err(&drho, &drho_ref) < 1e-5, "{param:?}: dρ, folded");
 
-    let kl_ref = kl_reference(mu.clone(), softplus(rho.clone()), TERMS);
-    let (dmu_ref, drho_ref) = grads_of(kl_ref.clone() * 3.0, &mu, &rho);
-    let fused = kl(mu.clone(), rho.clone(), TERMS);
-    assert!(rel_err(&to_vec(fused.clone()), &to_vec(kl_ref)) < 1e-5);
-    let (dmu, drho) = grads_of(fused * 3.0, &mu, &rho);
-    assert!(rel_err(&dmu, &dmu_ref) < 1e-5 && rel_err(&drho, &drho_ref) < 1e-5);
+        let g = (var_ref() * probe.clone()).sum().backward();
+        let drho_ref = to_vec(rho.grad(&g).expect("dρ"));
+        let (var, value) = moments(mu.clone(), rho.clone(), var_scale, rule, None, None);
+        assert_eq!(to_vec(value), [0.0], "{param:?}: no KL asked");
+        let g = (var * probe.clone()).sum().backward();
+        assert!(
+            mu.grad(&g).is_none(),
+            "{param:?}: the variance does not depend on μ"
+        );
+        let drho = to_vec(rho.grad(&g).expect("dρ"));
+        assert!(rel_err(&drho, &drho_ref) < 1e-5, "{param:?}: dρ");
+
+        let (dmu_ref, drho_ref) = grads_of(kl_ref() * 3.0, &mu, &rho);
+        let fused = kl(mu.clone(), rho.clone(), rule, TERMS);
+        assert!(rel_err(&to_vec(fused.clone()), &to_vec(kl_ref())) < 1e-5);
+        let (dmu, drho) = grads_of(fused * 3.0, &mu, &rho);
+        assert!(rel_err(&dmu, &dmu_ref) < 1e-5, "{param:?}: KL's dμ");
+        assert!(rel_err(&drho, &drho_ref) < 1e-5, "{param:?}: KL's dρ");
+    }
 
     // noise: mean + √(var + floor)·ε, through a square so that both inputs get gradients.
     let mean = mu.clone() * 2.0;

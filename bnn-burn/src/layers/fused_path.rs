@@ -16,7 +16,7 @@ use super::params::LayerParams;
 use super::pass::Pass;
 use crate::dist::WeightPrior;
 use crate::fused::{self, Kernels, KlTerms};
-use crate::posterior::{FusedScale, WeightPosterior};
+use crate::posterior::{FusedScale, PosteriorDist, WeightPosterior};
 use burn::tensor::Tensor;
 
 /// One tensor's fused view, with its KL terms when the pass collects the KL.
@@ -26,13 +26,15 @@ struct Fusable<const D: usize> {
 }
 
 impl<const D: usize> Fusable<D> {
-    /// `None` when the family has no fused kernels or the prior no closed-form terms.
+    /// `None` when the family has no fused kernels (for draws: under `σ = softplus(ρ)`; for
+    /// moments: under any [`crate::posterior::ScaleParam`]) or the prior no closed-form terms.
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
         prior: Option<&WeightPrior<D>>,
         collect_kl: bool,
+        draws: bool,
     ) -> Option<Self> {
-        let scale = posterior.fused().filter(FusedScale::softplus)?;
+        let scale = posterior.fused().filter(|s| !draws || s.softplus())?;
         let kl = match (collect_kl, prior) {
             (true, Some(p)) => Some(scale.kl_terms(p)?),
             _ => None,
@@ -59,7 +61,7 @@ impl<const D: usize> Fusable<D> {
             (Some((terms, c)), None) => {
                 let (w, _) =
                     fused::sample(mu.clone(), rho.clone(), key, &scales, center, None, None);
-                (w, Some(fused::kl(mu, rho, terms) + c))
+                (w, Some(fused::kl(mu, rho, s.sigma_rule(), terms) + c))
             }
             (None, _) => (
                 fused::sample(mu, rho, key, &scales, center, None, None).0,
@@ -71,17 +73,18 @@ impl<const D: usize> Fusable<D> {
     /// The marginal variance and the KL, if collected.
     fn moments(&self, fold: Option<f32>) -> (Tensor<D>, Option<Tensor<1>>) {
         let s = &self.scale;
-        let (mu, rho, var_scale) = (s.mu.clone(), s.rho.clone(), s.var_scale());
+        let (mu, rho, var_scale, rule) =
+            (s.mu.clone(), s.rho.clone(), s.var_scale(), s.sigma_rule());
         match (self.kl, fold) {
             (Some((terms, c)), Some(_)) => {
-                let (var, value) = fused::moments(mu, rho, var_scale, Some(terms), fold);
+                let (var, value) = fused::moments(mu, rho, var_scale, rule, Some(terms), fold);
                 (var, Some(value + c))
             }
             (Some((terms, c)), None) => {
-                let (var, _) = fused::moments(mu.clone(), rho.clone(), var_scale, None, None);
-                (var, Some(fused::kl(mu, rho, terms) + c))
+                let (var, _) = fused::moments(mu.clone(), rho.clone(), var_scale, rule, None, None);
+                (var, Some(fused::kl(mu, rho, rule, terms) + c))
             }
-            (None, _) => (fused::moments(mu, rho, var_scale, None, None).0, None),
+            (None, _) => (fused::moments(mu, rho, var_scale, rule, None, None).0, None),
         }
     }
 }
@@ -107,10 +110,11 @@ where
     if collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()) {
         return None; // the fused kernels compute the exact KL
     }
-    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect)?;
+    let draws = params.estimator != Estimator::LocalReparameterization;
+    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect, draws)?;
     let bias = match &params.bias {
         None => None,
-        Some(b) => Some(Fusable::of(b, params.bias_prior.as_ref(), collect)?),
+        Some(b) => Some(Fusable::of(b, params.bias_prior.as_ref(), collect, draws)?),
     };
     let x = x.clone();
     let fold = pass.kl_fold().map(|w| w as f32);
@@ -243,4 +247,78 @@ where
         pass.add_kl(kl);
     }
     Some(y)
+}
+
+/// What the linear moment rule reads of a layer's parameters: the means and marginal variances
+/// of its weight and bias (`None` for no bias, or no variance: a point tensor).
+pub(crate) struct MomentParams<const DW: usize> {
+    /// `E[w]`.
+    pub(crate) w_mean: Tensor<DW>,
+    /// `Var[w]`.
+    pub(crate) w_var: Option<Tensor<DW>>,
+    /// `E[b]`.
+    pub(crate) b_mean: Option<Tensor<1>>,
+    /// `Var[b]`.
+    pub(crate) b_var: Option<Tensor<1>>,
+}
+
+/// The moment rule's parameters on the fused kernels: each variance `σ(ρ)²·c` in one pass
+/// forward and one backward ([`fused::moments`], any [`crate::posterior::ScaleParam`]), the
+/// layer's KL added to the pass when it collects it (folded into the same backward pass when it
+/// asks). `None` (the composition) for [`Kernels::Reference`], a weight without fused kernels
+/// (a point estimate, another family), a prior without closed-form terms, or a KL the kernels
+/// do not compute (clamped `ln σ²`, a hyperprior). A point bias without a prior has no
+/// variance and no KL term.
+pub(crate) fn moment_params<W, B, const DW: usize>(
+    params: &LayerParams<W, B, DW>,
+    pass: &mut Pass,
+) -> Option<MomentParams<DW>>
+where
+    W: WeightPosterior<DW>,
+    B: WeightPosterior<1>,
+{
+    if pass.kernels() != Kernels::Fused {
+        return None;
+    }
+    let collect = pass.collects_kl();
+    if collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()) {
+        return None;
+    }
+    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect, false)?;
+    let bias = match &params.bias {
+        None => None,
+        Some(b) if b.is_point() => {
+            if collect && params.bias_prior.is_some() {
+                return None;
+            }
+            Some((b.dist().mean(), None))
+        }
+        Some(b) => Some((
+            b.fused()?.mu,
+            Some(Fusable::of(b, params.bias_prior.as_ref(), collect, false)?),
+        )),
+    };
+    let fold = pass.kl_fold().map(|w| w as f32);
+    let (w_var, kl) = weight.moments(fold);
+    let mut kls: Vec<_> = kl.into_iter().collect();
+    let (b_mean, b_var) = match bias {
+        None => (None, None),
+        Some((mean, fusable)) => {
+            let var = fusable.map(|f| {
+                let (var, kl) = f.moments(fold);
+                kls.extend(kl);
+                var
+            });
+            (Some(mean), var)
+        }
+    };
+    if let Some(kl) = kls.into_iter().reduce(|a, b| a + b) {
+        pass.add_kl(kl);
+    }
+    Some(MomentParams {
+        w_mean: weight.scale.mu,
+        w_var: Some(w_var),
+        b_mean,
+        b_var,
+    })
 }

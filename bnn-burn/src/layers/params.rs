@@ -3,6 +3,7 @@
 //! [`WeightOp`](super::estimator::WeightOp) and shapes.
 
 use super::estimator::{self, Estimator, WeightOp};
+use super::fused_path::MomentParams;
 use super::pass::{LayerDraw, Pass};
 use super::weights::WeightConfig;
 use crate::dist::{Moments, WeightPrior};
@@ -116,7 +117,9 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
     /// `E[f] = E[h] ∗ E[w] + E[b]` and
     /// `Var[f] = E[h²] ∗ Var[w] + Var[h] ∗ E[w]² + Var[b]` (two weight operations beside the
     /// mean's; covariances between units are dropped; one, `E[h]² ∗ Var[w] + Var[b]`, for a
-    /// [`Moments::deterministic`] input). The pass's KL gets the layer's KL.
+    /// [`Moments::deterministic`] input). The pass's KL gets the layer's KL. On the fused
+    /// kernels the variances and the KL come from [`crate::fused::moments`], one pass per
+    /// tensor each way, wherever it applies (`fused_path::moment_params`).
     ///
     /// # Errors
     /// When a posterior has no marginal variance.
@@ -126,19 +129,42 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         m: Moments<DX>,
         pass: &mut Pass,
     ) -> Result<Moments<DX>, Unsupported> {
+        let MomentParams {
+            w_mean,
+            w_var,
+            b_mean,
+            b_var,
+        } = match super::fused_path::moment_params(self, pass) {
+            Some(p) => p,
+            None => self.moment_params(pass)?,
+        };
+        let mean = op.apply(m.mean.clone(), w_mean.clone(), b_mean);
+        let var = match w_var {
+            // A deterministic input (`Var[h] = 0`, `E[h²] = E[h]²`): the `E[w]²` term is 0, so
+            // its weight operation (and its backward pass) is skipped.
+            Some(w_var) if m.is_deterministic() => op.apply(m.mean.clone().square(), w_var, b_var),
+            Some(w_var) => {
+                op.apply(m.var.clone(), w_mean.square(), b_var)
+                    + op.apply(m.second_moment(), w_var, None)
+            }
+            None => op.apply(m.var.clone(), w_mean.square(), b_var),
+        };
+        Ok(Moments::new(mean, var))
+    }
+
+    /// The moment rule's parameters from the evaluated posteriors (burn ops), the layer's KL
+    /// added to the pass when it collects it.
+    ///
+    /// # Errors
+    /// When a posterior has no marginal variance.
+    fn moment_params(&self, pass: &mut Pass) -> Result<MomentParams<DW>, Unsupported> {
         let weight = self.weight.dist();
         let bias = self.bias.as_ref().map(|b| b.dist());
-        let w_mean = weight.mean();
-        let mean = op.apply(
-            m.mean.clone(),
-            w_mean.clone(),
-            bias.as_ref().map(|b| b.mean()),
-        );
         let no_variance = |family| Unsupported {
             family,
             what: "this posterior has no marginal variance, which moment propagation needs",
         };
-        let bias_var = match (&bias, self.bias.as_ref().is_none_or(|b| b.is_point())) {
+        let b_var = match (&bias, self.bias.as_ref().is_none_or(|b| b.is_point())) {
             (Some(b), false) => Some(
                 b.marginal_variance()
                     .ok_or_else(|| no_variance(b.family()))?,
@@ -154,21 +180,14 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
                     .ok_or_else(|| no_variance(weight.family()))?,
             )
         };
-        let var = match w_var {
-            // A deterministic input (`Var[h] = 0`, `E[h²] = E[h]²`): the `E[w]²` term is 0, so
-            // its weight operation (and its backward pass) is skipped.
-            Some(w_var) if m.is_deterministic() => {
-                op.apply(m.mean.clone().square(), w_var, bias_var)
-            }
-            Some(w_var) => {
-                op.apply(m.var.clone(), w_mean.square(), bias_var)
-                    + op.apply(m.second_moment(), w_var, None)
-            }
-            None => op.apply(m.var.clone(), w_mean.square(), bias_var),
-        };
         if pass.collects_kl() {
             pass.add_kl(estimator::layer_kl(&weight, bias.as_ref(), self));
         }
-        Ok(Moments::new(mean, var))
+        Ok(MomentParams {
+            w_mean: weight.mean(),
+            w_var,
+            b_mean: bias.as_ref().map(|b| b.mean()),
+            b_var,
+        })
     }
 }

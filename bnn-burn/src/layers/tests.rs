@@ -237,6 +237,11 @@ fn a_wrong_channel_count_names_both_shapes() {
 
 /// Every parameter's gradient of `loss`, in the module's visiting order.
 fn param_grads<M: burn::module::Module>(loss: Tensor<1>, m: &M) -> Vec<f64> {
+    module_grads(&mut loss.backward(), m)
+}
+
+/// Every gradient of `m`'s parameters in `grads`, in the module's visiting order.
+fn module_grads<M: burn::module::Module>(grads: &mut burn::tensor::Gradients, m: &M) -> Vec<f64> {
     struct Collect<'a>(&'a burn::optim::GradientsParams, Vec<f64>);
     impl burn::module::ModuleVisitor for Collect<'_> {
         fn visit_float<const D: usize>(&mut self, p: &burn::module::Param<Tensor<D>>) {
@@ -245,7 +250,7 @@ fn param_grads<M: burn::module::Module>(loss: Tensor<1>, m: &M) -> Vec<f64> {
             }
         }
     }
-    let grads = burn::optim::GradientsParams::from_grads(loss.backward(), m);
+    let grads = burn::optim::GradientsParams::from_module(grads, m);
     let mut collect = Collect(&grads, Vec::new());
     m.visit(&mut collect);
     collect.1
@@ -500,6 +505,158 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
                     "{what}: gradient error {err} of {scale}"
                 );
             }
+        }
+    }
+}
+
+/// A moment layer's outputs, KL and gradients (every parameter's and the input moments') are
+/// the same on the fused moment kernels as on the composition of burn ops, dense and
+/// convolutional, under each scale parameterisation, radial, and Haußmann's moment weights
+/// (point biases, clamped KL): without the KL, with it, and with it folded into the kernels'
+/// backward. Every case but the clamped KL takes the fused kernels (checked, so that the test
+/// cannot pass by comparing the composition with itself).
+#[test]
+fn moment_layers_on_the_fused_kernels_match_the_composition() {
+    use crate::dist::Moments;
+    use crate::posterior::ScaleParam;
+    let device = test_device().autodiff();
+    let _guard = seeded(&test_device(), 67);
+    let lambda = 0.3;
+    let prior = crate::dist::Prior::Gaussian {
+        mean: 0.1,
+        std: 0.7,
+    };
+    let scaled = |param: ScaleParam, rho: f64| {
+        let scale = ScaleInit::new()
+            .with_param(param)
+            .with_rho(rho)
+            .with_rho_std(0.2);
+        WeightConfig::of(PosteriorConfig::MeanField(
+            MeanFieldConfig::new().with_scale(scale),
+        ))
+        .with_estimator(Estimator::LocalReparameterization)
+        .with_prior(prior)
+    };
+    let cases = [
+        ("softplus", scaled(ScaleParam::Softplus, -1.0)),
+        ("log-variance", scaled(ScaleParam::LogVariance, -2.0)),
+        (
+            "sigmoid variance",
+            scaled(ScaleParam::SigmoidVariance { bound: 0.5 }, -1.0),
+        ),
+        (
+            "log-variance, point bias",
+            scaled(ScaleParam::LogVariance, -2.0).with_point_bias(true),
+        ),
+        (
+            "radial",
+            weights(
+                PosteriorConfig::radial(),
+                Estimator::LocalReparameterization,
+            )
+            .with_prior(prior),
+        ),
+        ("moment weights", crate::nets::moment_weights(10.0)),
+    ];
+    let close = |a: &[f64], b: &[f64], what: &str| {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        let scale = b.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-6);
+        let err = a.iter().zip(b).fold(0f64, |m, (x, y)| m.max((x - y).abs()));
+        assert!(err <= 2e-5 * scale, "{what}: error {err} of {scale}");
+    };
+    let rule = crate::layers::MomentRule::Clt;
+    for (name, config) in cases {
+        let dense = BayesianLinearConfig::new(5, 3)
+            .with_weights(config.clone())
+            .init(&device)
+            .unwrap();
+        let conv = BayesianConv2dConfig::new([2, 3], [2, 2])
+            .with_weights(config.clone())
+            .init(&device)
+            .unwrap();
+        let input = |dims: Vec<usize>| {
+            let m = Tensor::<1>::random(
+                [dims.iter().product::<usize>()],
+                Distribution::Normal(0.0, 1.0),
+                &device,
+            );
+            let v = Tensor::<1>::random(
+                [dims.iter().product::<usize>()],
+                Distribution::Uniform(0.1, 1.0),
+                &device,
+            );
+            (m, v, dims)
+        };
+        let (xm, xv, xd) = input(vec![1, 4, 5]);
+        let (cm, cv, cd) = input(vec![1, 2, 2, 3, 3]);
+        let clamped = config.kl_log_var_range.is_some();
+        for (collect, fold) in [(false, false), (true, false), (true, true)] {
+            let run = |kernels: Kernels| {
+                let pass = || {
+                    let p = Pass::train_moments(rule)
+                        .with_kernels(kernels)
+                        .collecting_kl(collect);
+                    if fold { p.fold_kl(lambda) } else { p }
+                };
+                let fused = super::fused_path::moment_params(&dense.params, &mut pass()).is_some();
+                let mut pass = pass();
+                let leaf = |t: &Tensor<1>| t.clone().require_grad();
+                let (xm, xv, cm, cv) = (leaf(&xm), leaf(&xv), leaf(&cm), leaf(&cv));
+                let dense_in = Moments::new(
+                    xm.clone().reshape([xd[0], xd[1], xd[2]]),
+                    xv.clone().reshape([xd[0], xd[1], xd[2]]),
+                );
+                let conv_in = Moments::new(
+                    cm.clone().reshape([cd[0], cd[1], cd[2], cd[3], cd[4]]),
+                    cv.clone().reshape([cd[0], cd[1], cd[2], cd[3], cd[4]]),
+                );
+                let a = dense.moments(dense_in, &mut pass).unwrap();
+                let b = conv.moments(conv_in, &mut pass).unwrap();
+                let (kl, _) = pass.into_terms(&device);
+                let outputs = [
+                    to_vec(a.mean.clone()),
+                    to_vec(a.var.clone()),
+                    to_vec(b.mean.clone()),
+                    to_vec(b.var.clone()),
+                ]
+                .concat();
+                // Distinct weights on every output, so that a misplaced gradient shows.
+                let weigh = |t: Tensor<1>, shift: usize| {
+                    let n = t.dims()[0];
+                    let w: Vec<f32> = (0..n)
+                        .map(|i| 0.5 + ((i * 7 + shift) % 13) as f32 / 13.0)
+                        .collect();
+                    (t * Tensor::<1>::from_floats(w.as_slice(), &device)).sum()
+                };
+                let flat = |t: Tensor<3>| t.reshape([-1]);
+                let flat5 = |t: Tensor<5>| t.reshape([-1]);
+                let loss = weigh(flat(a.mean), 0)
+                    + weigh(flat(a.var), 1)
+                    + weigh(flat5(b.mean), 2)
+                    + weigh(flat5(b.var), 3)
+                    + kl.clone() * lambda;
+                let mut grads = loss.backward();
+                let mut g = Vec::new();
+                for t in [&xm, &xv, &cm, &cv] {
+                    g.extend(to_vec(t.grad(&grads).expect("input gradient")));
+                }
+                let mut p = module_grads(&mut grads, &dense);
+                p.extend(module_grads(&mut grads, &conv));
+                (fused, outputs, to_vec(kl)[0], g, p)
+            };
+            let what = format!("{name}, KL collected {collect}, folded {fold}");
+            let (fused_ref, out_ref, kl_ref, g_ref, p_ref) = run(Kernels::Reference);
+            let (fused, out, kl, g, p) = run(Kernels::Fused);
+            assert!(!fused_ref, "{what}: the reference composes burn ops");
+            assert_eq!(fused, !(collect && clamped), "{what}: which path");
+            close(&out, &out_ref, &format!("{what}: moments"));
+            assert!(
+                (kl - kl_ref).abs() <= 1e-5 * kl_ref.abs(),
+                "{what}: KL {kl} vs {kl_ref}"
+            );
+            assert_eq!(kl == 0.0, !collect, "{what}: KL {kl}");
+            close(&g, &g_ref, &format!("{what}: input gradients"));
+            close(&p, &p_ref, &format!("{what}: parameter gradients"));
         }
     }
 }

@@ -232,7 +232,8 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
 
 impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// A training step by moment propagation: `E_q[ln p(y | f)]` from the outputs' moments,
-    /// one deterministic pass on the request's kernels, the layers' KL when it asks for it.
+    /// one deterministic pass on the request's kernels, the layers' KL when it asks for it
+    /// (folded into the fused layers' backward passes when it says how).
     fn moment_step(
         &self,
         batch: Minibatch<B::Input, L::Target>,
@@ -247,6 +248,9 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
         let mut pass = Pass::train_moments(self.moments.rule)
             .with_kernels(request.kernels)
             .collecting_kl(request.weight_kl);
+        if let Some(weight) = request.kl_fold {
+            pass = pass.fold_kl(weight);
+        }
         let out = self.output_moments(batch.input, &mut pass)?;
         let device = out.mean.device();
         let out = Moments::new(out.mean.squeeze_dim(0), out.var.squeeze_dim(0));

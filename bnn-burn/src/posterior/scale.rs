@@ -40,6 +40,18 @@ impl ScaleParam {
         }
     }
 
+    /// The fused kernels' form of this parameterisation.
+    pub fn sigma_rule(self) -> crate::fused::SigmaRule {
+        use crate::fused::SigmaRule;
+        match self {
+            Self::Softplus => SigmaRule::Softplus,
+            Self::LogVariance => SigmaRule::LogVariance,
+            Self::SigmoidVariance { bound } => SigmaRule::SigmoidVariance {
+                ln_bound: bound.ln() as f32,
+            },
+        }
+    }
+
     /// `σ(ρ)` of one value.
     pub fn sigma_of(self, rho: f64) -> f64 {
         match self {
@@ -150,9 +162,10 @@ impl<const D: usize> LocationScale<D> {
 
 /// What the fused kernels ([`crate::fused`]) read of a location-scale posterior: `μ`, `ρ`, how
 /// `ρ` gives `σ`, and whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`) or mean-field
-/// (`w = μ + σ⊙ε`). The sampling, moment and KL kernels take `σ = softplus(ρ)` only
-/// ([`FusedScale::softplus`]); the black-box α draws ([`crate::fused::sample_log_ratio`]) take
-/// every [`ScaleParam`].
+/// (`w = μ + σ⊙ε`). The sampling kernel takes `σ = softplus(ρ)` only
+/// ([`FusedScale::softplus`]); the moment and KL kernels ([`crate::fused::moments`],
+/// [`crate::fused::kl`]) and the black-box α draws ([`crate::fused::sample_log_ratio`]) take
+/// every [`ScaleParam`] ([`FusedScale::sigma_rule`]).
 #[derive(Debug, Clone)]
 pub struct FusedScale<const D: usize> {
     /// Posterior mean `μ`.
@@ -166,20 +179,14 @@ pub struct FusedScale<const D: usize> {
 }
 
 impl<const D: usize> FusedScale<D> {
-    /// Whether `σ = softplus(ρ)`, the parameterisation of the sampling, moment and KL kernels.
+    /// Whether `σ = softplus(ρ)`, the parameterisation of the sampling kernel.
     pub fn softplus(&self) -> bool {
         self.param == ScaleParam::Softplus
     }
 
     /// The kernels' form of [`Self::param`].
     pub fn sigma_rule(&self) -> crate::fused::SigmaRule {
-        match self.param {
-            ScaleParam::Softplus => crate::fused::SigmaRule::Softplus,
-            ScaleParam::LogVariance => crate::fused::SigmaRule::LogVariance,
-            ScaleParam::SigmoidVariance { bound } => crate::fused::SigmaRule::SigmoidVariance {
-                ln_bound: bound.ln() as f32,
-            },
-        }
+        self.param.sigma_rule()
     }
 
     /// Number of weights.
