@@ -233,6 +233,36 @@ impl SigmaRule {
             }
         }
     }
+
+    /// `σ`, `ln σ` (when `LN`) and `dσ/dρ` of one block. The rule is matched once per block, so
+    /// that each arm is a loop of one formula, which LLVM vectorises (a match per element keeps
+    /// it scalar).
+    #[inline(always)]
+    pub(crate) fn block<const LN: bool>(
+        self,
+        r: &[f32; BLOCK],
+        sigma: &mut [f32; BLOCK],
+        ln_sigma: &mut [f32; BLOCK],
+        dsigma: &mut [f32; BLOCK],
+    ) {
+        macro_rules! each {
+            ($rule:expr) => {
+                for j in 0..BLOCK {
+                    let (s, ln_s, d) = $rule.eval(r[j]);
+                    sigma[j] = s;
+                    if LN {
+                        ln_sigma[j] = ln_s;
+                    }
+                    dsigma[j] = d;
+                }
+            };
+        }
+        match self {
+            Self::Softplus => each!(Self::Softplus),
+            Self::LogVariance => each!(Self::LogVariance),
+            Self::SigmoidVariance { ln_bound } => each!(Self::SigmoidVariance { ln_bound }),
+        }
+    }
 }
 
 multiversion! {
@@ -249,13 +279,8 @@ multiversion! {
         for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, mc.len());
             let (m, r) = (load(mc, 0.0), load(rc, 0.0));
-            let mut sigma = [0f32; BLOCK];
-            let mut ln_sigma = [0f32; BLOCK];
-            for j in 0..BLOCK {
-                let (s, ln_s, _) = rule.eval(r[j]);
-                sigma[j] = s;
-                ln_sigma[j] = ln_s;
-            }
+            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
+            rule.block::<true>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
             for (s, (o, ratio)) in outs.iter_mut().zip(ratios.iter_mut()).enumerate() {
                 normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
                 let mut w = [0f32; BLOCK];
@@ -354,13 +379,8 @@ multiversion! {
         for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, dm_out.len());
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
-            let mut sigma = [0f32; BLOCK];
-            let mut dsigma = [0f32; BLOCK];
-            for j in 0..BLOCK {
-                let (s, _, d) = rule.eval(r[j]);
-                sigma[j] = s;
-                dsigma[j] = d;
-            }
+            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
+            rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
             let mut g_mu = [0f32; BLOCK];
             let mut g_sigma = [0f32; BLOCK];
             for (s, &g) in dr.iter().enumerate() {
@@ -430,13 +450,12 @@ multiversion! {
         let mut total = 0f64;
         for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
             let len = mc.len();
-            let (m, r) = (load(mc, 0.0), load(rc, 0.0));
-            let mut sigma = [0f32; BLOCK];
-            let mut ln_sigma = [0f32; BLOCK];
-            for j in 0..BLOCK {
-                let (s, ln_s, _) = rule.eval(r[j]);
-                sigma[j] = s;
-                ln_sigma[j] = ln_s;
+            let r = load(rc, 0.0);
+            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
+            if kl.is_some() {
+                rule.block::<true>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
+            } else {
+                rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
             }
             if let Some(out) = var.as_deref_mut() {
                 let mut v = [0f32; BLOCK];
@@ -446,6 +465,7 @@ multiversion! {
                 store(&mut out[k * BLOCK..k * BLOCK + len], &v);
             }
             if let Some(p) = kl {
+                let m = load(mc, 0.0);
                 let mut t = [0f32; BLOCK];
                 for j in 0..BLOCK {
                     let (s, c) = (sigma[j], m[j] - p.mean);
@@ -492,16 +512,20 @@ multiversion! {
             let (a, len) = (k * BLOCK, dr_out.len());
             let d = dvar.map(|d| load(&d[a..a + len], 0.0)).unwrap_or([0.0; BLOCK]);
             let r = load(&rho[a..a + len], 0.0);
+            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
+            rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
+            // Branch-free loops (a test per element keeps them scalar).
             let mut dr = [0f32; BLOCK];
-            let mut sigma = [0f32; BLOCK];
             for j in 0..BLOCK {
-                let (s, _, ds) = rule.eval(r[j]);
-                let mut g_sigma = 2.0 * s * var_scale * d[j];
-                if let Some((p, w)) = kl {
-                    g_sigma += w * (s * p.inv_var_sigma - 1.0 / s);
+                dr[j] = 2.0 * sigma[j] * var_scale * d[j];
+            }
+            if let Some((p, w)) = kl {
+                for j in 0..BLOCK {
+                    dr[j] += w * (sigma[j] * p.inv_var_sigma - 1.0 / sigma[j]);
                 }
-                sigma[j] = s;
-                dr[j] = g_sigma * ds;
+            }
+            for j in 0..BLOCK {
+                dr[j] *= dsigma[j];
             }
             store(dr_out, &dr);
             if let (Some((p, w)), Some(out)) = (kl, dmu.as_deref_mut()) {
