@@ -84,6 +84,9 @@ pub trait FusedOps: Backend {
     /// [`FusedKernels::fused_conv`], differentiable in `x` and `w`.
     fn conv_op(x: FloatTensor<Self>, w: FloatTensor<Self>, g: ConvGeometry) -> FloatTensor<Self>;
 
+    /// [`FusedKernels::fused_matmul`], differentiable in `x` and `w`.
+    fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
+
     /// `(E h, Var h)` of [`FusedKernels::fused_rectifier`], both differentiable (two graph
     /// nodes, each with its own backward pass).
     fn rectifier_op(
@@ -180,6 +183,10 @@ macro_rules! inner_ops {
                 g: ConvGeometry,
             ) -> FloatTensor<Self> {
                 Self::fused_conv(x, w, g)
+            }
+
+            fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+                Self::fused_matmul(x, w)
             }
         }
     };
@@ -381,6 +388,27 @@ impl<B: FusedKernels> Backward<B, 2> for ConvBackward {
         let (x, w, g) = ops.state;
         let wanted = [node_x.is_some(), node_w.is_some()];
         let (dx, dw) = B::fused_conv_backward(x, w, dy, g, wanted);
+        if let (Some(node), Some(dx)) = (node_x, dx) {
+            grads.register::<B>(node.id, dx);
+        }
+        if let (Some(node), Some(dw)) = (node_w, dw) {
+            grads.register::<B>(node.id, dw);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct MatmulBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for MatmulBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_x, node_w] = ops.parents;
+        let dy = grads.consume::<B>(&ops.node);
+        let (x, w) = ops.state;
+        let wanted = [node_x.is_some(), node_w.is_some()];
+        let (dx, dw) = B::fused_matmul_backward(x, w, dy, wanted);
         if let (Some(node), Some(dx)) = (node_x, dx) {
             grads.register::<B>(node.id, dx);
         }
@@ -621,6 +649,18 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => prep.finish((x.into_primitive(), w.into_primitive(), g), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+        let y = B::fused_matmul(x.primitive().clone(), w.primitive().clone());
+        match MatmulBackward
+            .prepare::<C>([x.node(), w.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((x.into_primitive(), w.into_primitive()), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

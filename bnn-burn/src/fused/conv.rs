@@ -12,7 +12,8 @@
 //! with its own copies into channels-last order. `col2im` scatters each row back into its
 //! window, adding where windows overlap (the adjoint of `im2col`).
 //!
-//! The slice kernels here are parallel over images; the matrix products are the backend's.
+//! The slice kernels here are parallel over images; the matrix products are gemm's on Flex, the
+//! backend's `matmul` on NdArray.
 
 use rayon::prelude::*;
 

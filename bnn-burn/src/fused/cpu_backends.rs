@@ -23,6 +23,34 @@ pub(crate) trait CpuTensor: Sized {
     /// The tensor after `f` rewrote its elements: in place when its buffer is unshared and
     /// contiguous, on a copy otherwise.
     fn rewrite(self, f: impl FnOnce(&mut [f32])) -> Self;
+    /// `op(a) · op(b)` of two matrices, `op` the transpose where `a_t`, `b_t` ask for it.
+    fn product(a: &Self, a_t: bool, b: &Self, b_t: bool) -> Self;
+}
+
+/// `op(a) · op(b)` by the backend's own `matmul`.
+#[cfg(feature = "ndarray")]
+fn backend_product<B: Backend>(
+    a: FloatTensor<B>,
+    a_t: bool,
+    b: FloatTensor<B>,
+    b_t: bool,
+) -> FloatTensor<B> {
+    let op = |t: FloatTensor<B>, transposed: bool| {
+        if transposed { B::float_transpose(t) } else { t }
+    };
+    B::float_matmul(op(a, a_t), op(b, b_t))
+}
+
+/// `[m, k, n]` of `op(a) · op(b)` for matrices of shapes `a`, `b`.
+fn product_dims(a: &Shape, a_t: bool, b: &Shape, b_t: bool) -> [usize; 3] {
+    assert!(a.num_dims() == 2 && b.num_dims() == 2, "product: matrices");
+    let (m, k) = if a_t { (a[1], a[0]) } else { (a[0], a[1]) };
+    let (k_b, n) = if b_t { (b[1], b[0]) } else { (b[0], b[1]) };
+    assert_eq!(
+        k, k_b,
+        "product: {a:?} (transposed: {a_t}) by {b:?} (transposed: {b_t})"
+    );
+    [m, k, n]
 }
 
 /// A `Vec` of `n` elements written by `write`, which must overwrite every element (each kernel
@@ -77,7 +105,7 @@ where
     let o = w.shape()[0];
     let (n, cells) = (g.input[0], g.cells());
     let cols = columns::<B>(&x, &g);
-    let rows = B::float_matmul(cols, B::float_transpose(flat_weight::<B>(w)));
+    let rows = <FloatTensor<B>>::product(&cols, false, &flat_weight::<B>(w), true);
     let y = written(n * o * cells, |y| {
         conv::transpose_inner(&rows.values(), n, cells, o, y)
     });
@@ -105,11 +133,11 @@ where
     });
     let dy_rows = <FloatTensor<B>>::from_values(dy_rows, Shape::from([n * cells, o]));
     let dw = wanted[1].then(|| {
-        let dw = B::float_matmul(B::float_transpose(dy_rows.clone()), columns::<B>(&x, &g));
+        let dw = <FloatTensor<B>>::product(&dy_rows, true, &columns::<B>(&x, &g), false);
         B::float_reshape(dw, w_shape)
     });
     let dx = wanted[0].then(|| {
-        let dcols = B::float_matmul(dy_rows, flat_weight::<B>(w));
+        let dcols = <FloatTensor<B>>::product(&dy_rows, false, &flat_weight::<B>(w), false);
         let dx = written(x.shape().num_elements(), |dx| {
             conv::col2im(&dcols.values(), &g, dx)
         });
@@ -422,6 +450,21 @@ macro_rules! cpu_fused_kernels {
                 conv_backward::<Self>(x, w, dy, g, wanted)
             }
 
+            fn fused_matmul(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+                <FloatTensor<Self>>::product(&x, false, &w, false)
+            }
+
+            fn fused_matmul_backward(
+                x: FloatTensor<Self>,
+                w: FloatTensor<Self>,
+                dy: FloatTensor<Self>,
+                wanted: [bool; 2],
+            ) -> (Option<FloatTensor<Self>>, Option<FloatTensor<Self>>) {
+                let dx = wanted[0].then(|| <FloatTensor<Self>>::product(&dy, false, &w, true));
+                let dw = wanted[1].then(|| <FloatTensor<Self>>::product(&x, true, &dy, false));
+                (dx, dw)
+            }
+
             fn fused_adam(
                 param: FloatTensor<Self>,
                 grad: FloatTensor<Self>,
@@ -483,6 +526,62 @@ mod flex {
             f(t.storage_mut::<f32>());
             t
         }
+
+        /// gemm called directly: burn-flex's `matmul` allocates its output zeroed and copies it
+        /// once more to align it (`Bytes::from_bytes_vec`); here gemm writes a fresh buffer
+        /// once. Threaded above burn-flex's threshold (`m·n·k ≥ 192³`), as burn-flex does.
+        fn product(a: &Self, a_t: bool, b: &Self, b_t: bool) -> Self {
+            let [m, k, n] = product_dims(&a.shape(), a_t, &b.shape(), b_t);
+            let (av, bv) = (a.values(), b.values());
+            // Row-major `[m, k]` (or `[k, m]` when transposed): (column, row) strides.
+            let strides = |t: bool, cols: usize| {
+                if t {
+                    (cols as isize, 1)
+                } else {
+                    (1, cols as isize)
+                }
+            };
+            let (a_cs, a_rs) = strides(a_t, if a_t { m } else { k });
+            let (b_cs, b_rs) = strides(b_t, if b_t { k } else { n });
+            let out = written(m * n, |o| {
+                if k == 0 {
+                    o.fill(0.0);
+                    return;
+                }
+                let parallelism = if m * n * k >= 192 * 192 * 192 {
+                    gemm::Parallelism::Rayon(0)
+                } else {
+                    gemm::Parallelism::None
+                };
+                // SAFETY: `o` holds `m·n` elements, `av` `m·k` and `bv` `k·n` (checked by
+                // `product_dims` and `values`), addressed by the strides above; with
+                // `read_dst = false` gemm writes every element of `o` and reads none.
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        n,
+                        k,
+                        o.as_mut_ptr(),
+                        1,
+                        n as isize,
+                        false,
+                        av.as_ptr(),
+                        a_cs,
+                        a_rs,
+                        bv.as_ptr(),
+                        b_cs,
+                        b_rs,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        parallelism,
+                    );
+                }
+            });
+            Self::from_values(out, Shape::from([m, n]))
+        }
     }
 
     cpu_fused_kernels!(Flex);
@@ -518,6 +617,11 @@ mod ndarray {
             let mut v = self.values().into_owned();
             f(&mut v);
             Self::from_values(v, shape)
+        }
+
+        fn product(a: &Self, a_t: bool, b: &Self, b_t: bool) -> Self {
+            product_dims(&a.shape(), a_t, &b.shape(), b_t);
+            backend_product::<NdArray>(a.clone(), a_t, b.clone(), b_t)
         }
     }
 

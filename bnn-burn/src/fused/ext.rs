@@ -557,6 +557,24 @@ pub trait FusedKernels: Backend {
         (dx, dw)
     }
 
+    /// `y = x · w`, `x [rows, k]`, `w [k, n]`. The default body is the backend's `matmul`.
+    fn fused_matmul(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_matmul(x, w)
+    }
+
+    /// `(dx, dw) = (dy · wᵀ, xᵀ · dy)`, the gradients of `Σ dy ⊙ y` over
+    /// [`FusedKernels::fused_matmul`]'s output, each computed only when `wanted` (`[x, w]`).
+    fn fused_matmul_backward(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        dy: FloatTensor<Self>,
+        wanted: [bool; 2],
+    ) -> (Option<FloatTensor<Self>>, Option<FloatTensor<Self>>) {
+        let dx = wanted[0].then(|| Self::float_matmul(dy.clone(), Self::float_transpose(w)));
+        let dw = wanted[1].then(|| Self::float_matmul(Self::float_transpose(x), dy));
+        (dx, dw)
+    }
+
     /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.
     fn fused_adam(
         param: FloatTensor<Self>,

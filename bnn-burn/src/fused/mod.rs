@@ -18,6 +18,7 @@
 //! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
 //! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` for both outputs at once |
 //! | [`conv2d`] | `y = im2col(x) · Wᵀ`, one matrix product | `∂W = ∂yᵀ · im2col(x)`, `∂x = col2im(∂y · W)`, each only when tracked |
+//! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -37,7 +38,9 @@
 //! max-pool op's, which reads its maps back and runs the CPU kernel: the composition it
 //! replaces sorted on the host there too (burn 0.22's Cube `argsort` reads the tensor back).
 //! The convolution's default body is burn's own convolution and its backward; the CPU
-//! backends unroll the windows on the host ([`conv`]) and run the backend's matrix products.
+//! backends unroll the windows on the host ([`conv`]). The matrix products of [`conv2d`] and
+//! [`matmul`] call gemm directly on Flex (burn-flex's `matmul` copies each fresh output once
+//! more to align it) and run the backend's `matmul` on NdArray.
 //! The unfused composition stays available as the reference ([`Kernels::Reference`]).
 
 mod adam;
@@ -299,6 +302,34 @@ pub fn conv2d(x: Tensor<4>, w: Tensor<4>, options: &ConvOptions<2>) -> Tensor<4>
         w.into_dispatch(),
         g,
     ))
+}
+
+/// `y = x · w`: `x [..., k]` by `w [k, n]` into `[..., n]`, one matrix product over all leading
+/// axes, with a hand-written backward pass (`∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when
+/// tracked): burn's `matmul` to rounding. On Flex it calls gemm directly (burn-flex's own
+/// `matmul` copies each output buffer once more to align it); the other backends run their
+/// `matmul`.
+///
+/// # Panics
+/// If `x`'s last axis is not `w`'s first.
+pub fn matmul<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
+    let mut dims = x.dims();
+    let [k, n] = w.dims();
+    assert_eq!(
+        dims[D - 1],
+        k,
+        "matmul: input {dims:?} has {} features, the weight {:?} expects {k}",
+        dims[D - 1],
+        w.dims()
+    );
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let flat = x.reshape([rows, k]);
+    let y: Tensor<2> = Tensor::from_dispatch(<Dispatch as FusedOps>::matmul_op(
+        flat.into_dispatch(),
+        w.into_dispatch(),
+    ));
+    dims[D - 1] = n;
+    y.reshape(dims)
 }
 
 /// `(E m, Var m)` `[rows, H', W']` of the maximum `m` of each `kernel × kernel` window, every

@@ -971,3 +971,90 @@ fn conv2d_refuses_an_input_with_other_channels_than_the_kernel() {
     let w = Tensor::<4>::zeros([3, 4, 3, 3], &device);
     conv2d(x, w, &ConvOptions::new([1, 1], [0, 0], [1, 1], 1));
 }
+
+/// `matmul` against burn's: values, `∂w` and `∂x` (or none for an untracked input), within
+/// 10⁻⁵ of scale, on a small product, one with leading axes, and one large enough to run threaded
+/// (`m·n·k` above 192³); with `w` tracked or not, and with `w` a transposed view (not contiguous).
+#[test]
+fn matmul_and_its_gradients_match_burns_matmul() {
+    let _guard = crate::testing::seeded(&test_device(), 29);
+    let device = test_device().autodiff();
+    // ([leading axes of x], k, n)
+    let cases: [(&[usize], usize, usize); 3] =
+        [(&[5], 7, 3), (&[2, 3, 4], 6, 5), (&[300], 300, 120)];
+    for (lead, k, n) in cases {
+        let x_dims: Vec<usize> = lead.iter().copied().chain([k]).collect();
+        let count: usize = x_dims.iter().product();
+        let x = Tensor::<1>::random([count], Distribution::Normal(0.0, 1.0), &device);
+        let w = Tensor::<2>::random([n, k], Distribution::Normal(0.0, 0.3), &device);
+        for (x_tracked, w_tracked) in [(true, true), (false, true), (true, false)] {
+            let leaf = |t: Tensor<1>, tracked: bool| {
+                let t = t.detach();
+                if tracked { t.require_grad() } else { t }
+            };
+            let x1 = leaf(x.clone(), x_tracked);
+            let wt = w.clone().detach();
+            let wt = if w_tracked { wt.require_grad() } else { wt };
+            // x as [rows, k] for two or one leading axes, w as the transpose of a [n, k] leaf.
+            let run = |f: &dyn Fn(Tensor<2>, Tensor<2>) -> Tensor<2>| {
+                let rows = count / k;
+                f(x1.clone().reshape([rows, k]), wt.clone().transpose())
+            };
+            let want = run(&|a, b| a.matmul(b));
+            let got = match lead.len() {
+                1 => run(&|a, b| matmul(a, b)),
+                _ => {
+                    let x3 = x1.clone().reshape([lead[0] * lead[1], lead[2], k]);
+                    let y: Tensor<3> = matmul(x3, wt.clone().transpose());
+                    y.reshape([count / k, n])
+                }
+            };
+            let what = format!("{x_dims:?} × [{k}, {n}], tracked x {x_tracked}, w {w_tracked}");
+            let err = rel_err(&to_vec(got.clone()), &to_vec(want.clone()));
+            assert!(err < 1e-5, "{what}: values differ by {err:.2e} of scale");
+            let r = want.random_like(Distribution::Normal(0.0, 1.0));
+            let g_want = (want * r.clone()).sum().backward();
+            let g_got = (got * r).sum().backward();
+            check_grad(
+                x_tracked,
+                x1.grad(&g_got),
+                x1.grad(&g_want),
+                &format!("{what}: ∂x"),
+            );
+            check_grad(
+                w_tracked,
+                wt.grad(&g_got),
+                wt.grad(&g_want),
+                &format!("{what}: ∂w"),
+            );
+        }
+    }
+}
+
+/// A tracked leaf's gradient within 10⁻⁵ of scale of the reference's; none for an untracked one.
+fn check_grad<const D: usize>(
+    tracked: bool,
+    got: Option<Tensor<D>>,
+    want: Option<Tensor<D>>,
+    what: &str,
+) {
+    if !tracked {
+        assert!(got.is_none(), "{what}: an untracked leaf got a gradient");
+        return;
+    }
+    let err = rel_err(
+        &to_vec(got.expect("gradient")),
+        &to_vec(want.expect("reference")),
+    );
+    assert!(err < 1e-5, "{what}: differs by {err:.2e} of scale");
+}
+
+#[test]
+#[should_panic(expected = "features")]
+fn matmul_refuses_an_input_of_another_width() {
+    let device = test_device();
+    matmul(
+        Tensor::<2>::zeros([3, 4], &device),
+        Tensor::<2>::zeros([5, 2], &device),
+    );
+}

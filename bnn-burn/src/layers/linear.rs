@@ -7,6 +7,7 @@ use super::pass::Pass;
 use super::weights::WeightConfig;
 use crate::dist::Moments;
 use crate::error::{Check, ConfigError};
+use crate::fused::{self, Kernels};
 use crate::posterior::{
     AnyPosterior, KlDivergence, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior,
 };
@@ -67,9 +68,20 @@ impl BayesianLinearConfig {
     }
 }
 
-/// `x W` on `[S, B, d_in]` activations.
+/// `x W` on `[S, B, d_in]` activations: with `fused`, one weight for all samples runs
+/// [`fused::matmul`], otherwise burn's `linear`.
 struct LinearOp {
     shape: [usize; 2],
+    fused: bool,
+}
+
+impl LinearOp {
+    fn new(shape: [usize; 2], pass: &Pass) -> Self {
+        Self {
+            shape,
+            fused: pass.kernels() == Kernels::Fused,
+        }
+    }
 }
 
 impl WeightOp<3, 2> for LinearOp {
@@ -77,7 +89,14 @@ impl WeightOp<3, 2> for LinearOp {
         self.shape
     }
     fn apply(&self, x: Tensor<3>, w: Tensor<2>, b: Option<Tensor<1>>) -> Tensor<3> {
-        linear(x, w, b)
+        if !self.fused {
+            return linear(x, w, b);
+        }
+        let y = fused::matmul(x, w);
+        match b {
+            Some(b) => y + b.unsqueeze_dims(&[0, 1]),
+            None => y,
+        }
     }
     fn apply_per_sample(&self, x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
         let s = w.dims()[0];
@@ -110,7 +129,7 @@ impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {
     pub fn run(&self, x: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
         let shape = self.shape();
         check_last_dim("BayesianLinear", &x, shape[0]);
-        self.params.run(&LinearOp { shape }, x, pass)
+        self.params.run(&LinearOp::new(shape, pass), x, pass)
     }
 
     /// Moment propagation: `[S, B, d_input]` moments → `[S, B, d_output]` by the linear moment
@@ -124,7 +143,7 @@ impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {
     pub fn moments(&self, m: Moments<3>, pass: &mut Pass) -> Result<Moments<3>, Unsupported> {
         let shape = self.shape();
         check_last_dim("BayesianLinear", &m.mean, shape[0]);
-        self.params.moments(&LinearOp { shape }, m, pass)
+        self.params.moments(&LinearOp::new(shape, pass), m, pass)
     }
 
     /// `S` posterior samples in one call: `[S, B, d_input]` → `[S, B, d_output]`.
