@@ -100,6 +100,10 @@ impl WeightOp<3, 2> for LinearOp {
     }
     fn apply_per_sample(&self, x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
         let s = w.dims()[0];
+        if s == 1 && self.fused {
+            // One draw: one product, as `apply`'s.
+            return fused::matmul(x, w.reshape(self.shape));
+        }
         x.matmul(w.reshape([s, self.shape[0], self.shape[1]]))
     }
     fn add_bias(&self, y: Tensor<3>, b: Tensor<2>) -> Tensor<3> {
