@@ -9,11 +9,11 @@ use super::conv::ConvGeometry;
 use super::cpu::{KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::rectifier::{RectifierOutput, RectifierRule};
-use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::{Autodiff, NodeId};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{AutodiffBackend, Backend, backend_extension};
 
@@ -383,17 +383,12 @@ impl<B: FusedKernels> Backward<B, 2> for ConvBackward {
     type State = (FloatTensor<B>, FloatTensor<B>, ConvGeometry);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_x, node_w] = ops.parents;
+        let parents = ops.parents.map(|p| p.map(|node| node.id));
         let dy = grads.consume::<B>(&ops.node);
         let (x, w, g) = ops.state;
-        let wanted = [node_x.is_some(), node_w.is_some()];
+        let wanted = parents.map(|p| p.is_some());
         let (dx, dw) = B::fused_conv_backward(x, w, dy, g, wanted);
-        if let (Some(node), Some(dx)) = (node_x, dx) {
-            grads.register::<B>(node.id, dx);
-        }
-        if let (Some(node), Some(dw)) = (node_w, dw) {
-            grads.register::<B>(node.id, dw);
-        }
+        register_tracked::<B>(grads, parents, [dx, dw]);
     }
 }
 
@@ -404,16 +399,24 @@ impl<B: FusedKernels> Backward<B, 2> for MatmulBackward {
     type State = (FloatTensor<B>, FloatTensor<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_x, node_w] = ops.parents;
+        let parents = ops.parents.map(|p| p.map(|node| node.id));
         let dy = grads.consume::<B>(&ops.node);
         let (x, w) = ops.state;
-        let wanted = [node_x.is_some(), node_w.is_some()];
+        let wanted = parents.map(|p| p.is_some());
         let (dx, dw) = B::fused_matmul_backward(x, w, dy, wanted);
-        if let (Some(node), Some(dx)) = (node_x, dx) {
-            grads.register::<B>(node.id, dx);
-        }
-        if let (Some(node), Some(dw)) = (node_w, dw) {
-            grads.register::<B>(node.id, dw);
+        register_tracked::<B>(grads, parents, [dx, dw]);
+    }
+}
+
+/// Registers the gradients a backward kernel computed, which it does for tracked parents only.
+fn register_tracked<B: Backend>(
+    grads: &mut Gradients,
+    parents: [Option<NodeId>; 2],
+    values: [Option<FloatTensor<B>>; 2],
+) {
+    for (id, value) in parents.into_iter().zip(values) {
+        if let (Some(id), Some(value)) = (id, value) {
+            grads.register::<B>(id, value);
         }
     }
 }

@@ -285,34 +285,29 @@ where
         return None;
     }
     let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect, false)?;
-    let bias = match &params.bias {
-        None => None,
+    let (b_mean, bias) = match &params.bias {
+        None => (None, None),
         Some(b) if b.is_point() => {
             if collect && params.bias_prior.is_some() {
                 return None;
             }
-            Some((b.dist().mean(), None))
+            (Some(b.dist().mean()), None)
         }
-        Some(b) => Some((
-            b.fused()?.mu,
-            Some(Fusable::of(b, params.bias_prior.as_ref(), collect, false)?),
-        )),
+        Some(b) => {
+            let fusable = Fusable::of(b, params.bias_prior.as_ref(), collect, false)?;
+            (Some(fusable.scale.mu.clone()), Some(fusable))
+        }
     };
     let fold = pass.kl_fold().map(|w| w as f32);
-    let (w_var, kl) = weight.moments(fold);
-    let mut kls: Vec<_> = kl.into_iter().collect();
-    let (b_mean, b_var) = match bias {
-        None => (None, None),
-        Some((mean, fusable)) => {
-            let var = fusable.map(|f| {
-                let (var, kl) = f.moments(fold);
-                kls.extend(kl);
-                var
-            });
-            (Some(mean), var)
+    let (w_var, w_kl) = weight.moments(fold);
+    let (b_var, b_kl) = match bias {
+        Some(b) => {
+            let (var, kl) = b.moments(fold);
+            (Some(var), kl)
         }
+        None => (None, None),
     };
-    if let Some(kl) = kls.into_iter().reduce(|a, b| a + b) {
+    if let Some(kl) = [w_kl, b_kl].into_iter().flatten().reduce(|a, b| a + b) {
         pass.add_kl(kl);
     }
     Some(MomentParams {
