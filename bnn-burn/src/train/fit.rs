@@ -394,7 +394,11 @@ fn validation_nll<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     device: &Device,
 ) -> Result<f64, TrainError> {
     let valid = model.valid();
-    let request = StepRequest::new(samples);
+    // Only the log-likelihood is read: the layers' KL is not computed.
+    let request = StepRequest {
+        weight_kl: false,
+        ..StepRequest::new(samples)
+    };
     let mut total = 0.0;
     for chunk in rows.chunks(EVAL_CHUNK) {
         let terms = valid.step(plain_minibatch(data, chunk, n_train, device)?, request)?;
