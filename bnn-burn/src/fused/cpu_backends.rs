@@ -23,7 +23,8 @@ pub(crate) trait CpuTensor: Sized {
     /// The tensor after `f` rewrote its elements: in place when its buffer is unshared and
     /// contiguous, on a copy otherwise.
     fn rewrite(self, f: impl FnOnce(&mut [f32])) -> Self;
-    /// `op(a) · op(b)` of two matrices, `op` the transpose where `a_t`, `b_t` ask for it.
+    /// `op(a) · op(b)` of two matrices, or matrix by matrix of two equal batches `[batch, ·, ·]`,
+    /// `op` the transpose (of each matrix) where `a_t`, `b_t` ask for it.
     fn product(a: &Self, a_t: bool, b: &Self, b_t: bool) -> Self;
 }
 
@@ -41,16 +42,23 @@ fn backend_product<B: Backend>(
     B::float_matmul(op(a, a_t), op(b, b_t))
 }
 
-/// `[m, k, n]` of `op(a) · op(b)` for matrices of shapes `a`, `b`.
-fn product_dims(a: &Shape, a_t: bool, b: &Shape, b_t: bool) -> [usize; 3] {
-    assert!(a.num_dims() == 2 && b.num_dims() == 2, "product: matrices");
-    let (m, k) = if a_t { (a[1], a[0]) } else { (a[0], a[1]) };
-    let (k_b, n) = if b_t { (b[1], b[0]) } else { (b[0], b[1]) };
+/// `[batch, m, k, n]` of `op(a) · op(b)` for two matrices (`batch` = 1) or two equal batches of
+/// matrices `[batch, ·, ·]`, `op` transposing each matrix where asked.
+fn product_dims(a: &Shape, a_t: bool, b: &Shape, b_t: bool) -> [usize; 4] {
+    let rank = a.num_dims();
+    assert!(
+        (rank == 2 || rank == 3) && b.num_dims() == rank && (rank == 2 || a[0] == b[0]),
+        "product: two matrices or two equal batches of them, got {a:?} by {b:?}"
+    );
+    let batch = if rank == 3 { a[0] } else { 1 };
+    let (r, c) = (rank - 2, rank - 1);
+    let (m, k) = if a_t { (a[c], a[r]) } else { (a[r], a[c]) };
+    let (k_b, n) = if b_t { (b[c], b[r]) } else { (b[r], b[c]) };
     assert_eq!(
         k, k_b,
         "product: {a:?} (transposed: {a_t}) by {b:?} (transposed: {b_t})"
     );
-    [m, k, n]
+    [batch, m, k, n]
 }
 
 /// A `Vec` of `n` elements written by `write`, which must overwrite every element (each kernel
@@ -494,6 +502,7 @@ mod flex {
     use burn::backend::Flex;
     use burn::backend::flex::{FlexTensor, Layout};
     use burn::tensor::{Bytes, DType};
+    use rayon::prelude::*;
 
     impl CpuTensor for FlexTensor {
         fn values(&self) -> Cow<'_, [f32]> {
@@ -529,9 +538,10 @@ mod flex {
 
         /// gemm called directly: burn-flex's `matmul` allocates its output zeroed and copies it
         /// once more to align it (`Bytes::from_bytes_vec`); here gemm writes a fresh buffer
-        /// once. Threaded above burn-flex's threshold (`m·n·k ≥ 192³`), as burn-flex does.
+        /// once. Threads as burn-flex does: inside gemm for a product of `m·n·k ≥ 192³`, over
+        /// the batch's matrices for four or more of them (or smaller ones) totalling `≥ 128³`.
         fn product(a: &Self, a_t: bool, b: &Self, b_t: bool) -> Self {
-            let [m, k, n] = product_dims(&a.shape(), a_t, &b.shape(), b_t);
+            let [batch, m, k, n] = product_dims(&a.shape(), a_t, &b.shape(), b_t);
             let (av, bv) = (a.values(), b.values());
             // Row-major `[m, k]` (or `[k, m]` when transposed): (column, row) strides.
             let strides = |t: bool, cols: usize| {
@@ -543,19 +553,15 @@ mod flex {
             };
             let (a_cs, a_rs) = strides(a_t, if a_t { m } else { k });
             let (b_cs, b_rs) = strides(b_t, if b_t { k } else { n });
-            let out = written(m * n, |o| {
-                if k == 0 {
-                    o.fill(0.0);
-                    return;
-                }
-                let parallelism = if m * n * k >= 192 * 192 * 192 {
-                    gemm::Parallelism::Rayon(0)
-                } else {
-                    gemm::Parallelism::None
-                };
-                // SAFETY: `o` holds `m·n` elements, `av` `m·k` and `bv` `k·n` (checked by
-                // `product_dims` and `values`), addressed by the strides above; with
-                // `read_dst = false` gemm writes every element of `o` and reads none.
+            // The `i`-th product of the batch into `o` (`m·n` elements).
+            let one = |o: &mut [f32], i: usize, parallelism: gemm::Parallelism| {
+                let (a_i, b_i) = (
+                    &av[i * m * k..(i + 1) * m * k],
+                    &bv[i * k * n..(i + 1) * k * n],
+                );
+                // SAFETY: `o` holds `m·n` elements, `a_i` `m·k` and `b_i` `k·n` (the slices
+                // above, of buffers `product_dims` and `values` sized), addressed by the strides
+                // above; with `read_dst = false` gemm writes every element of `o` and reads none.
                 unsafe {
                     gemm::gemm(
                         m,
@@ -565,10 +571,10 @@ mod flex {
                         1,
                         n as isize,
                         false,
-                        av.as_ptr(),
+                        a_i.as_ptr(),
                         a_cs,
                         a_rs,
-                        bv.as_ptr(),
+                        b_i.as_ptr(),
                         b_cs,
                         b_rs,
                         0.0,
@@ -579,8 +585,34 @@ mod flex {
                         parallelism,
                     );
                 }
+            };
+            let out = written(batch * m * n, |o| {
+                if k == 0 || o.is_empty() {
+                    o.fill(0.0);
+                    return;
+                }
+                let each = m * n * k;
+                let total = batch * each;
+                let by_matrix = batch >= 4 && total >= 128 * 128 * 128;
+                if each >= 192 * 192 * 192 && !by_matrix {
+                    for (i, o) in o.chunks_mut(m * n).enumerate() {
+                        one(o, i, gemm::Parallelism::Rayon(0));
+                    }
+                } else if batch > 1 && total >= 128 * 128 * 128 {
+                    o.par_chunks_mut(m * n)
+                        .enumerate()
+                        .for_each(|(i, o)| one(o, i, gemm::Parallelism::None));
+                } else {
+                    for (i, o) in o.chunks_mut(m * n).enumerate() {
+                        one(o, i, gemm::Parallelism::None);
+                    }
+                }
             });
-            Self::from_values(out, Shape::from([m, n]))
+            let shape = match a.shape().num_dims() {
+                3 => Shape::from([batch, m, n]),
+                _ => Shape::from([m, n]),
+            };
+            Self::from_values(out, shape)
         }
     }
 

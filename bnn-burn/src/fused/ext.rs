@@ -557,7 +557,8 @@ pub trait FusedKernels: Backend {
         (dx, dw)
     }
 
-    /// `y = x · w`, `x [rows, k]`, `w [k, n]`. The default body is the backend's `matmul`.
+    /// `y = x · w`, `x [rows, k]`, `w [k, n]`; or matrix by matrix over a batch, `x [S, rows, k]`,
+    /// `w [S, k, n]` into `[S, rows, n]`. The default body is the backend's `matmul`.
     fn fused_matmul(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_matmul(x, w)
     }

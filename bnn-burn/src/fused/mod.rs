@@ -19,6 +19,7 @@
 //! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` for both outputs at once |
 //! | [`conv2d`] | `y = im2col(x) · Wᵀ`, one matrix product | `∂W = ∂yᵀ · im2col(x)`, `∂x = col2im(∂y · W)`, each only when tracked |
 //! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
+//! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -38,8 +39,8 @@
 //! max-pool op's, which reads its maps back and runs the CPU kernel: the composition it
 //! replaces sorted on the host there too (burn 0.22's Cube `argsort` reads the tensor back).
 //! The convolution's default body is burn's own convolution and its backward; the CPU
-//! backends unroll the windows on the host ([`conv`]). The matrix products of [`conv2d`] and
-//! [`matmul`] call gemm directly on Flex (burn-flex's `matmul` copies each fresh output once
+//! backends unroll the windows on the host ([`conv`]). The matrix products of [`conv2d`],
+//! [`matmul`] and [`batched_matmul`] call gemm directly on Flex (burn-flex's `matmul` copies each fresh output once
 //! more to align it) and run the backend's `matmul` on NdArray.
 //! The unfused composition stays available as the reference ([`Kernels::Reference`]).
 
@@ -330,6 +331,29 @@ pub fn matmul<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
     ));
     dims[D - 1] = n;
     y.reshape(dims)
+}
+
+/// `y_s = x_s · w_s`: `x [S, rows, k]` by one weight matrix per sample, `w [S, k, n]`, into
+/// `[S, rows, n]`, with the hand-written backward pass of [`matmul`] (`∂x_s = ∂y_s · w_sᵀ`,
+/// `∂w_s = x_sᵀ · ∂y_s`, each only when tracked): burn's batched `matmul` to rounding. On Flex
+/// each product is one gemm call into a buffer written once, threaded over the samples as
+/// burn-flex does; the other backends run their `matmul`.
+///
+/// # Panics
+/// If the sample counts differ, or `x`'s last axis is not `w`'s second.
+pub fn batched_matmul(x: Tensor<3>, w: Tensor<3>) -> Tensor<3> {
+    let ([s, _, k], [s_w, k_w, _]) = (x.dims(), w.dims());
+    assert!(
+        s == s_w && k == k_w,
+        "batched_matmul: input {:?} ({s} samples of {k} features) by weights {:?} ({s_w} \
+         samples of [{k_w}, n]): the sample counts and the feature counts must agree",
+        x.dims(),
+        w.dims()
+    );
+    Tensor::from_dispatch(<Dispatch as FusedOps>::matmul_op(
+        x.into_dispatch(),
+        w.into_dispatch(),
+    ))
 }
 
 /// `(E m, Var m)` `[rows, H', W']` of the maximum `m` of each `kernel × kernel` window, every

@@ -985,49 +985,95 @@ fn matmul_and_its_gradients_match_burns_matmul() {
     for (lead, k, n) in cases {
         let x_dims: Vec<usize> = lead.iter().copied().chain([k]).collect();
         let count: usize = x_dims.iter().product();
+        let rows = count / k;
         let x = Tensor::<1>::random([count], Distribution::Normal(0.0, 1.0), &device);
         let w = Tensor::<2>::random([n, k], Distribution::Normal(0.0, 0.3), &device);
-        for (x_tracked, w_tracked) in [(true, true), (false, true), (true, false)] {
-            let leaf = |t: Tensor<1>, tracked: bool| {
-                let t = t.detach();
-                if tracked { t.require_grad() } else { t }
-            };
-            let x1 = leaf(x.clone(), x_tracked);
-            let wt = w.clone().detach();
-            let wt = if w_tracked { wt.require_grad() } else { wt };
-            // x as [rows, k] for two or one leading axes, w as the transpose of a [n, k] leaf.
-            let run = |f: &dyn Fn(Tensor<2>, Tensor<2>) -> Tensor<2>| {
-                let rows = count / k;
-                f(x1.clone().reshape([rows, k]), wt.clone().transpose())
-            };
-            let want = run(&|a, b| a.matmul(b));
-            let got = match lead.len() {
-                1 => run(&|a, b| matmul(a, b)),
-                _ => {
-                    let x3 = x1.clone().reshape([lead[0] * lead[1], lead[2], k]);
-                    let y: Tensor<3> = matmul(x3, wt.clone().transpose());
-                    y.reshape([count / k, n])
-                }
-            };
-            let what = format!("{x_dims:?} × [{k}, {n}], tracked x {x_tracked}, w {w_tracked}");
-            let err = rel_err(&to_vec(got.clone()), &to_vec(want.clone()));
-            assert!(err < 1e-5, "{what}: values differ by {err:.2e} of scale");
-            let r = want.random_like(Distribution::Normal(0.0, 1.0));
-            let g_want = (want * r.clone()).sum().backward();
-            let g_got = (got * r).sum().backward();
-            check_grad(
-                x_tracked,
-                x1.grad(&g_got),
-                x1.grad(&g_want),
-                &format!("{what}: ∂x"),
-            );
-            check_grad(
-                w_tracked,
-                wt.grad(&g_got),
-                wt.grad(&g_want),
-                &format!("{what}: ∂w"),
-            );
-        }
+        // x as [rows, k] for one leading axis, as given for more; w as the transpose of the leaf.
+        let ours = |x: Tensor<1>, w: Tensor<2>| match lead.len() {
+            1 => matmul(x.reshape([rows, k]), w.transpose()).reshape([rows * n]),
+            _ => {
+                let x3 = x.reshape([lead[0] * lead[1], lead[2], k]);
+                let y: Tensor<3> = matmul(x3, w.transpose());
+                y.reshape([rows * n])
+            }
+        };
+        let burns = |x: Tensor<1>, w: Tensor<2>| {
+            x.reshape([rows, k])
+                .matmul(w.transpose())
+                .reshape([rows * n])
+        };
+        compare_products(x, w, &format!("{x_dims:?} × [{k}, {n}]"), ours, burns);
+    }
+}
+
+/// `batched_matmul` against burn's batched `matmul`, as above, on batches that take each of the
+/// Flex product's three schedules: serial, threaded over the samples (four or more samples, or
+/// two whose products are small, totalling `m·n·k ≥ 128³`), and threaded inside gemm (each
+/// product `≥ 192³`, fewer than four samples); `w_s` is a transposed view of a `[S, n, k]` leaf.
+#[test]
+fn batched_matmul_and_its_gradients_match_burns_matmul() {
+    let _guard = crate::testing::seeded(&test_device(), 31);
+    let device = test_device().autodiff();
+    // (S, rows, k, n)
+    for [s, rows, k, n] in [
+        [3, 5, 7, 4],
+        [4, 64, 130, 70],
+        [2, 100, 100, 120],
+        [2, 200, 200, 180],
+    ] {
+        let x = Tensor::<1>::random([s * rows * k], Distribution::Normal(0.0, 1.0), &device);
+        let w = Tensor::<3>::random([s, n, k], Distribution::Normal(0.0, 0.3), &device);
+        let (x_dims, out) = ([s, rows, k], [s * rows * n]);
+        compare_products(
+            x,
+            w,
+            &format!("[{s}, {rows}, {k}] × [{s}, {k}, {n}]"),
+            |x, w| batched_matmul(x.reshape(x_dims), w.swap_dims(1, 2)).reshape(out),
+            |x, w| x.reshape(x_dims).matmul(w.swap_dims(1, 2)).reshape(out),
+        );
+    }
+}
+
+/// `ours(x, w)` against `burns(x, w)` (both flattened) with `x`, `w` or both tracked: values,
+/// `∂x` and `∂w` within 10⁻⁵ of scale, no gradient for an untracked leaf.
+fn compare_products<const DW: usize>(
+    x: Tensor<1>,
+    w: Tensor<DW>,
+    what: &str,
+    ours: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
+    burns: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
+) {
+    for (x_tracked, w_tracked) in [(true, true), (false, true), (true, false)] {
+        let leaf_x = if x_tracked {
+            x.clone().detach().require_grad()
+        } else {
+            x.clone().detach()
+        };
+        let leaf_w = if w_tracked {
+            w.clone().detach().require_grad()
+        } else {
+            w.clone().detach()
+        };
+        let want = burns(leaf_x.clone(), leaf_w.clone());
+        let got = ours(leaf_x.clone(), leaf_w.clone());
+        let what = format!("{what}, tracked x {x_tracked}, w {w_tracked}");
+        let err = rel_err(&to_vec(got.clone()), &to_vec(want.clone()));
+        assert!(err < 1e-5, "{what}: values differ by {err:.2e} of scale");
+        let r = want.random_like(Distribution::Normal(0.0, 1.0));
+        let g_want = (want * r.clone()).sum().backward();
+        let g_got = (got * r).sum().backward();
+        check_grad(
+            x_tracked,
+            leaf_x.grad(&g_got),
+            leaf_x.grad(&g_want),
+            &format!("{what}: ∂x"),
+        );
+        check_grad(
+            w_tracked,
+            leaf_w.grad(&g_got),
+            leaf_w.grad(&g_want),
+            &format!("{what}: ∂w"),
+        );
     }
 }
 
@@ -1047,6 +1093,16 @@ fn check_grad<const D: usize>(
         &to_vec(want.expect("reference")),
     );
     assert!(err < 1e-5, "{what}: differs by {err:.2e} of scale");
+}
+
+#[test]
+#[should_panic(expected = "sample counts")]
+fn batched_matmul_refuses_weights_for_another_number_of_samples() {
+    let device = test_device();
+    batched_matmul(
+        Tensor::<3>::zeros([3, 2, 4], &device),
+        Tensor::<3>::zeros([2, 4, 5], &device),
+    );
 }
 
 #[test]

@@ -89,6 +89,37 @@ impl<const D: usize> Fusable<D> {
     }
 }
 
+/// A bias's mean and, when it has a variance, its fused view.
+type FusedBias = (Option<Tensor<1>>, Option<Fusable<1>>);
+
+/// A layer's bias on the fused kernels: its mean, and its fused view when it has a variance. A
+/// point bias ([`crate::layers::WeightConfig::point_bias`]) has no noise and no KL term: its
+/// mean only. `None` (the composition) when the bias has no fused kernels, or is a point under a
+/// prior whose term the pass collects.
+fn fused_bias<W, B, const DW: usize>(
+    params: &LayerParams<W, B, DW>,
+    collect: bool,
+    draws: bool,
+) -> Option<FusedBias>
+where
+    W: WeightPosterior<DW>,
+    B: WeightPosterior<1>,
+{
+    match &params.bias {
+        None => Some((None, None)),
+        Some(b) if b.is_point() => {
+            if collect && params.bias_prior.is_some() {
+                return None;
+            }
+            Some((Some(b.dist().mean()), None))
+        }
+        Some(b) => {
+            let fusable = Fusable::of(b, params.bias_prior.as_ref(), collect, draws)?;
+            Some((Some(fusable.scale.mu.clone()), Some(fusable)))
+        }
+    }
+}
+
 /// The layer's output on the fused kernels, or `None` when they do not apply.
 pub(crate) fn run<W, B, const DW: usize, const DX: usize>(
     params: &LayerParams<W, B, DW>,
@@ -112,10 +143,7 @@ where
     }
     let draws = params.estimator != Estimator::LocalReparameterization;
     let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect, draws)?;
-    let bias = match &params.bias {
-        None => None,
-        Some(b) => Some(Fusable::of(b, params.bias_prior.as_ref(), collect, draws)?),
-    };
+    let (mean_b, bias) = fused_bias(params, collect, draws)?;
     let x = x.clone();
     let fold = pass.kl_fold().map(|w| w as f32);
     let device = x.device();
@@ -125,31 +153,30 @@ where
         Estimator::Reparameterization => {
             let (w, kl) = weight.draw(samples, false, fold, pass.next_key(&device));
             kls.extend(kl);
-            let mut y = op.apply_per_sample(x, w);
-            if let Some(b) = &bias {
-                let (b, kl) = b.draw(samples, false, fold, pass.next_key(&device));
-                kls.extend(kl);
-                y = op.add_bias(y, b);
+            let y = op.apply_per_sample(x, w);
+            match (&bias, mean_b) {
+                (Some(b), _) => {
+                    let (b, kl) = b.draw(samples, false, fold, pass.next_key(&device));
+                    kls.extend(kl);
+                    op.add_bias(y, b)
+                }
+                (None, Some(point)) => op.add_bias(y, point.unsqueeze_dim(0)),
+                (None, None) => y,
             }
-            y
         }
         Estimator::LocalReparameterization => {
             let (var_w, kl) = weight.moments(fold);
             kls.extend(kl);
-            let (mean_b, var_b) = match &bias {
-                Some(b) => {
-                    let (var, kl) = b.moments(fold);
-                    kls.extend(kl);
-                    (Some(b.scale.mu.clone()), Some(var))
-                }
-                None => (None, None),
-            };
+            let var_b = bias.as_ref().map(|b| {
+                let (var, kl) = b.moments(fold);
+                kls.extend(kl);
+                var
+            });
             let mean = op.apply(x.clone(), weight.scale.mu.clone(), mean_b);
             let var = op.apply(x.square(), var_w, var_b);
             fused::noise(mean, var, pass.next_key(&device))
         }
         Estimator::Flipout => {
-            let mean_b = bias.as_ref().map(|b| b.scale.mu.clone());
             let mean = op.apply(x.clone(), weight.scale.mu.clone(), mean_b);
             let (delta, kl) = weight.draw(samples, true, fold, pass.next_key(&device));
             kls.extend(kl);
@@ -285,19 +312,7 @@ where
         return None;
     }
     let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect, false)?;
-    let (b_mean, bias) = match &params.bias {
-        None => (None, None),
-        Some(b) if b.is_point() => {
-            if collect && params.bias_prior.is_some() {
-                return None;
-            }
-            (Some(b.dist().mean()), None)
-        }
-        Some(b) => {
-            let fusable = Fusable::of(b, params.bias_prior.as_ref(), collect, false)?;
-            (Some(fusable.scale.mu.clone()), Some(fusable))
-        }
-    };
+    let (b_mean, bias) = fused_bias(params, collect, false)?;
     let fold = pass.kl_fold().map(|w| w as f32);
     let (w_var, w_kl) = weight.moments(fold);
     let (b_var, b_kl) = match bias {

@@ -69,14 +69,15 @@ impl BayesianLinearConfig {
 }
 
 /// `x W` on `[S, B, d_in]` activations: with `fused`, one weight for all samples runs
-/// [`fused::matmul`], otherwise burn's `linear`.
-struct LinearOp {
+/// [`fused::matmul`] and one per sample [`fused::batched_matmul`], otherwise burn's `linear`
+/// and `matmul`.
+pub(super) struct LinearOp {
     shape: [usize; 2],
     fused: bool,
 }
 
 impl LinearOp {
-    fn new(shape: [usize; 2], pass: &Pass) -> Self {
+    pub(super) fn new(shape: [usize; 2], pass: &Pass) -> Self {
         Self {
             shape,
             fused: pass.kernels() == Kernels::Fused,
@@ -100,11 +101,13 @@ impl WeightOp<3, 2> for LinearOp {
     }
     fn apply_per_sample(&self, x: Tensor<3>, w: Tensor<2>) -> Tensor<3> {
         let s = w.dims()[0];
-        if s == 1 && self.fused {
+        let per_sample = w.reshape([s, self.shape[0], self.shape[1]]);
+        match (self.fused, s) {
             // One draw: one product, as `apply`'s.
-            return fused::matmul(x, w.reshape(self.shape));
+            (true, 1) => fused::matmul(x, per_sample.reshape(self.shape)),
+            (true, _) => fused::batched_matmul(x, per_sample),
+            (false, _) => x.matmul(per_sample),
         }
-        x.matmul(w.reshape([s, self.shape[0], self.shape[1]]))
     }
     fn add_bias(&self, y: Tensor<3>, b: Tensor<2>) -> Tensor<3> {
         y + b.unsqueeze_dim(1)

@@ -44,6 +44,16 @@ fn analytic(x: &[f64], layer: &BayesianLinear) -> (Vec<f64>, Vec<f64>) {
     (mean, var)
 }
 
+/// The input at which the output-moment tests evaluate a `[5, 3]` layer.
+const PROBE: [f64; 5] = [0.8, -1.2, 0.3, 2.0, -0.5];
+
+/// [`PROBE`] as `n` samples of a one-example batch, `[n, 1, 5]`.
+fn probe_input(n: usize, device: &burn::tensor::Device) -> Tensor<3> {
+    Tensor::<1>::from_floats(PROBE, device)
+        .reshape([1, 1, PROBE.len()])
+        .repeat_dim(0, n)
+}
+
 /// Every estimator of every family with independent weights reproduces the analytic mean and
 /// variance of each output, to 5 standard errors of 5 000 samples (enough to see a variance
 /// 10 % off).
@@ -51,12 +61,8 @@ fn analytic(x: &[f64], layer: &BayesianLinear) -> (Vec<f64>, Vec<f64>) {
 fn every_estimator_matches_the_output_moments_of_every_family() {
     let device = test_device();
     let _guard = seeded(&device, 50);
-    let n = 5_000;
-    let (din, dout) = (5, 3);
-    let x = [0.8, -1.2, 0.3, 2.0, -0.5];
-    let input = Tensor::<1>::from_floats(x, &device)
-        .reshape([1, 1, din])
-        .repeat_dim(0, n);
+    let (n, (din, dout)) = (5_000, (PROBE.len(), 3));
+    let (x, input) = (PROBE, probe_input(n, &device));
     for posterior in [
         PosteriorConfig::mean_field(),
         PosteriorConfig::radial(),
@@ -74,25 +80,78 @@ fn every_estimator_matches_the_output_moments_of_every_family() {
                 .unwrap();
             let pass = &mut Pass::predict(n).with_kernels(kernels);
             let y = to_vec(layer.run(input.clone(), pass));
-            let (mean, var) = analytic(&x, &layer);
-            for j in 0..dout {
-                let col: Vec<f64> = y.chunks(dout).map(|r| r[j]).collect();
-                let (m, se) = crate::metrics::mean_and_standard_error(&col);
-                let v = se * se * n as f64;
-                let m4 = col.iter().map(|c| (c - m).powi(4)).sum::<f64>() / n as f64;
-                let se_v = ((m4 - v * v).max(0.0) / n as f64).sqrt();
-                let what = format!("{posterior:?} {estimator:?} {kernels:?} output {j}");
-                assert!(
-                    (m - mean[j]).abs() <= 5.0 * se + 1e-5,
-                    "{what}: mean {m} vs {}",
-                    mean[j]
-                );
-                assert!(
-                    (v - var[j]).abs() <= 5.0 * se_v + 1e-5,
-                    "{what}: var {v} vs {}",
-                    var[j]
-                );
-            }
+            let what = format!("{posterior:?} {estimator:?} {kernels:?}");
+            check_output_moments(&x, &layer, &y, &what);
+        }
+    }
+}
+
+/// The sample mean and variance of each output column of `y` (`n` rows of the layer's outputs
+/// at `x`) against [`analytic`], to 5 standard errors (the variance's from the fourth moment).
+fn check_output_moments(x: &[f64], layer: &BayesianLinear, y: &[f64], what: &str) {
+    let dout = layer.shape()[1];
+    let n = y.len() / dout;
+    let (mean, var) = analytic(x, layer);
+    for j in 0..dout {
+        let col: Vec<f64> = y.chunks(dout).map(|r| r[j]).collect();
+        let (m, se) = crate::metrics::mean_and_standard_error(&col);
+        let v = se * se * n as f64;
+        let m4 = col.iter().map(|c| (c - m).powi(4)).sum::<f64>() / n as f64;
+        let se_v = ((m4 - v * v).max(0.0) / n as f64).sqrt();
+        assert!(
+            (m - mean[j]).abs() <= 5.0 * se + 1e-5,
+            "{what} output {j}: mean {m} vs {}",
+            mean[j]
+        );
+        assert!(
+            (v - var[j]).abs() <= 5.0 * se_v + 1e-5,
+            "{what} output {j}: var {v} vs {}",
+            var[j]
+        );
+    }
+}
+
+/// A point bias (the moment methods' layers: [`crate::nets::moment_weights`]) keeps a sampling
+/// pass on the fused kernels: every estimator under softplus scales, and the local one under a
+/// log-variance (draws need softplus), with the analytic output moments (5 s.e. of 5 000
+/// samples) and the bias adding no variance.
+#[test]
+fn a_point_bias_keeps_sampling_on_the_fused_kernels() {
+    use crate::posterior::ScaleParam;
+    let device = test_device();
+    let _guard = seeded(&device, 52);
+    let (n, (din, dout)) = (5_000, (PROBE.len(), 3));
+    let (x, input) = (PROBE, probe_input(n, &device));
+    for param in [ScaleParam::Softplus, ScaleParam::LogVariance] {
+        for estimator in ESTIMATORS {
+            let scale = ScaleInit::new()
+                .with_param(param)
+                .with_rho(-1.0)
+                .with_rho_std(0.2);
+            let config = WeightConfig::of(PosteriorConfig::MeanField(
+                MeanFieldConfig::new().with_scale(scale),
+            ))
+            .with_estimator(estimator)
+            .with_point_bias(true);
+            let mut layer = BayesianLinearConfig::new(din, dout)
+                .with_weights(config)
+                .init(&device)
+                .unwrap();
+            // A bias away from its initial zeros, so that a dropped one shows in the means.
+            let Some(crate::posterior::AnyPosterior::Point(b)) = &mut layer.params.bias else {
+                unreachable!("point_bias gives a point bias")
+            };
+            b.weight =
+                burn::module::Param::from_tensor(Tensor::from_floats([0.5, -1.0, 2.0], &device));
+            let what = format!("{param:?} {estimator:?}, point bias");
+            let pass = &mut Pass::predict(n);
+            let op = super::linear::LinearOp::new(layer.shape(), pass);
+            let fused = super::fused_path::run(&layer.params, &op, &input, pass).is_some();
+            let expected =
+                estimator == Estimator::LocalReparameterization || param == ScaleParam::Softplus;
+            assert_eq!(fused, expected, "{what}: which path");
+            let y = to_vec(layer.run(input.clone(), &mut Pass::predict(n)));
+            check_output_moments(&x, &layer, &y, &what);
         }
     }
 }
