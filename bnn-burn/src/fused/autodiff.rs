@@ -22,11 +22,13 @@ use burn::backend::{AutodiffBackend, Backend, backend_extension};
 pub trait FusedOps: Backend {
     /// `(w, kl)` of [`FusedKernels::fused_sample`]; `kl` is a constant (its gradient reaches
     /// `μ, ρ` only through `fold`, added in the backward pass of `w`).
+    #[allow(clippy::too_many_arguments)]
     fn sample_op(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         key: u64,
         scales: Vec<f32>,
+        rule: SigmaRule,
         center: bool,
         kl: Option<KlTerms>,
         fold: Option<f32>,
@@ -105,11 +107,12 @@ macro_rules! inner_ops {
                 rho: FloatTensor<Self>,
                 key: u64,
                 scales: Vec<f32>,
+                rule: SigmaRule,
                 center: bool,
                 kl: Option<KlTerms>,
                 _fold: Option<f32>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_sample(mu, rho, key, scales, center, kl)
+                Self::fused_sample(mu, rho, key, scales, rule, center, kl)
             }
 
             fn sample_ratio_op(
@@ -217,6 +220,7 @@ impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
         FloatTensor<B>,
         u64,
         Vec<f32>,
+        SigmaRule,
         bool,
         Option<(KlTerms, f32)>,
     );
@@ -224,8 +228,8 @@ impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let dw = grads.consume::<B>(&ops.node);
-        let (mu, rho, key, scales, center, fold) = ops.state;
-        let (dmu, drho) = B::fused_sample_backward(dw, mu, rho, key, scales, center, fold);
+        let (mu, rho, key, scales, rule, center, fold) = ops.state;
+        let (dmu, drho) = B::fused_sample_backward(dw, mu, rho, key, scales, rule, center, fold);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -427,6 +431,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         rho: FloatTensor<Self>,
         key: u64,
         scales: Vec<f32>,
+        rule: SigmaRule,
         center: bool,
         kl: Option<KlTerms>,
         fold: Option<f32>,
@@ -436,6 +441,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             rho.primitive().clone(),
             key,
             scales.clone(),
+            rule,
             center,
             kl,
         );
@@ -451,6 +457,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     rho.into_primitive(),
                     key,
                     scales,
+                    rule,
                     center,
                     fold,
                 ),

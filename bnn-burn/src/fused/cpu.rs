@@ -8,8 +8,7 @@
 
 use super::rng::{key_words, mask_words, normal_block, sign_bits, sign_of};
 use super::simd::{
-    BLOCK, Shared, accumulate, exp, ln, load, multiversion, par_chunks, softplus, softplus_sigmoid,
-    store,
+    BLOCK, Shared, accumulate, exp, ln, load, multiversion, par_chunks, softplus_sigmoid, store,
 };
 
 /// Floor under a sampled variance before its square root (keeps the gradient finite).
@@ -35,19 +34,25 @@ fn lanes_total(lanes: &[f32; 8]) -> f64 {
 /// The Gaussian KL terms of one block, `½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (the constants
 /// are added once by the caller).
 #[inline(always)]
-fn kl_terms(m: &[f32; BLOCK], sigma: &[f32; BLOCK], p: KlTerms) -> [f32; BLOCK] {
+fn kl_terms(
+    m: &[f32; BLOCK],
+    sigma: &[f32; BLOCK],
+    ln_sigma: &[f32; BLOCK],
+    p: KlTerms,
+) -> [f32; BLOCK] {
     let mut t = [0f32; BLOCK];
     for j in 0..BLOCK {
-        let (sp, c) = (sigma[j], m[j] - p.mean);
-        t[j] = 0.5 * (sp * sp * p.inv_var_sigma + c * c * p.inv_var_mu) - ln(sp);
+        let (s, c) = (sigma[j], m[j] - p.mean);
+        t[j] = 0.5 * (s * s * p.inv_var_sigma + c * c * p.inv_var_mu) - ln_sigma[j];
     }
     t
 }
 
 multiversion! {
     /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`.
-    fn sample_range(key: [u32; 2], stream: u32, start: usize, mu: &[f32], rho: &[f32], scale: f32,
-                    center: bool, out: &mut [f32], kl: Option<KlTerms>) -> f64 {
+    fn sample_range(key: [u32; 2], stream: u32, start: usize, mu: &[f32], rho: &[f32],
+                    rule: SigmaRule, scale: f32, center: bool, out: &mut [f32],
+                    kl: Option<KlTerms>) -> f64 {
         let mut eps = [0f32; BLOCK];
         let mut lanes = [0f32; 8];
         let mut total = 0f64;
@@ -56,16 +61,20 @@ multiversion! {
             normal_block(key, stream, ((start + a) / BLOCK) as u64, &mut eps);
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
             // Branch-free loops (the KL terms in a loop of their own) so each vectorises.
-            let mut sigma = [0f32; BLOCK];
+            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
+            if kl.is_some() {
+                rule.block::<true>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
+            } else {
+                rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
+            }
             let mut w = [0f32; BLOCK];
             for j in 0..BLOCK {
-                sigma[j] = softplus(r[j]);
                 let base = if center { 0.0 } else { m[j] };
                 w[j] = base + sigma[j] * scale * eps[j];
             }
             store(o, &w);
             if let Some(p) = kl {
-                let t = kl_terms(&m, &sigma, p);
+                let t = kl_terms(&m, &sigma, &ln_sigma, p);
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
                     total += lanes_total(&lanes);
@@ -77,13 +86,14 @@ multiversion! {
     }
 }
 
-/// `out[s] = [μ] + softplus(ρ)·scales[s]·ε_s` for every draw `s` (`out` is `[S, n]` flat; `ε_s`
-/// is stream `s` of `key`); returns the summed KL terms (0 without `kl`).
+/// `out[s] = [μ] + σ(ρ)·scales[s]·ε_s` for every draw `s` (`σ` by `rule`; `out` is `[S, n]`
+/// flat; `ε_s` is stream `s` of `key`); returns the summed KL terms (0 without `kl`).
 #[allow(clippy::too_many_arguments)]
 pub fn sample(
     key: u64,
     mu: &[f32],
     rho: &[f32],
+    rule: SigmaRule,
     scales: &[f32],
     center: bool,
     out: &mut [f32],
@@ -105,6 +115,7 @@ pub fn sample(
                 a,
                 &mu[a..b],
                 &rho[a..b],
+                rule,
                 scale,
                 center,
                 o,
@@ -120,8 +131,8 @@ pub fn sample(
 multiversion! {
     /// Backward of [`sample`] over one range.
     fn sample_backward_range(key: [u32; 2], start: usize, n: usize, dw: &[f32], scales: &[f32],
-                             center: bool, mu: &[f32], rho: &[f32], dmu: &mut [f32],
-                             drho: &mut [f32], kl: Option<(KlTerms, f32)>) {
+                             center: bool, mu: &[f32], rho: &[f32], rule: SigmaRule,
+                             dmu: &mut [f32], drho: &mut [f32], kl: Option<(KlTerms, f32)>) {
         let mut eps = [0f32; BLOCK];
         for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, dm_out.len());
@@ -136,18 +147,20 @@ multiversion! {
                 }
             }
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 1.0));
+            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
+            rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
             let mut dm = [0f32; BLOCK];
             let mut dr = [0f32; BLOCK];
             for j in 0..BLOCK {
-                let (sp, sig) = softplus_sigmoid(r[j]);
+                let s = sigma[j];
                 let mut g_mu = if center { 0.0 } else { sum_dw[j] };
                 let mut g_sigma = sum_dwe[j];
                 if let Some((p, w)) = kl {
                     g_mu += w * (m[j] - p.mean) * p.inv_var_mu;
-                    g_sigma += w * (sp * p.inv_var_sigma - 1.0 / sp);
+                    g_sigma += w * (s * p.inv_var_sigma - 1.0 / s);
                 }
                 dm[j] = g_mu;
-                dr[j] = g_sigma * sig;
+                dr[j] = g_sigma * dsigma[j];
             }
             store(dm_out, &dm);
             store(dr_out, &dr);
@@ -157,7 +170,7 @@ multiversion! {
 
 /// `(dμ, dρ)` of [`sample`] given `dw` (`[S, n]` flat), plus `weight × ∇KL` when `kl` is
 /// `Some((terms, weight))`: `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²`,
-/// `dρ = (Σ_s dw_s·scales[s]·ε_s + w(σ/(dσ₀²) − 1/σ))·sigmoid(ρ)`.
+/// `dρ = (Σ_s dw_s·scales[s]·ε_s + w(σ/(dσ₀²) − 1/σ))·dσ/dρ` (`σ` by `rule`).
 #[allow(clippy::too_many_arguments)]
 pub fn sample_backward(
     key: u64,
@@ -166,6 +179,7 @@ pub fn sample_backward(
     center: bool,
     mu: &[f32],
     rho: &[f32],
+    rule: SigmaRule,
     dmu: &mut [f32],
     drho: &mut [f32],
     kl: Option<(KlTerms, f32)>,
@@ -187,6 +201,7 @@ pub fn sample_backward(
             center,
             &mu[a..b],
             &rho[a..b],
+            rule,
             dm,
             dr,
             kl,
@@ -296,12 +311,7 @@ multiversion! {
                 *ratio += lanes_total(&lanes);
             }
             if kl {
-                let mut q = [0f32; BLOCK];
-                for j in 0..BLOCK {
-                    let (s, c) = (sigma[j], m[j] - prior.mean);
-                    q[j] = 0.5 * (s * s * prior.inv_var_sigma + c * c * prior.inv_var_mu)
-                        - ln_sigma[j];
-                }
+                let q = kl_terms(&m, &sigma, &ln_sigma, prior);
                 accumulate(&mut kl_lanes, &q, len);
                 if k % 64 == 63 {
                     kl_total += lanes_total(&kl_lanes);
@@ -465,12 +475,7 @@ multiversion! {
                 store(&mut out[k * BLOCK..k * BLOCK + len], &v);
             }
             if let Some(p) = kl {
-                let m = load(mc, 0.0);
-                let mut t = [0f32; BLOCK];
-                for j in 0..BLOCK {
-                    let (s, c) = (sigma[j], m[j] - p.mean);
-                    t[j] = 0.5 * (s * s * p.inv_var_sigma + c * c * p.inv_var_mu) - ln_sigma[j];
-                }
+                let t = kl_terms(&load(mc, 0.0), &sigma, &ln_sigma, p);
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
                     total += lanes_total(&lanes);

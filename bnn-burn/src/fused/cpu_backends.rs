@@ -180,6 +180,7 @@ macro_rules! cpu_fused_kernels {
                 rho: FloatTensor<Self>,
                 key: u64,
                 scales: Vec<f32>,
+                rule: SigmaRule,
                 center: bool,
                 kl: Option<KlTerms>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
@@ -187,18 +188,20 @@ macro_rules! cpu_fused_kernels {
                 let (mu, rho) = (mu.values(), rho.values());
                 let mut s = 0.0;
                 let w = written(n * scales.len(), |w| {
-                    s = cpu::sample(key, &mu, &rho, &scales, center, w, kl);
+                    s = cpu::sample(key, &mu, &rho, rule, &scales, center, w, kl);
                 });
                 let shape = Shape::from([scales.len(), n]);
                 (<FloatTensor<Self>>::from_values(w, shape), total(s))
             }
 
+            #[allow(clippy::too_many_arguments)]
             fn fused_sample_backward(
                 dw: FloatTensor<Self>,
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
                 key: u64,
                 scales: Vec<f32>,
+                rule: SigmaRule,
                 center: bool,
                 fold: Option<(KlTerms, f32)>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
@@ -206,7 +209,7 @@ macro_rules! cpu_fused_kernels {
                 let n = shape.num_elements();
                 let (dw, mu, rho) = (dw.values(), mu.values(), rho.values());
                 let (dmu, drho) = written2(n, |dm, dr| {
-                    cpu::sample_backward(key, &dw, &scales, center, &mu, &rho, dm, dr, fold);
+                    cpu::sample_backward(key, &dw, &scales, center, &mu, &rho, rule, dm, dr, fold);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),

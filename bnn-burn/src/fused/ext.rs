@@ -70,21 +70,22 @@ pub trait FusedKernels: Backend {
         Self::float_reshape(Self::float_cat(norms, 0), Shape::from([draws]))
     }
 
-    /// `(w, kl)`: draws `w [S, n]` with `w_s = [μ] + softplus(ρ)·scales[s]·ε_s` (`ε_s` is
-    /// sub-stream `s`; `μ` is left out when `center`), and `Σ` of the KL terms (`[1]`; 0
+    /// `(w, kl)`: draws `w [S, n]` with `w_s = [μ] + σ(ρ)·scales[s]·ε_s` (`σ` by `rule`; `ε_s`
+    /// is sub-stream `s`; `μ` is left out when `center`), and `Σ` of the KL terms (`[1]`; 0
     /// without `kl`).
     fn fused_sample(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         key: u64,
         scales: Vec<f32>,
+        rule: SigmaRule,
         center: bool,
         kl: Option<KlTerms>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let n = mu.shape().num_elements();
         let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
         let (m, r) = (flat(mu.clone()), flat(rho.clone()));
-        let sigma = softplus::<Self>(r);
+        let sigma = sigma_of::<Self>(r, rule).0;
         let draws = scales
             .iter()
             .enumerate()
@@ -102,7 +103,7 @@ pub trait FusedKernels: Backend {
             })
             .collect();
         let kl = match kl {
-            Some(terms) => kl_sum::<Self>(mu.clone(), rho, SigmaRule::Softplus, terms),
+            Some(terms) => kl_sum::<Self>(mu.clone(), rho, rule, terms),
             None => scalar::<Self>(0.0, &mu.device()),
         };
         (Self::float_cat(draws, 0), kl)
@@ -110,12 +111,14 @@ pub trait FusedKernels: Backend {
 
     /// `(dμ, dρ)` of [`FusedKernels::fused_sample`] given `dw [S, n]`, plus `weight × ∇KL`
     /// when `fold` is `Some((terms, weight))`.
+    #[allow(clippy::too_many_arguments)]
     fn fused_sample_backward(
         dw: FloatTensor<Self>,
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         key: u64,
         scales: Vec<f32>,
+        rule: SigmaRule,
         center: bool,
         fold: Option<(KlTerms, f32)>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
@@ -138,7 +141,7 @@ pub trait FusedKernels: Backend {
         } else {
             Self::float_reshape(dmu.expect("at least one draw"), shape)
         };
-        finish_backward::<Self>(dmu, dsigma, mu, rho, SigmaRule::Softplus, fold)
+        finish_backward::<Self>(dmu, dsigma, mu, rho, rule, fold)
     }
 
     /// `(out, kl)` of [`cpu::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws

@@ -135,14 +135,17 @@ pub fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -
         .expect("f32 norms")
 }
 
-/// `(w, kl)`: draws `w [S, n]`, `w_s = [μ] + softplus(ρ)·scales[s]·ε_s` (`μ` left out when
-/// `center`), and the summed KL terms `[1]` (0 without `kl`), as a constant. With
-/// `fold = Some(λ)`, the backward pass of `w` adds `λ∇KL` to `dμ, dρ`.
+/// `(w, kl)`: draws `w [S, n]`, `w_s = [μ] + σ(ρ)·scales[s]·ε_s` (`σ` by `rule`: softplus,
+/// log-variance or Depeweg's sigmoid variance; `μ` left out when `center`), and the summed KL
+/// terms `[1]` (0 without `kl`), as a constant. With `fold = Some(λ)`, the backward pass of `w`
+/// adds `λ∇KL` to `dμ, dρ`.
+#[allow(clippy::too_many_arguments)]
 pub fn sample<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     key: u64,
     scales: &[f32],
+    rule: SigmaRule,
     center: bool,
     kl: Option<KlTerms>,
     fold: Option<f32>,
@@ -152,6 +155,7 @@ pub fn sample<const D: usize>(
         rho.into_dispatch(),
         key,
         scales.to_vec(),
+        rule,
         center,
         kl,
         fold,

@@ -47,16 +47,24 @@ fn grads_of(loss: Tensor<1>, mu: &Tensor<2>, rho: &Tensor<2>) -> (Vec<f64>, Vec<
     )
 }
 
+/// Under each parameterisation of `σ`, centred or not: the draws, the KL and `dμ, dρ` of
+/// `Σ w ⊙ R + λ·KL` (the KL folded into the draws' backward pass) against burn ops on the same
+/// `ε`.
 #[test]
 fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
     let _guard = crate::testing::seeded(&test_device(), 11);
     let (mu, rho, r) = params();
     let scales = [1.0f32, 0.5, 2.0];
     let (key, weight) = (7u64, 0.37f32);
-    for center in [false, true] {
-        // Reference: w_s = [μ] + softplus(ρ)·c_s·ε_s, loss = Σ w ⊙ R + λ·KL.
+    let params = [
+        ScaleParam::Softplus,
+        ScaleParam::LogVariance,
+        ScaleParam::SigmoidVariance { bound: 0.3 },
+    ];
+    for (param, center) in params.into_iter().flat_map(|p| [(p, false), (p, true)]) {
+        // Reference: w_s = [μ] + σ(ρ)·c_s·ε_s, loss = Σ w ⊙ R + λ·KL.
         let flat_mu = mu.clone().reshape([1, -1]);
-        let sigma = softplus(rho.clone());
+        let sigma = param.sigma(rho.clone());
         let draws: Vec<Tensor<2>> = scales
             .iter()
             .enumerate()
@@ -80,16 +88,24 @@ fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
             rho.clone(),
             key,
             &scales,
+            param.sigma_rule(),
             center,
             Some(TERMS),
             Some(weight),
         );
-        assert!(rel_err(&to_vec(w.clone()), &to_vec(w_ref)) < 1e-5);
-        assert!(rel_err(&to_vec(kl_value.clone()), &to_vec(kl_ref)) < 1e-5);
+        let what = format!("{param:?}, center = {center}");
+        assert!(
+            rel_err(&to_vec(w.clone()), &to_vec(w_ref)) < 1e-5,
+            "{what}: w"
+        );
+        assert!(
+            rel_err(&to_vec(kl_value.clone()), &to_vec(kl_ref)) < 1e-5,
+            "{what}: KL"
+        );
         let loss = (w * r.clone()).sum() + kl_value * weight as f64;
         let (dmu, drho) = grads_of(loss, &mu, &rho);
-        assert!(rel_err(&dmu, &dmu_ref) < 1e-5, "dμ, center = {center}");
-        assert!(rel_err(&drho, &drho_ref) < 1e-5, "dρ, center = {center}");
+        assert!(rel_err(&dmu, &dmu_ref) < 1e-5, "{what}: dμ");
+        assert!(rel_err(&drho, &drho_ref) < 1e-5, "{what}: dρ");
     }
 }
 
@@ -266,7 +282,21 @@ fn squared_norms_are_those_of_the_streams_the_sample_op_draws() {
 fn same_key_same_numbers_new_key_new_numbers() {
     let _guard = crate::testing::seeded(&test_device(), 100);
     let (mu, rho, _) = params();
-    let draw = |key| to_vec(sample(mu.clone(), rho.clone(), key, &[1.0], false, None, None).0);
+    let draw = |key| {
+        to_vec(
+            sample(
+                mu.clone(),
+                rho.clone(),
+                key,
+                &[1.0],
+                SigmaRule::Softplus,
+                false,
+                None,
+                None,
+            )
+            .0,
+        )
+    };
     assert_eq!(draw(3), draw(3));
     assert_ne!(draw(3), draw(4));
 }

@@ -26,15 +26,14 @@ struct Fusable<const D: usize> {
 }
 
 impl<const D: usize> Fusable<D> {
-    /// `None` when the family has no fused kernels (for draws: under `σ = softplus(ρ)`; for
-    /// moments: under any [`crate::posterior::ScaleParam`]) or the prior no closed-form terms.
+    /// `None` when the family has no fused kernels (draws and moments take any
+    /// [`crate::posterior::ScaleParam`]) or the prior no closed-form terms.
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
         prior: Option<&WeightPrior<D>>,
         collect_kl: bool,
-        draws: bool,
     ) -> Option<Self> {
-        let scale = posterior.fused().filter(|s| !draws || s.softplus())?;
+        let scale = posterior.fused()?;
         let kl = match (collect_kl, prior) {
             (true, Some(p)) => Some(scale.kl_terms(p)?),
             _ => None,
@@ -52,21 +51,19 @@ impl<const D: usize> Fusable<D> {
     ) -> (Tensor<2>, Option<Tensor<1>>) {
         let s = &self.scale;
         let scales = s.draw_scales(key, n);
-        let (mu, rho) = (s.mu.clone(), s.rho.clone());
+        let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
+        let sample =
+            |mu, rho, kl, fold| fused::sample(mu, rho, key, &scales, rule, center, kl, fold);
         match (self.kl, fold) {
             (Some((terms, c)), Some(_)) => {
-                let (w, value) = fused::sample(mu, rho, key, &scales, center, Some(terms), fold);
+                let (w, value) = sample(mu, rho, Some(terms), fold);
                 (w, Some(value + c))
             }
             (Some((terms, c)), None) => {
-                let (w, _) =
-                    fused::sample(mu.clone(), rho.clone(), key, &scales, center, None, None);
-                (w, Some(fused::kl(mu, rho, s.sigma_rule(), terms) + c))
+                let (w, _) = sample(mu.clone(), rho.clone(), None, None);
+                (w, Some(fused::kl(mu, rho, rule, terms) + c))
             }
-            (None, _) => (
-                fused::sample(mu, rho, key, &scales, center, None, None).0,
-                None,
-            ),
+            (None, _) => (sample(mu, rho, None, None).0, None),
         }
     }
 
@@ -99,7 +96,6 @@ type FusedBias = (Option<Tensor<1>>, Option<Fusable<1>>);
 fn fused_bias<W, B, const DW: usize>(
     params: &LayerParams<W, B, DW>,
     collect: bool,
-    draws: bool,
 ) -> Option<FusedBias>
 where
     W: WeightPosterior<DW>,
@@ -114,7 +110,7 @@ where
             Some((Some(b.dist().mean()), None))
         }
         Some(b) => {
-            let fusable = Fusable::of(b, params.bias_prior.as_ref(), collect, draws)?;
+            let fusable = Fusable::of(b, params.bias_prior.as_ref(), collect)?;
             Some((Some(fusable.scale.mu.clone()), Some(fusable)))
         }
     }
@@ -141,9 +137,8 @@ where
     if collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()) {
         return None; // the fused kernels compute the exact KL
     }
-    let draws = params.estimator != Estimator::LocalReparameterization;
-    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect, draws)?;
-    let (mean_b, bias) = fused_bias(params, collect, draws)?;
+    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect)?;
+    let (mean_b, bias) = fused_bias(params, collect)?;
     let x = x.clone();
     let fold = pass.kl_fold().map(|w| w as f32);
     let device = x.device();
@@ -311,8 +306,8 @@ where
     if collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()) {
         return None;
     }
-    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect, false)?;
-    let (b_mean, bias) = fused_bias(params, collect, false)?;
+    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect)?;
+    let (b_mean, bias) = fused_bias(params, collect)?;
     let fold = pass.kl_fold().map(|w| w as f32);
     let (w_var, w_kl) = weight.moments(fold);
     let (b_var, b_kl) = match bias {

@@ -179,11 +179,6 @@ pub struct FusedScale<const D: usize> {
 }
 
 impl<const D: usize> FusedScale<D> {
-    /// Whether `σ = softplus(ρ)`, the parameterisation of the sampling kernel.
-    pub fn softplus(&self) -> bool {
-        self.param == ScaleParam::Softplus
-    }
-
     /// The kernels' form of [`Self::param`].
     pub fn sigma_rule(&self) -> crate::fused::SigmaRule {
         self.param.sigma_rule()
