@@ -162,10 +162,9 @@ impl<const D: usize> LocationScale<D> {
 
 /// What the fused kernels ([`crate::fused`]) read of a location-scale posterior: `μ`, `ρ`, how
 /// `ρ` gives `σ`, and whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`) or mean-field
-/// (`w = μ + σ⊙ε`). The sampling kernel takes `σ = softplus(ρ)` only
-/// ([`FusedScale::softplus`]); the moment and KL kernels ([`crate::fused::moments`],
-/// [`crate::fused::kl`]) and the black-box α draws ([`crate::fused::sample_log_ratio`]) take
-/// every [`ScaleParam`] ([`FusedScale::sigma_rule`]).
+/// (`w = μ + σ⊙ε`). The sampling, moment and KL kernels ([`crate::fused::sample`],
+/// [`crate::fused::moments`], [`crate::fused::kl`]) and the black-box α draws
+/// ([`crate::fused::sample_log_ratio`]) take every [`ScaleParam`] ([`FusedScale::sigma_rule`]).
 #[derive(Debug, Clone)]
 pub struct FusedScale<const D: usize> {
     /// Posterior mean `μ`.

@@ -406,8 +406,8 @@ fn radial_log_density_stays_finite_where_a_draw_rounds_to_the_mean() {
 }
 
 /// Under [`ScaleParam::LogVariance`], `ρ` is `ln σ²` in every location-scale family (σ = e^{ρ/2},
-/// the low-rank factor's scale too), and the fused kernels, which implement softplus only, are
-/// not used; softplus stays the default.
+/// the low-rank factor's scale too), and the fused kernels read it as such
+/// ([`crate::fused::SigmaRule::LogVariance`]); softplus stays the default.
 #[test]
 fn log_variance_scales_are_the_exponential_of_half_rho() {
     let _guard = seeded(&test_device(), 100);
