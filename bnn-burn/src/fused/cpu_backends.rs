@@ -98,21 +98,47 @@ where
     <FloatTensor<B>>::from_values(cols, Shape::from([rows, g.columns()]))
 }
 
-/// `w [O, C, kh, kw]` as `[O, C·kh·kw]`.
+/// `w [O, C, kh, kw]` as `[O, C·kh·kw]`; one kernel per sample, `w [S, O, C, kh, kw]`, as
+/// `[S, O, C·kh·kw]`.
 fn flat_weight<B: Backend>(w: FloatTensor<B>) -> FloatTensor<B> {
     let shape = w.shape();
-    B::float_reshape(w, Shape::from([shape[0], shape.num_elements() / shape[0]]))
+    let flat = match shape.num_dims() {
+        5 => vec![
+            shape[0],
+            shape[1],
+            shape.num_elements() / (shape[0] * shape[1]),
+        ],
+        _ => vec![shape[0], shape.num_elements() / shape[0]],
+    };
+    B::float_reshape(w, Shape::from(flat))
 }
 
-/// [`FusedKernels::fused_conv`] on a CPU backend: `y = im2col(x) · Wᵀ`, moved from `[N·L, O]`
+/// The output channels `O` of a kernel `[O, C, kh, kw]` or of kernels `[S, O, C, kh, kw]`.
+fn out_channels(w: &Shape) -> usize {
+    w[w.num_dims() - 4]
+}
+
+/// `rows [N·L, ·]` as the batch `[S, N·L/S, ·]` of the samples' rows when `w` holds one kernel
+/// per sample (the images are sample-major), unchanged otherwise.
+fn per_sample_rows<B: Backend>(rows: FloatTensor<B>, w: &Shape) -> FloatTensor<B> {
+    if w.num_dims() != 5 {
+        return rows;
+    }
+    let shape = rows.shape();
+    B::float_reshape(rows, Shape::from([w[0], shape[0] / w[0], shape[1]]))
+}
+
+/// [`FusedKernels::fused_conv`] on a CPU backend: `y = im2col(x) · Wᵀ` (per sample with one
+/// kernel per sample: `y_s = im2col(x_s) · W_sᵀ`, one batched product), moved from `[N·L, O]`
 /// rows to `[N, O, H', W']`.
 fn conv_forward<B: Backend>(x: FloatTensor<B>, w: FloatTensor<B>, g: ConvGeometry) -> FloatTensor<B>
 where
     FloatTensor<B>: CpuTensor,
 {
-    let o = w.shape()[0];
+    let w_shape = w.shape();
+    let o = out_channels(&w_shape);
     let (n, cells) = (g.input[0], g.cells());
-    let cols = columns::<B>(&x, &g);
+    let cols = per_sample_rows::<B>(columns::<B>(&x, &g), &w_shape);
     let rows = <FloatTensor<B>>::product(&cols, false, &flat_weight::<B>(w), true);
     let y = written(n * o * cells, |y| {
         conv::transpose_inner(&rows.values(), n, cells, o, y)
@@ -122,7 +148,7 @@ where
 }
 
 /// [`FusedKernels::fused_conv_backward`] on a CPU backend: with `∂y` as `[N·L, O]` rows,
-/// `∂W = ∂yᵀ · im2col(x)` and `∂x = col2im(∂y · W)`.
+/// `∂W = ∂yᵀ · im2col(x)` and `∂x = col2im(∂y · W)` (per sample with one kernel per sample).
 fn conv_backward<B: Backend>(
     x: FloatTensor<B>,
     w: FloatTensor<B>,
@@ -134,15 +160,17 @@ where
     FloatTensor<B>: CpuTensor,
 {
     let w_shape = w.shape();
-    let o = w_shape[0];
+    let o = out_channels(&w_shape);
     let (n, cells) = (g.input[0], g.cells());
     let dy_rows = written(n * cells * o, |r| {
         conv::transpose_inner(&dy.values(), n, o, cells, r)
     });
     let dy_rows = <FloatTensor<B>>::from_values(dy_rows, Shape::from([n * cells, o]));
+    let dy_rows = per_sample_rows::<B>(dy_rows, &w_shape);
     let dw = wanted[1].then(|| {
-        let dw = <FloatTensor<B>>::product(&dy_rows, true, &columns::<B>(&x, &g), false);
-        B::float_reshape(dw, w_shape)
+        let cols = per_sample_rows::<B>(columns::<B>(&x, &g), &w_shape);
+        let dw = <FloatTensor<B>>::product(&dy_rows, true, &cols, false);
+        B::float_reshape(dw, w_shape.clone())
     });
     let dx = wanted[0].then(|| {
         let dcols = <FloatTensor<B>>::product(&dy_rows, false, &flat_weight::<B>(w), false);

@@ -534,13 +534,25 @@ pub trait FusedKernels: Backend {
     }
 
     /// `y [N, O, H', W']`: `x [N, C, H, W]` convolved with `w [O, C, kh, kw]` (no bias, one
-    /// group; [`super::conv`]). The default body is the backend's own convolution.
+    /// group; [`super::conv`]); or, with one kernel per sample, `w [S, O, C, kh, kw]`, the
+    /// sample-major images `x [S·B, C, H, W]` of sample `s` convolved with `w_s`. The default
+    /// body is the backend's own convolution (grouped by sample for per-sample kernels).
     fn fused_conv(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
         g: ConvGeometry,
     ) -> FloatTensor<Self> {
-        Self::conv2d(x, w, None, conv_options(&g))
+        match samples_of::<Self>(&w) {
+            None => Self::conv2d(x, w, None, conv_options(&g)),
+            Some(s) => {
+                let y = Self::conv2d(by_group::<Self>(x, s), by_group_kernel::<Self>(w), None, {
+                    let mut o = conv_options(&g);
+                    o.groups = s;
+                    o
+                });
+                by_sample::<Self>(y, s)
+            }
+        }
     }
 
     /// `(dx, dw)`, the gradients of `Σ dy ⊙ y` over [`FusedKernels::fused_conv`]'s output,
@@ -553,10 +565,27 @@ pub trait FusedKernels: Backend {
         g: ConvGeometry,
         wanted: [bool; 2],
     ) -> (Option<FloatTensor<Self>>, Option<FloatTensor<Self>>) {
-        let options = conv_options(&g);
-        let dx = wanted[0]
-            .then(|| Self::conv2d_x_backward(x.clone(), w.clone(), dy.clone(), options.clone()));
-        let dw = wanted[1].then(|| Self::conv2d_weight_backward(x, w, dy, options));
+        let mut options = conv_options(&g);
+        let Some(s) = samples_of::<Self>(&w) else {
+            let dx = wanted[0].then(|| {
+                Self::conv2d_x_backward(x.clone(), w.clone(), dy.clone(), options.clone())
+            });
+            let dw = wanted[1].then(|| Self::conv2d_weight_backward(x, w, dy, options));
+            return (dx, dw);
+        };
+        options.groups = s;
+        let w_shape = w.shape();
+        let (x, w, dy) = (
+            by_group::<Self>(x, s),
+            by_group_kernel::<Self>(w),
+            by_group::<Self>(dy, s),
+        );
+        let dx = wanted[0].then(|| {
+            let dx = Self::conv2d_x_backward(x.clone(), w.clone(), dy.clone(), options.clone());
+            by_sample::<Self>(dx, s)
+        });
+        let dw = wanted[1]
+            .then(|| Self::float_reshape(Self::conv2d_weight_backward(x, w, dy, options), w_shape));
         (dx, dw)
     }
 
@@ -625,6 +654,35 @@ impl FusedKernels for burn::backend::Cube {}
 /// burn's options for a convolution of geometry `g`.
 pub(crate) fn conv_options(g: &ConvGeometry) -> ConvOptions<2> {
     ConvOptions::new(g.stride, g.padding, g.dilation, 1)
+}
+
+/// `S` when `w` holds one kernel per sample, `[S, O, C, kh, kw]`.
+fn samples_of<B: Backend>(w: &FloatTensor<B>) -> Option<usize> {
+    let shape = w.shape();
+    (shape.num_dims() == 5).then(|| shape[0])
+}
+
+/// Sample-major images `[S·B, C, H, W]` as `[B, S·C, H, W]`, for a convolution grouped by
+/// sample.
+fn by_group<B: Backend>(x: FloatTensor<B>, s: usize) -> FloatTensor<B> {
+    let d = x.shape();
+    let (b, c, h, w) = (d[0] / s, d[1], d[2], d[3]);
+    let x = B::float_swap_dims(B::float_reshape(x, Shape::from([s, b, c, h, w])), 0, 1);
+    B::float_reshape(x, Shape::from([b, s * c, h, w]))
+}
+
+/// The inverse of [`by_group`]: `[B, S·C, H, W]` as `[S·B, C, H, W]`.
+fn by_sample<B: Backend>(y: FloatTensor<B>, s: usize) -> FloatTensor<B> {
+    let d = y.shape();
+    let (b, c, h, w) = (d[0], d[1] / s, d[2], d[3]);
+    let y = B::float_swap_dims(B::float_reshape(y, Shape::from([b, s, c, h, w])), 0, 1);
+    B::float_reshape(y, Shape::from([s * b, c, h, w]))
+}
+
+/// Per-sample kernels `[S, O, C, kh, kw]` as the grouped kernel `[S·O, C, kh, kw]`.
+fn by_group_kernel<B: Backend>(w: FloatTensor<B>) -> FloatTensor<B> {
+    let d = w.shape();
+    B::float_reshape(w, Shape::from([d[0] * d[1], d[2], d[3], d[4]]))
 }
 
 /// The device's boolean type (as burn's tensor API picks it; wgpu has no native `bool` buffers).

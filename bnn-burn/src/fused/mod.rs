@@ -18,6 +18,7 @@
 //! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
 //! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` for both outputs at once |
 //! | [`conv2d`] | `y = im2col(x) · Wᵀ`, one matrix product | `∂W = ∂yᵀ · im2col(x)`, `∂x = col2im(∂y · W)`, each only when tracked |
+//! | [`conv2d_per_sample`] | `y_s = im2col(x_s) · W_sᵀ`, one batched product | as [`conv2d`]'s, per sample |
 //! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
 //! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
@@ -307,6 +308,45 @@ pub fn conv2d(x: Tensor<4>, w: Tensor<4>, options: &ConvOptions<2>) -> Tensor<4>
         w.into_dispatch(),
         g,
     ))
+}
+
+/// `y_s = x_s ∗ w_s`: `x [S, B, C, H, W]` convolved sample by sample with one kernel per sample,
+/// `w [S, O, C, kh, kw]` (one group, no bias), into `[S, B, O, H', W']`, with the hand-written
+/// backward pass of [`conv2d`] per sample: burn's convolution grouped by sample, to rounding. On
+/// the CPU backends `im2col` runs once over all `S·B` images and the products are one batched
+/// product ([`batched_matmul`]'s kernel); Cube (wgpu) runs burn's grouped convolution.
+///
+/// # Panics
+/// If the sample counts or channels of `x` and `w` differ, `options` has groups or asymmetric
+/// padding, or the kernel does not fit the padded input.
+pub fn conv2d_per_sample(x: Tensor<5>, w: Tensor<5>, options: &ConvOptions<2>) -> Tensor<5> {
+    let [s, b, c, h, wd] = x.dims();
+    let [s_w, o, c_w, kh, kw] = w.dims();
+    assert!(
+        s == s_w && c == c_w,
+        "conv2d_per_sample: input {:?} ({s} samples of {c} channels) by kernels {:?} ({s_w} \
+         samples of {c_w} channels): the sample counts and the channels must agree",
+        x.dims(),
+        w.dims()
+    );
+    assert!(
+        options.groups == 1 && !options.is_asymmetric(),
+        "conv2d_per_sample: one group and symmetric padding only (got {options:?})"
+    );
+    let g = ConvGeometry {
+        input: [s * b, c, h, wd],
+        kernel: [kh, kw],
+        stride: options.stride,
+        padding: options.padding_begin(),
+        dilation: options.dilation,
+    };
+    let [ho, wo] = g.output(); // refuses a kernel that does not fit before any work is queued
+    let y: Tensor<4> = Tensor::from_dispatch(<Dispatch as FusedOps>::conv_op(
+        x.reshape([s * b, c, h, wd]).into_dispatch(),
+        w.into_dispatch(),
+        g,
+    ));
+    y.reshape([s, b, o, ho, wo])
 }
 
 /// `y = x · w`: `x [..., k]` by `w [k, n]` into `[..., n]`, one matrix product over all leading

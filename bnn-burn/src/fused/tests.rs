@@ -993,6 +993,67 @@ fn conv2d_and_its_gradients_match_burns_convolution() {
     }
 }
 
+/// `conv2d_per_sample` against burn's convolution grouped by sample (the layers' composition):
+/// values, `∂x` and `∂w` (or none for an untracked input) within 10⁻⁵ of scale, for one and
+/// three samples on the strided LeNet5's layers, a padded geometry and a dilated one.
+#[test]
+fn conv2d_per_sample_and_its_gradients_match_burns_grouped_convolution() {
+    let _guard = crate::testing::seeded(&test_device(), 37);
+    let device = test_device().autodiff();
+    // (S, input [B, C, H, W], kernel [O, kh, kw], [stride, padding, dilation])
+    type Case = (usize, [usize; 4], [usize; 3], [[usize; 2]; 3]);
+    let cases: [Case; 5] = [
+        (3, [2, 1, 28, 28], [4, 5, 5], [[2, 2], [0, 0], [1, 1]]),
+        (1, [2, 3, 12, 12], [5, 5, 5], [[2, 2], [0, 0], [1, 1]]),
+        (3, [2, 3, 12, 12], [5, 5, 5], [[2, 2], [0, 0], [1, 1]]),
+        (2, [2, 2, 9, 8], [3, 3, 2], [[1, 2], [1, 2], [1, 1]]),
+        (4, [1, 2, 11, 10], [2, 3, 3], [[2, 1], [2, 1], [2, 3]]),
+    ];
+    for (samples, [b, c, h, wd], [o, kh, kw], [stride, padding, dilation]) in cases {
+        let options = ConvOptions::new(stride, padding, dilation, 1);
+        let dims = [samples, b, c, h, wd];
+        let x = Tensor::<1>::random(
+            [dims.iter().product::<usize>()],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        let w = Tensor::<5>::random(
+            [samples, o, c, kh, kw],
+            Distribution::Normal(0.0, 0.3),
+            &device,
+        );
+        let flat = |y: Tensor<5>| y.reshape([-1]);
+        compare_products(
+            x,
+            w,
+            &format!(
+                "{samples} samples of {:?} by [{o}, {c}, {kh}, {kw}]",
+                [b, c, h, wd]
+            ),
+            |x, w| flat(conv2d_per_sample(x.reshape(dims), w, &options)),
+            |x, w| {
+                flat(crate::layers::ops::conv2d_per_sample(
+                    x.reshape(dims),
+                    w,
+                    None,
+                    &options,
+                ))
+            },
+        );
+    }
+}
+
+#[test]
+#[should_panic(expected = "sample counts")]
+fn conv2d_per_sample_refuses_kernels_for_another_number_of_samples() {
+    let device = test_device();
+    conv2d_per_sample(
+        Tensor::<5>::zeros([3, 1, 2, 8, 8], &device),
+        Tensor::<5>::zeros([2, 4, 2, 3, 3], &device),
+        &ConvOptions::new([1, 1], [0, 0], [1, 1], 1),
+    );
+}
+
 #[test]
 #[should_panic(expected = "channels")]
 fn conv2d_refuses_an_input_with_other_channels_than_the_kernel() {

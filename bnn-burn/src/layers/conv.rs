@@ -75,7 +75,9 @@ impl BayesianConv2dConfig {
 }
 
 /// A convolution on `[S, B, C, H, W]` activations: with `fused`, one weight for all samples
-/// runs [`fused::conv2d`] (`im2col` and a matrix product), otherwise burn's `conv2d`.
+/// runs [`fused::conv2d`] (`im2col` and a matrix product) and one per sample
+/// [`fused::conv2d_per_sample`], otherwise burn's `conv2d` (grouped by sample for per-sample
+/// weights).
 struct ConvOp {
     shape: [usize; 4],
     options: ConvOptions<2>,
@@ -107,7 +109,12 @@ impl WeightOp<5, 4> for ConvOp {
     fn apply_per_sample(&self, x: Tensor<5>, w: Tensor<2>) -> Tensor<5> {
         let s = w.dims()[0];
         let [o, c, kh, kw] = self.shape;
-        conv2d_per_sample(x, w.reshape([s, o, c, kh, kw]), None, &self.options)
+        let w = w.reshape([s, o, c, kh, kw]);
+        if self.fused {
+            fused::conv2d_per_sample(x, w, &self.options)
+        } else {
+            conv2d_per_sample(x, w, None, &self.options)
+        }
     }
     fn add_bias(&self, y: Tensor<5>, b: Tensor<2>) -> Tensor<5> {
         let [k, o] = b.dims();

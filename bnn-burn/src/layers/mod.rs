@@ -9,7 +9,7 @@ mod estimator;
 mod fused_path;
 mod linear;
 mod moments;
-mod ops;
+pub(crate) mod ops;
 mod params;
 mod pass;
 mod pool;
