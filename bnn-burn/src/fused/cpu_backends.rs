@@ -88,67 +88,135 @@ fn total<T: CpuTensor>(x: f64) -> T {
     T::from_values(vec![x as f32], Shape::from([1]))
 }
 
-/// `cols [N·L, C·kh·kw]` of `x` as a tensor ([`conv::im2col`]).
-fn columns<B: Backend>(x: &FloatTensor<B>, g: &ConvGeometry) -> FloatTensor<B>
-where
-    FloatTensor<B>: CpuTensor,
-{
-    let rows = g.input[0] * g.cells();
-    let cols = written(rows * g.columns(), |c| conv::im2col(&x.values(), g, c));
-    <FloatTensor<B>>::from_values(cols, Shape::from([rows, g.columns()]))
+/// How a convolution's images meet its kernels: one group of all `N` images for a kernel
+/// `[O, C, kh, kw]`, or one group per sample, of `N/S` sample-major images each, for kernels
+/// `[S, O, C, kh, kw]`. Groups are unfolded and multiplied a chunk at a time, each chunk's
+/// windows holding at most [`KernelGroups::CHUNK_COLUMNS`] elements (at least one group), so
+/// that a prediction with many draws does not hold every draw's windows at once; within a chunk
+/// the groups' products are one batched product.
+struct KernelGroups {
+    /// Groups (`1` or `S`).
+    count: usize,
+    /// The geometry of one group's images, `[N/count, C, H, W]`.
+    geometry: ConvGeometry,
+    /// Output channels `O`.
+    out: usize,
 }
 
-/// `w [O, C, kh, kw]` as `[O, C·kh·kw]`; one kernel per sample, `w [S, O, C, kh, kw]`, as
-/// `[S, O, C·kh·kw]`.
-fn flat_weight<B: Backend>(w: FloatTensor<B>) -> FloatTensor<B> {
-    let shape = w.shape();
-    let flat = match shape.num_dims() {
-        5 => vec![
-            shape[0],
-            shape[1],
-            shape.num_elements() / (shape[0] * shape[1]),
-        ],
-        _ => vec![shape[0], shape.num_elements() / shape[0]],
-    };
-    B::float_reshape(w, Shape::from(flat))
-}
+impl KernelGroups {
+    /// The most elements of unfolded windows held at once: 64 MiB of `f32`; 16 KiB in this
+    /// crate's unit tests, so that their small convolutions take several chunks.
+    const CHUNK_COLUMNS: usize = if cfg!(test) { 1 << 12 } else { 1 << 24 };
 
-/// The output channels `O` of a kernel `[O, C, kh, kw]` or of kernels `[S, O, C, kh, kw]`.
-fn out_channels(w: &Shape) -> usize {
-    w[w.num_dims() - 4]
-}
-
-/// `rows [N·L, ·]` as the batch `[S, N·L/S, ·]` of the samples' rows when `w` holds one kernel
-/// per sample (the images are sample-major), unchanged otherwise.
-fn per_sample_rows<B: Backend>(rows: FloatTensor<B>, w: &Shape) -> FloatTensor<B> {
-    if w.num_dims() != 5 {
-        return rows;
+    fn of(w: &Shape, g: &ConvGeometry) -> Self {
+        let (count, out) = match w.num_dims() {
+            5 => (w[0], w[1]),
+            _ => (1, w[0]),
+        };
+        let mut geometry = *g;
+        geometry.input[0] = g.input[0] / count;
+        Self {
+            count,
+            geometry,
+            out,
+        }
     }
-    let shape = rows.shape();
-    B::float_reshape(rows, Shape::from([w[0], shape[0] / w[0], shape[1]]))
+
+    /// Elements of one group's input images.
+    fn input_len(&self) -> usize {
+        self.geometry.input.iter().product()
+    }
+
+    /// Rows of one group's unfolded windows, `N/count · L`.
+    fn rows(&self) -> usize {
+        self.geometry.input[0] * self.geometry.cells()
+    }
+
+    /// The chunks of groups, as ranges.
+    fn chunks(&self) -> impl Iterator<Item = std::ops::Range<usize>> {
+        let per = (Self::CHUNK_COLUMNS / (self.rows() * self.geometry.columns()).max(1)).max(1);
+        let count = self.count;
+        (0..count)
+            .step_by(per)
+            .map(move |a| a..(a + per).min(count))
+    }
+
+    /// The `[rows, cols]` blocks of groups `r` in `t` (every group's block, stacked) as a tensor:
+    /// `[rows, cols]` for one group, `[r.len(), rows, cols]` for per-sample groups (a copy, `t`
+    /// itself reshaped when `r` covers every group).
+    fn blocks<B: Backend>(
+        &self,
+        t: &FloatTensor<B>,
+        r: std::ops::Range<usize>,
+        [rows, cols]: [usize; 2],
+    ) -> FloatTensor<B>
+    where
+        FloatTensor<B>: CpuTensor,
+    {
+        let shape = match self.count {
+            1 => Shape::from([rows, cols]),
+            _ => Shape::from([r.len(), rows, cols]),
+        };
+        if r.len() == self.count {
+            return B::float_reshape(t.clone(), shape);
+        }
+        let len = rows * cols;
+        <FloatTensor<B>>::from_values(t.values()[r.start * len..r.end * len].to_vec(), shape)
+    }
+
+    /// The unfolded windows of groups `r` of the images `x` (every group's), shaped as
+    /// [`Self::blocks`]'s `[rows, C·kh·kw]`.
+    fn columns<B: Backend>(&self, x: &[f32], r: std::ops::Range<usize>) -> FloatTensor<B>
+    where
+        FloatTensor<B>: CpuTensor,
+    {
+        let mut g = self.geometry;
+        g.input[0] *= r.len();
+        let images = &x[r.start * self.input_len()..r.end * self.input_len()];
+        let cols = written(r.len() * self.rows() * g.columns(), |c| {
+            conv::im2col(images, &g, c)
+        });
+        let shape = match self.count {
+            1 => Shape::from([self.rows(), g.columns()]),
+            _ => Shape::from([r.len(), self.rows(), g.columns()]),
+        };
+        <FloatTensor<B>>::from_values(cols, shape)
+    }
+
+    /// The kernels `[O, C·kh·kw]` of groups `r` of `w`.
+    fn kernels<B: Backend>(&self, w: &FloatTensor<B>, r: std::ops::Range<usize>) -> FloatTensor<B>
+    where
+        FloatTensor<B>: CpuTensor,
+    {
+        self.blocks::<B>(w, r, [self.out, self.geometry.columns()])
+    }
 }
 
-/// [`FusedKernels::fused_conv`] on a CPU backend: `y = im2col(x) · Wᵀ` (per sample with one
-/// kernel per sample: `y_s = im2col(x_s) · W_sᵀ`, one batched product), moved from `[N·L, O]`
+/// [`FusedKernels::fused_conv`] on a CPU backend: `y = im2col(x) · Wᵀ` per kernel group (one
+/// group, or one per sample with one kernel per sample; [`KernelGroups`]), moved from `[N·L, O]`
 /// rows to `[N, O, H', W']`.
 fn conv_forward<B: Backend>(x: FloatTensor<B>, w: FloatTensor<B>, g: ConvGeometry) -> FloatTensor<B>
 where
     FloatTensor<B>: CpuTensor,
 {
-    let w_shape = w.shape();
-    let o = out_channels(&w_shape);
-    let (n, cells) = (g.input[0], g.cells());
-    let cols = per_sample_rows::<B>(columns::<B>(&x, &g), &w_shape);
-    let rows = <FloatTensor<B>>::product(&cols, false, &flat_weight::<B>(w), true);
-    let y = written(n * o * cells, |y| {
-        conv::transpose_inner(&rows.values(), n, cells, o, y)
+    let groups = KernelGroups::of(&w.shape(), &g);
+    let (n, o, cells) = (groups.geometry.input[0], groups.out, g.cells());
+    let xv = x.values();
+    let y = written(g.input[0] * o * cells, |y| {
+        for r in groups.chunks() {
+            let cols = groups.columns::<B>(&xv, r.clone());
+            let rows =
+                <FloatTensor<B>>::product(&cols, false, &groups.kernels::<B>(&w, r.clone()), true);
+            let y = &mut y[r.start * n * o * cells..r.end * n * o * cells];
+            conv::transpose_inner(&rows.values(), r.len() * n, cells, o, y);
+        }
     });
     let [ho, wo] = g.output();
-    <FloatTensor<B>>::from_values(y, Shape::from([n, o, ho, wo]))
+    <FloatTensor<B>>::from_values(y, Shape::from([g.input[0], o, ho, wo]))
 }
 
-/// [`FusedKernels::fused_conv_backward`] on a CPU backend: with `∂y` as `[N·L, O]` rows,
-/// `∂W = ∂yᵀ · im2col(x)` and `∂x = col2im(∂y · W)` (per sample with one kernel per sample).
+/// [`FusedKernels::fused_conv_backward`] on a CPU backend, per kernel group: with `∂y` as
+/// `[N·L, O]` rows, `∂W = ∂yᵀ · im2col(x)` and `∂x = col2im(∂y · W)`.
 fn conv_backward<B: Backend>(
     x: FloatTensor<B>,
     w: FloatTensor<B>,
@@ -159,23 +227,36 @@ fn conv_backward<B: Backend>(
 where
     FloatTensor<B>: CpuTensor,
 {
-    let w_shape = w.shape();
-    let o = out_channels(&w_shape);
-    let (n, cells) = (g.input[0], g.cells());
-    let dy_rows = written(n * cells * o, |r| {
-        conv::transpose_inner(&dy.values(), n, o, cells, r)
+    let groups = KernelGroups::of(&w.shape(), &g);
+    let (n, o, cells) = (groups.geometry.input[0], groups.out, g.cells());
+    let dy_rows = written(g.input[0] * cells * o, |r| {
+        conv::transpose_inner(&dy.values(), g.input[0], o, cells, r)
     });
-    let dy_rows = <FloatTensor<B>>::from_values(dy_rows, Shape::from([n * cells, o]));
-    let dy_rows = per_sample_rows::<B>(dy_rows, &w_shape);
+    let dy_rows = <FloatTensor<B>>::from_values(dy_rows, Shape::from([g.input[0] * cells, o]));
+    let xv = x.values();
+    let kernel_len = o * groups.geometry.columns();
     let dw = wanted[1].then(|| {
-        let cols = per_sample_rows::<B>(columns::<B>(&x, &g), &w_shape);
-        let dw = <FloatTensor<B>>::product(&dy_rows, true, &cols, false);
-        B::float_reshape(dw, w_shape.clone())
+        let dw = written(w.shape().num_elements(), |dw| {
+            for r in groups.chunks() {
+                let cols = groups.columns::<B>(&xv, r.clone());
+                let dy_r = groups.blocks::<B>(&dy_rows, r.clone(), [n * cells, o]);
+                let dw_r = <FloatTensor<B>>::product(&dy_r, true, &cols, false);
+                dw[r.start * kernel_len..r.end * kernel_len].copy_from_slice(&dw_r.values());
+            }
+        });
+        <FloatTensor<B>>::from_values(dw, w.shape())
     });
     let dx = wanted[0].then(|| {
-        let dcols = <FloatTensor<B>>::product(&dy_rows, false, &flat_weight::<B>(w), false);
         let dx = written(x.shape().num_elements(), |dx| {
-            conv::col2im(&dcols.values(), &g, dx)
+            for r in groups.chunks() {
+                let dy_r = groups.blocks::<B>(&dy_rows, r.clone(), [n * cells, o]);
+                let kernels = groups.kernels::<B>(&w, r.clone());
+                let dcols = <FloatTensor<B>>::product(&dy_r, false, &kernels, false);
+                let mut g = groups.geometry;
+                g.input[0] *= r.len();
+                let len = groups.input_len();
+                conv::col2im(&dcols.values(), &g, &mut dx[r.start * len..r.end * len]);
+            }
         });
         <FloatTensor<B>>::from_values(dx, x.shape())
     });

@@ -995,17 +995,20 @@ fn conv2d_and_its_gradients_match_burns_convolution() {
 
 /// `conv2d_per_sample` against burn's convolution grouped by sample (the layers' composition):
 /// values, `∂x` and `∂w` (or none for an untracked input) within 10⁻⁵ of scale, for one and
-/// three samples on the strided LeNet5's layers, a padded geometry and a dilated one.
+/// three samples on the strided LeNet5's layers, a padded geometry and a dilated one. The unit
+/// tests' chunk of 4 096 unfolded elements splits these into chunks of one sample, of two and
+/// one (`[2, 2, 12, 12]`), and one chunk of all samples (the dilated case).
 #[test]
 fn conv2d_per_sample_and_its_gradients_match_burns_grouped_convolution() {
     let _guard = crate::testing::seeded(&test_device(), 37);
     let device = test_device().autodiff();
     // (S, input [B, C, H, W], kernel [O, kh, kw], [stride, padding, dilation])
     type Case = (usize, [usize; 4], [usize; 3], [[usize; 2]; 3]);
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         (3, [2, 1, 28, 28], [4, 5, 5], [[2, 2], [0, 0], [1, 1]]),
         (1, [2, 3, 12, 12], [5, 5, 5], [[2, 2], [0, 0], [1, 1]]),
         (3, [2, 3, 12, 12], [5, 5, 5], [[2, 2], [0, 0], [1, 1]]),
+        (3, [2, 2, 12, 12], [4, 5, 5], [[2, 2], [0, 0], [1, 1]]),
         (2, [2, 2, 9, 8], [3, 3, 2], [[1, 2], [1, 2], [1, 1]]),
         (4, [1, 2, 11, 10], [2, 3, 3], [[2, 1], [2, 1], [2, 3]]),
     ];
