@@ -210,7 +210,7 @@ pub fn sample_backward(
 }
 
 /// How a location-scale posterior's `σ` follows from its unconstrained `ρ`, for
-/// [`sample_ratio`], [`moments`] and the KL: the three [`crate::posterior::ScaleParam`]s.
+/// [`sample`], [`sample_ratio`], [`moments`] and the KL: the three [`crate::posterior::ScaleParam`]s.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SigmaRule {
     /// `σ = softplus(ρ)`.

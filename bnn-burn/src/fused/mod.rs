@@ -8,7 +8,7 @@
 //!
 //! | op | forward | backward |
 //! |---|---|---|
-//! | [`sample`] | `w_s = [μ] + softplus(ρ)·c_s·ε_s` and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
+//! | [`sample`] | `w_s = [μ] + σ(ρ)·c_s·ε_s` (`σ` by [`SigmaRule`]) and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
 //! | [`sample_log_ratio`] | mean-field `w_s = μ + σ(ρ)·ε_s` and `r_s = ln q(w_s) − ln p(w_s)` | `dμ, dρ` from `dw` and `dr` |
 //! | [`moments`] | `var = σ(ρ)²·c` and `Σ KL terms` | `dρ` (+ `λ∇KL` folded into `dμ, dρ`) |
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
