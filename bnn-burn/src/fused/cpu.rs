@@ -209,8 +209,8 @@ pub fn sample_backward(
     });
 }
 
-/// How a location-scale posterior's `σ` follows from its unconstrained `ρ`, for
-/// [`sample`], [`sample_ratio`], [`moments`] and the KL: the three [`crate::posterior::ScaleParam`]s.
+/// How a location-scale posterior's `σ` follows from its unconstrained `ρ`, for [`sample`],
+/// [`sample_ratio`], [`moments`] and the KL: the three [`crate::posterior::ScaleParam`]s.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SigmaRule {
     /// `σ = softplus(ρ)`.
