@@ -132,6 +132,13 @@ impl KernelGroups {
         self.geometry.input[0] * self.geometry.cells()
     }
 
+    /// The geometry of the images of groups `r` together.
+    fn geometry_of(&self, r: &std::ops::Range<usize>) -> ConvGeometry {
+        let mut g = self.geometry;
+        g.input[0] *= r.len();
+        g
+    }
+
     /// The chunks of groups, as ranges.
     fn chunks(&self) -> impl Iterator<Item = std::ops::Range<usize>> {
         let per = (Self::CHUNK_COLUMNS / (self.rows() * self.geometry.columns()).max(1)).max(1);
@@ -170,8 +177,7 @@ impl KernelGroups {
     where
         FloatTensor<B>: CpuTensor,
     {
-        let mut g = self.geometry;
-        g.input[0] *= r.len();
+        let g = self.geometry_of(&r);
         let images = &x[r.start * self.input_len()..r.end * self.input_len()];
         let cols = written(r.len() * self.rows() * g.columns(), |c| {
             conv::im2col(images, &g, c)
@@ -252,10 +258,9 @@ where
                 let dy_r = groups.blocks::<B>(&dy_rows, r.clone(), [n * cells, o]);
                 let kernels = groups.kernels::<B>(&w, r.clone());
                 let dcols = <FloatTensor<B>>::product(&dy_r, false, &kernels, false);
-                let mut g = groups.geometry;
-                g.input[0] *= r.len();
                 let len = groups.input_len();
-                conv::col2im(&dcols.values(), &g, &mut dx[r.start * len..r.end * len]);
+                let dx = &mut dx[r.start * len..r.end * len];
+                conv::col2im(&dcols.values(), &groups.geometry_of(&r), dx);
             }
         });
         <FloatTensor<B>>::from_values(dx, x.shape())
@@ -703,20 +708,20 @@ mod flex {
                     o.fill(0.0);
                     return;
                 }
-                let each = m * n * k;
-                let total = batch * each;
-                let by_matrix = batch >= 4 && total >= 128 * 128 * 128;
-                if each >= 192 * 192 * 192 && !by_matrix {
-                    for (i, o) in o.chunks_mut(m * n).enumerate() {
-                        one(o, i, gemm::Parallelism::Rayon(0));
-                    }
-                } else if batch > 1 && total >= 128 * 128 * 128 {
+                let (each, large) = (m * n * k, 192 * 192 * 192);
+                let by_matrix =
+                    batch > 1 && batch * each >= 128 * 128 * 128 && (batch >= 4 || each < large);
+                if by_matrix {
                     o.par_chunks_mut(m * n)
                         .enumerate()
                         .for_each(|(i, o)| one(o, i, gemm::Parallelism::None));
                 } else {
+                    let parallelism = match each >= large {
+                        true => gemm::Parallelism::Rayon(0),
+                        false => gemm::Parallelism::None,
+                    };
                     for (i, o) in o.chunks_mut(m * n).enumerate() {
-                        one(o, i, gemm::Parallelism::None);
+                        one(o, i, parallelism);
                     }
                 }
             });
