@@ -18,7 +18,7 @@
 //! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
 //! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` for both outputs at once |
 //! | [`conv2d`] | `y = im2col(x) · Wᵀ`, one matrix product | `∂W = ∂yᵀ · im2col(x)`, `∂x = col2im(∂y · W)`, each only when tracked |
-//! | [`conv2d_per_sample`] | `y_s = im2col(x_s) · W_sᵀ`, one batched product | as [`conv2d`]'s, per sample |
+//! | [`conv2d_per_sample`] | `y_s = im2col(x_s) · W_sᵀ`, a batched product per chunk of samples | as [`conv2d`]'s, per sample |
 //! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
 //! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
@@ -41,8 +41,9 @@
 //! replaces sorted on the host there too (burn 0.22's Cube `argsort` reads the tensor back).
 //! The convolution's default body is burn's own convolution and its backward; the CPU
 //! backends unroll the windows on the host ([`conv`]). The matrix products of [`conv2d`],
-//! [`matmul`] and [`batched_matmul`] call gemm directly on Flex (burn-flex's `matmul` copies each fresh output once
-//! more to align it) and run the backend's `matmul` on NdArray.
+//! [`conv2d_per_sample`], [`matmul`] and [`batched_matmul`] call gemm directly on Flex
+//! (burn-flex's `matmul` copies each fresh output once more to align it) and run the backend's
+//! `matmul` on NdArray.
 //! The unfused composition stays available as the reference ([`Kernels::Reference`]).
 
 mod adam;
@@ -313,8 +314,9 @@ pub fn conv2d(x: Tensor<4>, w: Tensor<4>, options: &ConvOptions<2>) -> Tensor<4>
 /// `y_s = x_s ∗ w_s`: `x [S, B, C, H, W]` convolved sample by sample with one kernel per sample,
 /// `w [S, O, C, kh, kw]` (one group, no bias), into `[S, B, O, H', W']`, with the hand-written
 /// backward pass of [`conv2d`] per sample: burn's convolution grouped by sample, to rounding. On
-/// the CPU backends `im2col` runs once over all `S·B` images and the products are one batched
-/// product ([`batched_matmul`]'s kernel); Cube (wgpu) runs burn's grouped convolution.
+/// the CPU backends the samples' windows are unfolded and multiplied a chunk of samples at a
+/// time (at most 64 MiB of windows), one batched product ([`batched_matmul`]'s kernel) per
+/// chunk; Cube (wgpu) runs burn's grouped convolution.
 ///
 /// # Panics
 /// If the sample counts or channels of `x` and `w` differ, `options` has groups or asymmetric
