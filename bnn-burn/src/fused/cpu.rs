@@ -61,12 +61,7 @@ multiversion! {
             normal_block(key, stream, ((start + a) / BLOCK) as u64, &mut eps);
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
             // Branch-free loops (the KL terms in a loop of their own) so each vectorises.
-            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
-            if kl.is_some() {
-                rule.block::<true>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
-            } else {
-                rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
-            }
+            let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, kl.is_some());
             let mut w = [0f32; BLOCK];
             for j in 0..BLOCK {
                 let base = if center { 0.0 } else { m[j] };
@@ -147,8 +142,7 @@ multiversion! {
                 }
             }
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 1.0));
-            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
-            rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
+            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
             let mut dm = [0f32; BLOCK];
             let mut dr = [0f32; BLOCK];
             for j in 0..BLOCK {
@@ -209,6 +203,13 @@ pub fn sample_backward(
     });
 }
 
+/// `σ`, `ln σ` and `dσ/dρ` of one block of `ρ` ([`SigmaRule::sigmas`]).
+pub(crate) struct Sigmas {
+    pub(crate) sigma: [f32; BLOCK],
+    pub(crate) ln_sigma: [f32; BLOCK],
+    pub(crate) dsigma: [f32; BLOCK],
+}
+
 /// How a location-scale posterior's `σ` follows from its unconstrained `ρ`, for [`sample`],
 /// [`sample_ratio`], [`moments`] and the KL: the three [`crate::posterior::ScaleParam`]s.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -249,11 +250,27 @@ impl SigmaRule {
         }
     }
 
+    /// `σ`, `dσ/dρ` and, when `ln`, `ln σ` (zeros otherwise) of one block ([`Self::block`]).
+    #[inline(always)]
+    pub(crate) fn sigmas(self, r: &[f32; BLOCK], ln: bool) -> Sigmas {
+        let mut s = Sigmas {
+            sigma: [0.0; BLOCK],
+            ln_sigma: [0.0; BLOCK],
+            dsigma: [0.0; BLOCK],
+        };
+        if ln {
+            self.block::<true>(r, &mut s.sigma, &mut s.ln_sigma, &mut s.dsigma);
+        } else {
+            self.block::<false>(r, &mut s.sigma, &mut s.ln_sigma, &mut s.dsigma);
+        }
+        s
+    }
+
     /// `σ`, `ln σ` (when `LN`) and `dσ/dρ` of one block. The rule is matched once per block, so
     /// that each arm is a loop of one formula, which LLVM vectorises (a match per element keeps
     /// it scalar).
     #[inline(always)]
-    pub(crate) fn block<const LN: bool>(
+    fn block<const LN: bool>(
         self,
         r: &[f32; BLOCK],
         sigma: &mut [f32; BLOCK],
@@ -294,8 +311,7 @@ multiversion! {
         for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, mc.len());
             let (m, r) = (load(mc, 0.0), load(rc, 0.0));
-            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
-            rule.block::<true>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
+            let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, true);
             for (s, (o, ratio)) in outs.iter_mut().zip(ratios.iter_mut()).enumerate() {
                 normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
                 let mut w = [0f32; BLOCK];
@@ -389,8 +405,7 @@ multiversion! {
         for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, dm_out.len());
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
-            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
-            rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
+            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
             let mut g_mu = [0f32; BLOCK];
             let mut g_sigma = [0f32; BLOCK];
             for (s, &g) in dr.iter().enumerate() {
@@ -461,12 +476,7 @@ multiversion! {
         for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
             let len = mc.len();
             let r = load(rc, 0.0);
-            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
-            if kl.is_some() {
-                rule.block::<true>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
-            } else {
-                rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
-            }
+            let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, kl.is_some());
             if let Some(out) = var.as_deref_mut() {
                 let mut v = [0f32; BLOCK];
                 for j in 0..BLOCK {
@@ -517,8 +527,7 @@ multiversion! {
             let (a, len) = (k * BLOCK, dr_out.len());
             let d = dvar.map(|d| load(&d[a..a + len], 0.0)).unwrap_or([0.0; BLOCK]);
             let r = load(&rho[a..a + len], 0.0);
-            let (mut sigma, mut ln_sigma, mut dsigma) = ([0f32; BLOCK], [0f32; BLOCK], [0f32; BLOCK]);
-            rule.block::<false>(&r, &mut sigma, &mut ln_sigma, &mut dsigma);
+            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
             // Branch-free loops (a test per element keeps them scalar).
             let mut dr = [0f32; BLOCK];
             for j in 0..BLOCK {
