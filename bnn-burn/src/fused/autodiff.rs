@@ -89,6 +89,12 @@ pub trait FusedOps: Backend {
     /// [`FusedKernels::fused_matmul`], differentiable in `x` and `w`.
     fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
 
+    /// [`FusedKernels::fused_factor_draws`], differentiable in the factor (`z` is a constant).
+    fn factor_draws_op(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self>;
+
+    /// [`FusedKernels::fused_capacitance`], differentiable in the factor and the variances.
+    fn capacitance_op(factor: FloatTensor<Self>, var: FloatTensor<Self>) -> FloatTensor<Self>;
+
     /// `(E h, Var h)` of [`FusedKernels::fused_rectifier`], both differentiable (two graph
     /// nodes, each with its own backward pass).
     fn rectifier_op(
@@ -190,6 +196,17 @@ macro_rules! inner_ops {
 
             fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
                 Self::fused_matmul(x, w)
+            }
+
+            fn factor_draws_op(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
+                Self::fused_factor_draws(factor, z)
+            }
+
+            fn capacitance_op(
+                factor: FloatTensor<Self>,
+                var: FloatTensor<Self>,
+            ) -> FloatTensor<Self> {
+                Self::fused_capacitance(factor, var)
             }
         }
     };
@@ -409,6 +426,39 @@ impl<B: FusedKernels> Backward<B, 2> for MatmulBackward {
         let wanted = parents.map(|p| p.is_some());
         let (dx, dw) = B::fused_matmul_backward(x, w, dy, wanted);
         register_tracked::<B>(grads, parents, [dx, dw]);
+    }
+}
+
+#[derive(Debug)]
+struct FactorDrawsBackward;
+
+impl<B: FusedKernels> Backward<B, 1> for FactorDrawsBackward {
+    type State = Vec<f32>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_factor] = ops.parents;
+        let dy = grads.consume::<B>(&ops.node);
+        register!(
+            grads,
+            node_factor,
+            B::fused_factor_draws_backward(dy, ops.state)
+        );
+    }
+}
+
+#[derive(Debug)]
+struct CapacitanceBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for CapacitanceBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_factor, node_var] = ops.parents;
+        let dgram = grads.consume::<B>(&ops.node);
+        let (factor, var) = ops.state;
+        let (df, dv) = B::fused_capacitance_backward(factor, var, dgram);
+        register!(grads, node_factor, df);
+        register!(grads, node_var, dv);
     }
 }
 
@@ -672,6 +722,32 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         {
             OpsKind::Tracked(prep) => prep.finish((x.into_primitive(), w.into_primitive()), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn factor_draws_op(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
+        let y = B::fused_factor_draws(factor.primitive().clone(), z.clone());
+        match FactorDrawsBackward
+            .prepare::<C>([factor.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(z, y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        }
+    }
+
+    fn capacitance_op(factor: FloatTensor<Self>, var: FloatTensor<Self>) -> FloatTensor<Self> {
+        let gram = B::fused_capacitance(factor.primitive().clone(), var.primitive().clone());
+        match CapacitanceBackward
+            .prepare::<C>([factor.node(), var.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                prep.finish((factor.into_primitive(), var.into_primitive()), gram)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(gram),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::clark;
 use super::conv::{self, ConvGeometry};
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule};
 use super::ext::FusedKernels;
+use super::factor;
 use super::rectifier::{self, RectifierOutput, RectifierRule};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
@@ -471,6 +472,54 @@ macro_rules! cpu_fused_kernels {
                     cpu::noise(key, &dy, &var, d, true)
                 });
                 <FloatTensor<Self>>::from_values(dvar, shape)
+            }
+
+            fn fused_factor_draws(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
+                let [n, k] = factor.shape().dims();
+                let f = factor.values();
+                let draws = z.len() / k;
+                let y = written(draws * n, |y| factor::factor_draws(&f, &z, k, y));
+                <FloatTensor<Self>>::from_values(y, Shape::from([draws, n]))
+            }
+
+            fn fused_factor_draws_backward(
+                dy: FloatTensor<Self>,
+                z: Vec<f32>,
+            ) -> FloatTensor<Self> {
+                let [draws, n] = dy.shape().dims();
+                let k = z.len() / draws;
+                let dy = dy.values();
+                let df = written(n * k, |d| factor::factor_draws_backward(&dy, &z, k, d));
+                <FloatTensor<Self>>::from_values(df, Shape::from([n, k]))
+            }
+
+            fn fused_capacitance(
+                factor: FloatTensor<Self>,
+                var: FloatTensor<Self>,
+            ) -> FloatTensor<Self> {
+                let k = factor.shape()[1];
+                let gram = factor::capacitance(&factor.values(), &var.values(), k);
+                <FloatTensor<Self>>::from_values(gram, Shape::from([k, k]))
+            }
+
+            fn fused_capacitance_backward(
+                factor: FloatTensor<Self>,
+                var: FloatTensor<Self>,
+                dgram: FloatTensor<Self>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let (f_shape, v_shape) = (factor.shape(), var.shape());
+                let k = f_shape[1];
+                let (f, v, dg) = (factor.values(), var.values(), dgram.values());
+                let mut dv = Vec::new();
+                let df = written(f.len(), |df| {
+                    dv = written(v.len(), |dv| {
+                        factor::capacitance_backward(&f, &v, &dg, k, df, dv)
+                    });
+                });
+                (
+                    <FloatTensor<Self>>::from_values(df, f_shape),
+                    <FloatTensor<Self>>::from_values(dv, v_shape),
+                )
             }
 
             fn fused_flip(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {

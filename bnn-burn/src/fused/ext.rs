@@ -608,6 +608,49 @@ pub trait FusedKernels: Backend {
         (dx, dw)
     }
 
+    /// `[S, n]` draws of a low-rank factor `F [n, k]`: `out_s = F z_s` for the host values
+    /// `z [S, k]` (row-major).
+    fn fused_factor_draws(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
+        let k = factor.shape()[1];
+        let draws = z.len() / k;
+        let z = uploaded::<Self>(z, Shape::from([draws, k]), &factor.device());
+        Self::float_matmul(z, Self::float_transpose(factor))
+    }
+
+    /// `dF = dyᵀ z`, `[n, k]`, of [`FusedKernels::fused_factor_draws`].
+    fn fused_factor_draws_backward(dy: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
+        let draws = dy.shape()[0];
+        let k = z.len() / draws;
+        let z = uploaded::<Self>(z, Shape::from([draws, k]), &dy.device());
+        Self::float_matmul(Self::float_transpose(dy), z)
+    }
+
+    /// The Gram part `G = Fᵀ diag(1/v) F` (`[k, k]`) of a low-rank capacitance, for `F [n, k]`
+    /// and variances `v` (`n` elements, any shape).
+    fn fused_capacitance(factor: FloatTensor<Self>, var: FloatTensor<Self>) -> FloatTensor<Self> {
+        let n = factor.shape()[0];
+        let var = Self::float_reshape(var, Shape::from([n, 1]));
+        let scaled = Self::float_div(factor.clone(), var);
+        Self::float_matmul(Self::float_transpose(factor), scaled)
+    }
+
+    /// `(dF, dv)` of [`FusedKernels::fused_capacitance`] for `dG`: with `M = dG + dGᵀ`,
+    /// `dF_i = F_i M / v_i`, `dv_i = −½ (F_i · dF_i) / v_i` (`dv` shaped like `var`).
+    fn fused_capacitance_backward(
+        factor: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        dgram: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let var_shape = var.shape();
+        let n = factor.shape()[0];
+        let var = Self::float_reshape(var, Shape::from([n, 1]));
+        let m = Self::float_add(dgram.clone(), Self::float_transpose(dgram));
+        let df = Self::float_div(Self::float_matmul(factor.clone(), m), var.clone());
+        let dot = Self::float_sum_dim(Self::float_mul(factor, df.clone()), 1);
+        let dv = Self::float_mul_scalar(Self::float_div(dot, var), Scalar::from(-0.5));
+        (df, Self::float_reshape(dv, var_shape))
+    }
+
     /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.
     fn fused_adam(
         param: FloatTensor<Self>,

@@ -21,6 +21,8 @@
 //! | [`conv2d_per_sample`] | `y_s = im2col(x_s) · W_sᵀ`, a batched product per chunk of samples | as [`conv2d`]'s, per sample |
 //! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
 //! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
+//! | [`factor_draws`] | low-rank `c·F z_s`, `z_s ~ N(0, I_k)` | `dF = c·dyᵀ z` |
+//! | [`capacitance`] | `G = Fᵀ diag(1/v) F`, `[k, k]` | `dF`, `dv` |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -53,6 +55,7 @@ pub mod conv;
 pub mod cpu;
 mod cpu_backends;
 mod ext;
+pub mod factor;
 pub mod rectifier;
 pub mod rng;
 mod simd;
@@ -272,6 +275,34 @@ pub fn rectifier_moments<const D: usize>(
     let (m, v) =
         <Dispatch as FusedOps>::rectifier_op(mean.into_dispatch(), var.into_dispatch(), rule);
     (Tensor::from_dispatch(m), Tensor::from_dispatch(v))
+}
+
+/// `[n, numel]` draws `c·F z_s` of a low-rank factor `F [numel, k]` scaled by `c`,
+/// `z_s ~ N(0, I_k)` from sub-stream `stream` of `key` (generated on the host): one pass
+/// forward, and `dF = c·dyᵀ z` in one pass backward (the CPU backends; burn's `matmul`
+/// elsewhere). A matrix product with an inner dimension of `k` would waste most of gemm's tiles.
+pub fn factor_draws(factor: Tensor<2>, scale: f64, n: usize, key: u64, stream: u32) -> Tensor<2> {
+    let k = factor.dims()[1];
+    let mut z = vec![0f32; n * k];
+    cpu::normals(key, stream, &mut z);
+    for v in z.iter_mut() {
+        *v *= scale as f32;
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::factor_draws_op(
+        factor.into_dispatch(),
+        z,
+    ))
+}
+
+/// The Gram part `G = Fᵀ diag(1/v) F` (`[k, k]`) of the low-rank capacitance `I + G`, for a
+/// factor `F [n, k]` and variances `v` (`n` elements), differentiable in both: one pass over
+/// the rows forward (summed in `f64`) and one backward (`dF_i = F_i (dG + dGᵀ)/v_i`,
+/// `dv_i = −½ F_i·dF_i / v_i`) on the CPU backends, burn ops elsewhere.
+pub fn capacitance<const D: usize>(factor: Tensor<2>, var: Tensor<D>) -> Tensor<2> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::capacitance_op(
+        factor.into_dispatch(),
+        var.into_dispatch(),
+    ))
 }
 
 /// `y = x ∗ w`: `x [N, C, H, W]` convolved with `w [O, C, kh, kw]` (one group, no bias) as

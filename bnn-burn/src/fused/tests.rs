@@ -7,8 +7,8 @@ use crate::special::softplus;
 use crate::testing::{test_device, to_vec};
 use burn::module::{Module, Param};
 use burn::optim::{AdamConfig, AdamWConfig, GradientsParams};
-use burn::tensor::Distribution;
 use burn::tensor::ops::ConvOptions;
+use burn::tensor::{Distribution, TensorData};
 
 /// Largest `|a − b|` over the largest `|b|`.
 fn rel_err(a: &[f64], b: &[f64]) -> f64 {
@@ -638,13 +638,7 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
             (w_ref.clone() * r.clone()).sum() + (ratio_ref.clone() * weights.clone()).sum();
         let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
 
-        let rule = crate::posterior::FusedScale {
-            mu: mu.clone(),
-            rho: rho.clone(),
-            radial: false,
-            param,
-        }
-        .sigma_rule();
+        let rule = param.sigma_rule();
         let (w, ratio, kl) =
             sample_log_ratio(mu.clone(), rho.clone(), key, draws, rule, kl_terms, true);
         assert_eq!(w.dims(), [draws, n]);
@@ -1128,6 +1122,46 @@ fn batched_matmul_and_its_gradients_match_burns_matmul() {
     }
 }
 
+/// The low-rank capacitance's Gram part `Fᵀ diag(1/v) F` against burn's product, with the
+/// variances, the factor or both tracked (values, `∂v`, `∂F`), and the factor's draws `F z_s`
+/// against burn's `c·z Fᵀ` with the same `z` (values, `∂F`), for ranks 1–3 (compiled for their
+/// rank) and 6 (a run-time rank), one to three draws,
+/// and a factor of more rows than one parallel chunk (several partial sums).
+#[test]
+fn low_rank_capacitance_and_draws_and_their_gradients_match_burns_products() {
+    let _guard = crate::testing::seeded(&test_device(), 32);
+    let device = test_device().autodiff();
+    for [n, k, draws] in [[7, 1, 1], [300, 2, 3], [40_000, 3, 1], [50, 6, 2]] {
+        let f = Tensor::<2>::random([n, k], Distribution::Normal(0.0, 0.5), &device);
+        let v = Tensor::<1>::random([n], Distribution::Uniform(0.2, 2.0), &device);
+        compare_products(
+            v,
+            f.clone(),
+            &format!("capacitance of [{n}, {k}]"),
+            |v, f| capacitance(f, v).reshape([k * k]),
+            |v, f| {
+                let scaled = f.clone() / v.reshape([n, 1]);
+                f.transpose().matmul(scaled).reshape([k * k])
+            },
+        );
+        // `z` enters as the untracked `x`: the fused op draws the same numbers itself.
+        let (key, stream) = (0x5eed + n as u64, 9);
+        let mut z = vec![0f32; draws * k];
+        cpu::normals(key, stream, &mut z);
+        compare_products_tracking(
+            Tensor::from_data(TensorData::new(z, [draws * k]), &device),
+            f,
+            &format!("draws of [{n}, {k}], {draws} draws"),
+            &[(false, true)],
+            |_, f| factor_draws(f, 0.7, draws, key, stream).reshape([draws * n]),
+            |z, f| {
+                let z = z.reshape([draws, k]);
+                (z.matmul(f.transpose()) * 0.7).reshape([draws * n])
+            },
+        );
+    }
+}
+
 /// `ours(x, w)` against `burns(x, w)` (both flattened) with `x`, `w` or both tracked: values,
 /// `∂x` and `∂w` within 10⁻⁵ of scale, no gradient for an untracked leaf.
 fn compare_products<const DW: usize>(
@@ -1137,7 +1171,20 @@ fn compare_products<const DW: usize>(
     ours: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
     burns: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
 ) {
-    for (x_tracked, w_tracked) in [(true, true), (false, true), (true, false)] {
+    let all = [(true, true), (false, true), (true, false)];
+    compare_products_tracking(x, w, what, &all, ours, burns);
+}
+
+/// [`compare_products`] for the given `(x tracked, w tracked)` cases.
+fn compare_products_tracking<const DW: usize>(
+    x: Tensor<1>,
+    w: Tensor<DW>,
+    what: &str,
+    tracking: &[(bool, bool)],
+    ours: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
+    burns: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
+) {
+    for &(x_tracked, w_tracked) in tracking {
         let leaf_x = if x_tracked {
             x.clone().detach().require_grad()
         } else {

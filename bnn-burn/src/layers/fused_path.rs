@@ -16,7 +16,7 @@ use super::params::LayerParams;
 use super::pass::Pass;
 use crate::dist::WeightPrior;
 use crate::fused::{self, Kernels, KlTerms};
-use crate::posterior::{FusedScale, PosteriorDist, WeightPosterior};
+use crate::posterior::{FusedFactor, FusedScale, PosteriorDist, WeightPosterior, low_rank};
 use burn::tensor::Tensor;
 
 /// One tensor's fused view, with its KL terms when the pass collects the KL.
@@ -54,7 +54,7 @@ impl<const D: usize> Fusable<D> {
         let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
         let sample =
             |mu, rho, kl, fold| fused::sample(mu, rho, key, &scales, rule, center, kl, fold);
-        match (self.kl, fold) {
+        let (w, kl) = match (self.kl, fold) {
             (Some((terms, c)), Some(_)) => {
                 let (w, value) = sample(mu, rho, Some(terms), fold);
                 (w, Some(value + c))
@@ -64,6 +64,13 @@ impl<const D: usize> Fusable<D> {
                 (w, Some(fused::kl(mu, rho, rule, terms) + c))
             }
             (None, _) => (sample(mu, rho, None, None).0, None),
+        };
+        match &s.factor {
+            Some(factor) => (
+                w + factor_draws(factor, n, key),
+                kl.map(|kl| kl + self.factor_kl(factor, None)),
+            ),
+            None => (w, kl),
         }
     }
 
@@ -72,7 +79,7 @@ impl<const D: usize> Fusable<D> {
         let s = &self.scale;
         let (mu, rho, var_scale, rule) =
             (s.mu.clone(), s.rho.clone(), s.var_scale(), s.sigma_rule());
-        match (self.kl, fold) {
+        let (var, kl) = match (self.kl, fold) {
             (Some((terms, c)), Some(_)) => {
                 let (var, value) = fused::moments(mu, rho, var_scale, rule, Some(terms), fold);
                 (var, Some(value + c))
@@ -82,9 +89,46 @@ impl<const D: usize> Fusable<D> {
                 (var, Some(fused::kl(mu, rho, rule, terms) + c))
             }
             (None, _) => (fused::moments(mu, rho, var_scale, rule, None, None).0, None),
+        };
+        match &s.factor {
+            Some(factor) => {
+                let shape = var.dims();
+                let c2 = factor.scale * factor.scale;
+                let rows = factor.stored.clone().square().sum_dim(1).reshape(shape) * c2;
+                let kl = kl.map(|kl| kl + self.factor_kl(factor, Some(var.clone())));
+                (var + rows, kl)
+            }
+            None => (var, kl),
         }
     }
+
+    /// The low-rank factor's part of the KL ([`low_rank::factor_kl`]), with `σ²` (`var`, or
+    /// from the moment kernel; differentiable in `ρ`) in the fused capacitance. The
+    /// diagonal's terms are in the kernels' KL.
+    fn factor_kl(&self, factor: &FusedFactor, var: Option<Tensor<D>>) -> Tensor<1> {
+        let (terms, _) = self.kl.expect("called only when the KL is collected");
+        let s = &self.scale;
+        let var = var.unwrap_or_else(|| {
+            let (mu, rho) = (s.mu.clone(), s.rho.clone());
+            fused::moments(mu, rho, 1.0, s.sigma_rule(), None, None).0
+        });
+        let c = factor.scale;
+        let gram = fused::capacitance(factor.stored.clone(), var) * (c * c);
+        let inv_prior_var = f64::from(terms.inv_var_mu);
+        low_rank::factor_kl(factor.stored.clone(), c, gram, inv_prior_var)
+    }
 }
+
+/// `F z_s` for `n` draws `z_s ~ N(0, I_k)` (sub-stream [`FACTOR_STREAM`] of `key`), `[n, numel]`:
+/// the low-rank factor's share of `w_s − μ`.
+fn factor_draws(factor: &FusedFactor, n: usize, key: u64) -> Tensor<2> {
+    fused::factor_draws(factor.stored.clone(), factor.scale, n, key, FACTOR_STREAM)
+}
+
+/// The sub-stream of a draw's key that gives the low-rank factor's `z` (the diagonal's `ε_s`
+/// take sub-streams `0..n`, a radial draw's radii `u32::MAX − s`; a low-rank tensor is never
+/// radial).
+const FACTOR_STREAM: u32 = u32::MAX;
 
 /// A bias's mean and, when it has a variance, its fused view.
 type FusedBias = (Option<Tensor<1>>, Option<Fusable<1>>);
@@ -201,9 +245,12 @@ struct RatioDraws<const D: usize> {
 }
 
 impl<const D: usize> RatioDraws<D> {
-    /// `None` for a radial or point posterior, or a prior without scalar Gaussian parameters.
+    /// `None` for a radial, low-rank or point posterior, or a prior without scalar Gaussian
+    /// parameters.
     fn of<P: WeightPosterior<D>>(posterior: &P, prior: &WeightPrior<D>) -> Option<Self> {
-        let scale = posterior.fused().filter(|s| !s.radial)?;
+        let scale = posterior
+            .fused()
+            .filter(|s| !s.radial && s.factor.is_none())?;
         let (terms, kl_constant) = scale.kl_terms(prior)?;
         Some(Self {
             scale,

@@ -13,7 +13,9 @@ fn wide(config: PosteriorConfig) -> PosteriorConfig {
     match config {
         PosteriorConfig::MeanField(c) => PosteriorConfig::MeanField(c.with_scale(scale)),
         PosteriorConfig::Radial(c) => PosteriorConfig::Radial(c.with_scale(scale)),
-        PosteriorConfig::LowRank(c) => PosteriorConfig::LowRank(c.with_scale(scale)),
+        PosteriorConfig::LowRank(c) => {
+            PosteriorConfig::LowRank(c.with_scale(scale).with_factor_init_std(0.3))
+        }
         other => other,
     }
 }
@@ -89,9 +91,14 @@ fn every_estimator_matches_the_output_moments_of_every_family() {
 /// The sample mean and variance of each output column of `y` (`n` rows of the layer's outputs
 /// at `x`) against [`analytic`], to 5 standard errors (the variance's from the fourth moment).
 fn check_output_moments(x: &[f64], layer: &BayesianLinear, y: &[f64], what: &str) {
-    let dout = layer.shape()[1];
+    check_moments(analytic(x, layer), y, what);
+}
+
+/// The sample mean and variance of each output column of `y` against `(mean, var)`, to 5
+/// standard errors.
+fn check_moments((mean, var): (Vec<f64>, Vec<f64>), y: &[f64], what: &str) {
+    let dout = mean.len();
     let n = y.len() / dout;
-    let (mean, var) = analytic(x, layer);
     for j in 0..dout {
         let col: Vec<f64> = y.chunks(dout).map(|r| r[j]).collect();
         let (m, se) = crate::metrics::mean_and_standard_error(&col);
@@ -108,6 +115,53 @@ fn check_output_moments(x: &[f64], layer: &BayesianLinear, y: &[f64], what: &str
             "{what} output {j}: var {v} vs {}",
             var[j]
         );
+    }
+}
+
+/// Low-rank weights (`w = μ + σ⊙ε + F z`) through every estimator, on the fused kernels
+/// (checked) and on the composition: reparameterisation keeps the factor's correlations, so
+/// `Var y_j = Σ_i x_i² σ_ij² + Σ_k (Σ_i x_i F_(ij)k)² + Var b_j`; the local estimator and
+/// Flipout (whose random input signs cancel the cross terms) give `Σ_i x_i² Var w_ij + Var b_j`.
+/// 5 s.e. of 5 000 samples; the factor's share of the variance is about half.
+#[test]
+fn low_rank_layers_match_the_output_moments_with_and_without_the_correlations() {
+    let device = test_device();
+    let _guard = seeded(&device, 53);
+    let (n, (din, dout)) = (5_000, (PROBE.len(), 3));
+    let (x, input) = (PROBE, probe_input(n, &device));
+    for estimator in ESTIMATORS {
+        for kernels in [Kernels::Fused, Kernels::Reference] {
+            let layer = BayesianLinearConfig::new(din, dout)
+                .with_weights(weights(PosteriorConfig::low_rank(2), estimator))
+                .init(&device)
+                .unwrap();
+            let what = format!("low-rank {estimator:?} {kernels:?}");
+            let pass = &mut Pass::predict(n).with_kernels(kernels);
+            let op = super::linear::LinearOp::new(layer.shape(), pass);
+            let fused = super::fused_path::run(&layer.params, &op, &input, pass).is_some();
+            assert_eq!(
+                fused,
+                kernels == Kernels::Fused,
+                "{what}: the fused kernels ran"
+            );
+            let (mean, mut var) = analytic(&x, &layer);
+            if estimator == Estimator::Reparameterization {
+                let crate::posterior::AnyPosterior::LowRank(w) = &layer.params.weight else {
+                    unreachable!("a low-rank weight")
+                };
+                let f = to_vec(w.dist().factor);
+                let k = f.len() / (din * dout);
+                for (j, v) in var.iter_mut().enumerate() {
+                    for r in 0..k {
+                        let row = |i: usize| f[(i * dout + j) * k + r];
+                        *v -= (0..din).map(|i| (x[i] * row(i)).powi(2)).sum::<f64>();
+                        *v += (0..din).map(|i| x[i] * row(i)).sum::<f64>().powi(2);
+                    }
+                }
+            }
+            let y = to_vec(layer.run(input.clone(), &mut Pass::predict(n).with_kernels(kernels)));
+            check_moments((mean, var), &y, &what);
+        }
     }
 }
 
@@ -506,13 +560,18 @@ fn flipout_outputs_of_identical_examples_are_uncorrelated() {
 
 /// The KL a training pass collects, and its gradient, are the same on the fused kernels (folded
 /// into the sampling kernel's backward, or as their own op) as on the composition of burn ops,
-/// for every estimator, mean-field and radial, dense and convolutional.
+/// for every estimator, mean-field, radial and low-rank (the factor's terms differentiable beside
+/// the folded diagonal's), dense and convolutional, with every parameter's gradient.
 #[test]
 fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
     let device = test_device().autodiff();
     let _guard = seeded(&test_device(), 55);
     let weight = 0.3;
-    for posterior in [PosteriorConfig::mean_field(), PosteriorConfig::radial()] {
+    for posterior in [
+        PosteriorConfig::mean_field(),
+        PosteriorConfig::radial(),
+        PosteriorConfig::low_rank(2),
+    ] {
         for estimator in ESTIMATORS {
             let config =
                 weights(posterior.clone(), estimator).with_prior(crate::dist::Prior::Gaussian {
@@ -530,32 +589,36 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
             let x = Tensor::<3>::random([2, 4, 5], Distribution::Normal(0.0, 1.0), &device);
             let xc = Tensor::<5>::random([2, 4, 2, 3, 3], Distribution::Normal(0.0, 1.0), &device);
             // loss = 0·Σ y + λ·KL: only the KL's gradient, through whichever route the pass takes.
-            let run = |pass: Pass| {
-                let mut pass = pass;
+            let run = |make: &dyn Fn() -> Pass<'static>| {
+                let mut pass = make();
+                let op = super::linear::LinearOp::new(dense.shape(), &pass);
+                let fused = super::fused_path::run(&dense.params, &op, &x, &mut make());
+                assert_eq!(
+                    fused.is_some(),
+                    pass.kernels() == Kernels::Fused,
+                    "{posterior:?} {estimator:?}: the fused kernels ran"
+                );
                 let y =
                     dense.run(x.clone(), &mut pass).sum() + conv.run(xc.clone(), &mut pass).sum();
                 let (kl, _) = pass.into_terms(&device);
                 let loss = y * 0.0 + kl.clone() * weight;
-                let grads = loss.backward();
-                let mut g = Vec::new();
-                let w = dense.params.weight.fused().unwrap();
-                let c = conv.params.weight.fused().unwrap();
-                for t in [w.mu, w.rho] {
-                    g.extend(to_vec(t.grad(&grads).expect("dense grad")));
-                }
-                for t in [c.mu, c.rho] {
-                    g.extend(to_vec(t.grad(&grads).expect("conv grad")));
-                }
+                let mut grads = loss.backward();
+                let mut g = module_grads(&mut grads, &dense);
+                g.extend(module_grads(&mut grads, &conv));
                 (to_vec(kl)[0], g)
             };
-            let (kl_ref, g_ref) = run(Pass::train(2, false).with_kernels(Kernels::Reference));
-            for pass in [Pass::train(2, false), Pass::train(2, false).fold_kl(weight)] {
-                let (kl, g) = run(pass);
+            let (kl_ref, g_ref) = run(&|| Pass::train(2, false).with_kernels(Kernels::Reference));
+            let passes: [&dyn Fn() -> Pass<'static>; 2] = [&|| Pass::train(2, false), &|| {
+                Pass::train(2, false).fold_kl(weight)
+            }];
+            for make in passes {
+                let (kl, g) = run(make);
                 let what = format!("{posterior:?} {estimator:?}");
                 assert!(
                     (kl - kl_ref).abs() <= 1e-5 * kl_ref.abs(),
                     "{what}: KL {kl} vs {kl_ref}"
                 );
+                assert_eq!(g.len(), g_ref.len(), "{what}: gradients");
                 let scale = g_ref.iter().fold(0f64, |m, v| m.max(v.abs()));
                 let err = g
                     .iter()

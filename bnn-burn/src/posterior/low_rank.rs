@@ -9,8 +9,8 @@
 //! reparameterisation (which keeps marginals and drops the correlations between outputs).
 
 use super::{
-    PosteriorDist, PosteriorFamily, ScaleInit, ScaleParam, TensorSpec, Unsupported,
-    WeightPosterior, numel, row,
+    FusedFactor, FusedScale, PosteriorDist, PosteriorFamily, ScaleInit, ScaleParam, TensorSpec,
+    Unsupported, WeightPosterior, numel, row,
 };
 use crate::error::{Check, ConfigError};
 use crate::linalg::{cholesky, cholesky_log_det, solve_lower};
@@ -113,20 +113,54 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
     fn shape(&self) -> [usize; D] {
         self.mu.dims()
     }
+
+    /// `μ`, `ρ` and the stored factor `F/c` with its scale `c`: the mean-field kernels draw
+    /// `μ + σ⊙ε` and give the diagonal's KL terms; the layer adds `F z`
+    /// ([`crate::fused::factor_draws`]) and the factor's KL terms from
+    /// [`crate::fused::capacitance`].
+    fn fused(&self) -> Option<FusedScale<D>> {
+        Some(FusedScale {
+            mu: self.mu.val(),
+            rho: self.rho.val(),
+            radial: false,
+            param: self.param,
+            factor: Some(FusedFactor {
+                stored: self.factor.val(),
+                scale: self.factor_scale,
+            }),
+        })
+    }
+}
+
+/// Cholesky factor of the capacitance `A = I + G`, `[k, k]`, from its Gram part
+/// `G = Fᵀ diag(σ⁻²) F`.
+fn capacitance_cholesky(gram: Tensor<2>) -> Tensor<2> {
+    let k = gram.dims()[0];
+    let device = gram.device();
+    cholesky(gram + Tensor::eye(k, &device))
+}
+
+/// The part of `KL(N(μ, F Fᵀ + diag σ²) ‖ N(μ₀, σ₀² I))` that the factor adds to the diagonal
+/// Gaussian's (one element, differentiable in `F` and, through `gram`, in `σ²`):
+/// `½‖F‖²_F/σ₀² − ½ ln det(I + Fᵀ diag(σ⁻²) F)`, from `tr Σ = Σ σ² + ‖F‖²_F` and the
+/// determinant lemma `ln det Σ = Σ ln σ² + ln det A`. `gram` is `Fᵀ diag(σ⁻²) F`; `F` is
+/// `scale · stored`.
+pub(crate) fn factor_kl(
+    stored: Tensor<2>,
+    scale: f64,
+    gram: Tensor<2>,
+    inv_prior_var: f64,
+) -> Tensor<1> {
+    let trace = stored.square().sum() * (0.5 * inv_prior_var * scale * scale);
+    trace - cholesky_log_det(capacitance_cholesky(gram)) * 0.5
 }
 
 impl<const D: usize> LowRankDist<D> {
-    /// `σ²` as a `[numel, 1]` column.
-    fn diag_column(&self) -> Tensor<2> {
-        self.sigma.clone().square().reshape([-1, 1])
-    }
-
     /// Cholesky factor of the capacitance `A = I + Fᵀ diag(σ⁻²) F`, `[k, k]`.
     fn capacitance_factor(&self) -> Tensor<2> {
-        let k = self.factor.dims()[1];
-        let scaled = self.factor.clone() / self.diag_column();
-        let a = self.factor.clone().transpose().matmul(scaled) + Tensor::eye(k, &self.mu.device());
-        cholesky(a)
+        let var = self.sigma.clone().square().reshape([-1, 1]);
+        let scaled = self.factor.clone() / var;
+        capacitance_cholesky(self.factor.clone().transpose().matmul(scaled))
     }
 
     /// `ln det Σ` (one element).

@@ -21,7 +21,7 @@
 //! in the `posterior_families!` list below.
 
 mod dropout;
-mod low_rank;
+pub(crate) mod low_rank;
 mod mean_field;
 mod point;
 mod radial;
@@ -35,7 +35,7 @@ pub use low_rank::{LowRankConfig, LowRankDist, LowRankPosterior};
 pub use mean_field::{MeanFieldConfig, MeanFieldDist, MeanFieldPosterior};
 pub use point::{PointConfig, PointDist, PointPosterior};
 pub use radial::{RadialConfig, RadialDist, RadialPosterior, radial_entropy_constant};
-pub use scale::{FusedScale, LocationScale, ScaleInit, ScaleParam};
+pub use scale::{FusedFactor, FusedScale, LocationScale, ScaleInit, ScaleParam};
 
 use crate::dist::WeightPrior;
 use crate::error::ConfigError;

@@ -156,13 +156,15 @@ impl<const D: usize> LocationScale<D> {
             rho: self.rho.val(),
             radial,
             param: self.param,
+            factor: None,
         })
     }
 }
 
 /// What the fused kernels ([`crate::fused`]) read of a location-scale posterior: `μ`, `ρ`, how
-/// `ρ` gives `σ`, and whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`) or mean-field
-/// (`w = μ + σ⊙ε`). The sampling, moment and KL kernels ([`crate::fused::sample`],
+/// `ρ` gives `σ`, and whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`), mean-field
+/// (`w = μ + σ⊙ε`) or low-rank (`w = μ + σ⊙ε + F z`, Brack 2022 §3: the mean-field kernels
+/// and a `k`-column product). The sampling, moment and KL kernels ([`crate::fused::sample`],
 /// [`crate::fused::moments`], [`crate::fused::kl`]) and the black-box α draws
 /// ([`crate::fused::sample_log_ratio`]) take every [`ScaleParam`] ([`FusedScale::sigma_rule`]).
 #[derive(Debug, Clone)]
@@ -175,6 +177,19 @@ pub struct FusedScale<const D: usize> {
     pub radial: bool,
     /// How `ρ` gives `σ`.
     pub param: ScaleParam,
+    /// The low-rank factor of `q(w) = N(μ, F Fᵀ + diag σ²)` ([`super::LowRankPosterior`]);
+    /// `None` for mean-field and radial.
+    pub factor: Option<FusedFactor>,
+}
+
+/// A low-rank factor as the fused path reads it: `F = scale · stored`, `stored [numel, k]` the
+/// parameter (the scale is applied to the `k`-sized quantities, not to `F`).
+#[derive(Debug, Clone)]
+pub struct FusedFactor {
+    /// The stored factor `F / c`.
+    pub stored: Tensor<2>,
+    /// `c`.
+    pub scale: f64,
 }
 
 impl<const D: usize> FusedScale<D> {
@@ -200,7 +215,8 @@ impl<const D: usize> FusedScale<D> {
     /// The per-element KL terms and the constant with `KL(q ‖ p) = Σ terms + constant`, for a
     /// prior with scalar Gaussian parameters `N(μ₀, σ₀²)` (`None` for any other prior):
     /// mean-field `n(ln σ₀ − ½)`; radial `n(ln σ₀ + ½ ln 2π) + c_n` with `c_n` the constant of
-    /// [`radial_entropy_constant`](super::radial_entropy_constant).
+    /// [`radial_entropy_constant`](super::radial_entropy_constant). With a low-rank factor these
+    /// are the diagonal's terms; the layers add the factor's (`½‖F‖²/σ₀² − ½ ln det A`).
     pub fn kl_terms(&self, prior: &WeightPrior<D>) -> Option<(KlTerms, f64)> {
         let WeightPrior::Gaussian(GaussianPrior {
             scalar: Some((mean, std)),
