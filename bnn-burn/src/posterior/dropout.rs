@@ -220,11 +220,20 @@ impl<const D: usize> PosteriorDist<D> for DropoutDist<D> {
         Some(self.weight.clone().square() * (p / (1.0 - p)))
     }
 
+    /// `n` draws `M ⊙ z_s`. Bernoulli DropConnect masks come from the fused dropout kernel
+    /// ([`crate::fused::dropout`]: the counter-based generator, one pass forward and one
+    /// backward, keyed from burn's device generator); the other masks from burn's generator.
     fn sample(&self, n: usize) -> Tensor<2> {
+        let total = numel(self.weight.dims());
+        let rows = row(self.weight.clone()).expand([n, total]);
         if self.dropout.p == 0.0 {
-            return row(self.weight.clone()).expand([n, numel(self.weight.dims())]);
+            return rows;
         }
-        row(self.weight.clone()) * self.masks(n)
+        if self.mask == DropoutMask::Weights && self.dropout.noise == DropoutNoise::Bernoulli {
+            let key = crate::fused::KeySource::default().next(&self.weight.device());
+            return crate::fused::dropout(rows, key, self.dropout.p);
+        }
+        rows * self.masks(n)
     }
 
     fn log_q(&self, _w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {
