@@ -7,6 +7,13 @@
 //! `rᵀ Σ⁻¹ r = rᵀ D⁻¹ r − ‖L⁻¹ Fᵀ D⁻¹ r‖²`, `A = L Lᵀ`. The entropy is
 //! `½ ln det Σ + n(½ ln 2π + ½)`; the marginal variance `σ² + Σ_j F_ij²` serves local
 //! reparameterisation (which keeps marginals and drops the correlations between outputs).
+//!
+//! The distribution below composes burn ops (the reference). With the default fused kernels a
+//! layer's sampling and moment passes under a prior with scalar Gaussian parameters run the
+//! mean-field kernels for `μ + σ ⊙ ε₂` and the diagonal's KL terms,
+//! [`crate::fused::factor_draws`] for `F ε₁`, and [`crate::fused::capacitance`] for the Gram
+//! part of `A` in the factor's KL terms; black-box α's passes (which need `ln q` of the draws)
+//! compose.
 
 use super::{
     FusedFactor, FusedScale, PosteriorDist, PosteriorFamily, ScaleInit, ScaleParam, TensorSpec,
