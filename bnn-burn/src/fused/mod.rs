@@ -296,8 +296,9 @@ pub fn factor_draws(factor: Tensor<2>, scale: f64, n: usize, key: u64, stream: u
 
 /// The Gram part `G = Fᵀ diag(1/v) F` (`[k, k]`) of the low-rank capacitance `I + G`, for a
 /// factor `F [n, k]` and variances `v` (`n` elements), differentiable in both: one pass over
-/// the rows forward (summed in `f64`) and one backward (`dF_i = F_i (dG + dGᵀ)/v_i`,
-/// `dv_i = −½ F_i·dF_i / v_i`) on the CPU backends, burn ops elsewhere.
+/// the rows forward (`f32` lanes over blocks of rows, the blocks added in `f64`) and one
+/// backward (`dF_i = F_i (dG + dGᵀ)/v_i`, `dv_i = −½ F_i·dF_i / v_i`) on the CPU backends,
+/// burn ops elsewhere.
 pub fn capacitance<const D: usize>(factor: Tensor<2>, var: Tensor<D>) -> Tensor<2> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::capacitance_op(
         factor.into_dispatch(),
