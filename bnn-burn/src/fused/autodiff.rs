@@ -92,8 +92,14 @@ pub trait FusedOps: Backend {
     /// [`FusedKernels::fused_factor_draws`], differentiable in the factor (`z` is a constant).
     fn factor_draws_op(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self>;
 
-    /// [`FusedKernels::fused_capacitance`], differentiable in the factor and the variances.
-    fn capacitance_op(factor: FloatTensor<Self>, var: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// [`FusedKernels::fused_factor_kl`]'s value, differentiable in the factor and `ρ`.
+    fn factor_kl_op(
+        factor: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        scale: f64,
+        inv_prior_var: f64,
+    ) -> FloatTensor<Self>;
 
     /// `(E h, Var h)` of [`FusedKernels::fused_rectifier`], both differentiable (two graph
     /// nodes, each with its own backward pass).
@@ -202,11 +208,14 @@ macro_rules! inner_ops {
                 Self::fused_factor_draws(factor, z)
             }
 
-            fn capacitance_op(
+            fn factor_kl_op(
                 factor: FloatTensor<Self>,
-                var: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                rule: SigmaRule,
+                scale: f64,
+                inv_prior_var: f64,
             ) -> FloatTensor<Self> {
-                Self::fused_capacitance(factor, var)
+                Self::fused_factor_kl(factor, rho, rule, scale, inv_prior_var).0
             }
         }
     };
@@ -447,18 +456,27 @@ impl<B: FusedKernels> Backward<B, 1> for FactorDrawsBackward {
 }
 
 #[derive(Debug)]
-struct CapacitanceBackward;
+struct FactorKlBackward;
 
-impl<B: FusedKernels> Backward<B, 2> for CapacitanceBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>);
+impl<B: FusedKernels> Backward<B, 2> for FactorKlBackward {
+    /// The factor, `ρ`, the rule, `A⁻¹`, the scale and `1/σ₀²`.
+    type State = (
+        FloatTensor<B>,
+        FloatTensor<B>,
+        SigmaRule,
+        Vec<f32>,
+        f64,
+        f64,
+    );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_factor, node_var] = ops.parents;
-        let dgram = grads.consume::<B>(&ops.node);
-        let (factor, var) = ops.state;
-        let (df, dv) = B::fused_capacitance_backward(factor, var, dgram);
+        let [node_factor, node_rho] = ops.parents;
+        let dvalue = grads.consume::<B>(&ops.node);
+        let (factor, rho, rule, inv, scale, inv_prior_var) = ops.state;
+        let (df, drho) =
+            B::fused_factor_kl_backward(factor, rho, rule, inv, scale, inv_prior_var, dvalue);
         register!(grads, node_factor, df);
-        register!(grads, node_var, dv);
+        register!(grads, node_rho, drho);
     }
 }
 
@@ -737,17 +755,37 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         }
     }
 
-    fn capacitance_op(factor: FloatTensor<Self>, var: FloatTensor<Self>) -> FloatTensor<Self> {
-        let gram = B::fused_capacitance(factor.primitive().clone(), var.primitive().clone());
-        match CapacitanceBackward
-            .prepare::<C>([factor.node(), var.node()])
+    fn factor_kl_op(
+        factor: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        scale: f64,
+        inv_prior_var: f64,
+    ) -> FloatTensor<Self> {
+        let (value, inv) = B::fused_factor_kl(
+            factor.primitive().clone(),
+            rho.primitive().clone(),
+            rule,
+            scale,
+            inv_prior_var,
+        );
+        match FactorKlBackward
+            .prepare::<C>([factor.node(), rho.node()])
             .compute_bound()
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                prep.finish((factor.into_primitive(), var.into_primitive()), gram)
+                let state = (
+                    factor.into_primitive(),
+                    rho.into_primitive(),
+                    rule,
+                    inv,
+                    scale,
+                    inv_prior_var,
+                );
+                prep.finish(state, value)
             }
-            OpsKind::UnTracked(prep) => prep.finish(gram),
+            OpsKind::UnTracked(prep) => prep.finish(value),
         }
     }
 }

@@ -493,32 +493,53 @@ macro_rules! cpu_fused_kernels {
                 <FloatTensor<Self>>::from_values(df, Shape::from([n, k]))
             }
 
-            fn fused_capacitance(
+            fn fused_factor_kl(
                 factor: FloatTensor<Self>,
-                var: FloatTensor<Self>,
-            ) -> FloatTensor<Self> {
+                rho: FloatTensor<Self>,
+                rule: SigmaRule,
+                scale: f64,
+                inv_prior_var: f64,
+            ) -> (FloatTensor<Self>, Vec<f32>) {
                 let k = factor.shape()[1];
-                let gram = factor::capacitance(&factor.values(), &var.values(), k);
-                <FloatTensor<Self>>::from_values(gram, Shape::from([k, k]))
+                let (f, r) = (factor.values(), rho.values());
+                let (value, inv) = factor::factor_kl(&f, &r, rule, k, scale, inv_prior_var);
+                let value = <FloatTensor<Self>>::from_values(vec![value as f32], Shape::from([1]));
+                (value, inv)
             }
 
-            fn fused_capacitance_backward(
+            fn fused_factor_kl_backward(
                 factor: FloatTensor<Self>,
-                var: FloatTensor<Self>,
-                dgram: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                rule: SigmaRule,
+                inv: Vec<f32>,
+                scale: f64,
+                inv_prior_var: f64,
+                dvalue: FloatTensor<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let (f_shape, v_shape) = (factor.shape(), var.shape());
+                let (f_shape, r_shape) = (factor.shape(), rho.shape());
                 let k = f_shape[1];
-                let (f, v, dg) = (factor.values(), var.values(), dgram.values());
-                let mut dv = Vec::new();
+                let (f, r) = (factor.values(), rho.values());
+                let g = f64::from(dvalue.values()[0]);
+                let mut dr = Vec::new();
                 let df = written(f.len(), |df| {
-                    dv = written(v.len(), |dv| {
-                        factor::capacitance_backward(&f, &v, &dg, k, df, dv)
+                    dr = written(r.len(), |dr| {
+                        factor::factor_kl_backward(
+                            &f,
+                            &r,
+                            rule,
+                            &inv,
+                            k,
+                            scale,
+                            inv_prior_var,
+                            g,
+                            df,
+                            dr,
+                        )
                     });
                 });
                 (
                     <FloatTensor<Self>>::from_values(df, f_shape),
-                    <FloatTensor<Self>>::from_values(dv, v_shape),
+                    <FloatTensor<Self>>::from_values(dr, r_shape),
                 )
             }
 

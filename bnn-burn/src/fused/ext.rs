@@ -18,6 +18,7 @@
 use super::clark;
 use super::conv::ConvGeometry;
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
+use super::factor;
 use super::rectifier::{RectifierOutput, RectifierRule};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
@@ -625,30 +626,72 @@ pub trait FusedKernels: Backend {
         Self::float_matmul(Self::float_transpose(dy), z)
     }
 
-    /// The Gram part `G = Fᵀ diag(1/v) F` (`[k, k]`) of a low-rank capacitance, for `F [n, k]`
-    /// and variances `v` (`n` elements, any shape).
-    fn fused_capacitance(factor: FloatTensor<Self>, var: FloatTensor<Self>) -> FloatTensor<Self> {
-        let n = factor.shape()[0];
-        let var = Self::float_reshape(var, Shape::from([n, 1]));
+    /// The low-rank factor's share of the KL, `[1]`, and `A⁻¹` (`[k, k]`, row-major, on the
+    /// host) for the backward pass: `½c²‖F‖²/σ₀² − ½ ln det A`, `A = I + c² Fᵀ diag(1/v) F`,
+    /// for the stored factor `F [n, k]`, its scale `c`, the variances `v = σ(ρ)²` of `ρ` (`n`
+    /// elements, any shape; `σ` by `rule`) and `inv_prior_var = 1/σ₀²`. The default body forms
+    /// `G` and `‖F‖²` by burn ops and reads the `k × k` matrix `G` back for the Cholesky on the
+    /// host.
+    fn fused_factor_kl(
+        factor: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        scale: f64,
+        inv_prior_var: f64,
+    ) -> (FloatTensor<Self>, Vec<f32>) {
+        let [n, k] = factor.shape().dims();
+        let (sigma, _, _) = sigma_of::<Self>(Self::float_reshape(rho, Shape::from([n, 1])), rule);
+        let var = Self::float_mul(sigma.clone(), sigma);
         let scaled = Self::float_div(factor.clone(), var);
-        Self::float_matmul(Self::float_transpose(factor), scaled)
+        let gram = Self::float_matmul(Self::float_transpose(factor.clone()), scaled);
+        let gram: Vec<f64> = host::<Self>(gram).into_iter().map(f64::from).collect();
+        let c2 = scale * scale;
+        let (log_det, inv) = factor::capacitance_solve(&gram, k, c2);
+        let sum_sq = Self::float_sum(Self::float_mul(factor.clone(), factor));
+        let value = Self::float_add_scalar(
+            Self::float_mul_scalar(sum_sq, Scalar::from(0.5 * c2 * inv_prior_var)),
+            Scalar::from(-0.5 * log_det),
+        );
+        (value, inv.into_iter().map(|x| x as f32).collect())
     }
 
-    /// `(dF, dv)` of [`FusedKernels::fused_capacitance`] for `dG`: with `M = dG + dGᵀ`,
-    /// `dF_i = F_i M / v_i`, `dv_i = −½ (F_i · dF_i) / v_i` (`dv` shaped like `var`).
-    fn fused_capacitance_backward(
+    /// `(dF, dρ)` of [`FusedKernels::fused_factor_kl`] for its gradient `dvalue` (`[1]`), with
+    /// `B = A⁻¹`: `dF_i = g c² (F_i/σ₀² − F_i B / v_i)`, `dv_i = ½ g c² (F_i B F_iᵀ) / v_i²` and
+    /// `dρ_i = dv_i · 2σ_i dσ_i/dρ_i` (`dρ` shaped like `rho`).
+    fn fused_factor_kl_backward(
         factor: FloatTensor<Self>,
-        var: FloatTensor<Self>,
-        dgram: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        inv: Vec<f32>,
+        scale: f64,
+        inv_prior_var: f64,
+        dvalue: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let var_shape = var.shape();
-        let n = factor.shape()[0];
-        let var = Self::float_reshape(var, Shape::from([n, 1]));
-        let m = Self::float_add(dgram.clone(), Self::float_transpose(dgram));
-        let df = Self::float_div(Self::float_matmul(factor.clone(), m), var.clone());
-        let dot = Self::float_sum_dim(Self::float_mul(factor, df.clone()), 1);
-        let dv = Self::float_mul_scalar(Self::float_div(dot, var), Scalar::from(-0.5));
-        (df, Self::float_reshape(dv, var_shape))
+        let rho_shape = rho.shape();
+        let [n, k] = factor.shape().dims();
+        let device = factor.device();
+        let c2 = scale * scale;
+        let g = Self::float_reshape(dvalue, Shape::from([1, 1]));
+        let (sigma, _, dsigma) =
+            sigma_of::<Self>(Self::float_reshape(rho, Shape::from([n, 1])), rule);
+        let var = Self::float_mul(sigma.clone(), sigma.clone());
+        let inv = uploaded::<Self>(inv, Shape::from([k, k]), &device);
+        let fb = Self::float_matmul(factor.clone(), inv);
+        let quad = Self::float_sum_dim(Self::float_mul(factor.clone(), fb.clone()), 1);
+        let df = Self::float_sub(
+            Self::float_mul_scalar(factor, Scalar::from(c2 * inv_prior_var)),
+            Self::float_mul_scalar(Self::float_div(fb, var.clone()), Scalar::from(c2)),
+        );
+        // dv · 2σ dσ/dρ, dv = ½c² quad / v².
+        let dv = Self::float_div(quad, Self::float_mul(var.clone(), var));
+        let drho = Self::float_mul(
+            Self::float_mul_scalar(dv, Scalar::from(c2)),
+            Self::float_mul(sigma, dsigma),
+        );
+        (
+            Self::float_mul(df, g.clone()),
+            Self::float_reshape(Self::float_mul(drho, g), rho_shape),
+        )
     }
 
     /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.

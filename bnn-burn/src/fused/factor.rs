@@ -1,6 +1,8 @@
 //! The CPU kernels of the low-rank factor (Brack 2022 §3: `q(w) = N(μ, F Fᵀ + diag σ²)`,
-//! `F [n, k]` row-major): its draws `F z_s` ([`factor_draws`]) and the Gram part
-//! `Fᵀ diag(1/v) F` of its capacitance ([`capacitance`]), each with its backward pass.
+//! `F [n, k]` row-major): its draws `F z_s` ([`factor_draws`]) and its share of the KL,
+//! `½‖F‖²/σ₀² − ½ ln det(I + Fᵀ diag(1/v) F)` with `v = σ(ρ)²` ([`factor_kl`]: `v`, the Gram
+//! part of the capacitance and `‖F‖²` in one pass, the `k × k` Cholesky on the host), each with
+//! its backward pass.
 //!
 //! Each is one pass over the rows, parallel over ranges of rows. The rank is a compile-time
 //! constant for `k ≤ 4` (the loops over a row unroll, and LLVM vectorises across rows), a
@@ -10,7 +12,8 @@
 // Fixed-size loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::simd::{Shared, multiversion, par_chunks};
+use super::cpu::{SigmaRule, Sigmas};
+use super::simd::{BLOCK, Shared, load, multiversion, par_chunks, store};
 
 /// Calls `$f::<K>` for the ranks `1..=4`, `$f::<0>` (the run-time rank) above.
 macro_rules! by_rank {
@@ -119,7 +122,8 @@ const GRAM_BLOCK: usize = 1024;
 #[inline(always)]
 fn gram_rows<const K: usize>(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) {
     let k = rank::<K>(k);
-    let mut lanes = vec![[0f32; 8]; k * k];
+    // The upper triangle of `Σ F_i F_iᵀ / v_i` at `j·k + l`, `Σ ‖F_i‖²` at `k·k`.
+    let mut lanes = vec![[0f32; 8]; k * k + 1];
     for (rows, vars) in f.chunks(GRAM_BLOCK * k).zip(var.chunks(GRAM_BLOCK)) {
         for l in lanes.iter_mut() {
             *l = [0.0; 8];
@@ -129,12 +133,20 @@ fn gram_rows<const K: usize>(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) 
             .chunks_exact(8 * k)
             .zip(vars.chunks_exact(8))
         {
+            let mut inv = [0f32; 8];
+            for p in 0..8 {
+                inv[p] = 1.0 / vs[p];
+            }
             for j in 0..k {
                 for l in j..k {
                     let lane = &mut lanes[j * k + l];
                     for p in 0..8 {
-                        lane[p] += group[p * k + j] * group[p * k + l] / vs[p];
+                        lane[p] += group[p * k + j] * group[p * k + l] * inv[p];
                     }
+                }
+                let lane = &mut lanes[k * k];
+                for p in 0..8 {
+                    lane[p] += group[p * k + j] * group[p * k + j];
                 }
             }
         }
@@ -143,6 +155,7 @@ fn gram_rows<const K: usize>(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) 
                 for l in j..k {
                     lanes[j * k + l][0] += row[j] * row[l] / v;
                 }
+                lanes[k * k][0] += row[j] * row[j];
             }
         }
         for (a, lane) in acc.iter_mut().zip(&lanes) {
@@ -152,85 +165,201 @@ fn gram_rows<const K: usize>(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) 
 }
 
 multiversion! {
-    /// The upper triangle of `Σ_i F_i F_iᵀ / v_i` over a range of rows, added to `acc`.
+    /// The upper triangle of `Σ_i F_i F_iᵀ / v_i` and `Σ_i ‖F_i‖²` over a range of rows, added
+    /// to `acc` (`k·k + 1` entries).
     fn gram_range(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) {
         by_rank!(k, gram_rows(f, var, k, acc))
     }
 }
 
-/// The Gram part of a low-rank capacitance, `G = Fᵀ diag(1/v) F` (`[k, k]`, row-major), for
-/// `F [n, k]` and variances `v [n]`: one pass over the rows.
-pub fn capacitance(f: &[f32], var: &[f32], k: usize) -> Vec<f32> {
-    let n = var.len();
-    assert_eq!(f.len(), n * k, "capacitance: a factor of {n} × {k}");
-    let partials = par_chunks(n, |a, b| {
-        let mut acc = vec![0f64; k * k];
-        gram_range(&f[a * k..b * k], &var[a..b], k, &mut acc);
-        acc
-    });
-    let mut gram = vec![0f32; k * k];
-    for j in 0..k {
-        for l in j..k {
-            let total: f64 = partials.iter().map(|p| p[j * k + l]).sum();
-            gram[j * k + l] = total as f32;
-            gram[l * k + j] = total as f32;
+/// Rows per sub-range whose variances [`factor_kl`] and [`factor_kl_backward`] compute into a
+/// buffer (16 KiB, in L1) before their pass over the factor's rows.
+const SUB: usize = 4096;
+
+multiversion! {
+    /// `v = σ(ρ)²` and, when given, `dv/dρ = 2σ·dσ/dρ` over a range, `σ` by `rule`.
+    fn variances_range(rho: &[f32], rule: SigmaRule, var: &mut [f32], dvar: Option<&mut [f32]>) {
+        let mut dvar = dvar;
+        for (b, rc) in rho.chunks(BLOCK).enumerate() {
+            let range = b * BLOCK..b * BLOCK + rc.len();
+            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&load(rc, 1.0), false);
+            let (mut v, mut d) = ([0f32; BLOCK], [0f32; BLOCK]);
+            for j in 0..BLOCK {
+                v[j] = sigma[j] * sigma[j];
+                d[j] = 2.0 * sigma[j] * dsigma[j];
+            }
+            store(&mut var[range.clone()], &v);
+            if let Some(out) = dvar.as_deref_mut() {
+                store(&mut out[range], &d);
+            }
         }
     }
-    gram
+}
+
+/// `(G, ‖F‖²)`: the Gram part `G = Fᵀ diag(1/v) F` (`[k, k]`, row-major, both triangles) of a
+/// low-rank capacitance and the factor's squared Frobenius norm, for `F [n, k]` and the
+/// variances `v = σ(ρ)²` of `ρ [n]` (`σ` by `rule`): one pass over the rows.
+pub fn gram(f: &[f32], rho: &[f32], rule: SigmaRule, k: usize) -> (Vec<f64>, f64) {
+    let n = rho.len();
+    assert_eq!(f.len(), n * k, "gram: a factor of {n} × {k}");
+    let partials = par_chunks(n, |a, b| {
+        let mut acc = vec![0f64; k * k + 1];
+        let mut var = vec![0f32; SUB.min(b - a)];
+        for start in (a..b).step_by(SUB) {
+            let end = (start + SUB).min(b);
+            let v = &mut var[..end - start];
+            variances_range(&rho[start..end], rule, v, None);
+            gram_range(&f[start * k..end * k], v, k, &mut acc);
+        }
+        acc
+    });
+    let total = |jl: usize| partials.iter().map(|p| p[jl]).sum::<f64>();
+    let mut g = vec![0f64; k * k];
+    for j in 0..k {
+        for l in j..k {
+            let t = total(j * k + l);
+            g[j * k + l] = t;
+            g[l * k + j] = t;
+        }
+    }
+    (g, total(k * k))
+}
+
+/// `(ln det A, A⁻¹)` of the capacitance `A = I + c²G` (`[k, k]`, row-major) by its Cholesky
+/// factor, in `f64` on the host. A pivot that is not positive (a `NaN` in `G`) gives a `NaN`
+/// log-determinant, which the training loop refuses.
+pub fn capacitance_solve(g: &[f64], k: usize, c2: f64) -> (f64, Vec<f64>) {
+    // A = L Lᵀ, L lower triangular, row-major.
+    let mut l = vec![0f64; k * k];
+    let mut log_det = 0.0;
+    for j in 0..k {
+        for i in j..k {
+            let a = f64::from(u8::from(i == j)) + c2 * g[i * k + j];
+            let s = a - (0..j).map(|p| l[i * k + p] * l[j * k + p]).sum::<f64>();
+            if i == j {
+                if s.is_nan() || s <= 0.0 {
+                    return (f64::NAN, vec![f64::NAN; k * k]);
+                }
+                l[j * k + j] = s.sqrt();
+                log_det += 2.0 * l[j * k + j].ln();
+            } else {
+                l[i * k + j] = s / l[j * k + j];
+            }
+        }
+    }
+    // A⁻¹ = L⁻ᵀ L⁻¹: the columns of L⁻¹ by forward substitution, then the products.
+    let mut inv_l = vec![0f64; k * k];
+    for c in 0..k {
+        for i in c..k {
+            let rhs = f64::from(u8::from(i == c));
+            let s = rhs - (c..i).map(|p| l[i * k + p] * inv_l[p * k + c]).sum::<f64>();
+            inv_l[i * k + c] = s / l[i * k + i];
+        }
+    }
+    let mut inv = vec![0f64; k * k];
+    for i in 0..k {
+        for j in 0..k {
+            inv[i * k + j] = (i.max(j)..k)
+                .map(|p| inv_l[p * k + i] * inv_l[p * k + j])
+                .sum();
+        }
+    }
+    (log_det, inv)
+}
+
+/// The factor's share of a low-rank Gaussian's KL from `N(μ₀, σ₀² I)` and what its backward
+/// pass keeps: `½c²‖F‖²/σ₀² − ½ ln det(I + c² Fᵀ diag(1/v) F)` for the stored factor `F [n, k]`
+/// (the factor is `c·F`), `v = σ(ρ)²` (`σ` by `rule`) and `inv_prior_var = 1/σ₀²`, with `A⁻¹`
+/// (`[k, k]`) for [`factor_kl_backward`].
+pub fn factor_kl(
+    f: &[f32],
+    rho: &[f32],
+    rule: SigmaRule,
+    k: usize,
+    scale: f64,
+    inv_prior_var: f64,
+) -> (f64, Vec<f32>) {
+    let c2 = scale * scale;
+    let (g, sum_sq) = gram(f, rho, rule, k);
+    let (log_det, inv) = capacitance_solve(&g, k, c2);
+    let value = 0.5 * c2 * inv_prior_var * sum_sq - 0.5 * log_det;
+    (value, inv.into_iter().map(|x| x as f32).collect())
 }
 
 #[inline(always)]
-fn gram_backward_rows<const K: usize>(
+fn factor_kl_backward_rows<const K: usize>(
     f: &[f32],
     var: &[f32],
-    m: &[f32],
+    coeffs: [f32; 3],
+    inv: &[f32],
     k: usize,
     df: &mut [f32],
     dvar: &mut [f32],
 ) {
     let k = rank::<K>(k);
+    let [a, b, h] = coeffs;
     let rows = f.chunks_exact(k).zip(df.chunks_exact_mut(k));
     for ((row, d), (v, dv)) in rows.zip(var.iter().zip(dvar)) {
-        let inv = 1.0 / v;
-        let mut dot = 0.0;
+        let r = 1.0 / v;
+        let mut quad = 0.0;
         for l in 0..k {
-            let mut dl = 0.0;
+            let mut fb = 0.0;
             for j in 0..k {
-                dl += row[j] * m[j * k + l];
+                fb += row[j] * inv[j * k + l];
             }
-            let dl = dl * inv;
-            d[l] = dl;
-            dot += row[l] * dl;
+            quad += row[l] * fb;
+            d[l] = a * row[l] - b * fb * r;
         }
-        *dv = -0.5 * dot * inv;
+        *dv = h * quad * r * r;
     }
 }
 
 multiversion! {
-    /// `dF_i = F_i M / v_i`, `dv_i = −½ F_i·dF_i / v_i` over a range of rows.
-    fn gram_backward_range(f: &[f32], var: &[f32], m: &[f32], k: usize, df: &mut [f32],
-                           dvar: &mut [f32]) {
-        by_rank!(k, gram_backward_rows(f, var, m, k, df, dvar))
+    /// `dF_i = a F_i − b (F_i A⁻¹)/v_i` and `dv_i = h (F_i A⁻¹ F_iᵀ)/v_i²` over a range of
+    /// rows, `coeffs = [a, b, h]`.
+    fn factor_kl_backward_range(f: &[f32], var: &[f32], coeffs: [f32; 3], inv: &[f32], k: usize,
+                                df: &mut [f32], dvar: &mut [f32]) {
+        by_rank!(k, factor_kl_backward_rows(f, var, coeffs, inv, k, df, dvar))
     }
 }
 
-/// The backward pass of [`capacitance`] for `dG` (`[k, k]`): with `M = dG + dGᵀ`,
-/// `dF_i = F_i M / v_i` and `dv_i = −½ (F_i · dF_i) / v_i`.
-pub fn capacitance_backward(
+/// The backward pass of [`factor_kl`] for the upstream gradient `g`: with `B = A⁻¹`,
+/// `dF_i = g c² (F_i/σ₀² − F_i B / v_i)` and `dρ_i = ½ g c² (F_i B F_iᵀ) / v_i² · dv_i/dρ_i`.
+#[allow(clippy::too_many_arguments)]
+pub fn factor_kl_backward(
     f: &[f32],
-    var: &[f32],
-    dgram: &[f32],
+    rho: &[f32],
+    rule: SigmaRule,
+    inv: &[f32],
     k: usize,
+    scale: f64,
+    inv_prior_var: f64,
+    g: f64,
     df: &mut [f32],
-    dvar: &mut [f32],
+    drho: &mut [f32],
 ) {
-    let m: Vec<f32> = (0..k * k)
-        .map(|jl| dgram[jl] + dgram[(jl % k) * k + jl / k])
-        .collect();
-    let (sf, sv) = (Shared::new(df), Shared::new(dvar));
-    par_chunks(var.len(), |a, b| {
-        // SAFETY: disjoint ranges of rows.
-        let (df, dv) = unsafe { (sf.range(a * k, b * k), sv.range(a, b)) };
-        gram_backward_range(&f[a * k..b * k], &var[a..b], &m, k, df, dv);
+    let gc2 = g * scale * scale;
+    let coeffs = [(gc2 * inv_prior_var) as f32, gc2 as f32, (0.5 * gc2) as f32];
+    let (sf, sr) = (Shared::new(df), Shared::new(drho));
+    par_chunks(rho.len(), |a, b| {
+        let (mut var, mut dvar) = (vec![0f32; SUB.min(b - a)], vec![0f32; SUB.min(b - a)]);
+        for start in (a..b).step_by(SUB) {
+            let end = (start + SUB).min(b);
+            let (v, dv) = (&mut var[..end - start], &mut dvar[..end - start]);
+            // SAFETY: disjoint ranges of rows.
+            let (df, dr) = unsafe { (sf.range(start * k, end * k), sr.range(start, end)) };
+            variances_range(&rho[start..end], rule, v, Some(dr));
+            factor_kl_backward_range(&f[start * k..end * k], v, coeffs, inv, k, df, dv);
+            scale_range(dr, dv);
+        }
     });
+}
+
+multiversion! {
+    /// `d_i ← d_i · x_i` over a range.
+    fn scale_range(d: &mut [f32], x: &[f32]) {
+        for (d, x) in d.iter_mut().zip(x) {
+            *d *= x;
+        }
+    }
 }

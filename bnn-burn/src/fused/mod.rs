@@ -22,7 +22,7 @@
 //! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
 //! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
 //! | [`factor_draws`] | low-rank `c·F z_s`, `z_s ~ N(0, I_k)` | `dF = c·dyᵀ z` |
-//! | [`capacitance`] | `G = Fᵀ diag(1/v) F`, `[k, k]` | `dF`, `dv` |
+//! | [`factor_kl`] | low-rank `½c²‖F‖²/σ₀² − ½ ln det(I + c² Fᵀ diag(σ⁻²) F)`, `[1]` | `dF`, `dρ` |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -294,15 +294,33 @@ pub fn factor_draws(factor: Tensor<2>, scale: f64, n: usize, key: u64, stream: u
     ))
 }
 
-/// The Gram part `G = Fᵀ diag(1/v) F` (`[k, k]`) of the low-rank capacitance `I + G`, for a
-/// factor `F [n, k]` and variances `v` (`n` elements), differentiable in both: one pass over
-/// the rows forward (`f32` lanes over blocks of rows, the blocks added in `f64`) and one
-/// backward (`dF_i = F_i (dG + dGᵀ)/v_i`, `dv_i = −½ F_i·dF_i / v_i`) on the CPU backends,
-/// burn ops elsewhere.
-pub fn capacitance<const D: usize>(factor: Tensor<2>, var: Tensor<D>) -> Tensor<2> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::capacitance_op(
+/// The share of a low-rank Gaussian's KL from `N(μ₀, σ₀² I)` that its factor adds to the
+/// diagonal Gaussian's (Brack 2022 §3; one element): with the factor `c·F` (`F [n, k]` the
+/// stored factor, `c = scale`), the diagonal's variances `v = σ(ρ)²` (`ρ` of `n` elements, `σ`
+/// by `rule`) and `inv_prior_var = 1/σ₀²`,
+///
+/// `KL_F = ½c²‖F‖²/σ₀² − ½ ln det A`,  `A = I + c² Fᵀ diag(1/v) F`,
+///
+/// from `tr Σ = Σ v + c²‖F‖²` and the determinant lemma `ln det Σ = Σ ln v + ln det A`.
+/// Differentiable in `F` and `ρ`: with `B = A⁻¹`, `∂F_i = c² (F_i/σ₀² − F_i B / v_i)` and
+/// `∂v_i = ½c² (F_i B F_iᵀ) / v_i²`. On the CPU backends `v`, the Gram part of `A` and `‖F‖²`
+/// come from one pass over the rows (`f32` lanes over blocks of rows, the blocks added in
+/// `f64`), the `k × k` Cholesky and inverse in `f64` on the host, and the backward is one
+/// pass; elsewhere burn ops, with `A` read back for the same host Cholesky. One graph node in
+/// place of the `O(k)` small ops of a Cholesky composed of burn ops.
+pub fn factor_kl<const D: usize>(
+    factor: Tensor<2>,
+    rho: Tensor<D>,
+    rule: SigmaRule,
+    scale: f64,
+    inv_prior_var: f64,
+) -> Tensor<1> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::factor_kl_op(
         factor.into_dispatch(),
-        var.into_dispatch(),
+        rho.into_dispatch(),
+        rule,
+        scale,
+        inv_prior_var,
     ))
 }
 

@@ -1122,28 +1122,43 @@ fn batched_matmul_and_its_gradients_match_burns_matmul() {
     }
 }
 
-/// The low-rank capacitance's Gram part `Fᵀ diag(1/v) F` against burn's product, with the
-/// variances, the factor or both tracked (values, `∂v`, `∂F`), and the factor's draws `F z_s`
-/// against burn's `c·z Fᵀ` with the same `z` (values, `∂F`), for ranks 1–3 (compiled for their
-/// rank) and 6 (a run-time rank), one to three draws,
-/// and a factor of more rows than one parallel chunk (several partial sums).
+/// The low-rank factor's KL share `½c²‖F‖²/σ₀² − ½ ln det(I + c² Fᵀ diag(σ(ρ)⁻²) F)` against
+/// its composition of burn ops (`σ` by the rule, the product, and the Cholesky of
+/// [`crate::linalg`]), with `ρ`, the factor or both tracked (values, `∂ρ`, `∂F`), for every
+/// `σ` rule, with and without the prior's term (without it, `∂F` is the log-determinant's
+/// alone); and the factor's draws `F z_s` against burn's `c·z Fᵀ` with the same `z` (values,
+/// `∂F`). Ranks 1–3 (compiled for their rank) and 6 (a run-time rank), one to three draws, and
+/// a factor of more rows than one parallel chunk (several partial sums, several sub-ranges of
+/// variances).
 #[test]
-fn low_rank_capacitance_and_draws_and_their_gradients_match_burns_products() {
+fn low_rank_kl_and_draws_and_their_gradients_match_burns_composition() {
+    use crate::linalg::{cholesky, cholesky_log_det};
     let _guard = crate::testing::seeded(&test_device(), 32);
     let device = test_device().autodiff();
+    let c = 0.7;
+    let params = [
+        ScaleParam::Softplus,
+        ScaleParam::LogVariance,
+        ScaleParam::SigmoidVariance { bound: 1.6 },
+    ];
     for [n, k, draws] in [[7, 1, 1], [300, 2, 3], [40_000, 3, 1], [50, 6, 2]] {
         let f = Tensor::<2>::random([n, k], Distribution::Normal(0.0, 0.5), &device);
-        let v = Tensor::<1>::random([n], Distribution::Uniform(0.2, 2.0), &device);
-        compare_products(
-            v,
-            f.clone(),
-            &format!("capacitance of [{n}, {k}]"),
-            |v, f| capacitance(f, v).reshape([k * k]),
-            |v, f| {
-                let scaled = f.clone() / v.reshape([n, 1]);
-                f.transpose().matmul(scaled).reshape([k * k])
-            },
-        );
+        let rho = Tensor::<1>::random([n], Distribution::Uniform(-1.5, 0.5), &device);
+        for (param, inv_prior_var) in params.into_iter().zip([0.0, 2.0, 0.3]) {
+            let rule = param.sigma_rule();
+            compare_products(
+                rho.clone(),
+                f.clone(),
+                &format!("factor KL of [{n}, {k}], {rule:?}, 1/σ₀² = {inv_prior_var}"),
+                |rho, f| factor_kl(f, rho, rule, c, inv_prior_var),
+                |rho, f| {
+                    let var = param.sigma(rho).square().reshape([n, 1]);
+                    let gram = f.clone().transpose().matmul(f.clone() / var) * (c * c);
+                    let l = cholesky(gram + Tensor::eye(k, &f.device()));
+                    f.square().sum() * (0.5 * c * c * inv_prior_var) - cholesky_log_det(l) * 0.5
+                },
+            );
+        }
         // `z` enters as the untracked `x`: the fused op draws the same numbers itself.
         let (key, stream) = (0x5eed + n as u64, 9);
         let mut z = vec![0f32; draws * k];

@@ -16,7 +16,7 @@ use super::params::LayerParams;
 use super::pass::Pass;
 use crate::dist::WeightPrior;
 use crate::fused::{self, Kernels, KlTerms};
-use crate::posterior::{FusedFactor, FusedScale, PosteriorDist, WeightPosterior, low_rank};
+use crate::posterior::{FusedFactor, FusedScale, PosteriorDist, WeightPosterior};
 use burn::tensor::Tensor;
 
 /// One tensor's fused view, with its KL terms when the pass collects the KL.
@@ -68,7 +68,7 @@ impl<const D: usize> Fusable<D> {
         match &s.factor {
             Some(factor) => (
                 w + factor_draws(factor, n, key),
-                kl.map(|kl| kl + self.factor_kl(factor, None)),
+                kl.map(|kl| kl + self.factor_kl(factor)),
             ),
             None => (w, kl),
         }
@@ -95,27 +95,21 @@ impl<const D: usize> Fusable<D> {
                 let shape = var.dims();
                 let c2 = factor.scale * factor.scale;
                 let rows = factor.stored.clone().square().sum_dim(1).reshape(shape) * c2;
-                let kl = kl.map(|kl| kl + self.factor_kl(factor, Some(var.clone())));
+                let kl = kl.map(|kl| kl + self.factor_kl(factor));
                 (var + rows, kl)
             }
             None => (var, kl),
         }
     }
 
-    /// The low-rank factor's part of the KL ([`low_rank::factor_kl`]), with `σ²` (`var`, or
-    /// from the moment kernel; differentiable in `ρ`) in the fused capacitance. The
-    /// diagonal's terms are in the kernels' KL.
-    fn factor_kl(&self, factor: &FusedFactor, var: Option<Tensor<D>>) -> Tensor<1> {
+    /// The low-rank factor's part of the KL ([`fused::factor_kl`], differentiable in `F` and
+    /// `ρ`). The diagonal's terms are in the kernels' KL.
+    fn factor_kl(&self, factor: &FusedFactor) -> Tensor<1> {
         let (terms, _) = self.kl.expect("called only when the KL is collected");
         let s = &self.scale;
-        let var = var.unwrap_or_else(|| {
-            let (mu, rho) = (s.mu.clone(), s.rho.clone());
-            fused::moments(mu, rho, 1.0, s.sigma_rule(), None, None).0
-        });
-        let c = factor.scale;
-        let gram = fused::capacitance(factor.stored.clone(), var) * (c * c);
         let inv_prior_var = f64::from(terms.inv_var_mu);
-        low_rank::factor_kl(factor.stored.clone(), c, gram, inv_prior_var)
+        let (stored, rho) = (factor.stored.clone(), s.rho.clone());
+        fused::factor_kl(stored, rho, s.sigma_rule(), factor.scale, inv_prior_var)
     }
 }
 

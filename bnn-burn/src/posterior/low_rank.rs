@@ -11,9 +11,8 @@
 //! The distribution below composes burn ops (the reference). With the default fused kernels a
 //! layer's sampling and moment passes under a prior with scalar Gaussian parameters run the
 //! mean-field kernels for `μ + σ ⊙ ε₂` and the diagonal's KL terms,
-//! [`crate::fused::factor_draws`] for `F ε₁`, and [`crate::fused::capacitance`] for the Gram
-//! part of `A` in the factor's KL terms; black-box α's passes (which need `ln q` of the draws)
-//! compose.
+//! [`crate::fused::factor_draws`] for `F ε₁`, and [`crate::fused::factor_kl`] for the factor's
+//! KL terms; black-box α's passes (which need `ln q` of the draws) compose.
 
 use super::{
     FusedFactor, FusedScale, PosteriorDist, PosteriorFamily, ScaleInit, ScaleParam, TensorSpec,
@@ -124,7 +123,7 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
     /// `μ`, `ρ` and the stored factor `F/c` with its scale `c`: the mean-field kernels draw
     /// `μ + σ⊙ε` and give the diagonal's KL terms; the layer adds `F z`
     /// ([`crate::fused::factor_draws`]) and the factor's KL terms from
-    /// [`crate::fused::capacitance`].
+    /// [`crate::fused::factor_kl`].
     fn fused(&self) -> Option<FusedScale<D>> {
         Some(FusedScale {
             mu: self.mu.val(),
@@ -145,21 +144,6 @@ fn capacitance_cholesky(gram: Tensor<2>) -> Tensor<2> {
     let k = gram.dims()[0];
     let device = gram.device();
     cholesky(gram + Tensor::eye(k, &device))
-}
-
-/// The part of `KL(N(μ, F Fᵀ + diag σ²) ‖ N(μ₀, σ₀² I))` that the factor adds to the diagonal
-/// Gaussian's (one element, differentiable in `F` and, through `gram`, in `σ²`):
-/// `½‖F‖²_F/σ₀² − ½ ln det(I + Fᵀ diag(σ⁻²) F)`, from `tr Σ = Σ σ² + ‖F‖²_F` and the
-/// determinant lemma `ln det Σ = Σ ln σ² + ln det A`. `gram` is `Fᵀ diag(σ⁻²) F`; `F` is
-/// `scale · stored`.
-pub(crate) fn factor_kl(
-    stored: Tensor<2>,
-    scale: f64,
-    gram: Tensor<2>,
-    inv_prior_var: f64,
-) -> Tensor<1> {
-    let trace = stored.square().sum() * (0.5 * inv_prior_var * scale * scale);
-    trace - cholesky_log_det(capacitance_cholesky(gram)) * 0.5
 }
 
 impl<const D: usize> LowRankDist<D> {

@@ -21,7 +21,7 @@
 //! in the `posterior_families!` list below.
 
 mod dropout;
-pub(crate) mod low_rank;
+mod low_rank;
 mod mean_field;
 mod point;
 mod radial;
