@@ -182,6 +182,9 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
     if options.steps == 0 || options.rounds == 0 {
         return Err("perf: --steps and --rounds must be at least 1".into());
     }
+    if options.threads == 0 {
+        return Err("perf: --threads must be at least 1 (the peers' thread count)".into());
+    }
     let mut known: Vec<&str> = bayesian_methods().iter().map(|m| m.name).collect();
     known.push(BLACK_BOX);
     known.push(BEDL_PAC);
@@ -615,6 +618,10 @@ mod tests {
         options.methods = vec!["MFVI".into(), "Bogus".into()];
         let err = run(&options).unwrap_err().to_string();
         assert!(err.contains("'Bogus'") && err.contains("MFVI-LRT"), "{err}");
+        options.methods = vec!["MFVI".into()];
+        options.threads = 0;
+        let err = run(&options).unwrap_err().to_string();
+        assert!(err.contains("--threads"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
