@@ -30,22 +30,11 @@ pub fn slug(name: &str) -> String {
         .collect()
 }
 
-/// The short git revision of the workspace, or "unknown" outside a checkout. Read once per
-/// process: a long run records the revision it started from, even if the checkout moves on.
+/// The short git revision the bench was built from (`+dirty` when built from uncommitted
+/// changes to the code, `unknown` outside a git checkout): stamped by `build.rs`, so a record
+/// names the code that produced it even when the checkout has moved on since the build.
 pub fn git_revision() -> String {
-    static REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    REVISION
-        .get_or_init(|| {
-            std::process::Command::new("git")
-                .args(["rev-parse", "--short", "HEAD"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                .unwrap_or_else(|| "unknown".into())
-        })
-        .clone()
+    env!("BNN_BENCH_REVISION").to_string()
 }
 
 /// A run record: the experiment, its options, the git revision, backend, library version,
@@ -148,6 +137,30 @@ pub fn select<'a, T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_name_the_revision_the_bench_was_built_from() {
+        let stamped = git_revision();
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "--short", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        match head {
+            // `cargo test` builds from the checkout it runs in: build.rs stamped the same HEAD
+            // (and stamps again after a commit, which moves the branch's ref).
+            Some(head) => assert_eq!(stamped.trim_end_matches("+dirty"), head),
+            None => {
+                eprintln!("not a git checkout (or no git): the stamp is {stamped}");
+                assert!(!stamped.is_empty());
+            }
+        }
+        let record = record("x", &0, 1.0, &0, serde_json::json!({ "extra": 1 }));
+        assert_eq!(record["git_revision"], stamped.as_str());
+        assert_eq!(record["extra"], 1);
+    }
 
     #[test]
     fn seeds_depend_on_every_part() {

@@ -27,6 +27,7 @@ use std::time::Instant;
 const WARMUP: usize = 5;
 
 /// Settings of one `perf` run.
+#[derive(serde::Serialize)]
 pub struct PerfOptions {
     /// Timed steps per round.
     pub steps: usize,
@@ -207,6 +208,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
 pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
     validate(options)?;
     crate::experiment::prepare_out(&options.out)?;
+    let start = Instant::now();
     let kept = alloc::keep_freed_memory();
     let device = bnn_burn::training_device();
     eprintln!(
@@ -414,7 +416,8 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         eprintln!("{note}");
     }
 
-    write_report(options, &rows, &peer_notes, kept)?;
+    let wall_seconds = start.elapsed().as_secs_f64();
+    write_report(options, &rows, &peer_notes, kept, wall_seconds)?;
     Ok(rows)
 }
 
@@ -474,6 +477,7 @@ fn write_report(
     rows: &[PerfRow],
     notes: &[String],
     kept_freed_memory: bool,
+    wall_seconds: f64,
 ) -> Result<(), Box<dyn Error>> {
     let mut table = format!(
         "# Training-step benchmark\n\nAdam, one posterior sample per step, loss = mean squared error \
@@ -481,7 +485,7 @@ fn write_report(
          weight draws per step with their ln q − ln p, black-box α = 1 with ℓ = −Σ(o − y)², \
          N = 60000; the BEDL-PAC row: the evidential head trained by CLT moments under the \
          PAC-Bayes bound of eq. 5.10 (5 draws of the logits' moments), random labels, fused Adam. \
-         Backend `{}`; {} rounds of {} steps after \
+         Backend `{}`, built from revision `{}`; {} rounds of {} steps after \
          {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
          peers included). ms/step: the median round; each ratio: the median over rounds of the two \
          times measured in the same round. Bayesian rows run the fused kernels and fused Adam (the \
@@ -490,6 +494,7 @@ fn write_report(
          before. {}\n",
         BLACK_BOX_DRAWS,
         bnn_burn::backend_name(),
+        crate::experiment::git_revision(),
         options.rounds,
         options.steps,
         if kept_freed_memory {
@@ -529,22 +534,13 @@ fn write_report(
         table.push_str(&format!("\n{note}\n"));
     }
     std::fs::write(options.out.join("perf.md"), &table)?;
-    let record = serde_json::json!({
-        "experiment": "perf",
-        "backend": bnn_burn::backend_name(),
-        "nets": options.nets,
-        "kernels": options.kernels,
-        "steps": options.steps,
-        "rounds": options.rounds,
+    let extra = serde_json::json!({
         "warmup": WARMUP,
         "interleaved_rounds": true,
         "glibc_trimming_off": kept_freed_memory,
-        "seed": options.seed,
-        "peer_threads": options.threads,
-        "rows": rows,
         "notes": notes,
-        "library_version": env!("CARGO_PKG_VERSION"),
     });
+    let record = crate::experiment::record("perf", options, wall_seconds, &rows, extra);
     std::fs::write(
         options.out.join("perf.json"),
         serde_json::to_string_pretty(&record)?,
@@ -590,6 +586,13 @@ mod tests {
             table.contains(&format!("{BLACK_BOX} (reference)")) && table.contains(BEDL_PAC),
             "{table}"
         );
+        // Both the table and the record name the build's revision.
+        let revision = crate::experiment::git_revision();
+        assert!(table.contains(&format!("revision `{revision}`")), "{table}");
+        let json = std::fs::read_to_string(dir.join("perf.json")).unwrap();
+        let record: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(record["git_revision"], revision.as_str());
+        assert_eq!(record["results"].as_array().unwrap().len(), rows.len());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

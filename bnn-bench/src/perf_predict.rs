@@ -24,7 +24,7 @@ const N_TEST: usize = 5_000;
 const HIDDEN: [usize; 2] = [200, 200];
 
 /// Settings of one run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct PredictOptions {
     /// Output folder for perf-predict.md and perf-predict.json.
     pub out: PathBuf,
@@ -79,6 +79,7 @@ fn validate(o: &PredictOptions) -> Result<(), Box<dyn Error>> {
 pub fn run(o: &PredictOptions) -> Result<Vec<PredictRow>, Box<dyn Error>> {
     validate(o)?;
     crate::experiment::prepare_out(&o.out)?;
+    let start = Instant::now();
     let train_raw: RegressionData = toy::cubic(N_TRAIN, o.seed).into();
     let test_raw: RegressionData = toy::cubic(N_TEST, o.seed + 1).into();
     let (sx, sy) = train_raw.fit_standardizers()?;
@@ -150,7 +151,7 @@ pub fn run(o: &PredictOptions) -> Result<Vec<PredictRow>, Box<dyn Error>> {
         );
         rows.push(row);
     }
-    write_report(o, &rows)?;
+    write_report(o, &rows, start.elapsed().as_secs_f64())?;
     Ok(rows)
 }
 
@@ -179,11 +180,15 @@ fn fit(
     Ok(model.valid())
 }
 
-fn write_report(o: &PredictOptions, rows: &[PredictRow]) -> Result<(), Box<dyn Error>> {
+fn write_report(
+    o: &PredictOptions,
+    rows: &[PredictRow],
+    wall_seconds: f64,
+) -> Result<(), Box<dyn Error>> {
     let mut md = format!(
         "# Prediction cost: moments vs {s}-sample Monte Carlo\n\n\
          Cubic toy, MLP 1-{h0}-{h1}-1, {N_TEST} test points, {N_TRAIN} training points, \
-         {e} epochs, seed {seed}, backend `{b}`; median of {r} timed predictions each (after \
+         {e} epochs, seed {seed}, backend `{b}`, revision `{rev}`; median of {r} timed predictions each (after \
          one untimed call). Speed-up = Monte Carlo time / moment time, measured in this run.\n\n\
          | trained as | moments (ms) | {s} samples (ms) | speed-up | test LL, moments | \
          test LL, samples | LL difference | RMSE, moments | RMSE, samples |\n\
@@ -194,6 +199,7 @@ fn write_report(o: &PredictOptions, rows: &[PredictRow]) -> Result<(), Box<dyn E
         e = o.epochs,
         seed = o.seed,
         b = bnn_burn::backend_name(),
+        rev = crate::experiment::git_revision(),
         r = o.rounds,
     );
     for r in rows {
@@ -211,15 +217,8 @@ fn write_report(o: &PredictOptions, rows: &[PredictRow]) -> Result<(), Box<dyn E
         );
     }
     std::fs::write(o.out.join("perf-predict.md"), &md)?;
-    let record = serde_json::json!({
-        "experiment": "perf-predict",
-        "seed": o.seed, "epochs": o.epochs, "samples": o.samples, "rounds": o.rounds,
-        "n_train": N_TRAIN, "n_test": N_TEST, "hidden": HIDDEN,
-        "backend": bnn_burn::backend_name(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "git": crate::experiment::git_revision(),
-        "rows": rows,
-    });
+    let extra = serde_json::json!({ "n_train": N_TRAIN, "n_test": N_TEST, "hidden": HIDDEN });
+    let record = crate::experiment::record("perf-predict", o, wall_seconds, &rows, extra);
     std::fs::write(
         o.out.join("perf-predict.json"),
         serde_json::to_string_pretty(&record)?,

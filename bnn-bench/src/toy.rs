@@ -135,7 +135,6 @@ pub fn density_split(curves: &Curves, train_x: &[f64]) -> (f64, f64, f64) {
 /// Runs every method on both toys; writes `toy.md`, `toy.json` and `toy.svg`.
 pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
     let start = Instant::now();
-    experiment::git_revision();
     let all = methods();
     // BNN+LV is fitted by its own path (lv_toy): picked by name beside the catalogue's methods.
     let is_lv = |m: &String| m.eq_ignore_ascii_case(BNN_LV);

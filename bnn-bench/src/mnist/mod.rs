@@ -868,7 +868,6 @@ pub fn run_one(
 /// `reliability.svg` and `entropy.svg` to `options.out`.
 pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let start = Instant::now();
-    crate::experiment::git_revision();
     let all = methods();
     let selected = experiment::select(&all, &options.methods, |m| m.name)?;
     let archs = match (options.archs.is_empty(), options.family) {

@@ -342,7 +342,6 @@ pub fn prepare<'a>(
 /// Runs the protocol and writes `uci.json`, `uci.md` and `uci.svg` to `options.out`.
 pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let start = Instant::now();
-    crate::experiment::git_revision();
     if options.jobs == 0 {
         return Err("--jobs must be at least 1".into());
     }
