@@ -37,6 +37,78 @@ pub fn git_revision() -> String {
     env!("BNN_BENCH_REVISION").to_string()
 }
 
+/// The revisions that produced a resumable piece of work whose state lives in `folder` (a
+/// row's training state): the file `folder/revisions` lists them one per line, oldest first.
+/// This build's revision is appended unless it is already the last line; the folder is created
+/// when missing. Returns the list, this build's last.
+pub fn note_revision(folder: &Path) -> Result<Vec<String>, String> {
+    let path = folder.join("revisions");
+    let mut revisions: Vec<String> = read_if_exists(&path)?
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    let this = git_revision();
+    if revisions.last() != Some(&this) {
+        revisions.push(this);
+        std::fs::create_dir_all(folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+        std::fs::write(&path, revisions.join("\n") + "\n")
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(revisions)
+}
+
+/// `revisions` in their first order, each once: the builds a row's parts came from.
+pub fn distinct(revisions: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in revisions {
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// A report's line on provenance: which builds produced its rows. `rows` gives each row's
+/// label and revisions (empty: a row from a record written before rows kept them). One
+/// revision for every row reads "Built from revision `X`."; otherwise each revision, or set of
+/// revisions, is listed with the rows it produced.
+pub fn revisions_line(rows: &[(String, Vec<String>)]) -> String {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for (label, revisions) in rows {
+        let key = match revisions.as_slice() {
+            [] => "not recorded".to_string(),
+            r => r
+                .iter()
+                .map(|r| format!("`{r}`"))
+                .collect::<Vec<_>>()
+                .join(" then "),
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, labels)) => labels.push(label),
+            None => groups.push((key, vec![label])),
+        }
+    }
+    match groups.as_slice() {
+        [] => String::new(),
+        [(key, _)] if !key.starts_with("not") && !key.contains(" then ") => {
+            format!("Built from revision {key}.")
+        }
+        _ => {
+            let parts: Vec<String> = groups
+                .iter()
+                .map(|(key, labels)| format!("{key}: {}", labels.join(", ")))
+                .collect();
+            format!(
+                "Revisions of the rows (a row resumed across builds lists each): {}.",
+                parts.join("; ")
+            )
+        }
+    }
+}
+
 /// A run record: the experiment, its options, the git revision, backend, library version,
 /// wall time and results, plus the experiment's own `extra` fields (a JSON object).
 pub fn record(
@@ -160,6 +232,41 @@ mod tests {
         let record = record("x", &0, 1.0, &0, serde_json::json!({ "extra": 1 }));
         assert_eq!(record["git_revision"], stamped.as_str());
         assert_eq!(record["extra"], 1);
+    }
+
+    #[test]
+    fn a_resumed_row_lists_every_build_that_trained_it() {
+        let dir = std::env::temp_dir().join(format!("bnn-revisions-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let this = git_revision();
+        // A fresh folder: this build only, and the folder is created.
+        assert_eq!(note_revision(&dir).unwrap(), vec![this.clone()]);
+        // Resumed by the same build: not repeated.
+        assert_eq!(note_revision(&dir).unwrap(), vec![this.clone()]);
+        // Resumed after an older build had trained it: the older one first.
+        std::fs::write(dir.join("revisions"), "0ldbu1d\n").unwrap();
+        assert_eq!(
+            note_revision(&dir).unwrap(),
+            vec!["0ldbu1d".to_string(), this.clone()]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let row = |label: &str, revs: &[&str]| {
+            (
+                label.to_string(),
+                revs.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(
+            revisions_line(&[row("a", &["x1"]), row("b", &["x1"])]),
+            "Built from revision `x1`."
+        );
+        assert_eq!(
+            revisions_line(&[row("a", &["x1"]), row("b", &["x0", "x1"]), row("c", &[])]),
+            "Revisions of the rows (a row resumed across builds lists each): `x1`: a; \
+             `x0` then `x1`: b; not recorded: c."
+        );
+        assert_eq!(distinct(["b", "a", "b"].map(String::from)), vec!["b", "a"]);
     }
 
     #[test]

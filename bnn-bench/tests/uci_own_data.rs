@@ -83,6 +83,13 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
     // A linear target is learnt: test RMSE well below the target's spread (≈ 2.6).
     let rmse = result["splits"][0]["test_rmse"].as_f64().unwrap();
     assert!(rmse < 1.3, "test RMSE {rmse}");
+    // The row names the build that ran it, as the record and the report do.
+    let built = record["git_revision"].as_str().unwrap().to_string();
+    assert_eq!(result["revisions"], serde_json::json!([built]));
+    assert!(
+        md.contains(&format!("Built from revision `{built}`.")),
+        "{md}"
+    );
 
     // An interrupted row resumes from its finished splits: a progress line for split 1 (with
     // a marker value) is reused, split 2 is run again and gives the same numbers. (Without
@@ -95,6 +102,7 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
         "k": 0,
         "outcome": { "test_ll": 123.0, "test_rmse": 0.5, "detail": "" },
         "seconds": 1000.0,
+        "revision": "0ldbu1d",
     });
     std::fs::write(
         out.join("myLinearSet-MFVI.splits.jsonl"),
@@ -121,6 +129,16 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
     // The row's time includes the reused split's recorded 1000 s.
     let seconds = record["results"][0]["seconds"].as_f64().unwrap();
     assert!(seconds > 1000.0, "row seconds {seconds}");
+    // Both builds that ran its splits, the reused split's first.
+    assert_eq!(
+        record["results"][0]["revisions"],
+        serde_json::json!(["0ldbu1d", built])
+    );
+    let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
+    assert!(
+        md.contains(&format!("`0ldbu1d` then `{built}`: myLinearSet / MFVI")),
+        "{md}"
+    );
     assert!(!out.join("myLinearSet-MFVI.splits.jsonl").exists());
 
     // A folder that is not in the layout is an error naming it, before any training.

@@ -223,6 +223,10 @@ pub struct MnistResult {
     /// beside the test images' risk.
     #[serde(default)]
     pub pac: Option<PacReport>,
+    /// The revisions the bench that trained the row was built from (several when its training
+    /// was resumed by other builds; empty in records written before they were kept).
+    #[serde(default)]
+    pub revisions: Vec<String>,
 }
 
 /// The PAC-Bayes bound of a run (Haußmann 2021 eq. 5.10): risks are `−mean p̄(y | x)` of the
@@ -744,6 +748,12 @@ pub fn run_one(
         samples,
         seed,
     } = budget;
+    // Noted before training, so that a run interrupted and resumed by another build names
+    // both.
+    let revisions = match state {
+        Some(folder) => experiment::note_revision(folder)?,
+        None => vec![experiment::git_revision()],
+    };
     let device = training_device();
     device.seed(seed);
     // Each set is normalised with its own family's statistics, as in the thesis code.
@@ -861,6 +871,7 @@ pub fn run_one(
                     .collect::<Vec<_>>(),
             ),
         }),
+        revisions,
     })
 }
 

@@ -41,7 +41,7 @@ pub fn markdown(
          {} training, {} {name} test and {} {ood_name} test images{}; {} epochs, Adam lr 10⁻³, \
          batch {}, 1 training sample; {} prediction samples (1 for MAP, the deterministic net; \
          {} propagate moments and predict from {}, CLT by its closed-form marginals); seed {}, \
-         backend `{}`, wall time {:.0} s.\n\n\
+         backend `{}`, wall time {:.0} s. {}\n\n\
          | architecture | method | error % | NLL | ECE | Brier | AUROC entropy | AUROC MI | \
          ECDF area ↓ | mean H in | mean H out | AUROC misclassified | train s |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -56,7 +56,16 @@ pub fn markdown(
         moment_prediction(),
         options.seed,
         bnn_burn::backend_name(),
-        wall
+        wall,
+        crate::experiment::revisions_line(
+            &results
+                .iter()
+                .map(|r| (
+                    format!("{} / {}", r.arch.name(), r.method),
+                    r.revisions.clone()
+                ))
+                .collect::<Vec<_>>()
+        )
     );
     for r in results {
         md.push_str(&format!(

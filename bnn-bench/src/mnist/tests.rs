@@ -167,8 +167,14 @@ fn a_small_run_writes_its_table_and_figures() {
     // uninterrupted row scores; a finished state is reused without training.
     let state = dir.join("state-test");
     let _ = std::fs::remove_dir_all(&state);
-    run_one(Arch::LeNet5, &methods()[3], &data, budget(2), Some(&state)).unwrap();
+    let stopped = run_one(Arch::LeNet5, &methods()[3], &data, budget(2), Some(&state)).unwrap();
+    let this = crate::experiment::git_revision();
+    assert_eq!(stopped.revisions, vec![this.clone()]);
+    assert_eq!(first.revisions, vec![this.clone()]);
+    // As if another build had trained its first epochs: the row names both builds.
+    std::fs::write(state.join("revisions"), "0ldbu1d\n").unwrap();
     let resumed = run_one(Arch::LeNet5, &methods()[3], &data, budget(5), Some(&state)).unwrap();
+    assert_eq!(resumed.revisions, vec!["0ldbu1d".to_string(), this.clone()]);
     assert_eq!(
         (
             resumed.error_pct,
@@ -264,6 +270,12 @@ fn a_small_run_writes_its_table_and_figures() {
     write_report(&options, &data, &results, 1.0).unwrap();
     let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
     assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));
+    // Every row trained by this build.
+    let this = crate::experiment::git_revision();
+    assert!(
+        md.contains(&format!("Built from revision `{this}`.")),
+        "{md}"
+    );
     assert!(md.contains("## PAC-Bayes bound"), "{md}");
     // The header names the catalogue's moment methods and says how they predict, from the
     // library's default rule.

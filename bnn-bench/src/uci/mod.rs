@@ -291,6 +291,11 @@ pub struct MethodResult {
     /// Seconds over all splits (the sum of the splits' own times, those reused by a resumed run
     /// included; 0 for a split finished by a version that did not record its time).
     pub seconds: f64,
+    /// The revisions the bench that ran the splits was built from, in split order, each once
+    /// (several when a resumed row's splits came from several builds; empty in records
+    /// written before they were kept).
+    #[serde(default)]
+    pub revisions: Vec<String>,
 }
 
 impl MethodResult {

@@ -85,6 +85,11 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         if options.jobs == 1 { "" } else { "es" },
         results.iter().map(|r| r.seconds).sum::<f64>()
     );
+    let provenance: Vec<(String, Vec<String>)> = results
+        .iter()
+        .map(|r| (format!("{} / {}", r.dataset, r.method), r.revisions.clone()))
+        .collect();
+    md += &format!("\n{}\n", crate::experiment::revisions_line(&provenance));
     let table = |title: &str,
                  ours: &dyn Fn(&MethodResult) -> (f64, f64),
                  theirs: &dyn Fn(&PublishedColumn, usize) -> uci_published::Cell,

@@ -179,6 +179,7 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
             detail: String::new(),
         }],
         seconds: 1.0,
+        revisions: vec!["r1".into()],
     };
     let md = markdown(&o, std::slice::from_ref(&r), 1.0);
     assert!(md.contains("| yacht |") && md.contains("-1.63 ± 0.02") && md.contains("PBP"));
@@ -243,6 +244,7 @@ fn reports_refuse_nan_rows_and_rows_without_splits() {
             })
             .collect(),
         seconds: 1.0,
+        revisions: vec!["r1".into()],
     };
     assert!(check_results(&[row(vec![-1.0, -0.9])]).is_ok());
     let err = check_results(&[row(vec![-1.0, f64::NAN])]).unwrap_err();
@@ -328,6 +330,7 @@ fn published_standard_deviations_are_converted_and_labelled() {
             })
             .collect(),
         seconds: 1.0,
+        revisions: vec!["r1".into()],
     };
     let md = markdown(
         &o,
@@ -360,6 +363,7 @@ fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
             detail: String::new(),
         }],
         seconds: 1.0,
+        revisions: vec!["r1".into()],
     };
     let write = |name: &str, rows: &[MethodResult]| {
         let path = dir.join(name);
@@ -373,12 +377,19 @@ fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
             row(UciDataset::Boston, "MC dropout", -9.0),
         ],
     );
-    let b = write("b.json", &[row(UciDataset::Boston, "MC dropout", -2.5)]);
+    let mut later = row(UciDataset::Boston, "MC dropout", -2.5);
+    later.revisions = vec!["r2".into()];
+    let b = write("b.json", &[later]);
     let out = dir.join("out");
     let rows = combine(&[a.clone(), b], &out).unwrap();
     assert_eq!(rows.len(), 2);
     let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
     assert!(md.contains("-2.50 ± 0.00") && !md.contains("-9.00"), "{md}");
+    // Each row keeps the build that produced it.
+    assert!(
+        md.contains("`r1`: boston / MAP; `r2`: boston / MC dropout."),
+        "{md}"
+    );
     assert!(md.contains("wall time 20 s"), "{md}");
     // A file that is not a uci record is named, and nothing is written.
     let bad = dir.join("bad.json");

@@ -22,6 +22,10 @@ struct SplitRecord {
     /// Wall time of the split (0 in files written before it was recorded).
     #[serde(default)]
     seconds: f64,
+    /// The revision the bench that ran the split was built from (empty in files written
+    /// before it was recorded).
+    #[serde(default)]
+    revision: String,
 }
 
 /// Where a row's finished splits are kept while it runs (removed when the row is done): a
@@ -35,8 +39,8 @@ pub(crate) fn progress_path(unit: &Unit, out: &Path) -> PathBuf {
     ))
 }
 
-/// A finished split's outcome and its wall time in seconds.
-type Finished = (SplitOutcome, f64);
+/// A finished split's outcome, its wall time in seconds and the revision that ran it.
+type Finished = (SplitOutcome, f64, String);
 
 /// The splits of `unit` already finished under `seed` (split number → outcome and seconds).
 pub(crate) fn finished_splits(
@@ -59,7 +63,7 @@ pub(crate) fn finished_splits(
             continue;
         };
         if r.seed == seed && r.budget == unit.budget && r.k < unit.n_splits {
-            done[r.k] = Some((r.outcome, r.seconds));
+            done[r.k] = Some((r.outcome, r.seconds, r.revision));
         }
     }
     Ok(done)
@@ -110,12 +114,14 @@ pub(crate) fn run_unit(
             seconds,
             outcome.detail
         );
+        let revision = crate::experiment::git_revision();
         let record = SplitRecord {
             seed,
             budget: unit.budget,
             k,
             outcome: outcome.clone(),
             seconds,
+            revision: revision.clone(),
         };
         let mut line = serde_json::to_string(&record)?;
         line.push('\n');
@@ -126,10 +132,19 @@ pub(crate) fn run_unit(
             .open(&progress)
             .and_then(|mut f| f.write_all(line.as_bytes()))
             .map_err(|e| format!("{}: {e}", progress.display()))?;
-        splits[k] = Some((outcome, seconds));
+        splits[k] = Some((outcome, seconds, revision));
     }
     let _ = std::fs::remove_file(&progress);
-    let (splits, times): (Vec<SplitOutcome>, Vec<f64>) = splits.into_iter().flatten().unzip();
+    let mut revisions = Vec::new();
+    let (splits, times): (Vec<SplitOutcome>, Vec<f64>) = splits
+        .into_iter()
+        .flatten()
+        .map(|(outcome, seconds, revision)| {
+            revisions.push(revision);
+            (outcome, seconds)
+        })
+        .unzip();
+    let revisions = crate::experiment::distinct(revisions.into_iter().filter(|r| !r.is_empty()));
     Ok(MethodResult {
         method: method.name().to_string(),
         dataset: dataset.clone(),
@@ -137,6 +152,7 @@ pub(crate) fn run_unit(
         splits,
         // The splits' own times, reused ones included: a resumed row reports its whole cost.
         seconds: times.iter().sum(),
+        revisions,
     })
 }
 
