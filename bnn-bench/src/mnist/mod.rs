@@ -223,8 +223,9 @@ pub struct MnistResult {
     /// beside the test images' risk.
     #[serde(default)]
     pub pac: Option<PacReport>,
-    /// The revisions the bench that trained the row was built from (several when its training
-    /// was resumed by other builds; empty in records written before they were kept).
+    /// The revisions the bench that trained and scored the row was built from (several when
+    /// its training state was resumed by other builds, the scoring build last; empty in records
+    /// written before they were kept).
     #[serde(default)]
     pub revisions: Vec<String>,
 }
