@@ -76,30 +76,28 @@ pub fn distinct(revisions: impl IntoIterator<Item = String>) -> Vec<String> {
 /// revision for every row reads "Built from revision `X`."; otherwise each revision, or set of
 /// revisions, is listed with the rows it produced.
 pub fn revisions_line(rows: &[(String, Vec<String>)]) -> String {
-    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut groups: Vec<(&[String], Vec<&str>)> = Vec::new();
     for (label, revisions) in rows {
-        let key = match revisions.as_slice() {
-            [] => "not recorded".to_string(),
-            r => r
-                .iter()
-                .map(|r| format!("`{r}`"))
-                .collect::<Vec<_>>()
-                .join(" then "),
-        };
-        match groups.iter_mut().find(|(k, _)| *k == key) {
+        match groups.iter_mut().find(|(r, _)| *r == revisions.as_slice()) {
             Some((_, labels)) => labels.push(label),
-            None => groups.push((key, vec![label])),
+            None => groups.push((revisions, vec![label])),
         }
     }
+    let named = |revisions: &[String]| match revisions {
+        [] => "not recorded".to_string(),
+        r => r
+            .iter()
+            .map(|r| format!("`{r}`"))
+            .collect::<Vec<_>>()
+            .join(" then "),
+    };
     match groups.as_slice() {
         [] => String::new(),
-        [(key, _)] if !key.starts_with("not") && !key.contains(" then ") => {
-            format!("Built from revision {key}.")
-        }
+        [([one], _)] => format!("Built from revision `{one}`."),
         _ => {
             let parts: Vec<String> = groups
                 .iter()
-                .map(|(key, labels)| format!("{key}: {}", labels.join(", ")))
+                .map(|(revisions, labels)| format!("{}: {}", named(revisions), labels.join(", ")))
                 .collect();
             format!(
                 "Revisions of the rows (a row resumed across builds lists each): {}.",
