@@ -89,8 +89,13 @@ pub trait FusedOps: Backend {
     /// [`FusedKernels::fused_matmul`], differentiable in `x` and `w`.
     fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
 
-    /// [`FusedKernels::fused_factor_draws`], differentiable in the factor (`z` is a constant).
-    fn factor_draws_op(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self>;
+    /// [`FusedKernels::fused_add_factor_draws`], differentiable in the base and the factor (`z`
+    /// is a constant).
+    fn add_factor_draws_op(
+        base: FloatTensor<Self>,
+        factor: FloatTensor<Self>,
+        z: Vec<f32>,
+    ) -> FloatTensor<Self>;
 
     /// [`FusedKernels::fused_factor_kl`]'s value, differentiable in the factor and `ρ`.
     fn factor_kl_op(
@@ -204,8 +209,12 @@ macro_rules! inner_ops {
                 Self::fused_matmul(x, w)
             }
 
-            fn factor_draws_op(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
-                Self::fused_factor_draws(factor, z)
+            fn add_factor_draws_op(
+                base: FloatTensor<Self>,
+                factor: FloatTensor<Self>,
+                z: Vec<f32>,
+            ) -> FloatTensor<Self> {
+                Self::fused_add_factor_draws(base, factor, z)
             }
 
             fn factor_kl_op(
@@ -441,17 +450,17 @@ impl<B: FusedKernels> Backward<B, 2> for MatmulBackward {
 #[derive(Debug)]
 struct FactorDrawsBackward;
 
-impl<B: FusedKernels> Backward<B, 1> for FactorDrawsBackward {
+impl<B: FusedKernels> Backward<B, 2> for FactorDrawsBackward {
     type State = Vec<f32>;
 
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_factor] = ops.parents;
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_base, node_factor] = ops.parents;
         let dy = grads.consume::<B>(&ops.node);
-        register!(
-            grads,
-            node_factor,
-            B::fused_factor_draws_backward(dy, ops.state)
-        );
+        if let Some(node) = node_factor {
+            let df = B::fused_factor_draws_backward(dy.clone(), ops.state);
+            grads.register::<B>(node.id, df);
+        }
+        register!(grads, node_base, dy);
     }
 }
 
@@ -743,10 +752,18 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         }
     }
 
-    fn factor_draws_op(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
-        let y = B::fused_factor_draws(factor.primitive().clone(), z.clone());
+    fn add_factor_draws_op(
+        base: FloatTensor<Self>,
+        factor: FloatTensor<Self>,
+        z: Vec<f32>,
+    ) -> FloatTensor<Self> {
+        let nodes = [base.node(), factor.node()];
+        // The backward pass needs neither tensor's values: the base's buffer is written in place
+        // where it is not shared.
+        let y =
+            B::fused_add_factor_draws(base.into_primitive(), factor.into_primitive(), z.clone());
         match FactorDrawsBackward
-            .prepare::<C>([factor.node()])
+            .prepare::<C>(nodes)
             .compute_bound()
             .stateful()
         {

@@ -474,12 +474,14 @@ macro_rules! cpu_fused_kernels {
                 <FloatTensor<Self>>::from_values(dvar, shape)
             }
 
-            fn fused_factor_draws(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
-                let [n, k] = factor.shape().dims();
+            fn fused_add_factor_draws(
+                base: FloatTensor<Self>,
+                factor: FloatTensor<Self>,
+                z: Vec<f32>,
+            ) -> FloatTensor<Self> {
+                let k = factor.shape()[1];
                 let f = factor.values();
-                let draws = z.len() / k;
-                let y = written(draws * n, |y| factor::factor_draws(&f, &z, k, y));
-                <FloatTensor<Self>>::from_values(y, Shape::from([draws, n]))
+                base.rewrite(|w| factor::add_factor_draws(&f, &z, k, w))
             }
 
             fn fused_factor_draws_backward(

@@ -609,16 +609,21 @@ pub trait FusedKernels: Backend {
         (dx, dw)
     }
 
-    /// `[S, n]` draws of a low-rank factor `F [n, k]`: `out_s = F z_s` for the host values
-    /// `z [S, k]` (row-major).
-    fn fused_factor_draws(factor: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
+    /// `[S, n]` draws of a low-rank Gaussian: `out_s = base_s + F z_s` for the diagonal's draws
+    /// `base [S, n]`, the factor `F [n, k]` and the host values `z [S, k]` (row-major).
+    fn fused_add_factor_draws(
+        base: FloatTensor<Self>,
+        factor: FloatTensor<Self>,
+        z: Vec<f32>,
+    ) -> FloatTensor<Self> {
         let k = factor.shape()[1];
         let draws = z.len() / k;
         let z = uploaded::<Self>(z, Shape::from([draws, k]), &factor.device());
-        Self::float_matmul(z, Self::float_transpose(factor))
+        Self::float_add(base, Self::float_matmul(z, Self::float_transpose(factor)))
     }
 
-    /// `dF = dyᵀ z`, `[n, k]`, of [`FusedKernels::fused_factor_draws`].
+    /// `dF = dyᵀ z`, `[n, k]`, of [`FusedKernels::fused_add_factor_draws`] (the base's
+    /// gradient is `dy`).
     fn fused_factor_draws_backward(dy: FloatTensor<Self>, z: Vec<f32>) -> FloatTensor<Self> {
         let draws = dy.shape()[0];
         let k = z.len() / draws;

@@ -1,8 +1,8 @@
 //! The CPU kernels of the low-rank factor (Brack 2022 §3: `q(w) = N(μ, F Fᵀ + diag σ²)`,
-//! `F [n, k]` row-major): its draws `F z_s` ([`factor_draws`]) and its share of the KL,
-//! `½‖F‖²/σ₀² − ½ ln det(I + Fᵀ diag(1/v) F)` with `v = σ(ρ)²` ([`factor_kl`]: `v`, the Gram
-//! part of the capacitance and `‖F‖²` in one pass, the `k × k` Cholesky on the host), each with
-//! its backward pass.
+//! `F [n, k]` row-major): its draws `F z_s`, added in place to the diagonal's
+//! ([`add_factor_draws`]), and its share of the KL, `½‖F‖²/σ₀² − ½ ln det(I + Fᵀ diag(1/v) F)`
+//! with `v = σ(ρ)²` ([`factor_kl`]: `v`, the Gram part of the capacitance and `‖F‖²` in one
+//! pass, the `k × k` Cholesky on the host), each with its backward pass.
 //!
 //! Each is one pass over the rows, parallel over ranges of rows. The rank is a compile-time
 //! constant for `k ≤ 4` (the loops over a row unroll, and LLVM vectorises across rows), a
@@ -42,26 +42,27 @@ fn draws_rows<const K: usize>(f: &[f32], zs: &[f32], k: usize, out: &mut [f32]) 
         for j in 0..k {
             acc += row[j] * zs[j];
         }
-        *o = acc;
+        *o += acc;
     }
 }
 
 multiversion! {
-    /// `out[i] = F_i · z_s` over a range of rows.
+    /// `out[i] += F_i · z_s` over a range of rows.
     fn draws_range(f: &[f32], zs: &[f32], k: usize, out: &mut [f32]) {
         by_rank!(k, draws_rows(f, zs, k, out))
     }
 }
 
-/// Draws of a low-rank factor `F [n, k]` for `z [S, k]`: `out[s·n + i] = Σ_j F_ij z_sj`,
-/// `[S, n]` (`w_s − μ − σ⊙ε_s = F z_s`).
-pub fn factor_draws(f: &[f32], z: &[f32], k: usize, out: &mut [f32]) {
+/// Draws of a low-rank factor `F [n, k]` for `z [S, k]` added to `out` (`[S, n]`, the
+/// diagonal's draws `μ + σ⊙ε_s`): `out[s·n + i] += Σ_j F_ij z_sj`, so that `out` holds
+/// `w_s = μ + σ⊙ε_s + F z_s`.
+pub fn add_factor_draws(f: &[f32], z: &[f32], k: usize, out: &mut [f32]) {
     let n = f.len() / k;
     let draws = z.len() / k;
     assert_eq!(
         out.len(),
         draws * n,
-        "factor_draws: output of {draws} × {n}"
+        "add_factor_draws: output of {draws} × {n}"
     );
     let shared = Shared::new(out);
     par_chunks(n, |a, b| {
@@ -97,7 +98,8 @@ multiversion! {
     }
 }
 
-/// `dF_ij = Σ_s g[s·n + i] z_sj`, `[n, k]`: the backward pass of [`factor_draws`].
+/// `dF_ij = Σ_s g[s·n + i] z_sj`, `[n, k]`: the factor's part of the backward pass of
+/// [`add_factor_draws`] (the base's gradient is `g` itself).
 pub fn factor_draws_backward(g: &[f32], z: &[f32], k: usize, df: &mut [f32]) {
     let draws = z.len() / k;
     let n = df.len() / k;

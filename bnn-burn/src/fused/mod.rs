@@ -21,7 +21,7 @@
 //! | [`conv2d_per_sample`] | `y_s = im2col(x_s) · W_sᵀ`, a batched product per chunk of samples | as [`conv2d`]'s, per sample |
 //! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
 //! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
-//! | [`factor_draws`] | low-rank `c·F z_s`, `z_s ~ N(0, I_k)` | `dF = c·dyᵀ z` |
+//! | [`add_factor_draws`] | low-rank `w_s + c·F z_s`, `z_s ~ N(0, I_k)`, in place | `dw = dy`, `dF = c·dyᵀ z` |
 //! | [`factor_kl`] | low-rank `½c²‖F‖²/σ₀² − ½ ln det(I + c² Fᵀ diag(σ⁻²) F)`, `[1]` | `dF`, `dρ` |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
@@ -277,18 +277,31 @@ pub fn rectifier_moments<const D: usize>(
     (Tensor::from_dispatch(m), Tensor::from_dispatch(v))
 }
 
-/// `[n, numel]` draws `c·F z_s` of a low-rank factor `F [numel, k]` scaled by `c`,
-/// `z_s ~ N(0, I_k)` from sub-stream `stream` of `key` (generated on the host): one pass
-/// forward, and `dF = c·dyᵀ z` in one pass backward (the CPU backends; burn's `matmul`
-/// elsewhere). A matrix product with an inner dimension of `k` would waste most of gemm's tiles.
-pub fn factor_draws(factor: Tensor<2>, scale: f64, n: usize, key: u64, stream: u32) -> Tensor<2> {
-    let k = factor.dims()[1];
+/// `[n, numel]` draws `w_s = base_s + c·F z_s` of a low-rank Gaussian: the diagonal's draws
+/// `base [n, numel]` (`μ + σ⊙ε_s`) plus the factor's share, for a factor `F [numel, k]` scaled by
+/// `c`, `z_s ~ N(0, I_k)` from sub-stream `stream` of `key` (generated on the host). One pass
+/// forward, which adds into the base's buffer where it is not shared, and `dF = c·dyᵀ z` in one
+/// pass backward (the base's gradient is `dy`) on the CPU backends; burn's `matmul` elsewhere. A
+/// matrix product with an inner dimension of `k` would waste most of gemm's tiles.
+pub fn add_factor_draws(
+    base: Tensor<2>,
+    factor: Tensor<2>,
+    scale: f64,
+    key: u64,
+    stream: u32,
+) -> Tensor<2> {
+    let ([n, numel], [rows, k]) = (base.dims(), factor.dims());
+    assert_eq!(
+        numel, rows,
+        "add_factor_draws: draws of {numel} by a factor of {rows} rows"
+    );
     let mut z = vec![0f32; n * k];
     cpu::normals(key, stream, &mut z);
     for v in z.iter_mut() {
         *v *= scale as f32;
     }
-    Tensor::from_dispatch(<Dispatch as FusedOps>::factor_draws_op(
+    Tensor::from_dispatch(<Dispatch as FusedOps>::add_factor_draws_op(
+        base.into_dispatch(),
         factor.into_dispatch(),
         z,
     ))

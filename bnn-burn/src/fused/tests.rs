@@ -1127,9 +1127,10 @@ fn batched_matmul_and_its_gradients_match_burns_matmul() {
 /// [`crate::linalg`]), with `ρ`, the factor or both tracked (values, `∂ρ`, `∂F`), for every
 /// `σ` rule, with and without the prior's term (without it, `∂F` is the log-determinant's
 /// alone); and the factor's draws `F z_s` against burn's `c·z Fᵀ` with the same `z` (values,
-/// `∂F`). Ranks 1–3 (compiled for their rank) and 6 (a run-time rank), one to three draws, and
-/// a factor of more rows than one parallel chunk (several partial sums, several sub-ranges of
-/// variances).
+/// `∂F`), and the draws added to a base `w_s + F z_s` against burn's `w + c·z Fᵀ` (values, `∂w`,
+/// `∂F`, a base the caller still holds left as it was). Ranks 1–3 (compiled for their rank) and
+/// 6 (a run-time rank), one to three draws, and a factor of more rows than one parallel chunk
+/// (several partial sums, several sub-ranges of variances).
 #[test]
 fn low_rank_kl_and_draws_and_their_gradients_match_burns_composition() {
     use crate::linalg::{cholesky, cholesky_log_det};
@@ -1159,20 +1160,26 @@ fn low_rank_kl_and_draws_and_their_gradients_match_burns_composition() {
                 },
             );
         }
-        // `z` enters as the untracked `x`: the fused op draws the same numbers itself.
+        // `z`: the fused op draws the same numbers itself.
         let (key, stream) = (0x5eed + n as u64, 9);
         let mut z = vec![0f32; draws * k];
         cpu::normals(key, stream, &mut z);
-        compare_products_tracking(
-            Tensor::from_data(TensorData::new(z, [draws * k]), &device),
+        let z = Tensor::<2>::from_data(TensorData::new(z, [draws, k]), &device);
+        let base = Tensor::<1>::random([draws * n], Distribution::Normal(0.0, 1.0), &device);
+        let kept = to_vec(base.clone());
+        compare_products(
+            base.clone(),
             f,
             &format!("draws of [{n}, {k}], {draws} draws"),
-            &[(false, true)],
-            |_, f| factor_draws(f, 0.7, draws, key, stream).reshape([draws * n]),
-            |z, f| {
-                let z = z.reshape([draws, k]);
-                (z.matmul(f.transpose()) * 0.7).reshape([draws * n])
+            |w, f| {
+                add_factor_draws(w.reshape([draws, n]), f, 0.7, key, stream).reshape([draws * n])
             },
+            |w, f| w + (z.clone().matmul(f.transpose()) * 0.7).reshape([draws * n]),
+        );
+        assert_eq!(
+            to_vec(base),
+            kept,
+            "a base still held elsewhere is not written"
         );
     }
 }

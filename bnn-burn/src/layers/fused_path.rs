@@ -67,7 +67,7 @@ impl<const D: usize> Fusable<D> {
         };
         match &s.factor {
             Some(factor) => (
-                w + factor_draws(factor, n, key),
+                add_factor_draws(w, factor, key),
                 kl.map(|kl| kl + self.factor_kl(factor)),
             ),
             None => (w, kl),
@@ -113,10 +113,10 @@ impl<const D: usize> Fusable<D> {
     }
 }
 
-/// `F z_s` for `n` draws `z_s ~ N(0, I_k)` (sub-stream [`FACTOR_STREAM`] of `key`), `[n, numel]`:
-/// the low-rank factor's share of `w_s − μ`.
-fn factor_draws(factor: &FusedFactor, n: usize, key: u64) -> Tensor<2> {
-    fused::factor_draws(factor.stored.clone(), factor.scale, n, key, FACTOR_STREAM)
+/// `w_s + F z_s` for the diagonal's draws `w [n, numel]` and `z_s ~ N(0, I_k)` (sub-stream
+/// [`FACTOR_STREAM`] of `key`): the low-rank factor's share of `w_s − μ` added.
+fn add_factor_draws(w: Tensor<2>, factor: &FusedFactor, key: u64) -> Tensor<2> {
+    fused::add_factor_draws(w, factor.stored.clone(), factor.scale, key, FACTOR_STREAM)
 }
 
 /// The sub-stream of a draw's key that gives the low-rank factor's `z` (the diagonal's `ε_s`

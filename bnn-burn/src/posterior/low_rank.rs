@@ -11,7 +11,7 @@
 //! The distribution below composes burn ops (the reference). With the default fused kernels a
 //! layer's sampling and moment passes under a prior with scalar Gaussian parameters run the
 //! mean-field kernels for `μ + σ ⊙ ε₂` and the diagonal's KL terms,
-//! [`crate::fused::factor_draws`] for `F ε₁`, and [`crate::fused::factor_kl`] for the factor's
+//! [`crate::fused::add_factor_draws`] for `+ F ε₁`, and [`crate::fused::factor_kl`] for the factor's
 //! KL terms; black-box α's passes (which need `ln q` of the draws) compose.
 
 use super::{
@@ -122,7 +122,7 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
 
     /// `μ`, `ρ` and the stored factor `F/c` with its scale `c`: the mean-field kernels draw
     /// `μ + σ⊙ε` and give the diagonal's KL terms; the layer adds `F z`
-    /// ([`crate::fused::factor_draws`]) and the factor's KL terms from
+    /// ([`crate::fused::add_factor_draws`], in place) and the factor's KL terms from
     /// [`crate::fused::factor_kl`].
     fn fused(&self) -> Option<FusedScale<D>> {
         Some(FusedScale {
