@@ -9,6 +9,7 @@ use super::conv::ConvGeometry;
 use super::cpu::{KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::rectifier::{RectifierOutput, RectifierRule};
+use crate::posterior::DropoutNoise;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -72,7 +73,8 @@ pub trait FusedOps: Backend {
     fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self>;
 
     /// [`FusedKernels::fused_dropout`].
-    fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self>;
+    fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64, noise: DropoutNoise)
+    -> FloatTensor<Self>;
 
     /// [`FusedKernels::fused_max_pool`]'s `[2, rows, H', W']` moments, differentiable (one
     /// graph node, one backward pass for both).
@@ -176,8 +178,13 @@ macro_rules! inner_ops {
                 Self::fused_flip(x, key, inner)
             }
 
-            fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
-                Self::fused_dropout(x, key, p)
+            fn dropout_op(
+                x: FloatTensor<Self>,
+                key: u64,
+                p: f64,
+                noise: DropoutNoise,
+            ) -> FloatTensor<Self> {
+                Self::fused_dropout(x, key, p, noise)
             }
 
             fn rectifier_op(
@@ -370,13 +377,13 @@ impl<B: FusedKernels> Backward<B, 1> for FlipBackward {
 struct DropoutBackward;
 
 impl<B: FusedKernels> Backward<B, 1> for DropoutBackward {
-    type State = (u64, f64);
+    type State = (u64, f64, DropoutNoise);
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_x] = ops.parents;
         let dy = grads.consume::<B>(&ops.node);
-        let (key, p) = ops.state;
-        register!(grads, node_x, B::fused_dropout(dy, key, p));
+        let (key, p, noise) = ops.state;
+        register!(grads, node_x, B::fused_dropout(dy, key, p, noise));
     }
 }
 
@@ -664,14 +671,19 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         }
     }
 
-    fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
-        let y = B::fused_dropout(x.primitive().clone(), key, p);
+    fn dropout_op(
+        x: FloatTensor<Self>,
+        key: u64,
+        p: f64,
+        noise: DropoutNoise,
+    ) -> FloatTensor<Self> {
+        let y = B::fused_dropout(x.primitive().clone(), key, p, noise);
         match DropoutBackward
             .prepare::<C>([x.node()])
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => prep.finish((key, p), y),
+            OpsKind::Tracked(prep) => prep.finish((key, p, noise), y),
             OpsKind::UnTracked(prep) => prep.finish(y),
         }
     }

@@ -10,6 +10,7 @@ use super::rng::{key_words, mask_words, normal_block, sign_bits, sign_of};
 use super::simd::{
     BLOCK, Shared, accumulate, exp, ln, load, multiversion, par_chunks, softplus_sigmoid, store,
 };
+use crate::posterior::DropoutNoise;
 
 /// Floor under a sampled variance before its square root (keeps the gradient finite).
 pub const VAR_FLOOR: f32 = 1e-16;
@@ -633,18 +634,42 @@ multiversion! {
     }
 }
 
-/// `out[i] = x[i]·z_i`, `z_i ∈ {0, 1/(1−p)}` kept with probability `1 − p` by word `i` of
-/// `key`'s mask stream: inverted Bernoulli dropout (Gal 2016, §3.2), its own adjoint.
-pub fn dropout(key: u64, x: &[f32], p: f64, out: &mut [f32]) {
+multiversion! {
+    /// Gaussian [`dropout`] over one range starting at element `start` (a multiple of the block
+    /// size): `x·(1 + sd·ε)`.
+    fn gaussian_dropout_range(key: [u32; 2], start: usize, x: &[f32], sd: f32, out: &mut [f32]) {
+        let mut eps = [0f32; BLOCK];
+        for (k, o) in out.chunks_mut(BLOCK).enumerate() {
+            let (a, len) = (k * BLOCK, o.len());
+            normal_block(key, 0, ((start + a) / BLOCK) as u64, &mut eps);
+            let v = load(&x[a..a + len], 0.0);
+            let mut y = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                y[j] = v[j] * (1.0 + sd * eps[j]);
+            }
+            store(o, &y);
+        }
+    }
+}
+
+/// `out[i] = x[i]·z_i` with unit-mean noise of variance `p/(1−p)` from `key` (Gal 2016, §3.2;
+/// its own adjoint): `Bernoulli` keeps element `i` with probability `1 − p` by word `i` of
+/// `key`'s mask stream, `z_i ∈ {0, 1/(1−p)}` (inverted dropout); `Gaussian` takes
+/// `z_i = 1 + √(p/(1−p))·ε_i`, `ε_i` element `i` of `key`'s normal stream.
+pub fn dropout(key: u64, x: &[f32], p: f64, noise: DropoutNoise, out: &mut [f32]) {
     assert_eq!(x.len(), out.len(), "dropout: input and output lengths");
     let threshold = keep_threshold(p);
     let scale = (1.0 / (1.0 - p)) as f32;
+    let sd = (p / (1.0 - p)).sqrt() as f32;
     let shared = Shared::new(out);
     let key = key_words(key);
     par_chunks(x.len(), |a, b| {
         // SAFETY: disjoint ranges.
         let o = unsafe { shared.range(a, b) };
-        dropout_range(key, a, &x[a..b], threshold, scale, o);
+        match noise {
+            DropoutNoise::Bernoulli => dropout_range(key, a, &x[a..b], threshold, scale, o),
+            DropoutNoise::Gaussian => gaussian_dropout_range(key, a, &x[a..b], sd, o),
+        }
     });
 }
 

@@ -10,6 +10,7 @@ use super::cpu::{self, AdamStep, KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::factor;
 use super::rectifier::{self, RectifierOutput, RectifierRule};
+use crate::posterior::DropoutNoise;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::Shape;
@@ -552,10 +553,15 @@ macro_rules! cpu_fused_kernels {
                 <FloatTensor<Self>>::from_values(y, shape)
             }
 
-            fn fused_dropout(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
+            fn fused_dropout(
+                x: FloatTensor<Self>,
+                key: u64,
+                p: f64,
+                noise: DropoutNoise,
+            ) -> FloatTensor<Self> {
                 let shape = x.shape();
                 let x = x.values();
-                let y = written(shape.num_elements(), |y| cpu::dropout(key, &x, p, y));
+                let y = written(shape.num_elements(), |y| cpu::dropout(key, &x, p, noise, y));
                 <FloatTensor<Self>>::from_values(y, shape)
             }
 

@@ -20,6 +20,7 @@ use super::conv::ConvGeometry;
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 use super::factor;
 use super::rectifier::{RectifierOutput, RectifierRule};
+use crate::posterior::DropoutNoise;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension, try_read_sync,
@@ -365,12 +366,18 @@ pub trait FusedKernels: Backend {
         Self::float_mul(x, signs)
     }
 
-    /// `x ⊙ z`, `z ∈ {0, 1/(1−p)}` kept with probability `1 − p` per element (its own adjoint).
-    fn fused_dropout(x: FloatTensor<Self>, key: u64, p: f64) -> FloatTensor<Self> {
+    /// `x ⊙ z`, unit-mean noise `z` of variance `p/(1−p)` per element, Bernoulli
+    /// (`z ∈ {0, 1/(1−p)}`) or Gaussian (its own adjoint; [`cpu::dropout`]).
+    fn fused_dropout(
+        x: FloatTensor<Self>,
+        key: u64,
+        p: f64,
+        noise: DropoutNoise,
+    ) -> FloatTensor<Self> {
         let shape = x.shape();
         let n = shape.num_elements();
         let mut mask = vec![0f32; n];
-        cpu::dropout(key, &vec![1.0; n], p, &mut mask);
+        cpu::dropout(key, &vec![1.0; n], p, noise, &mut mask);
         let mask = uploaded::<Self>(mask, shape, &x.device());
         Self::float_mul(x, mask)
     }

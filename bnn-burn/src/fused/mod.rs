@@ -14,7 +14,7 @@
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
 //! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
 //! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
-//! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` | `dy ⊙ z` |
+//! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` or `z ~ N(1, p/(1−p))` | `dy ⊙ z` |
 //! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
 //! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` for both outputs at once |
 //! | [`conv2d`] | `y = im2col(x) · Wᵀ`, one matrix product | `∂W = ∂yᵀ · im2col(x)`, `∂x = col2im(∂y · W)`, each only when tracked |
@@ -67,6 +67,7 @@ pub use cpu::{AdamCoefficients, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 pub use ext::FusedKernels;
 pub use rectifier::RectifierRule;
 
+use crate::posterior::DropoutNoise;
 use burn::backend::Dispatch;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Distribution, Tensor};
@@ -255,13 +256,15 @@ pub fn flip<const D: usize>(x: Tensor<D>, key: u64, inner: usize) -> Tensor<D> {
     ))
 }
 
-/// `x ⊙ z`: inverted Bernoulli dropout, `z ∈ {0, 1/(1−p)}` kept with probability `1 − p` per
-/// element from `key`'s mask stream (MC dropout's masks; the backward reuses them).
-pub fn dropout<const D: usize>(x: Tensor<D>, key: u64, p: f64) -> Tensor<D> {
+/// `x ⊙ z`: dropout noise of rate `p` per element from `key` (MC dropout's and DropConnect's
+/// masks; the backward regenerates them): inverted Bernoulli, `z ∈ {0, 1/(1−p)}` kept with
+/// probability `1 − p`, or Gaussian, `z ~ N(1, p/(1−p))` (Gal 2016, §3.2).
+pub fn dropout<const D: usize>(x: Tensor<D>, key: u64, p: f64, noise: DropoutNoise) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::dropout_op(
         x.into_dispatch(),
         key,
         p,
+        noise,
     ))
 }
 

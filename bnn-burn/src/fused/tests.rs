@@ -204,6 +204,7 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
 
 #[test]
 fn dropout_keeps_each_element_with_probability_one_minus_p_and_is_its_own_adjoint() {
+    use crate::posterior::DropoutNoise::Bernoulli;
     let device = test_device().autodiff();
     let _guard = crate::testing::seeded(&test_device(), 3);
     // 10⁵ elements (not a multiple of the 64-element block), all ≠ 0.
@@ -211,7 +212,7 @@ fn dropout_keeps_each_element_with_probability_one_minus_p_and_is_its_own_adjoin
     let x =
         Tensor::<2>::random([rows, cols], Distribution::Uniform(0.5, 1.5), &device).require_grad();
     for p in [0.005, 0.1, 0.5] {
-        let y = dropout(x.clone(), 17, p);
+        let y = dropout(x.clone(), 17, p, Bernoulli);
         let (xs, ys) = (to_vec(x.clone()), to_vec(y.clone()));
         let scale = 1.0 / (1.0 - p);
         let mut kept = 0usize;
@@ -232,19 +233,10 @@ fn dropout_keeps_each_element_with_probability_one_minus_p_and_is_its_own_adjoin
             (kept as f64 - n * (1.0 - p)).abs() < 5.0 * sd,
             "p = {p}: kept {kept} of {n}"
         );
-        // The gradient of Σ y ⊙ r is r ⊙ z: the same mask (z = y/x).
-        let r = Tensor::<2>::random([rows, cols], Distribution::Normal(0.0, 1.0), &device);
-        let grads = (y.clone() * r.clone()).sum().backward();
-        let dx = to_vec(x.grad(&grads).expect("x's gradient"));
-        let want: Vec<f64> = to_vec(r)
-            .iter()
-            .zip(ys.iter().zip(&xs))
-            .map(|(r, (y, x))| r * y / x)
-            .collect();
-        assert!(rel_err(&dx, &want) < 1e-5);
+        assert_masks_are_their_own_adjoints(&x, &y, &device);
         // Same key, same mask; another key, another mask.
-        assert_eq!(to_vec(dropout(x.clone(), 17, p)), ys);
-        let other = to_vec(dropout(x.clone(), 18, p));
+        assert_eq!(to_vec(dropout(x.clone(), 17, p, Bernoulli)), ys);
+        let other = to_vec(dropout(x.clone(), 18, p, Bernoulli));
         let both_dropped = ys
             .iter()
             .zip(&other)
@@ -258,7 +250,76 @@ fn dropout_keeps_each_element_with_probability_one_minus_p_and_is_its_own_adjoin
         );
     }
     // Rate 0 keeps everything unchanged.
-    assert_eq!(to_vec(dropout(x.clone(), 17, 0.0)), to_vec(x));
+    assert_eq!(to_vec(dropout(x.clone(), 17, 0.0, Bernoulli)), to_vec(x));
+}
+
+/// Gaussian dropout noise `z = y/x` has mean 1 and variance `p/(1−p)`, the Bernoulli mask's
+/// (sample mean and variance within 5 of their standard errors over 10⁵ elements), is normal
+/// (its fourth standardised moment 3, within 5 standard errors), is its own adjoint, and is the
+/// same for a key and independent across keys (the correlation of two keys' noise within 5 of
+/// its standard error, `1/√n`).
+#[test]
+fn gaussian_dropout_noise_has_the_bernoulli_masks_mean_and_variance_and_is_its_own_adjoint() {
+    use crate::posterior::DropoutNoise::Gaussian;
+    let device = test_device().autodiff();
+    let _guard = crate::testing::seeded(&test_device(), 4);
+    let (rows, cols) = (250, 401);
+    let n = (rows * cols) as f64;
+    let x =
+        Tensor::<2>::random([rows, cols], Distribution::Uniform(0.5, 1.5), &device).require_grad();
+    let xs = to_vec(x.clone());
+    let noise_of = |y: &Tensor<2>| -> Vec<f64> {
+        to_vec(y.clone())
+            .iter()
+            .zip(&xs)
+            .map(|(y, x)| y / x - 1.0)
+            .collect()
+    };
+    for p in [0.005, 0.1, 0.5] {
+        let var = p / (1.0 - p);
+        let y = dropout(x.clone(), 17, p, Gaussian);
+        let e = noise_of(&y);
+        let mean = e.iter().sum::<f64>() / n;
+        let m2 = e.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        let m4 = e.iter().map(|v| (v - mean).powi(4)).sum::<f64>() / n;
+        assert!(
+            mean.abs() < 5.0 * (var / n).sqrt(),
+            "p = {p}: noise mean {mean}"
+        );
+        // Var of the sample variance of a normal: 2σ⁴/n; of the kurtosis estimate: 24/n.
+        assert!(
+            (m2 - var).abs() < 5.0 * var * (2.0 / n).sqrt(),
+            "p = {p}: noise variance {m2}, want {var}"
+        );
+        let kurtosis = m4 / (m2 * m2);
+        assert!(
+            (kurtosis - 3.0).abs() < 5.0 * (24.0 / n).sqrt(),
+            "p = {p}: kurtosis {kurtosis}"
+        );
+        assert_masks_are_their_own_adjoints(&x, &y, &device);
+        assert_eq!(to_vec(dropout(x.clone(), 17, p, Gaussian)), to_vec(y));
+        let other = noise_of(&dropout(x.clone(), 18, p, Gaussian));
+        let corr = e.iter().zip(&other).map(|(a, b)| a * b).sum::<f64>() / (n * var);
+        assert!(
+            corr.abs() < 5.0 / n.sqrt(),
+            "p = {p}: two keys correlate {corr}"
+        );
+    }
+    assert_eq!(to_vec(dropout(x.clone(), 17, 0.0, Gaussian)), to_vec(x));
+}
+
+/// The gradient of `Σ y ⊙ r` for `y = x ⊙ z` is `r ⊙ z`: the same mask (`z = y/x`).
+fn assert_masks_are_their_own_adjoints(x: &Tensor<2>, y: &Tensor<2>, device: &Device) {
+    let r = Tensor::<2>::random(y.dims(), Distribution::Normal(0.0, 1.0), device);
+    let grads = (y.clone() * r.clone()).sum().backward();
+    let dx = to_vec(x.grad(&grads).expect("x's gradient"));
+    let (xs, ys) = (to_vec(x.clone()), to_vec(y.clone()));
+    let want: Vec<f64> = to_vec(r)
+        .iter()
+        .zip(ys.iter().zip(&xs))
+        .map(|(r, (y, x))| r * y / x)
+        .collect();
+    assert!(rel_err(&dx, &want) < 1e-5);
 }
 
 #[test]

@@ -15,7 +15,7 @@ use super::params::LayerParams;
 use super::pass::Pass;
 use crate::dist::WeightPrior;
 use crate::fused::{self, Kernels};
-use crate::posterior::{DropoutNoise, McDropout, MeanFieldDist};
+use crate::posterior::{McDropout, MeanFieldDist};
 use crate::posterior::{PosteriorDist, Unsupported, WeightPosterior, row};
 use burn::config::Config;
 use burn::tensor::{Distribution, Tensor};
@@ -93,7 +93,6 @@ where
         Some(d)
             if pass.kernels() == Kernels::Fused
                 && params.estimator == Estimator::LocalReparameterization
-                && d.noise == DropoutNoise::Bernoulli
                 && d.p > 0.0 =>
         {
             Some(pass.next_key(&x.device()))
@@ -265,7 +264,7 @@ impl<W: PosteriorDist<DW>, B: PosteriorDist<1>, const DW: usize> Evaluated<W, B,
         let (mean, var) = match self.unit_noise {
             Some(dropout) => {
                 let x = match self.unit_noise_key {
-                    Some(key) => fused::dropout(x, key, dropout.p),
+                    Some(key) => fused::dropout(x, key, dropout.p, dropout.noise),
                     None => dropout.forward(x),
                 };
                 let mean = op.apply(x, self.weight.mean(), bias_mean);

@@ -1,8 +1,8 @@
 use super::*;
 use crate::fused::Kernels;
 use crate::posterior::{
-    KlDivergence, MeanFieldConfig, MeanFieldPosterior, PosteriorConfig, PosteriorDist, ScaleInit,
-    WeightPosterior,
+    DropoutConfig, DropoutMask, DropoutNoise, KlDivergence, MeanFieldConfig, MeanFieldPosterior,
+    PosteriorConfig, PosteriorDist, ScaleInit, WeightPosterior,
 };
 use crate::testing::{seeded, test_device, to_vec};
 use burn::tensor::{Distribution, Tensor};
@@ -65,11 +65,20 @@ fn every_estimator_matches_the_output_moments_of_every_family() {
     let _guard = seeded(&device, 50);
     let (n, (din, dout)) = (5_000, (PROBE.len(), 3));
     let (x, input) = (PROBE, probe_input(n, &device));
+    let gaussian = |mask| {
+        PosteriorConfig::Dropout(
+            DropoutConfig::new(0.3)
+                .with_noise(DropoutNoise::Gaussian)
+                .with_mask(mask),
+        )
+    };
     for posterior in [
         PosteriorConfig::mean_field(),
         PosteriorConfig::radial(),
         PosteriorConfig::mc_dropout(0.3),
         PosteriorConfig::drop_connect(0.3),
+        gaussian(DropoutMask::Units),
+        gaussian(DropoutMask::Weights),
         PosteriorConfig::point(),
     ] {
         for (estimator, kernels) in ESTIMATORS

@@ -220,18 +220,19 @@ impl<const D: usize> PosteriorDist<D> for DropoutDist<D> {
         Some(self.weight.clone().square() * (p / (1.0 - p)))
     }
 
-    /// `n` draws `M ⊙ z_s`. Bernoulli DropConnect masks come from the fused dropout kernel
+    /// `n` draws `M ⊙ z_s`. DropConnect masks come from the fused dropout kernel
     /// ([`crate::fused::dropout`]: the counter-based generator, one pass forward and one
-    /// backward, keyed from burn's device generator); the other masks from burn's generator.
+    /// backward, keyed from burn's device generator); unit masks (one entry per input unit,
+    /// broadcast over the weights) from burn's generator.
     fn sample(&self, n: usize) -> Tensor<2> {
         let total = numel(self.weight.dims());
         let rows = row(self.weight.clone()).expand([n, total]);
         if self.dropout.p == 0.0 {
             return rows;
         }
-        if self.mask == DropoutMask::Weights && self.dropout.noise == DropoutNoise::Bernoulli {
+        if self.mask == DropoutMask::Weights {
             let key = crate::fused::KeySource::default().next(&self.weight.device());
-            return crate::fused::dropout(rows, key, self.dropout.p);
+            return crate::fused::dropout(rows, key, self.dropout.p, self.dropout.noise);
         }
         rows * self.masks(n)
     }
