@@ -8,6 +8,7 @@
 use super::conv::ConvGeometry;
 use super::cpu::{KlTerms, SigmaRule};
 use super::ext::FusedKernels;
+use super::mixture::MixtureKl;
 use super::rectifier::{RectifierOutput, RectifierRule};
 use crate::posterior::DropoutNoise;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -106,6 +107,14 @@ pub trait FusedOps: Backend {
         rule: SigmaRule,
         scale: f64,
         inv_prior_var: f64,
+    ) -> FloatTensor<Self>;
+
+    /// [`FusedKernels::fused_mixture_kl`], differentiable in `μ` and `ρ` (the draws are
+    /// regenerated from the key in the backward pass).
+    fn mixture_kl_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        kl: MixtureKl,
     ) -> FloatTensor<Self>;
 
     /// `(E h, Var h)` of [`FusedKernels::fused_rectifier`], both differentiable (two graph
@@ -232,6 +241,14 @@ macro_rules! inner_ops {
                 inv_prior_var: f64,
             ) -> FloatTensor<Self> {
                 Self::fused_factor_kl(factor, rho, rule, scale, inv_prior_var).0
+            }
+
+            fn mixture_kl_op(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                kl: MixtureKl,
+            ) -> FloatTensor<Self> {
+                Self::fused_mixture_kl(mu, rho, kl)
             }
         }
     };
@@ -468,6 +485,23 @@ impl<B: FusedKernels> Backward<B, 2> for FactorDrawsBackward {
             grads.register::<B>(node.id, df);
         }
         register!(grads, node_base, dy);
+    }
+}
+
+#[derive(Debug)]
+struct MixtureKlBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for MixtureKlBackward {
+    /// `μ`, `ρ` and the settings (the draws' key among them).
+    type State = (FloatTensor<B>, FloatTensor<B>, MixtureKl);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_mu, node_rho] = ops.parents;
+        let dvalue = grads.consume::<B>(&ops.node);
+        let (mu, rho, kl) = ops.state;
+        let (dmu, drho) = B::fused_mixture_kl_backward(mu, rho, kl, dvalue);
+        register!(grads, node_mu, dmu);
+        register!(grads, node_rho, drho);
     }
 }
 
@@ -813,6 +847,24 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     inv_prior_var,
                 );
                 prep.finish(state, value)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(value),
+        }
+    }
+
+    fn mixture_kl_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        kl: MixtureKl,
+    ) -> FloatTensor<Self> {
+        let value = B::fused_mixture_kl(mu.primitive().clone(), rho.primitive().clone(), kl);
+        match MixtureKlBackward
+            .prepare::<C>([mu.node(), rho.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                prep.finish((mu.into_primitive(), rho.into_primitive(), kl), value)
             }
             OpsKind::UnTracked(prep) => prep.finish(value),
         }

@@ -9,6 +9,7 @@ use super::conv::{self, ConvGeometry};
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule};
 use super::ext::FusedKernels;
 use super::factor;
+use super::mixture::{self, MixtureKl};
 use super::rectifier::{self, RectifierOutput, RectifierRule};
 use crate::posterior::DropoutNoise;
 use burn::backend::tensor::FloatTensor;
@@ -494,6 +495,32 @@ macro_rules! cpu_fused_kernels {
                 let dy = dy.values();
                 let df = written(n * k, |d| factor::factor_draws_backward(&dy, &z, k, d));
                 <FloatTensor<Self>>::from_values(df, Shape::from([n, k]))
+            }
+
+            fn fused_mixture_kl(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                kl: MixtureKl,
+            ) -> FloatTensor<Self> {
+                total(mixture::mixture_kl(&mu.values(), &rho.values(), kl))
+            }
+
+            fn fused_mixture_kl_backward(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                kl: MixtureKl,
+                dvalue: FloatTensor<Self>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let (mu_shape, rho_shape) = (mu.shape(), rho.shape());
+                let (m, r) = (mu.values(), rho.values());
+                let g = dvalue.values()[0];
+                let (dmu, drho) = written2(m.len(), |dm, dr| {
+                    mixture::mixture_kl_backward(&m, &r, kl, g, dm, dr)
+                });
+                (
+                    <FloatTensor<Self>>::from_values(dmu, mu_shape),
+                    <FloatTensor<Self>>::from_values(drho, rho_shape),
+                )
             }
 
             fn fused_factor_kl(

@@ -19,8 +19,10 @@ use super::clark;
 use super::conv::ConvGeometry;
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
 use super::factor;
+use super::mixture::{MixtureKl, MixtureTerms};
 use super::rectifier::{RectifierOutput, RectifierRule};
 use crate::posterior::DropoutNoise;
+use crate::special::HALF_LN_2PI;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension, try_read_sync,
@@ -638,6 +640,69 @@ pub trait FusedKernels: Backend {
         Self::float_matmul(Self::float_transpose(dy), z)
     }
 
+    /// `KL(q ‖ p)`, `[1]`, of the mean-field `q = N(μ, σ(ρ)²)` from the scale mixture `p` of
+    /// `kl` (`σ` by its rule): `−Σ ln σ − n(1 + ln 2π)/2` minus the mean of
+    /// `Σ_i ln p(μ_i + σ_i ε_si)` over the draws `ε_s`, sub-streams `0..S` of its key.
+    fn fused_mixture_kl(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        kl: MixtureKl,
+    ) -> FloatTensor<Self> {
+        let n = mu.shape().num_elements();
+        let flat = |x: FloatTensor<Self>| Self::float_reshape(x, Shape::from([1, n]));
+        let m = flat(mu);
+        let (sigma, ln_sigma, _) = sigma_of::<Self>(flat(rho), kl.rule);
+        let mut total = Self::float_neg(Self::float_sum(ln_sigma));
+        let per_draw = Scalar::from(1.0 / kl.draws as f64);
+        for s in 0..kl.draws {
+            let eps = Self::fused_normal(m.clone(), kl.key, s as u32);
+            let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps));
+            let (lp, _) = mixture_log_density::<Self>(w, kl.prior);
+            total = Self::float_sub(total, Self::float_mul_scalar(Self::float_sum(lp), per_draw));
+        }
+        let constant = n as f64 * (HALF_LN_2PI + 0.5);
+        Self::float_reshape(
+            Self::float_sub_scalar(total, Scalar::from(constant)),
+            Shape::from([1]),
+        )
+    }
+
+    /// `(dμ, dρ)` of [`FusedKernels::fused_mixture_kl`] times its gradient `dvalue` (`[1]`):
+    /// `dμ = −(g/S) Σ_s ψ_s`, `dρ = −σ'(g/σ + (g/S) Σ_s ψ_s ε_s)`, `ψ = d ln p/dw` at `w_s`.
+    fn fused_mixture_kl_backward(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        kl: MixtureKl,
+        dvalue: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (mu_shape, rho_shape) = (mu.shape(), rho.shape());
+        let n = mu_shape.num_elements();
+        let flat = |x: FloatTensor<Self>| Self::float_reshape(x, Shape::from([1, n]));
+        let m = flat(mu);
+        let (sigma, _, dsigma) = sigma_of::<Self>(flat(rho), kl.rule);
+        let mut psi = Self::float_zeros(Shape::from([1, n]), &m.device(), FloatDType::F32);
+        let mut psi_eps = psi.clone();
+        for s in 0..kl.draws {
+            let eps = Self::fused_normal(m.clone(), kl.key, s as u32);
+            let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps.clone()));
+            let (_, d) = mixture_log_density::<Self>(w, kl.prior);
+            psi_eps = Self::float_add(psi_eps, Self::float_mul(d.clone(), eps));
+            psi = Self::float_add(psi, d);
+        }
+        let g = Self::float_reshape(dvalue, Shape::from([1, 1]));
+        let per_draw = Self::float_mul_scalar(g.clone(), Scalar::from(1.0 / kl.draws as f64));
+        let dmu = Self::float_neg(Self::float_mul(psi, per_draw.clone()));
+        let inner = Self::float_add(
+            Self::float_div(g, sigma),
+            Self::float_mul(psi_eps, per_draw),
+        );
+        let drho = Self::float_neg(Self::float_mul(dsigma, inner));
+        (
+            Self::float_reshape(dmu, mu_shape),
+            Self::float_reshape(drho, rho_shape),
+        )
+    }
+
     /// The low-rank factor's share of the KL, `[1]`, and `A⁻¹` (`[k, k]`, row-major, on the
     /// host) for the backward pass: `½c²‖F‖²/σ₀² − ½ ln det A`, `A = I + c² Fᵀ diag(1/v) F`,
     /// for the stored factor `F [n, k]`, its scale `c`, the variances `v = σ(ρ)²` of `ρ` (`n`
@@ -936,6 +1001,33 @@ fn finish_backward<B: Backend>(
         B::float_add(dmu, kl_mu),
         B::float_mul(B::float_add(dsigma, kl_sigma), dsigma_drho),
     )
+}
+
+/// `(ln p(w), d ln p/dw)` of a scale mixture elementwise by burn ops ([`MixtureTerms`]'s form):
+/// `ln p = base − ½w²/σ₂² + softplus(d)`, `d = log_odds − w²·curvature`, and
+/// `d ln p/dw = −w(r/σ₁² + (1 − r)/σ₂²)`, `r = sigmoid(d)`.
+fn mixture_log_density<B: Backend>(
+    w: FloatTensor<B>,
+    t: MixtureTerms,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let w2 = B::float_mul(w.clone(), w.clone());
+    let d = B::float_add_scalar(
+        B::float_mul_scalar(w2.clone(), Scalar::from(-t.curvature)),
+        Scalar::from(t.log_odds),
+    );
+    let lp = B::float_add(
+        B::float_add_scalar(
+            B::float_mul_scalar(w2, Scalar::from(-0.5 * t.inv_var2)),
+            Scalar::from(t.base),
+        ),
+        softplus::<B>(d.clone()),
+    );
+    // r/σ₁² + (1 − r)/σ₂² = 1/σ₂² + r(1/σ₁² − 1/σ₂²).
+    let precision = B::float_add_scalar(
+        B::float_mul_scalar(B::sigmoid(d), Scalar::from(t.inv_var1 - t.inv_var2)),
+        Scalar::from(t.inv_var2),
+    );
+    (lp, B::float_neg(B::float_mul(w, precision)))
 }
 
 /// `(σ, ln σ, dσ/dρ)` of `ρ` under `rule`, from burn primitives.

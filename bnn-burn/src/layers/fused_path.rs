@@ -1,7 +1,9 @@
 //! The three estimators on the fused kernels ([`crate::fused`]), for location-scale families
 //! (mean-field, radial) under a prior with scalar Gaussian parameters: the same distributions as
 //! [`super::estimator`]'s composition of burn ops, with `σ`, the noise, the draw and the KL in
-//! one pass per tensor forward and one backward.
+//! one pass per tensor forward and one backward. Under Blundell's scale-mixture prior a
+//! mean-field tensor draws on the same kernels and takes its KL, which has no closed form, from
+//! [`fused::mixture_kl`] (its own draws, one pass each way).
 //!
 //! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
 //! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`];
@@ -15,19 +17,31 @@ use super::estimator::{Estimator, WeightOp};
 use super::params::LayerParams;
 use super::pass::Pass;
 use crate::dist::WeightPrior;
-use crate::fused::{self, Kernels, KlTerms};
+use crate::fused::{self, Kernels, KlTerms, MixtureTerms};
 use crate::posterior::{FusedFactor, FusedScale, PosteriorDist, WeightPosterior};
 use burn::tensor::Tensor;
 
-/// One tensor's fused view, with its KL terms when the pass collects the KL.
+/// How the fused kernels compute a tensor's KL.
+#[derive(Clone, Copy)]
+enum FusedKl {
+    /// In closed form under a prior with scalar Gaussian parameters: the kernels' terms and the
+    /// constant (`FusedScale::kl_terms`), folded into the draw's backward pass when asked.
+    Closed(KlTerms, f64),
+    /// A mean-field tensor under a scale-mixture prior: [`fused::mixture_kl`] with its prior's
+    /// terms and number of draws, differentiable on its own (never folded).
+    Mixture(MixtureTerms, usize),
+}
+
+/// One tensor's fused view, with its KL when the pass collects the KL.
 struct Fusable<const D: usize> {
     scale: FusedScale<D>,
-    kl: Option<(KlTerms, f64)>,
+    kl: Option<FusedKl>,
 }
 
 impl<const D: usize> Fusable<D> {
     /// `None` when the family has no fused kernels (draws and moments take any
-    /// [`crate::posterior::ScaleParam`]) or the prior no closed-form terms.
+    /// [`crate::posterior::ScaleParam`]) or the KL none: a prior without closed-form terms other
+    /// than a scale mixture, or a scale mixture under a radial or low-rank posterior.
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
         prior: Option<&WeightPrior<D>>,
@@ -35,19 +49,40 @@ impl<const D: usize> Fusable<D> {
     ) -> Option<Self> {
         let scale = posterior.fused()?;
         let kl = match (collect_kl, prior) {
-            (true, Some(p)) => Some(scale.kl_terms(p)?),
+            (true, Some(p)) => Some(match (scale.kl_terms(p), p) {
+                (Some((terms, c)), _) => FusedKl::Closed(terms, c),
+                (None, WeightPrior::ScaleMixture(m)) if !scale.radial && scale.factor.is_none() => {
+                    FusedKl::Mixture(MixtureTerms::new(m.pi, m.sigma1, m.sigma2), m.mc_samples)
+                }
+                (None, _) => return None,
+            }),
             _ => None,
         };
         Some(Self { scale, kl })
     }
 
-    /// `n` draws `[n, numel]` (of `w − μ` when `center`) and the KL, if collected.
+    /// A key for the KL's own draws when it has them (a scale-mixture prior), taken from the
+    /// pass only then, so that every other pass keeps its sequence of keys.
+    fn kl_key(&self, pass: &mut Pass, device: &burn::tensor::Device) -> Option<u64> {
+        matches!(self.kl, Some(FusedKl::Mixture(..))).then(|| pass.next_key(device))
+    }
+
+    /// The scale-mixture KL of [`FusedKl::Mixture`] under `key`.
+    fn mixture_kl(&self, t: MixtureTerms, draws: usize, key: Option<u64>) -> Tensor<1> {
+        let s = &self.scale;
+        let key = key.expect("Fusable::kl_key gives a mixture's KL its key");
+        fused::mixture_kl(s.mu.clone(), s.rho.clone(), s.sigma_rule(), t, key, draws)
+    }
+
+    /// `n` draws `[n, numel]` (of `w − μ` when `center`) and the KL, if collected (`kl_key`:
+    /// [`Self::kl_key`]).
     fn draw(
         &self,
         n: usize,
         center: bool,
         fold: Option<f32>,
         key: u64,
+        kl_key: Option<u64>,
     ) -> (Tensor<2>, Option<Tensor<1>>) {
         let s = &self.scale;
         let scales = s.draw_scales(key, n);
@@ -55,13 +90,17 @@ impl<const D: usize> Fusable<D> {
         let sample =
             |mu, rho, kl, fold| fused::sample(mu, rho, key, &scales, rule, center, kl, fold);
         let (w, kl) = match (self.kl, fold) {
-            (Some((terms, c)), Some(_)) => {
+            (Some(FusedKl::Closed(terms, c)), Some(_)) => {
                 let (w, value) = sample(mu, rho, Some(terms), fold);
                 (w, Some(value + c))
             }
-            (Some((terms, c)), None) => {
+            (Some(FusedKl::Closed(terms, c)), None) => {
                 let (w, _) = sample(mu.clone(), rho.clone(), None, None);
                 (w, Some(fused::kl(mu, rho, rule, terms) + c))
+            }
+            (Some(FusedKl::Mixture(t, draws)), _) => {
+                let kl = self.mixture_kl(t, draws, kl_key);
+                (sample(mu, rho, None, None).0, Some(kl))
             }
             (None, _) => (sample(mu, rho, None, None).0, None),
         };
@@ -74,19 +113,26 @@ impl<const D: usize> Fusable<D> {
         }
     }
 
-    /// The marginal variance and the KL, if collected.
-    fn moments(&self, fold: Option<f32>) -> (Tensor<D>, Option<Tensor<1>>) {
+    /// The marginal variance and the KL, if collected (`kl_key`: [`Self::kl_key`]).
+    fn moments(&self, fold: Option<f32>, kl_key: Option<u64>) -> (Tensor<D>, Option<Tensor<1>>) {
         let s = &self.scale;
         let (mu, rho, var_scale, rule) =
             (s.mu.clone(), s.rho.clone(), s.var_scale(), s.sigma_rule());
         let (var, kl) = match (self.kl, fold) {
-            (Some((terms, c)), Some(_)) => {
+            (Some(FusedKl::Closed(terms, c)), Some(_)) => {
                 let (var, value) = fused::moments(mu, rho, var_scale, rule, Some(terms), fold);
                 (var, Some(value + c))
             }
-            (Some((terms, c)), None) => {
+            (Some(FusedKl::Closed(terms, c)), None) => {
                 let (var, _) = fused::moments(mu.clone(), rho.clone(), var_scale, rule, None, None);
                 (var, Some(fused::kl(mu, rho, rule, terms) + c))
+            }
+            (Some(FusedKl::Mixture(t, draws)), _) => {
+                let kl = self.mixture_kl(t, draws, kl_key);
+                (
+                    fused::moments(mu, rho, var_scale, rule, None, None).0,
+                    Some(kl),
+                )
             }
             (None, _) => (fused::moments(mu, rho, var_scale, rule, None, None).0, None),
         };
@@ -105,7 +151,9 @@ impl<const D: usize> Fusable<D> {
     /// The low-rank factor's part of the KL ([`fused::factor_kl`], differentiable in `F` and
     /// `ρ`). The diagonal's terms are in the kernels' KL.
     fn factor_kl(&self, factor: &FusedFactor) -> Tensor<1> {
-        let (terms, _) = self.kl.expect("called only when the KL is collected");
+        let Some(FusedKl::Closed(terms, _)) = self.kl else {
+            unreachable!("a low-rank tensor's KL is collected in closed form or not at all")
+        };
         let s = &self.scale;
         let inv_prior_var = f64::from(terms.inv_var_mu);
         let (stored, rho) = (factor.stored.clone(), s.rho.clone());
@@ -184,12 +232,16 @@ where
     let mut kls = Vec::new();
     let y = match params.estimator {
         Estimator::Reparameterization => {
-            let (w, kl) = weight.draw(samples, false, fold, pass.next_key(&device));
+            let key = pass.next_key(&device);
+            let kl_key = weight.kl_key(pass, &device);
+            let (w, kl) = weight.draw(samples, false, fold, key, kl_key);
             kls.extend(kl);
             let y = op.apply_per_sample(x, w);
             match (&bias, mean_b) {
                 (Some(b), _) => {
-                    let (b, kl) = b.draw(samples, false, fold, pass.next_key(&device));
+                    let key = pass.next_key(&device);
+                    let kl_key = b.kl_key(pass, &device);
+                    let (b, kl) = b.draw(samples, false, fold, key, kl_key);
                     kls.extend(kl);
                     op.add_bias(y, b)
                 }
@@ -198,10 +250,10 @@ where
             }
         }
         Estimator::LocalReparameterization => {
-            let (var_w, kl) = weight.moments(fold);
+            let (var_w, kl) = weight.moments(fold, weight.kl_key(pass, &device));
             kls.extend(kl);
             let var_b = bias.as_ref().map(|b| {
-                let (var, kl) = b.moments(fold);
+                let (var, kl) = b.moments(fold, b.kl_key(pass, &device));
                 kls.extend(kl);
                 var
             });
@@ -211,13 +263,17 @@ where
         }
         Estimator::Flipout => {
             let mean = op.apply(x.clone(), weight.scale.mu.clone(), mean_b);
-            let (delta, kl) = weight.draw(samples, true, fold, pass.next_key(&device));
+            let key = pass.next_key(&device);
+            let kl_key = weight.kl_key(pass, &device);
+            let (delta, kl) = weight.draw(samples, true, fold, key, kl_key);
             kls.extend(kl);
             let group = op.sign_group(x.dims());
             let flipped = fused::flip(x, pass.next_key(&device), group);
             let mut perturbation = op.apply_per_sample(flipped, delta);
             if let Some(b) = &bias {
-                let (delta, kl) = b.draw(samples, true, fold, pass.next_key(&device));
+                let key = pass.next_key(&device);
+                let kl_key = b.kl_key(pass, &device);
+                let (delta, kl) = b.draw(samples, true, fold, key, kl_key);
                 kls.extend(kl);
                 perturbation = op.add_bias(perturbation, delta);
             }
@@ -350,10 +406,11 @@ where
     let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect)?;
     let (b_mean, bias) = fused_bias(params, collect)?;
     let fold = pass.kl_fold().map(|w| w as f32);
-    let (w_var, w_kl) = weight.moments(fold);
+    let device = weight.scale.mu.device();
+    let (w_var, w_kl) = weight.moments(fold, weight.kl_key(pass, &device));
     let (b_var, b_kl) = match bias {
         Some(b) => {
-            let (var, kl) = b.moments(fold);
+            let (var, kl) = b.moments(fold, b.kl_key(pass, &device));
             (Some(var), kl)
         }
         None => (None, None),

@@ -642,6 +642,74 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
     }
 }
 
+/// Under Blundell's scale-mixture prior a mean-field layer runs on the fused kernels (checked)
+/// for every estimator. Its KL, an average over `kl_samples` draws, has the mean of the
+/// composition's estimate (the means of 300 passes each within 5 standard errors of their
+/// difference), and a pass that folds the Gaussian KL's gradient into the draws leaves the
+/// mixture's KL and its gradient as they are (bit for bit those of a pass that does not).
+#[test]
+fn a_scale_mixture_prior_runs_on_the_fused_kernels_with_an_unbiased_kl() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&test_device(), 58);
+    let prior = crate::dist::Prior::ScaleMixture {
+        pi: 0.25,
+        sigma1: 1.0,
+        sigma2: 0.1,
+    };
+    let passes = 300;
+    for estimator in ESTIMATORS {
+        let config = weights(PosteriorConfig::mean_field(), estimator)
+            .with_prior(prior)
+            .with_kl_samples(2);
+        let layer = BayesianLinearConfig::new(5, 3)
+            .with_weights(config)
+            .init(&device)
+            .unwrap();
+        let x = Tensor::<3>::random([2, 4, 5], Distribution::Normal(0.0, 1.0), &device);
+        let mut pass = Pass::train(2, false);
+        let op = super::linear::LinearOp::new(layer.shape(), &pass);
+        let fused = super::fused_path::run(&layer.params, &op, &x, &mut pass);
+        assert!(fused.is_some(), "{estimator:?}: the fused kernels ran");
+        let run = |make: &dyn Fn() -> Pass<'static>| {
+            let mut pass = make();
+            let y = layer.run(x.clone(), &mut pass).sum();
+            let (kl, _) = pass.into_terms(&device);
+            let mut grads = (y * 0.0 + kl.clone() * 0.3).backward();
+            (to_vec(kl)[0], module_grads(&mut grads, &layer))
+        };
+        let seeded_run = |fold: bool| {
+            test_device().seed(7);
+            run(&move || {
+                let pass = Pass::train(2, false);
+                if fold { pass.fold_kl(0.3) } else { pass }
+            })
+        };
+        let (plain, folded) = (seeded_run(false), seeded_run(true));
+        assert_eq!(
+            plain, folded,
+            "{estimator:?}: folding changed the mixture's KL"
+        );
+        assert!(
+            plain.1.iter().any(|g| *g != 0.0),
+            "{estimator:?}: a KL gradient"
+        );
+        let estimates = |kernels: Kernels| -> Vec<f64> {
+            (0..passes)
+                .map(|_| run(&move || Pass::train(2, false).with_kernels(kernels)).0)
+                .collect()
+        };
+        let fused = crate::testing::sample_moments(&estimates(Kernels::Fused));
+        let reference = crate::testing::sample_moments(&estimates(Kernels::Reference));
+        let se = fused.mean_se.hypot(reference.mean_se);
+        assert!(
+            (fused.mean - reference.mean).abs() <= 5.0 * se,
+            "{estimator:?}: mean KL {} (fused) vs {} (composition), s.e. {se}",
+            fused.mean,
+            reference.mean
+        );
+    }
+}
+
 /// A moment layer's outputs, KL and gradients (every parameter's and the input moments') are
 /// the same on the fused moment kernels as on the composition of burn ops, dense and
 /// convolutional, under each scale parameterisation, radial, and Haußmann's moment weights

@@ -1,0 +1,176 @@
+//! The CPU kernels of a mean-field Gaussian's KL from the scale-mixture prior of Blundell et al.
+//! (2015, eq. 7), `p(w) = π N(w; 0, σ₁²) + (1 − π) N(w; 0, σ₂²)`, which has no closed form:
+//! `KL(q ‖ p) = −H[q] + E_q[−ln p(w)]`, the entropy `Σ ln σ + n(1 + ln 2π)/2` exact and the
+//! cross-entropy averaged over `S` reparameterised draws `w_s = μ + σ(ρ)·ε_s` (`ε_s` sub-stream `s`
+//! of the op's key, regenerated in the backward pass, never stored). One pass forward, one
+//! backward, `σ` evaluated once per element for all draws.
+
+// Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
+#![allow(clippy::needless_range_loop)]
+
+use super::cpu::{SigmaRule, Sigmas};
+use super::rng::{key_words, normal_block};
+use super::simd::{
+    BLOCK, Shared, accumulate, load, multiversion, par_chunks, softplus_sigmoid, store,
+};
+use crate::special::HALF_LN_2PI;
+
+/// A scale-mixture prior's constants for its log-density in `w²`:
+/// `ln p(w) = base − ½w²/σ₂² + softplus(log_odds − w²·curvature)`, where the softplus's argument
+/// is the log-ratio of the two weighted components at `w`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MixtureTerms {
+    /// `ln(π/(1 − π)) + ln(σ₂/σ₁)`.
+    pub log_odds: f32,
+    /// `½(1/σ₁² − 1/σ₂²)`.
+    pub curvature: f32,
+    /// `ln(1 − π) − ½ ln 2π − ln σ₂`.
+    pub base: f32,
+    /// `1/σ₁²`.
+    pub inv_var1: f32,
+    /// `1/σ₂²`.
+    pub inv_var2: f32,
+}
+
+impl MixtureTerms {
+    /// The terms of weight `pi` on `N(0, sigma1²)` and `1 − pi` on `N(0, sigma2²)`.
+    pub fn new(pi: f64, sigma1: f64, sigma2: f64) -> Self {
+        let (iv1, iv2) = (sigma1.powi(-2), sigma2.powi(-2));
+        Self {
+            log_odds: ((pi / (1.0 - pi)).ln() + (sigma2 / sigma1).ln()) as f32,
+            curvature: (0.5 * (iv1 - iv2)) as f32,
+            base: ((1.0 - pi).ln() - HALF_LN_2PI - sigma2.ln()) as f32,
+            inv_var1: iv1 as f32,
+            inv_var2: iv2 as f32,
+        }
+    }
+
+    /// `(ln p(w), d ln p/dw)`: with `r` the first component's responsibility at `w`,
+    /// `d ln p/dw = −w(r/σ₁² + (1 − r)/σ₂²)`.
+    #[inline(always)]
+    pub(crate) fn log_density(self, w: f32) -> (f32, f32) {
+        let w2 = w * w;
+        let (sp, r) = softplus_sigmoid(self.log_odds - w2 * self.curvature);
+        let lp = self.base - 0.5 * w2 * self.inv_var2 + sp;
+        (lp, -w * (r * self.inv_var1 + (1.0 - r) * self.inv_var2))
+    }
+}
+
+/// One scale-mixture KL's settings besides `μ` and `ρ`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MixtureKl {
+    /// The key whose sub-streams `0..draws` give the draws.
+    pub key: u64,
+    /// How `ρ` gives `σ`.
+    pub rule: SigmaRule,
+    /// The prior.
+    pub prior: MixtureTerms,
+    /// Draws `S` of the cross-entropy's average.
+    pub draws: usize,
+}
+
+/// The block index of element `start + a` (both multiples of the block size).
+#[inline(always)]
+fn block_of(start: usize, a: usize) -> u64 {
+    ((start + a) / BLOCK) as u64
+}
+
+multiversion! {
+    /// [`mixture_kl`] over a range starting at element `start`: `Σ −ln σ − (1/S)Σ_s ln p(w_s)`.
+    fn mixture_kl_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32], rule: SigmaRule,
+                        t: MixtureTerms, draws: u32) -> f64 {
+        let mut eps = [0f32; BLOCK];
+        let mut lanes = [0f32; 8];
+        let mut total = 0f64;
+        let inv_s = 1.0 / draws as f32;
+        for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
+            let (a, len) = (k * BLOCK, mc.len());
+            let (m, r) = (load(mc, 0.0), load(rc, 0.0));
+            let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, true);
+            let mut lp = [0f32; BLOCK];
+            for s in 0..draws {
+                normal_block(key, s, block_of(start, a), &mut eps);
+                for j in 0..BLOCK {
+                    lp[j] += t.log_density(m[j] + sigma[j] * eps[j]).0;
+                }
+            }
+            let mut q = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                q[j] = -ln_sigma[j] - lp[j] * inv_s;
+            }
+            accumulate(&mut lanes, &q, len);
+            if k % 64 == 63 {
+                total += lanes.iter().map(|&x| f64::from(x)).sum::<f64>();
+                lanes = [0.0; 8];
+            }
+        }
+        total + lanes.iter().map(|&x| f64::from(x)).sum::<f64>()
+    }
+}
+
+/// `KL(q ‖ p)` of the mean-field `q = N(μ, σ(ρ)²)` from the scale mixture of `kl` (`σ` by its
+/// rule): `−Σ ln σ − n(1 + ln 2π)/2 − (1/S) Σ_s Σ_i ln p(μ_i + σ_i ε_si)`, `ε_s` sub-stream `s`
+/// of its key.
+pub fn mixture_kl(mu: &[f32], rho: &[f32], kl: MixtureKl) -> f64 {
+    let n = mu.len();
+    assert_eq!(rho.len(), n, "mixture_kl: μ and ρ lengths");
+    assert!(kl.draws > 0, "mixture_kl: at least one draw");
+    let (key, draws) = (key_words(kl.key), kl.draws as u32);
+    let parts = par_chunks(n, |a, b| {
+        mixture_kl_range(key, a, &mu[a..b], &rho[a..b], kl.rule, kl.prior, draws)
+    });
+    parts.iter().sum::<f64>() - n as f64 * (HALF_LN_2PI + 0.5)
+}
+
+multiversion! {
+    /// [`mixture_kl_backward`] over a range starting at element `start`.
+    fn mixture_kl_backward_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32],
+                                 rule: SigmaRule, t: MixtureTerms, draws: u32, g: f32,
+                                 dmu: &mut [f32], drho: &mut [f32]) {
+        let mut eps = [0f32; BLOCK];
+        let scale = g / draws as f32;
+        for (k, (dm, dr)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
+            let (a, len) = (k * BLOCK, dm.len());
+            let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
+            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
+            let (mut psi, mut psi_eps) = ([0f32; BLOCK], [0f32; BLOCK]);
+            for s in 0..draws {
+                normal_block(key, s, block_of(start, a), &mut eps);
+                for j in 0..BLOCK {
+                    let d = t.log_density(m[j] + sigma[j] * eps[j]).1;
+                    psi[j] += d;
+                    psi_eps[j] += d * eps[j];
+                }
+            }
+            let (mut out_m, mut out_r) = ([0f32; BLOCK], [0f32; BLOCK]);
+            for j in 0..BLOCK {
+                out_m[j] = -scale * psi[j];
+                out_r[j] = -dsigma[j] * (g / sigma[j] + scale * psi_eps[j]);
+            }
+            store(dm, &out_m);
+            store(dr, &out_r);
+        }
+    }
+}
+
+/// The gradient of [`mixture_kl`] times `g`: `dμ_i = −(g/S) Σ_s ψ_si` and
+/// `dρ_i = −σ'_i (g/σ_i + (g/S) Σ_s ψ_si ε_si)`, `ψ = d ln p/dw` at `w_si`, `σ' = dσ/dρ`.
+pub fn mixture_kl_backward(
+    mu: &[f32],
+    rho: &[f32],
+    kl: MixtureKl,
+    g: f32,
+    dmu: &mut [f32],
+    drho: &mut [f32],
+) {
+    let n = mu.len();
+    assert!(rho.len() == n && dmu.len() == n && drho.len() == n);
+    let (key, draws) = (key_words(kl.key), kl.draws as u32);
+    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
+    par_chunks(n, |a, b| {
+        // SAFETY: disjoint ranges.
+        let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
+        let (m, r) = (&mu[a..b], &rho[a..b]);
+        mixture_kl_backward_range(key, a, m, r, kl.rule, kl.prior, draws, g, dm, dr);
+    });
+}
