@@ -101,7 +101,8 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         threads: usize,
         /// Only these posterior families (MFVI, MFVI-LRT, MFVI-Flipout, Radial, "MC dropout",
-        /// DropConnect, Low-rank, "MFVI black-box α = 1, K = 4", "BEDL-PAC (CLT moments)");
+        /// DropConnect, "DropConnect, Gaussian masks", Low-rank, "MFVI, scale-mixture prior",
+        /// "MFVI black-box α = 1, K = 4", "BEDL-PAC (CLT moments)");
         /// repeatable. The deterministic baselines always run.
         #[arg(long = "method")]
         methods: Vec<String>,

@@ -11,7 +11,7 @@ use bnn_burn::likelihood::{
 };
 use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights};
 use bnn_burn::objective::{KlSchedule, PacBayesConfig, PacComplexity};
-use bnn_burn::posterior::PosteriorConfig;
+use bnn_burn::posterior::{DropoutConfig, DropoutMask, DropoutNoise, PosteriorConfig};
 use bnn_burn::train::{DecayGroup, TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};
@@ -420,6 +420,33 @@ impl Method {
             Estimator::Reparameterization,
         );
         m.weights.prior = Prior::from_length_scale(length_scale);
+        m
+    }
+
+    /// DropConnect with multiplicative Gaussian masks `z ~ N(1, p/(1−p))` on every weight (the
+    /// Bernoulli mask's mean and variance; Gal 2016, §3.2), one mask per sample.
+    pub fn gaussian_drop_connect(p: f64, length_scale: f64) -> Self {
+        let mut m = Self::drop_connect(p, length_scale);
+        m.name = "DropConnect, Gaussian masks";
+        m.weights.posterior = PosteriorConfig::Dropout(
+            DropoutConfig::new(p)
+                .with_noise(DropoutNoise::Gaussian)
+                .with_mask(DropoutMask::Weights),
+        );
+        m
+    }
+
+    /// MFVI (reparameterisation) under the scale-mixture prior of Blundell et al. (2015, eq. 7)
+    /// with their `π = ½`, `σ₁ = 1`, `σ₂ = e⁻⁶`: a KL without closed form, one Monte Carlo draw
+    /// of its cross-entropy per step.
+    pub fn mean_field_scale_mixture() -> Self {
+        let mut m = Self::mean_field(Estimator::Reparameterization);
+        m.name = "MFVI, scale-mixture prior";
+        m.weights.prior = Prior::ScaleMixture {
+            pi: 0.5,
+            sigma1: 1.0,
+            sigma2: (-6f64).exp(),
+        };
         m
     }
 

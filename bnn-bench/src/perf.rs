@@ -154,7 +154,9 @@ pub fn bayesian_methods() -> Vec<Method> {
         Method::radial(),
         Method::mc_dropout(0.1, 1.0),
         Method::drop_connect(0.1, 1.0),
+        Method::gaussian_drop_connect(0.1, 1.0),
         Method::low_rank(2),
+        Method::mean_field_scale_mixture(),
     ]
 }
 
