@@ -938,7 +938,13 @@ impl<B: Backend> Standardised<B> {
 /// `ln(1 + t) = 2 atanh(t/(2 + t))` by its series (`t/(2+t) ≤ 1/3`): only multiplications and
 /// additions, so it keeps full relative accuracy where a GPU's `ln` near 1 does not.
 pub(crate) fn softplus<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
-    let t = B::float_exp(B::float_neg(B::float_abs(x.clone())));
+    B::float_add(B::relu(x.clone()), log1p_exp_neg_abs::<B>(x))
+}
+
+/// `ln(1 + e^{−|x|})`: the softplus of `x` less `max(x, 0)`, by `2 atanh(t/(2 + t))`,
+/// `t = e^{−|x|}`.
+fn log1p_exp_neg_abs<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let t = B::float_exp(B::float_neg(B::float_abs(x)));
     let s = B::float_div(t.clone(), B::float_add_scalar(t, Scalar::from(2.0)));
     let z = B::float_mul(s.clone(), s.clone());
     // 1 + z/3 + z²/5 + … + z⁷/15 by Horner's rule.
@@ -948,8 +954,7 @@ pub(crate) fn softplus<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
         p = B::float_mul(B::float_add_scalar(p, Scalar::from(c)), z.clone());
     }
     let p = B::float_add_scalar(p, Scalar::from(1.0));
-    let log1p = B::float_mul_scalar(B::float_mul(s, p), Scalar::from(2.0));
-    B::float_add(B::relu(x), log1p)
+    B::float_mul_scalar(B::float_mul(s, p), Scalar::from(2.0))
 }
 
 /// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ`, `[1]`, `σ` by `rule`.
@@ -1004,24 +1009,27 @@ fn finish_backward<B: Backend>(
 }
 
 /// `(ln p(w), d ln p/dw)` of a scale mixture elementwise by burn ops ([`MixtureTerms`]'s form):
-/// `ln p = base − ½w²/σ₂² + softplus(d)`, `d = log_odds − w²·curvature`, and
+/// `ln p = max(a₁, a₂) + ln(1 + e^{−|d|})`, `a_k = ln_weight_k − ½w²/σ_k²`, `d = a₁ − a₂`, and
 /// `d ln p/dw = −w(r/σ₁² + (1 − r)/σ₂²)`, `r = sigmoid(d)`.
 fn mixture_log_density<B: Backend>(
     w: FloatTensor<B>,
     t: MixtureTerms,
 ) -> (FloatTensor<B>, FloatTensor<B>) {
-    let w2 = B::float_mul(w.clone(), w.clone());
-    let d = B::float_add_scalar(
-        B::float_mul_scalar(w2.clone(), Scalar::from(-t.curvature)),
-        Scalar::from(t.log_odds),
-    );
-    let lp = B::float_add(
+    let half_w2 = B::float_mul_scalar(B::float_mul(w.clone(), w.clone()), Scalar::from(0.5));
+    let component = |ln_weight: f32, inv_var: f32| {
         B::float_add_scalar(
-            B::float_mul_scalar(w2, Scalar::from(-0.5 * t.inv_var2)),
-            Scalar::from(t.base),
-        ),
-        softplus::<B>(d.clone()),
+            B::float_mul_scalar(half_w2.clone(), Scalar::from(-inv_var)),
+            Scalar::from(ln_weight),
+        )
+    };
+    let (a1, a2) = (
+        component(t.ln_weight1, t.inv_var1),
+        component(t.ln_weight2, t.inv_var2),
     );
+    let d = B::float_sub(a1.clone(), a2.clone());
+    let first = B::float_greater(a1.clone(), a2.clone(), bool_dtype::<B>(&w.device()));
+    let larger = B::float_mask_where(a2, first, a1);
+    let lp = B::float_add(larger, log1p_exp_neg_abs::<B>(d.clone()));
     // r/σ₁² + (1 − r)/σ₂² = 1/σ₂² + r(1/σ₁² − 1/σ₂²).
     let precision = B::float_add_scalar(
         B::float_mul_scalar(B::sigmoid(d), Scalar::from(t.inv_var1 - t.inv_var2)),

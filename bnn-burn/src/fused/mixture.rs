@@ -11,21 +11,20 @@
 use super::cpu::{SigmaRule, Sigmas};
 use super::rng::{key_words, normal_block};
 use super::simd::{
-    BLOCK, Shared, accumulate, load, multiversion, par_chunks, softplus_sigmoid, store,
+    BLOCK, Shared, accumulate, load, log1p_exp_sigmoid, multiversion, par_chunks, store,
 };
 use crate::special::HALF_LN_2PI;
 
-/// A scale-mixture prior's constants for its log-density in `w²`:
-/// `ln p(w) = base − ½w²/σ₂² + softplus(log_odds − w²·curvature)`, where the softplus's argument
-/// is the log-ratio of the two weighted components at `w`.
+/// A scale-mixture prior's constants: its weighted components' log-densities are
+/// `a_k(w) = ln_weight_k − ½w²/σ_k²`, and `ln p(w) = max(a₁, a₂) + ln(1 + e^{−|a₁ − a₂|})`. (The
+/// log-sum-exp keeps the larger term apart: under a narrow component, `σ₂ = e⁻⁶` say, `a₂` is
+/// −10⁴ at `|w| = 0.4`, and a sum such as `a₂ + softplus(a₁ − a₂)` would round `a₁` away.)
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MixtureTerms {
-    /// `ln(π/(1 − π)) + ln(σ₂/σ₁)`.
-    pub log_odds: f32,
-    /// `½(1/σ₁² − 1/σ₂²)`.
-    pub curvature: f32,
+    /// `ln π − ½ ln 2π − ln σ₁`.
+    pub ln_weight1: f32,
     /// `ln(1 − π) − ½ ln 2π − ln σ₂`.
-    pub base: f32,
+    pub ln_weight2: f32,
     /// `1/σ₁²`.
     pub inv_var1: f32,
     /// `1/σ₂²`.
@@ -35,23 +34,23 @@ pub struct MixtureTerms {
 impl MixtureTerms {
     /// The terms of weight `pi` on `N(0, sigma1²)` and `1 − pi` on `N(0, sigma2²)`.
     pub fn new(pi: f64, sigma1: f64, sigma2: f64) -> Self {
-        let (iv1, iv2) = (sigma1.powi(-2), sigma2.powi(-2));
         Self {
-            log_odds: ((pi / (1.0 - pi)).ln() + (sigma2 / sigma1).ln()) as f32,
-            curvature: (0.5 * (iv1 - iv2)) as f32,
-            base: ((1.0 - pi).ln() - HALF_LN_2PI - sigma2.ln()) as f32,
-            inv_var1: iv1 as f32,
-            inv_var2: iv2 as f32,
+            ln_weight1: (pi.ln() - HALF_LN_2PI - sigma1.ln()) as f32,
+            ln_weight2: ((1.0 - pi).ln() - HALF_LN_2PI - sigma2.ln()) as f32,
+            inv_var1: sigma1.powi(-2) as f32,
+            inv_var2: sigma2.powi(-2) as f32,
         }
     }
 
-    /// `(ln p(w), d ln p/dw)`: with `r` the first component's responsibility at `w`,
-    /// `d ln p/dw = −w(r/σ₁² + (1 − r)/σ₂²)`.
+    /// `(ln p(w), d ln p/dw)`: with `r = sigmoid(a₁ − a₂)` the first component's
+    /// responsibility at `w`, `d ln p/dw = −w(r/σ₁² + (1 − r)/σ₂²)`.
     #[inline(always)]
     pub(crate) fn log_density(self, w: f32) -> (f32, f32) {
-        let w2 = w * w;
-        let (sp, r) = softplus_sigmoid(self.log_odds - w2 * self.curvature);
-        let lp = self.base - 0.5 * w2 * self.inv_var2 + sp;
+        let half_w2 = 0.5 * w * w;
+        let a1 = self.ln_weight1 - half_w2 * self.inv_var1;
+        let a2 = self.ln_weight2 - half_w2 * self.inv_var2;
+        let (log1p, r) = log1p_exp_sigmoid(a1 - a2);
+        let lp = a1.max(a2) + log1p;
         (lp, -w * (r * self.inv_var1 + (1.0 - r) * self.inv_var2))
     }
 }

@@ -1248,23 +1248,30 @@ fn low_rank_kl_and_draws_and_their_gradients_match_burns_composition() {
 /// The scale-mixture KL `−H[q] + (1/S)Σ_s −ln p(μ + σ(ρ)ε_s)` against its composition by burn
 /// ops at the same draws (the mixture's `WeightPrior::log_prob`, the entropy's closed form),
 /// with `ρ`, `μ` or both tracked (values, `∂ρ`, `∂μ`), for every `σ` rule: one to three draws,
-/// one partial block, and more elements than one parallel chunk.
+/// one partial block, and more elements than one parallel chunk; and under Blundell's
+/// `σ₂ = e⁻⁶` with weights of order 1, where the narrow component's log-density is −10⁴ to −10⁵
+/// (a log-density formed as a difference of such terms loses the wide component's value).
 #[test]
 fn mixture_kl_and_its_gradients_match_burns_composition() {
     use crate::special::HALF_LN_2PI;
     let _guard = crate::testing::seeded(&test_device(), 34);
     let device = test_device().autodiff();
-    let (pi, sigma1, sigma2) = (0.3, 1.2, 0.08);
-    let prior =
-        crate::dist::Prior::ScaleMixture { pi, sigma1, sigma2 }.weight_prior::<2>(1, &device);
-    let t = MixtureTerms::new(pi, sigma1, sigma2);
     let params = [
         ScaleParam::Softplus,
         ScaleParam::LogVariance,
         ScaleParam::SigmoidVariance { bound: 1.6 },
     ];
-    for (n, draws) in [(7, 1), (300, 3), (40_000, 2)] {
-        let mu = Tensor::<1>::random([n], Distribution::Normal(0.0, 0.3), &device);
+    let cases = [
+        (7, 1, (0.3, 1.2, 0.08), 0.3),
+        (300, 3, (0.3, 1.2, 0.08), 0.3),
+        (40_000, 2, (0.3, 1.2, 0.08), 0.3),
+        (300, 2, (0.5, 1.0, (-6f64).exp()), 1.0),
+    ];
+    for (n, draws, (pi, sigma1, sigma2), spread) in cases {
+        let prior =
+            crate::dist::Prior::ScaleMixture { pi, sigma1, sigma2 }.weight_prior::<2>(1, &device);
+        let t = MixtureTerms::new(pi, sigma1, sigma2);
+        let mu = Tensor::<1>::random([n], Distribution::Normal(0.0, spread), &device);
         let rho = Tensor::<1>::random([n], Distribution::Uniform(-4.0, -1.0), &device);
         let key = 0xabc + n as u64;
         let mut eps = vec![0f32; draws * n];
@@ -1277,7 +1284,7 @@ fn mixture_kl_and_its_gradients_match_burns_composition() {
             compare_products(
                 rho.clone(),
                 mu.clone(),
-                &format!("mixture KL of {n} weights, {draws} draws, {rule:?}"),
+                &format!("mixture KL of {n} weights, {draws} draws, σ₂ = {sigma2:.4}, {rule:?}"),
                 |rho, mu| mixture_kl(mu, rho, rule, t, key, draws),
                 |rho, mu| {
                     let sigma = param.sigma(rho);
