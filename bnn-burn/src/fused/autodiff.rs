@@ -480,10 +480,11 @@ impl<B: FusedKernels> Backward<B, 2> for FactorDrawsBackward {
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_base, node_factor] = ops.parents;
         let dy = grads.consume::<B>(&ops.node);
-        if let Some(node) = node_factor {
-            let df = B::fused_factor_draws_backward(dy.clone(), ops.state);
-            grads.register::<B>(node.id, df);
-        }
+        register!(
+            grads,
+            node_factor,
+            B::fused_factor_draws_backward(dy.clone(), ops.state)
+        );
         register!(grads, node_base, dy);
     }
 }
