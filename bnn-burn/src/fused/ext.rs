@@ -1010,7 +1010,7 @@ fn finish_backward<B: Backend>(
 
 /// `(ln p(w), d ln p/dw)` of a scale mixture elementwise by burn ops ([`MixtureTerms`]'s form):
 /// `ln p = max(a₁, a₂) + ln(1 + e^{−|d|})`, `a_k = ln_weight_k − ½w²/σ_k²`, `d = a₁ − a₂`, and
-/// `d ln p/dw = −w(r/σ₁² + (1 − r)/σ₂²)`, `r = sigmoid(d)`.
+/// `d ln p/dw = −w(r₁/σ₁² + r₂/σ₂²)`, `r₁ = sigmoid(d)`, `r₂ = sigmoid(−d)`.
 fn mixture_log_density<B: Backend>(
     w: FloatTensor<B>,
     t: MixtureTerms,
@@ -1030,10 +1030,10 @@ fn mixture_log_density<B: Backend>(
     let first = B::float_greater(a1.clone(), a2.clone(), bool_dtype::<B>(&w.device()));
     let larger = B::float_mask_where(a2, first, a1);
     let lp = B::float_add(larger, log1p_exp_neg_abs::<B>(d.clone()));
-    // r/σ₁² + (1 − r)/σ₂² = 1/σ₂² + r(1/σ₁² − 1/σ₂²).
-    let precision = B::float_add_scalar(
-        B::float_mul_scalar(B::sigmoid(d), Scalar::from(t.inv_var1 - t.inv_var2)),
-        Scalar::from(t.inv_var2),
+    // Each responsibility by its own sigmoid: `1 − r₁` would lose `r₂` where it is small.
+    let precision = B::float_add(
+        B::float_mul_scalar(B::sigmoid(d.clone()), Scalar::from(t.inv_var1)),
+        B::float_mul_scalar(B::sigmoid(B::float_neg(d)), Scalar::from(t.inv_var2)),
     );
     (lp, B::float_neg(B::float_mul(w, precision)))
 }

@@ -11,7 +11,7 @@
 use super::cpu::{SigmaRule, Sigmas};
 use super::rng::{key_words, normal_block};
 use super::simd::{
-    BLOCK, Shared, accumulate, load, log1p_exp_sigmoid, multiversion, par_chunks, store,
+    BLOCK, Shared, accumulate, load, log1p_exp_sigmoids, multiversion, par_chunks, store,
 };
 use crate::special::HALF_LN_2PI;
 
@@ -42,16 +42,18 @@ impl MixtureTerms {
         }
     }
 
-    /// `(ln p(w), d ln p/dw)`: with `r = sigmoid(a₁ − a₂)` the first component's
-    /// responsibility at `w`, `d ln p/dw = −w(r/σ₁² + (1 − r)/σ₂²)`.
+    /// `(ln p(w), d ln p/dw)`: with `r₁ = sigmoid(a₁ − a₂)` and `r₂ = sigmoid(a₂ − a₁)` the
+    /// components' responsibilities at `w`, `d ln p/dw = −w(r₁/σ₁² + r₂/σ₂²)` (`r₂` formed
+    /// apart: `(1 − r₁)/σ₂²` would turn `r₁`'s rounding into a large error where `σ₂` is
+    /// small).
     #[inline(always)]
     pub(crate) fn log_density(self, w: f32) -> (f32, f32) {
         let half_w2 = 0.5 * w * w;
         let a1 = self.ln_weight1 - half_w2 * self.inv_var1;
         let a2 = self.ln_weight2 - half_w2 * self.inv_var2;
-        let (log1p, r) = log1p_exp_sigmoid(a1 - a2);
+        let (log1p, r1, r2) = log1p_exp_sigmoids(a1 - a2);
         let lp = a1.max(a2) + log1p;
-        (lp, -w * (r * self.inv_var1 + (1.0 - r) * self.inv_var2))
+        (lp, -w * (r1 * self.inv_var1 + r2 * self.inv_var2))
     }
 }
 

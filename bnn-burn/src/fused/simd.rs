@@ -102,20 +102,21 @@ pub(crate) fn ln(x: f32) -> f32 {
 /// `t = e^{−|ρ|} ∈ (0, 1]`, with `ln(1 + t) = 2 atanh(t/(2 + t))` (no cancellation for tiny `t`).
 #[inline(always)]
 pub(crate) fn softplus_sigmoid(rho: f32) -> (f32, f32) {
-    let (log1p, sigmoid) = log1p_exp_sigmoid(rho);
+    let (log1p, sigmoid, _) = log1p_exp_sigmoids(rho);
     (rho.max(0.0) + log1p, sigmoid)
 }
 
-/// `(ln(1 + e^{−|x|}), sigmoid x)` sharing one exponential: the softplus of `x` less `max(x, 0)`,
-/// kept apart where that maximum is large (a log-sum-exp of two terms, `max + ln(1 + e^{−|d|})`).
+/// `(ln(1 + e^{−|x|}), sigmoid x, sigmoid(−x))` sharing one exponential: the softplus of `x`
+/// less `max(x, 0)`, kept apart where that maximum is large (a log-sum-exp of two terms,
+/// `max + ln(1 + e^{−|d|})`), and both sigmoids to full relative accuracy (`1 − sigmoid x`
+/// would lose the small one).
 #[inline(always)]
-pub(crate) fn log1p_exp_sigmoid(x: f32) -> (f32, f32) {
+pub(crate) fn log1p_exp_sigmoids(x: f32) -> (f32, f32, f32) {
     let t = exp(-x.abs());
     let inv = 1.0 / (1.0 + t);
-    (
-        two_atanh(t / (2.0 + t)),
-        if x >= 0.0 { inv } else { t * inv },
-    )
+    let (big, small) = (inv, t * inv);
+    let (pos, neg) = if x >= 0.0 { (big, small) } else { (small, big) };
+    (two_atanh(t / (2.0 + t)), pos, neg)
 }
 
 /// `(sin 2πu, cos 2πu)`: quadrant reduction, then Taylor polynomials on `[−π/4, π/4]`.

@@ -1281,18 +1281,37 @@ fn mixture_kl_and_its_gradients_match_burns_composition() {
         let eps = Tensor::<2>::from_data(TensorData::new(eps, [draws, n]), &device);
         for param in params {
             let rule = param.sigma_rule();
-            compare_products(
-                rho.clone(),
-                mu.clone(),
-                &format!("mixture KL of {n} weights, {draws} draws, σ₂ = {sigma2:.4}, {rule:?}"),
-                |rho, mu| mixture_kl(mu, rho, rule, t, key, draws),
-                |rho, mu| {
-                    let sigma = param.sigma(rho);
-                    let w = mu.reshape([1, n]) + sigma.clone().reshape([1, n]) * eps.clone();
-                    let cross = prior.log_prob(w).mean().neg();
-                    cross - sigma.log().sum() - n as f64 * (HALF_LN_2PI + 0.5)
-                },
-            );
+            let what =
+                format!("mixture KL of {n} weights, {draws} draws, σ₂ = {sigma2:.4}, {rule:?}");
+            let ours = |rho, mu| mixture_kl(mu, rho, rule, t, key, draws);
+            let burns = |rho: Tensor<1>, mu: Tensor<1>| {
+                let sigma = param.sigma(rho);
+                let w = mu.reshape([1, n]) + sigma.clone().reshape([1, n]) * eps.clone();
+                let cross = prior.log_prob(w).mean().neg();
+                cross - sigma.log().sum() - n as f64 * (HALF_LN_2PI + 0.5)
+            };
+            compare_products(rho.clone(), mu.clone(), &what, ours, burns);
+            // Element by element too, where every draw of the weight lies outside the narrow
+            // component (|w| ≥ 0.01): the gradient spans 1/σ₁² to 1/σ₂² ≈ 1.6·10⁵ times a
+            // weight, so a scale-relative check would not see a per-cent error on the other
+            // weights (a responsibility taken as `1 − r₁`). Inside it the gradient is
+            // `≈ −w/σ₂²`, whose rounding of `w = μ + σε` alone moves it by 10⁻⁴ and more.
+            let leaf = mu.clone().detach().require_grad();
+            let grad = |kl: Tensor<1>| to_vec(leaf.grad(&kl.backward()).expect("∂μ"));
+            let got = grad(ours(rho.clone(), leaf.clone()));
+            let want = grad(burns(rho.clone(), leaf.clone()));
+            let (m, e) = (to_vec(mu.clone()), to_vec(eps.clone()));
+            let sd = to_vec(param.sigma(rho.clone()));
+            let wide = |i: usize| (0..draws).all(|s| (m[i] + sd[i] * e[s * n + i]).abs() >= 0.01);
+            let checked: Vec<usize> = (0..n).filter(|&i| wide(i)).collect();
+            assert!(checked.len() > n / 2, "{what}: {} weights", checked.len());
+            for i in checked {
+                let (a, b) = (got[i], want[i]);
+                assert!(
+                    (a - b).abs() <= 1e-3 * b.abs() + 1e-6,
+                    "{what}: ∂μ[{i}] = {a} against {b}"
+                );
+            }
         }
     }
 }
