@@ -1305,10 +1305,13 @@ fn mixture_kl_and_its_gradients_match_burns_composition() {
             let wide = |i: usize| (0..draws).all(|s| (m[i] + sd[i] * e[s * n + i]).abs() >= 0.01);
             let checked: Vec<usize> = (0..n).filter(|&i| wide(i)).collect();
             assert!(checked.len() > n / 2, "{what}: {} weights", checked.len());
+            // A weight's gradient averages its draws' terms, which can cancel: the floor is
+            // 10⁻⁵ of the largest checked gradient (f32 terms, a GPU's `exp`).
+            let top = checked.iter().fold(0f64, |m, &i| m.max(want[i].abs()));
             for i in checked {
                 let (a, b) = (got[i], want[i]);
                 assert!(
-                    (a - b).abs() <= 1e-3 * b.abs() + 1e-6,
+                    (a - b).abs() <= 1e-3 * b.abs() + 1e-5 * top,
                     "{what}: ∂μ[{i}] = {a} against {b}"
                 );
             }
