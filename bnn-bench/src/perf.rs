@@ -160,6 +160,18 @@ pub fn bayesian_methods() -> Vec<Method> {
     ]
 }
 
+/// The point-weight rows: MAP (bnn-burn's layers with point weights under the benches' `N(0, 1)`
+/// prior) and the same with train-time dropout of half the dense layers' hidden units
+/// ([`bnn_burn::nets::MlpConfig::dropout`]; the fused dropout kernel, or burn's generator on the
+/// reference kernels), with the dropout rate.
+pub fn point_methods() -> [(&'static str, f64); 2] {
+    [(MAP, 0.0), (MAP_DROPOUT, 0.5)]
+}
+/// See [`point_methods`].
+pub const MAP: &str = "MAP (point weights)";
+/// See [`point_methods`].
+pub const MAP_DROPOUT: &str = "MAP, train-time dropout 0.5";
+
 /// The black-box α row: Depeweg's mean-field weights (`σ² = λ·sigmoid(ρ)`,
 /// [`bnn_burn::nets::depeweg_weights`]) trained by black-box α = 1 over
 /// [`BLACK_BOX_DRAWS`] joint weight draws per step, each with its `ln q − ln p`: the fused
@@ -189,6 +201,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
         return Err("perf: --threads must be at least 1 (the peers' thread count)".into());
     }
     let mut known: Vec<&str> = bayesian_methods().iter().map(|m| m.name).collect();
+    known.extend(point_methods().map(|(name, _)| name));
     known.push(BLACK_BOX);
     known.push(BEDL_PAC);
     for m in &options.methods {
@@ -266,6 +279,21 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                 };
                 let weights = method.weights.clone();
                 let build = || Bayesian::new(net, weights, &device);
+                let optim = OptimizerConfig::adam().init(kernels);
+                let loss = move |m: &Bayesian| m.loss(x, y.clone(), kernels);
+                workloads.push(workload((net, name), build, optim, loss)?);
+                report_warmup(workloads.last().expect("pushed"));
+            }
+        }
+        for (method, dropout) in point_methods().into_iter().filter(|(m, _)| wanted(m)) {
+            for &kernels in &options.kernels {
+                device.seed(options.seed);
+                let name = match kernels {
+                    Kernels::Fused => method.to_string(),
+                    Kernels::Reference => format!("{method} (reference)"),
+                };
+                let weights = Method::map(1.0).weights;
+                let build = || Bayesian::with_dropout(net, weights, dropout, &device);
                 let optim = OptimizerConfig::adam().init(kernels);
                 let loss = move |m: &Bayesian| m.loss(x, y.clone(), kernels);
                 workloads.push(workload((net, name), build, optim, loss)?);
@@ -485,7 +513,9 @@ fn write_report(
         "# Training-step benchmark\n\nAdam, one posterior sample per step, loss = mean squared error \
          + KL/60000, random inputs and targets; the black-box α rows: Depeweg's weights, {} joint \
          weight draws per step with their ln q − ln p, black-box α = 1 with ℓ = −Σ(o − y)², \
-         N = 60000; the BEDL-PAC row: the evidential head trained by CLT moments under the \
+         N = 60000; the MAP rows: bnn-burn's layers with point weights (the KL term is the \
+         N(0, 1) prior's negative log density), one with train-time dropout of half the dense \
+         layers' hidden units; the BEDL-PAC row: the evidential head trained by CLT moments under the \
          PAC-Bayes bound of eq. 5.10 (5 draws of the logits' moments), random labels, fused Adam. \
          Backend `{}`, built from revision `{}`; {} rounds of {} steps after \
          {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
@@ -574,9 +604,10 @@ mod tests {
             kernels: vec![Kernels::Fused, Kernels::Reference],
         };
         let rows = run(&options).unwrap();
-        // The baselines, then every family and the black-box α row on both kernels, and the
-        // BEDL-PAC row (fused only).
-        assert_eq!(rows.len(), 2 + 2 * (bayesian_methods().len() + 1) + 1);
+        // The baselines, then every family, the two point-weight rows and the black-box α row
+        // on both kernels, and the BEDL-PAC row (fused only).
+        let on_both = bayesian_methods().len() + point_methods().len() + 1;
+        assert_eq!(rows.len(), 2 + 2 * on_both + 1);
         for r in &rows {
             assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
             // Three weight matrices alone are 1.4 MiB of f32; Adam keeps two more copies.
@@ -584,6 +615,7 @@ mod tests {
         }
         let table = std::fs::read_to_string(dir.join("perf.md")).unwrap();
         assert!(table.contains("MFVI-LRT (reference)") && table.contains(BASELINE));
+        assert!(table.contains(&format!("{MAP_DROPOUT} (reference)")) && table.contains(MAP));
         assert!(
             table.contains(&format!("{BLACK_BOX} (reference)")) && table.contains(BEDL_PAC),
             "{table}"

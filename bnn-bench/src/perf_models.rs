@@ -163,17 +163,29 @@ impl Bayesian {
         weights: WeightConfig,
         device: &Device,
     ) -> Result<Self, bnn_burn::error::ConfigError> {
+        Self::with_dropout(net, weights, 0.0, device)
+    }
+
+    /// `net` with `weights` in every layer and train-time dropout of rate `dropout` on the
+    /// hidden units of its dense layers ([`MlpConfig::dropout`]).
+    pub fn with_dropout(
+        net: Net,
+        weights: WeightConfig,
+        dropout: f64,
+        device: &Device,
+    ) -> Result<Self, bnn_burn::error::ConfigError> {
         Ok(match net {
             Net::Mlp => Bayesian::Mlp(
                 MlpConfig::new(784, vec![400, 400], 10)
                     .with_weights(weights)
+                    .with_dropout(dropout)
                     .init(Categorical, device)?,
             ),
-            Net::LeNet5 => Bayesian::LeNet5(
-                ConvNetConfig::lenet5([1, 28, 28], 10)
-                    .with_weights(weights)
-                    .init(Categorical, device)?,
-            ),
+            Net::LeNet5 => {
+                let mut config = ConvNetConfig::lenet5([1, 28, 28], 10).with_weights(weights);
+                config.dense.dropout = dropout;
+                Bayesian::LeNet5(config.init(Categorical, device)?)
+            }
         })
     }
 

@@ -3,11 +3,12 @@
 use super::{Bnn, Body};
 use crate::dist::Moments;
 use crate::error::{Check, ConfigError};
+use crate::fused::{self, Kernels};
 use crate::layers::{
     Activation, BayesianLinear, BayesianLinearConfig, LayerDraw, Pass, WeightConfig,
 };
 use crate::likelihood::Likelihood;
-use crate::posterior::{KlDivergence, Unsupported};
+use crate::posterior::{DropoutNoise, KlDivergence, Unsupported};
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Device, Distribution, Tensor};
@@ -144,16 +145,22 @@ impl MlpBody {
         self.dropout > 0.0 && pass.is_training() && device.is_autodiff()
     }
 
-    /// `[S, B, d_input]` through every layer and activation (and the train-only dropout): the
-    /// one forward loop of dense layers, also used after the convolutions of a
+    /// `[S, B, d_input]` through every layer and activation (and the train-only dropout: the
+    /// fused dropout kernel, [`crate::fused::dropout`], unless the pass runs the reference
+    /// kernels): the one forward loop of dense layers, also used after the convolutions of a
     /// [`super::ConvBody`].
     pub fn propagate(&self, mut h: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
         for layer in &self.layers {
             h = self.activation.forward(layer.run(h, pass));
             if self.drops(pass, &h.device()) {
-                let keep = 1.0 - self.dropout;
-                crate::device::uses_generator();
-                h = h.clone() * h.random_like(Distribution::Bernoulli(keep)) / keep;
+                h = if pass.kernels() == Kernels::Fused {
+                    let key = pass.next_key(&h.device());
+                    fused::dropout(h, key, self.dropout, DropoutNoise::Bernoulli)
+                } else {
+                    let keep = 1.0 - self.dropout;
+                    crate::device::uses_generator();
+                    h.clone() * h.random_like(Distribution::Bernoulli(keep)) / keep
+                };
             }
         }
         h

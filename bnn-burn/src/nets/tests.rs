@@ -1,4 +1,5 @@
 use super::*;
+use crate::fused::Kernels;
 use crate::layers::{Estimator, Pool, WeightConfig};
 use crate::likelihood::{Categorical, GaussianLikelihoodConfig};
 use crate::posterior::PosteriorConfig;
@@ -174,8 +175,9 @@ fn sensoy_lenet_pads_and_drops_the_hidden_units() {
 }
 
 /// One hidden layer of 4 point-weight units (identity activation) on one input, `S` samples:
-/// `(train-pass features, predict-pass features, moment-train-pass moments)`.
-fn dropout_features(p: f64, samples: usize) -> (Vec<f64>, Vec<f64>, Moments<3>) {
+/// `(train-pass features, predict-pass features, moment-train-pass moments)`, the training pass
+/// on `kernels`.
+fn dropout_features(p: f64, samples: usize, kernels: Kernels) -> (Vec<f64>, Vec<f64>, Moments<3>) {
     let ad = training_device();
     let _guard = seeded(&ad, 3);
     let net = MlpConfig::new(3, vec![4], 1)
@@ -185,9 +187,10 @@ fn dropout_features(p: f64, samples: usize) -> (Vec<f64>, Vec<f64>, Moments<3>) 
         .init(Categorical, &ad)
         .unwrap();
     let x = Tensor::<2>::from_floats([[0.5, -1.0, 2.0]], &ad);
-    let train = net
-        .body
-        .features(x.clone(), &mut Pass::train(samples, false));
+    let train = net.body.features(
+        x.clone(),
+        &mut Pass::train(samples, false).with_kernels(kernels),
+    );
     let predict = net.body.features(x.clone(), &mut Pass::predict(samples));
     let rule = crate::layers::MomentRule::Clt;
     let moments = net
@@ -199,12 +202,33 @@ fn dropout_features(p: f64, samples: usize) -> (Vec<f64>, Vec<f64>, Moments<3>) 
 
 /// Train-only dropout: a training pass keeps each unit with probability 1 − p, scaled by
 /// 1/(1 − p); prediction and a `valid()` copy keep every unit unscaled; the moment rule of a
-/// training step is the Monte Carlo mean and variance of the sampled masks.
+/// training step is the Monte Carlo mean and variance of the sampled masks. The training pass
+/// on the fused dropout kernel and on the reference (burn's generator).
 #[test]
 fn mlp_dropout_acts_in_training_steps_only() {
     let p = 0.5;
-    let n = 20_000;
-    let (train, predict, moments) = dropout_features(p, n);
+    for kernels in [Kernels::Fused, Kernels::Reference] {
+        check_dropout_features(p, 20_000, kernels);
+    }
+    // A valid() copy (no autodiff) never drops, even in a training pass. (Its initial weights
+    // are a draw: the lock again, `dropout_features` having released its own.)
+    let ad = training_device();
+    let _guard = seeded(&ad, 4);
+    let net = MlpConfig::new(3, vec![4], 1)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .with_dropout(p)
+        .init(Categorical, &ad)
+        .unwrap()
+        .valid();
+    let x = Tensor::<2>::ones([1, 3], &device());
+    let a = to_vec(net.body.features(x.clone(), &mut Pass::train(64, false)));
+    let b = to_vec(net.body.features(x, &mut Pass::predict(64)));
+    assert_eq!(a, b);
+}
+
+/// [`mlp_dropout_acts_in_training_steps_only`]'s checks of `n` training draws on `kernels`.
+fn check_dropout_features(p: f64, n: usize, kernels: Kernels) {
+    let (train, predict, moments) = dropout_features(p, n, kernels);
     let units = 4;
     let h = &predict[..units];
     // Prediction: every sample is the same, undropped, point-weight activation.
@@ -240,20 +264,6 @@ fn mlp_dropout_acts_in_training_steps_only() {
             "MC var {var} vs {v}"
         );
     }
-    // A valid() copy (no autodiff) never drops, even in a training pass. (Its initial weights
-    // are a draw: the lock again, `dropout_features` having released its own.)
-    let ad = training_device();
-    let _guard = seeded(&ad, 4);
-    let net = MlpConfig::new(3, vec![4], 1)
-        .with_weights(WeightConfig::of(PosteriorConfig::point()))
-        .with_dropout(p)
-        .init(Categorical, &ad)
-        .unwrap()
-        .valid();
-    let x = Tensor::<2>::ones([1, 3], &device());
-    let a = to_vec(net.body.features(x.clone(), &mut Pass::train(64, false)));
-    let b = to_vec(net.body.features(x, &mut Pass::predict(64)));
-    assert_eq!(a, b);
 }
 
 #[test]
