@@ -43,6 +43,8 @@ struct Toy {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Freed memory stays with the process: no heap trimming between training steps.
+    bnn_burn::device::keep_freed_memory();
     let toys = [
         Toy {
             name: "heteroscedastic (750 points, x from a 3-Gaussian mixture)",

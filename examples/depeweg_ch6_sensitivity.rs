@@ -35,6 +35,8 @@ const REPEATS: u64 = 5;
 const DRAWS: usize = 100;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Freed memory stays with the process: no heap trimming between training steps.
+    bnn_burn::device::keep_freed_memory();
     let mut runs: Vec<Sensitivity> = Vec::new();
     for r in 0..REPEATS {
         let data = toy::sensitivity_2d(500, 40 + r);

@@ -35,6 +35,8 @@ use std::time::Instant;
 const N_TRAIN: usize = 100;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Freed memory stays with the process: no heap trimming between training steps.
+    bnn_burn::device::keep_freed_memory();
     regression()?;
     mnist()?;
     Ok(())

@@ -31,6 +31,8 @@ use std::time::Instant;
 const S: usize = 50;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Freed memory stays with the process: no heap trimming between training steps.
+    bnn_burn::device::keep_freed_memory();
     two_moons()?;
     mnist()?;
     Ok(())

@@ -51,6 +51,8 @@ const BINS: usize = 10;
 const FIGURE_BINS: usize = 20;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Freed memory stays with the process: no heap trimming between training steps.
+    bnn_burn::device::keep_freed_memory();
     let out = std::env::var_os("BNN_EXAMPLE_OUT")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| "runs/haussmann_ch5_bedl_ood".into());

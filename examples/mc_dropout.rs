@@ -33,6 +33,8 @@ const T: usize = 200;
 const LENGTH_SCALE: f64 = 1.0;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Freed memory stays with the process: no heap trimming between training steps.
+    bnn_burn::device::keep_freed_memory();
     regression()?;
     classification()?;
     Ok(())

@@ -49,6 +49,8 @@ fn families(rho: f64) -> [(&'static str, WeightConfig); 2] {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Freed memory stays with the process: no heap trimming between training steps.
+    bnn_burn::device::keep_freed_memory();
     soap_bubble();
     gradient_variance()?;
     training()?;

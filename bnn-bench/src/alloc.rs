@@ -65,31 +65,3 @@ pub fn reset_peak() {
 pub fn peak_bytes() -> usize {
     PEAK.load(Ordering::Relaxed)
 }
-
-/// Asks glibc's allocator to keep freed memory instead of returning it to the kernel (no heap
-/// trimming, no `mmap` per large buffer). With glibc's defaults a training step that frees a few
-/// MiB at the top of the heap gives the pages back and faults them in again on the next step: on
-/// the 2-core development machine that alone moved burn's deterministic MLP step between 6 and
-/// 13 ms from one run to the next, and it cost a third of the wall time of a `depeweg` step on
-/// naval. Every bench command turns it off at start (`perf` records whether it took); a user gets
-/// the same with `MALLOC_TRIM_THRESHOLD_` and `MALLOC_MMAP_THRESHOLD_` in the environment.
-/// Returns whether the settings took (false off glibc).
-pub fn keep_freed_memory() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // mallopt(3) parameters.
-        const M_TRIM_THRESHOLD: i32 = -1;
-        const M_MMAP_THRESHOLD: i32 = -3;
-        unsafe extern "C" {
-            fn mallopt(param: i32, value: i32) -> i32;
-        }
-        // SAFETY: mallopt only changes allocator tunables; both values are in range.
-        unsafe {
-            mallopt(M_TRIM_THRESHOLD, i32::MAX) == 1 && mallopt(M_MMAP_THRESHOLD, 1 << 30) == 1
-        }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        false
-    }
-}

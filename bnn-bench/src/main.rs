@@ -354,7 +354,7 @@ fn main() {
     }
     // Every command trains: glibc's heap trimming would return and fault in the pages a step
     // frees, step after step (on naval's BNN+LV step it was a third of the wall time).
-    alloc::keep_freed_memory();
+    bnn_burn::device::keep_freed_memory();
     let result = match cli.command {
         Command::Quickstart { out, seed, epochs } => quickstart::run(&out, seed, epochs),
         Command::PerfPredict {

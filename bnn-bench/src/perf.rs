@@ -224,7 +224,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
     validate(options)?;
     crate::experiment::prepare_out(&options.out)?;
     let start = Instant::now();
-    let kept = alloc::keep_freed_memory();
+    let kept = bnn_burn::device::keep_freed_memory();
     let device = bnn_burn::training_device();
     eprintln!(
         "perf: backend {}, {} rounds × {} steps",

@@ -240,6 +240,14 @@ mod tests {
 
     use super::*;
 
+    /// The allocator's settings take where there is glibc (the process keeps them, which
+    /// changes no result of the other tests).
+    #[test]
+    fn keeping_freed_memory_takes_on_glibc() {
+        let glibc = cfg!(all(target_os = "linux", target_env = "gnu"));
+        assert_eq!(keep_freed_memory(), glibc);
+    }
+
     #[test]
     fn the_backend_variable_picks_a_compiled_backend_or_names_the_feature() {
         let compiled = compiled_backends();
@@ -293,6 +301,37 @@ fn set_thread_flush(on: bool) {
     // SAFETY: ldmxcsr loads this thread's SSE control register; only the flush modes change
     // (rounding and exception masks stay as they were).
     unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &csr, options(nostack)) };
+}
+
+/// Asks glibc's allocator to keep freed memory instead of returning it to the kernel (no heap
+/// trimming, no `mmap` per large buffer) for the rest of the process; returns whether the
+/// settings took (false off Linux with glibc, where it does nothing). Call it once at the start
+/// of a program that trains: with glibc's defaults a training step that frees a few MiB at the
+/// top of the heap gives the pages back and faults them in again on the next step. On the
+/// 2-core development machine that moved burn's deterministic MLP step of `bnn-bench perf`
+/// between 6 and 13 ms from one run to the next and cost a third of the wall time of a BNN+LV
+/// step on naval; how much a program gains depends on its buffers' sizes and order (none for
+/// some). `bnn-bench` and the examples call it; the environment variables
+/// `MALLOC_TRIM_THRESHOLD_=2147483647 MALLOC_MMAP_THRESHOLD_=1073741824` do the same from
+/// outside. The cost: freed memory stays with the process (its peak heap, not more).
+pub fn keep_freed_memory() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // mallopt(3) parameters.
+        const M_TRIM_THRESHOLD: i32 = -1;
+        const M_MMAP_THRESHOLD: i32 = -3;
+        unsafe extern "C" {
+            fn mallopt(param: i32, value: i32) -> i32;
+        }
+        // SAFETY: mallopt only changes allocator tunables; both values are in range.
+        unsafe {
+            mallopt(M_TRIM_THRESHOLD, i32::MAX) == 1 && mallopt(M_MMAP_THRESHOLD, 1 << 30) == 1
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
 }
 
 /// Whether the calling thread flushes subnormals (see [`flush_subnormals`]).
