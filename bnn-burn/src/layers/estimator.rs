@@ -14,7 +14,7 @@
 use super::params::LayerParams;
 use super::pass::Pass;
 use crate::dist::WeightPrior;
-use crate::fused::{self, Kernels};
+use crate::fused::Kernels;
 use crate::posterior::{McDropout, MeanFieldDist};
 use crate::posterior::{PosteriorDist, Unsupported, WeightPosterior, row};
 use burn::config::Config;
@@ -263,10 +263,7 @@ impl<W: PosteriorDist<DW>, B: PosteriorDist<1>, const DW: usize> Evaluated<W, B,
         };
         let (mean, var) = match self.unit_noise {
             Some(dropout) => {
-                let x = match self.unit_noise_key {
-                    Some(key) => fused::dropout(x, key, dropout.p, dropout.noise),
-                    None => dropout.forward(x),
-                };
+                let x = dropout.forward_keyed(x, self.unit_noise_key);
                 let mean = op.apply(x, self.weight.mean(), bias_mean);
                 let var = bias_var.map(|v| op.add_bias(mean.zeros_like(), row(v)));
                 (mean, var)

@@ -3,15 +3,15 @@
 use super::{Bnn, Body};
 use crate::dist::Moments;
 use crate::error::{Check, ConfigError};
-use crate::fused::{self, Kernels};
+use crate::fused::Kernels;
 use crate::layers::{
     Activation, BayesianLinear, BayesianLinearConfig, LayerDraw, Pass, WeightConfig,
 };
 use crate::likelihood::Likelihood;
-use crate::posterior::{DropoutNoise, KlDivergence, Unsupported};
+use crate::posterior::{DropoutNoise, KlDivergence, McDropout, Unsupported};
 use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Tensor};
 
 /// Configuration of an MLP [`Bnn`].
 #[derive(Config, Debug)]
@@ -153,14 +153,12 @@ impl MlpBody {
         for layer in &self.layers {
             h = self.activation.forward(layer.run(h, pass));
             if self.drops(pass, &h.device()) {
-                h = if pass.kernels() == Kernels::Fused {
-                    let key = pass.next_key(&h.device());
-                    fused::dropout(h, key, self.dropout, DropoutNoise::Bernoulli)
-                } else {
-                    let keep = 1.0 - self.dropout;
-                    crate::device::uses_generator();
-                    h.clone() * h.random_like(Distribution::Bernoulli(keep)) / keep
+                let dropout = McDropout {
+                    p: self.dropout,
+                    noise: DropoutNoise::Bernoulli,
                 };
+                let key = (pass.kernels() == Kernels::Fused).then(|| pass.next_key(&h.device()));
+                h = dropout.forward_keyed(h, key);
             }
         }
         h

@@ -82,6 +82,16 @@ impl McDropout {
         let noise = self.noise_like(&input);
         input * noise
     }
+
+    /// [`Self::forward`] with the masks of the fused dropout kernel from `key` when given
+    /// ([`crate::fused::dropout`]: one pass forward and one backward, the masks regenerated),
+    /// else from burn's generator.
+    pub fn forward_keyed<const D: usize>(&self, input: Tensor<D>, key: Option<u64>) -> Tensor<D> {
+        match key {
+            Some(key) if self.p > 0.0 => crate::fused::dropout(input, key, self.p, self.noise),
+            _ => self.forward(input),
+        }
+    }
 }
 
 /// Configuration of the dropout family.
