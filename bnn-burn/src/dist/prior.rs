@@ -14,6 +14,7 @@
 
 use crate::dist::gaussian_log_density;
 use crate::error::{Check, ConfigError};
+use crate::fused::Kernels;
 use crate::posterior::PosteriorDist;
 use crate::special::{HALF_LN_2PI, logsumexp};
 use burn::config::Config;
@@ -196,6 +197,21 @@ impl<const D: usize> GaussianPrior<D> {
             _ => self.mean.clone() + (w - self.mean.clone()) * scale,
         };
         self.cross_entropy_moments(shrunk, None)
+    }
+
+    /// [`Self::point_cross_entropy`] on `kernels`: with scalar parameters on
+    /// [`Kernels::Fused`], the quadratic term `scale²·Σ (w − μ₀)²/(2σ₀²)` is one fused op
+    /// ([`crate::fused::quadratic`]: one pass forward, one backward); otherwise the composition
+    /// of burn ops.
+    pub fn point_cross_entropy_on(&self, w: Tensor<D>, scale: f64, kernels: Kernels) -> Tensor<1> {
+        match (kernels, self.scalar) {
+            (Kernels::Fused, Some((m0, s0))) => {
+                let n = w.shape().num_elements() as f64;
+                let coef = scale * scale / (2.0 * s0 * s0);
+                crate::fused::quadratic(w, m0 as f32, coef as f32) + n * (s0.ln() + HALF_LN_2PI)
+            }
+            _ => self.point_cross_entropy(w, scale),
+        }
     }
 }
 

@@ -67,6 +67,9 @@ pub trait FusedOps: Backend {
         terms: KlTerms,
     ) -> FloatTensor<Self>;
 
+    /// [`FusedKernels::fused_quadratic`], differentiable in `w`.
+    fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self>;
+
     /// [`FusedKernels::fused_noise`].
     fn noise_op(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self>;
 
@@ -181,6 +184,10 @@ macro_rules! inner_ops {
                 key: u64,
             ) -> FloatTensor<Self> {
                 Self::fused_noise(mean, var, key)
+            }
+
+            fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
+                Self::fused_quadratic(w, center, coef)
             }
 
             fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
@@ -354,6 +361,24 @@ impl<B: FusedKernels> Backward<B, 2> for KlBackward {
         let (dmu, drho) = B::fused_kl_backward(g, mu, rho, rule, terms);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
+    }
+}
+
+#[derive(Debug)]
+struct QuadraticBackward;
+
+impl<B: FusedKernels> Backward<B, 1> for QuadraticBackward {
+    type State = (FloatTensor<B>, f32, f32);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_w] = ops.parents;
+        let g = grads.consume::<B>(&ops.node);
+        let (w, center, coef) = ops.state;
+        register!(
+            grads,
+            node_w,
+            B::fused_quadratic_backward(g, w, center, coef)
+        );
     }
 }
 
@@ -678,6 +703,18 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 (mu.into_primitive(), rho.into_primitive(), rule, terms),
                 value,
             ),
+            OpsKind::UnTracked(prep) => prep.finish(value),
+        }
+    }
+
+    fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
+        let value = B::fused_quadratic(w.primitive().clone(), center, coef);
+        match QuadraticBackward
+            .prepare::<C>([w.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((w.into_primitive(), center, coef), value),
             OpsKind::UnTracked(prep) => prep.finish(value),
         }
     }

@@ -578,6 +578,60 @@ pub fn moments_backward(
 }
 
 multiversion! {
+    /// `Σ (w − center)²` over one range.
+    fn squared_distance_range(w: &[f32], center: f32) -> f64 {
+        let mut lanes = [0f32; 8];
+        let mut total = 0f64;
+        for (k, wc) in w.chunks(BLOCK).enumerate() {
+            let x = load(wc, center);
+            let mut sq = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let c = x[j] - center;
+                sq[j] = c * c;
+            }
+            accumulate(&mut lanes, &sq, wc.len());
+            if k % 64 == 63 {
+                total += lanes_total(&lanes);
+                lanes = [0.0; 8];
+            }
+        }
+        total + lanes_total(&lanes)
+    }
+}
+
+/// `Σ_i (w_i − center)²`, summed in a fixed order (reproducible whatever the thread count): a
+/// Gaussian prior's quadratic term at a point.
+pub fn squared_distance(w: &[f32], center: f32) -> f64 {
+    par_chunks(w.len(), |a, b| squared_distance_range(&w[a..b], center))
+        .into_iter()
+        .sum()
+}
+
+multiversion! {
+    /// `out = scale·(w − center)` over one range.
+    fn scaled_offset_range(w: &[f32], center: f32, scale: f32, out: &mut [f32]) {
+        for (o, wc) in out.chunks_mut(BLOCK).zip(w.chunks(BLOCK)) {
+            let x = load(wc, center);
+            let mut d = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                d[j] = scale * (x[j] - center);
+            }
+            store(o, &d);
+        }
+    }
+}
+
+/// `out_i = scale·(w_i − center)`: the gradient of `(scale/2)·Σ (w − center)²`.
+pub fn scaled_offset(w: &[f32], center: f32, scale: f32, out: &mut [f32]) {
+    let shared = Shared::new(out);
+    par_chunks(w.len(), |a, b| {
+        // SAFETY: disjoint ranges.
+        let o = unsafe { shared.range(a, b) };
+        scaled_offset_range(&w[a..b], center, scale, o);
+    });
+}
+
+multiversion! {
     /// `y = mean + √(var + floor)·ε` or, with `backward`,
     /// `dvar = dy·ε/(2√(var + floor))` (`first = dy`) over one range.
     fn noise_range(key: [u32; 2], start: usize, first: &[f32], var: &[f32], out: &mut [f32],

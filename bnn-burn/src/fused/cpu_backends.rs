@@ -450,6 +450,25 @@ macro_rules! cpu_fused_kernels {
                 )
             }
 
+            fn fused_quadratic(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
+                total(f64::from(coef) * cpu::squared_distance(&w.values(), center))
+            }
+
+            fn fused_quadratic_backward(
+                g: FloatTensor<Self>,
+                w: FloatTensor<Self>,
+                center: f32,
+                coef: f32,
+            ) -> FloatTensor<Self> {
+                let shape = w.shape();
+                let scale = 2.0 * coef * g.values()[0];
+                let w = w.values();
+                let dw = written(shape.num_elements(), |d| {
+                    cpu::scaled_offset(&w, center, scale, d)
+                });
+                <FloatTensor<Self>>::from_values(dw, shape)
+            }
+
             fn fused_noise(
                 mean: FloatTensor<Self>,
                 var: FloatTensor<Self>,

@@ -337,6 +337,25 @@ pub trait FusedKernels: Backend {
         )
     }
 
+    /// `coef·Σ (w − center)²` (`[1]`): a Gaussian prior's quadratic term at a point.
+    fn fused_quadratic(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
+        let centred = Self::float_sub_scalar(w, Scalar::from(center));
+        let sum = Self::float_sum(Self::float_mul(centred.clone(), centred));
+        Self::float_mul_scalar(sum, Scalar::from(coef))
+    }
+
+    /// `g·∇ coef·Σ (w − center)² = 2·coef·g·(w − center)` for a one-element `g`.
+    fn fused_quadratic_backward(
+        g: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        center: f32,
+        coef: f32,
+    ) -> FloatTensor<Self> {
+        let g = Self::float_expand(g, w.shape());
+        let centred = Self::float_sub_scalar(w, Scalar::from(center));
+        Self::float_mul(Self::float_mul_scalar(centred, Scalar::from(2.0 * coef)), g)
+    }
+
     /// `mean + √(var + floor)·ε` (`ε`: sub-stream 0 of `key`, shaped like `mean`).
     fn fused_noise(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
         let eps = Self::fused_normal(mean.clone(), key, 0);

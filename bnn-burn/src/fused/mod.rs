@@ -12,6 +12,7 @@
 //! | [`sample_log_ratio`] | mean-field `w_s = μ + σ(ρ)·ε_s` and `r_s = ln q(w_s) − ln p(w_s)` | `dμ, dρ` from `dw` and `dr` |
 //! | [`moments`] | `var = σ(ρ)²·c` and `Σ KL terms` | `dρ` (+ `λ∇KL` folded into `dμ, dρ`) |
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
+//! | [`quadratic`] | `c·Σ (w − w₀)²` (a Gaussian prior at a point) | `dw` |
 //! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
 //! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
 //! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` or `z ~ N(1, p/(1−p))` | `dy ⊙ z` |
@@ -238,6 +239,17 @@ pub fn kl<const D: usize>(
         rho.into_dispatch(),
         rule,
         terms,
+    ))
+}
+
+/// `coef·Σ (w − center)²`, `[1]`, differentiable in `w` (one pass forward, one backward): a
+/// Gaussian prior's quadratic term `Σ (w − μ₀)²/(2σ₀²)` at a point (MAP's penalty, Gal's dropout
+/// KL).
+pub fn quadratic<const D: usize>(w: Tensor<D>, center: f32, coef: f32) -> Tensor<1> {
+    Tensor::from_dispatch(<Dispatch as FusedOps>::quadratic_op(
+        w.into_dispatch(),
+        center,
+        coef,
     ))
 }
 

@@ -1364,6 +1364,59 @@ fn mixture_kl_gradient_matches_an_f64_oracle_weight_by_weight() {
     }
 }
 
+/// `quadratic` (a Gaussian prior's term at a point) against an f64 oracle over 40 001 weights
+/// (several parallel ranges, a partial last block): the value within 10⁻⁵, and each weight's
+/// gradient `2·coef·g·(w − center)` (through an outer factor `g`) within 2·10⁻⁶ of its own
+/// size; no gradient reaches an untracked input.
+#[test]
+fn quadratic_and_its_gradient_match_an_f64_oracle() {
+    let device = test_device().autodiff();
+    let n = 40_001;
+    let (center, coef, g) = (0.1f32, 0.8f32, 1.7f64);
+    // A fixed sweep around the centre, no weight equal to it.
+    let w: Vec<f32> = (0..n)
+        .map(|i| {
+            let u = (i as f64 + 0.5) / n as f64;
+            (f64::from(center) + 2.0 * (u - 0.5) + 0.3 * (37.0 * u).sin()) as f32
+        })
+        .collect();
+    let leaf = Tensor::<1>::from_data(TensorData::new(w.clone(), [n]), &device).require_grad();
+    let value = quadratic(leaf.clone(), center, coef);
+    let got_value = to_vec(value.clone())[0];
+    let got = to_vec(leaf.grad(&(value * g).backward()).expect("∂w"));
+    let offsets: Vec<f64> = w
+        .iter()
+        .map(|&x| f64::from(x) - f64::from(center))
+        .collect();
+    let want_value = f64::from(coef) * offsets.iter().map(|c| c * c).sum::<f64>();
+    assert!(
+        (got_value - want_value).abs() <= 1e-5 * want_value,
+        "value {got_value} vs {want_value}"
+    );
+    let mut worst = (0f64, 0usize);
+    for (i, c) in offsets.iter().enumerate() {
+        let want = 2.0 * f64::from(coef) * g * c;
+        let err = (got[i] - want).abs() / want.abs();
+        if err > worst.0 {
+            worst = (err, i);
+        }
+    }
+    let i = worst.1;
+    assert!(
+        worst.0 <= 2e-6,
+        "∂w[{i}] = {} at w = {} is {:.2e} off",
+        got[i],
+        w[i],
+        worst.0
+    );
+    let untracked = Tensor::<1>::from_data(TensorData::new(w, [n]), &device);
+    let other = Tensor::<1>::from_data([1.0f32], &device).require_grad();
+    let grads = (quadratic(untracked.clone(), center, coef) * other.clone()).backward();
+    assert!(untracked.grad(&grads).is_none());
+    let d_other = to_vec(other.grad(&grads).expect("∂ of the factor"))[0];
+    assert!((d_other - want_value).abs() <= 1e-5 * want_value);
+}
+
 /// `ours(x, w)` against `burns(x, w)` (both flattened) with `x`, `w` or both tracked: values,
 /// `∂x` and `∂w` within 10⁻⁵ of scale, no gradient for an untracked leaf.
 fn compare_products<const DW: usize>(

@@ -110,7 +110,7 @@ where
     let want_draws = pass.wants_log_ratio();
     let (y, draws) = forward(&q, params.estimator, op, x, want_draws);
     if pass.collects_kl() {
-        pass.add_kl(layer_kl(&q.weight, q.bias.as_ref(), params));
+        pass.add_kl(layer_kl(&q.weight, q.bias.as_ref(), params, pass.kernels()));
     }
     if want_draws {
         match draws.map(|d| log_ratio(&q, params, d)) {
@@ -127,11 +127,13 @@ where
 }
 
 /// `KL(q ‖ p)` of a layer's weight and bias from their evaluated posteriors (one element), or
-/// under a hyperprior ([`WeightConfig::hyperprior`](super::WeightConfig)) their `−ln p(μ, σ²)`.
+/// under a hyperprior ([`WeightConfig::hyperprior`](super::WeightConfig)) their `−ln p(μ, σ²)`;
+/// on `kernels` where a family computes it there ([`PosteriorDist::kl_on`]).
 pub(crate) fn layer_kl<W, B, const DW: usize>(
     weight: &W::Dist,
     bias: Option<&B::Dist>,
     params: &LayerParams<W, B, DW>,
+    kernels: Kernels,
 ) -> Tensor<1>
 where
     W: WeightPosterior<DW>,
@@ -147,22 +149,23 @@ where
         };
     }
     let range = params.kl_log_var_range;
-    let kl = kl_with(weight, &params.weight_prior, range);
+    let kl = kl_with(weight, &params.weight_prior, range, kernels);
     match (bias, &params.bias_prior) {
-        (Some(b), Some(p)) => kl + kl_with(b, p, range),
+        (Some(b), Some(p)) => kl + kl_with(b, p, range, kernels),
         _ => kl,
     }
 }
 
-/// `KL(q ‖ p)`, with `ln σ²` clamped inside it when `range` is given.
+/// `KL(q ‖ p)` on `kernels`, with `ln σ²` clamped inside it when `range` is given.
 fn kl_with<const D: usize, Q: PosteriorDist<D> + ?Sized>(
     q: &Q,
     prior: &WeightPrior<D>,
     range: Option<(f64, f64)>,
+    kernels: Kernels,
 ) -> Tensor<1> {
     match range {
         Some(range) => clamped_gaussian_kl(q, prior, range),
-        None => q.kl(prior),
+        None => q.kl_on(prior, kernels),
     }
 }
 

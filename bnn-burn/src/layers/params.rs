@@ -8,6 +8,7 @@ use super::pass::{LayerDraw, Pass};
 use super::weights::WeightConfig;
 use crate::dist::{Moments, WeightPrior};
 use crate::error::ConfigError;
+use crate::fused::Kernels;
 use crate::posterior::{PosteriorDist, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior};
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
@@ -86,7 +87,7 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
     /// `KL(q ‖ p)` of weight and bias (one element); under a hyperprior its `−ln p(μ, σ²)`.
     pub fn kl(&self) -> Tensor<1> {
         let bias = self.bias.as_ref().map(|b| b.dist());
-        estimator::layer_kl(&self.weight.dist(), bias.as_ref(), self)
+        estimator::layer_kl(&self.weight.dist(), bias.as_ref(), self, Kernels::Reference)
     }
 
     /// The same parameters with `q` of every tensor, moment-matched, as its prior (VCL); a point
@@ -181,7 +182,12 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
             )
         };
         if pass.collects_kl() {
-            pass.add_kl(estimator::layer_kl(&weight, bias.as_ref(), self));
+            pass.add_kl(estimator::layer_kl(
+                &weight,
+                bias.as_ref(),
+                self,
+                pass.kernels(),
+            ));
         }
         Ok(MomentParams {
             w_mean: weight.mean(),

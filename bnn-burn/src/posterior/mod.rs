@@ -39,6 +39,7 @@ pub use scale::{FusedFactor, FusedScale, LocationScale, ScaleInit, ScaleParam};
 
 use crate::dist::WeightPrior;
 use crate::error::ConfigError;
+use crate::fused::Kernels;
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::Tensor;
@@ -120,6 +121,13 @@ pub trait PosteriorDist<const D: usize> {
     /// cross-entropy is, Monte Carlo otherwise (see [`WeightPrior::cross_entropy`]).
     fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
         prior.cross_entropy(self) - self.entropy()
+    }
+
+    /// [`Self::kl`] on `kernels`: the families whose KL the fused kernels compute in one pass
+    /// override it (points and dropout masks under a Gaussian prior,
+    /// [`crate::dist::GaussianPrior::point_cross_entropy_on`]); the default is [`Self::kl`].
+    fn kl_on(&self, prior: &WeightPrior<D>, _kernels: Kernels) -> Tensor<1> {
+        self.kl(prior)
     }
 }
 
@@ -336,6 +344,9 @@ impl<const D: usize> PosteriorDist<D> for Box<dyn PosteriorDist<D>> {
     }
     fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
         (**self).kl(prior)
+    }
+    fn kl_on(&self, prior: &WeightPrior<D>, kernels: Kernels) -> Tensor<1> {
+        (**self).kl_on(prior, kernels)
     }
 }
 

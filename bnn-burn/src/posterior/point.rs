@@ -5,6 +5,7 @@
 use super::{PosteriorDist, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior, numel, row};
 use crate::dist::WeightPrior;
 use crate::error::ConfigError;
+use crate::fused::Kernels;
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -101,8 +102,14 @@ impl<const D: usize> PosteriorDist<D> for PointDist<D> {
 
     /// `−ln p(w₀)`, exactly (no draws, no zero variances).
     fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
+        self.kl_on(prior, Kernels::Reference)
+    }
+
+    /// [`Self::kl`], under a Gaussian prior with scalar parameters on the fused kernels in one
+    /// pass each way.
+    fn kl_on(&self, prior: &WeightPrior<D>, kernels: Kernels) -> Tensor<1> {
         match prior {
-            WeightPrior::Gaussian(g) => g.point_cross_entropy(self.weight.clone(), 1.0),
+            WeightPrior::Gaussian(g) => g.point_cross_entropy_on(self.weight.clone(), 1.0, kernels),
             WeightPrior::ScaleMixture(_) => prior.log_prob(row(self.weight.clone())).neg(),
         }
     }
