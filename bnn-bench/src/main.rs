@@ -102,7 +102,7 @@ enum Command {
         threads: usize,
         /// Only these posterior families (MFVI, MFVI-LRT, MFVI-Flipout, Radial, "MC dropout",
         /// DropConnect, "DropConnect, Gaussian masks", Low-rank, "MFVI, scale-mixture prior",
-        /// "MAP (point weights)", "MAP, train-time dropout 0.5", "MFVI black-box α = 1, K = 4",
+        /// "Radial, scale-mixture prior", "MAP (point weights)", "MAP, train-time dropout 0.5", "MFVI black-box α = 1, K = 4",
         /// "BEDL-PAC (CLT moments)");
         /// repeatable. The deterministic baselines always run.
         #[arg(long = "method")]

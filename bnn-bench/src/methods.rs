@@ -440,14 +440,26 @@ impl Method {
     /// with their `π = ½`, `σ₁ = 1`, `σ₂ = e⁻⁶`: a KL without closed form, one Monte Carlo draw
     /// of its cross-entropy per step.
     pub fn mean_field_scale_mixture() -> Self {
-        let mut m = Self::mean_field(Estimator::Reparameterization);
-        m.name = "MFVI, scale-mixture prior";
-        m.weights.prior = Prior::ScaleMixture {
+        Self::mean_field(Estimator::Reparameterization)
+            .under_blundell_mixture("MFVI, scale-mixture prior")
+    }
+
+    /// Radial (reparameterisation) under Blundell's scale-mixture prior, as
+    /// [`Self::mean_field_scale_mixture`] (Farquhar et al. 2020, App. B.3, tried it).
+    pub fn radial_scale_mixture() -> Self {
+        Self::radial().under_blundell_mixture("Radial, scale-mixture prior")
+    }
+
+    /// `self` named `name`, under the scale mixture `½ N(0, 1) + ½ N(0, e⁻¹²)` of Blundell et
+    /// al. (2015).
+    fn under_blundell_mixture(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self.weights.prior = Prior::ScaleMixture {
             pi: 0.5,
             sigma1: 1.0,
             sigma2: (-6f64).exp(),
         };
-        m
+        self
     }
 
     /// Low-rank plus diagonal Gaussian of rank `rank` per tensor (Brack 2022).

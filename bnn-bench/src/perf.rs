@@ -157,6 +157,7 @@ pub fn bayesian_methods() -> Vec<Method> {
         Method::gaussian_drop_connect(0.1, 1.0),
         Method::low_rank(2),
         Method::mean_field_scale_mixture(),
+        Method::radial_scale_mixture(),
     ]
 }
 

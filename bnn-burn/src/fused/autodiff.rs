@@ -895,7 +895,8 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         rho: FloatTensor<Self>,
         kl: MixtureKl,
     ) -> FloatTensor<Self> {
-        let value = B::fused_mixture_kl(mu.primitive().clone(), rho.primitive().clone(), kl);
+        let (m, r) = (mu.primitive().clone(), rho.primitive().clone());
+        let value = B::fused_mixture_kl(m, r, kl.clone());
         match MixtureKlBackward
             .prepare::<C>([mu.node(), rho.node()])
             .compute_bound()

@@ -521,7 +521,7 @@ macro_rules! cpu_fused_kernels {
                 rho: FloatTensor<Self>,
                 kl: MixtureKl,
             ) -> FloatTensor<Self> {
-                total(mixture::mixture_kl(&mu.values(), &rho.values(), kl))
+                total(mixture::mixture_kl(&mu.values(), &rho.values(), &kl))
             }
 
             fn fused_mixture_kl_backward(
@@ -534,7 +534,7 @@ macro_rules! cpu_fused_kernels {
                 let (m, r) = (mu.values(), rho.values());
                 let g = dvalue.values()[0];
                 let (dmu, drho) = written2(m.len(), |dm, dr| {
-                    mixture::mixture_kl_backward(&m, &r, kl, g, dm, dr)
+                    mixture::mixture_kl_backward(&m, &r, &kl, g, dm, dr)
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, mu_shape),

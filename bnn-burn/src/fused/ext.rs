@@ -22,7 +22,6 @@ use super::factor;
 use super::mixture::{MixtureKl, MixtureTerms};
 use super::rectifier::{RectifierOutput, RectifierRule};
 use crate::posterior::DropoutNoise;
-use crate::special::HALF_LN_2PI;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension, try_read_sync,
@@ -659,9 +658,10 @@ pub trait FusedKernels: Backend {
         Self::float_matmul(Self::float_transpose(dy), z)
     }
 
-    /// `KL(q ‖ p)`, `[1]`, of the mean-field `q = N(μ, σ(ρ)²)` from the scale mixture `p` of
-    /// `kl` (`σ` by its rule): `−Σ ln σ − n(1 + ln 2π)/2` minus the mean of
-    /// `Σ_i ln p(μ_i + σ_i ε_si)` over the draws `ε_s`, sub-streams `0..S` of its key.
+    /// `KL(q ‖ p)`, `[1]`, of `q` with draws `μ + σ(ρ)·c_s·ε_s` from the scale mixture `p` of
+    /// `kl` (`σ` by its rule, `c_s` its scales), less the constant of `−H[q]`: `−Σ ln σ` minus
+    /// the mean of `Σ_i ln p(μ_i + σ_i c_s ε_si)` over the draws `ε_s`, sub-streams `0..S` of its
+    /// key.
     fn fused_mixture_kl(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
@@ -672,22 +672,20 @@ pub trait FusedKernels: Backend {
         let m = flat(mu);
         let (sigma, ln_sigma, _) = sigma_of::<Self>(flat(rho), kl.rule);
         let mut total = Self::float_neg(Self::float_sum(ln_sigma));
-        let per_draw = Scalar::from(1.0 / kl.draws as f64);
-        for s in 0..kl.draws {
+        let per_draw = Scalar::from(1.0 / kl.scales.len() as f64);
+        for (s, &c) in kl.scales.iter().enumerate() {
             let eps = Self::fused_normal(m.clone(), kl.key, s as u32);
-            let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps));
+            let spread =
+                Self::float_mul_scalar(Self::float_mul(sigma.clone(), eps), Scalar::from(c));
+            let w = Self::float_add(m.clone(), spread);
             let (lp, _) = mixture_log_density::<Self>(w, kl.prior);
             total = Self::float_sub(total, Self::float_mul_scalar(Self::float_sum(lp), per_draw));
         }
-        let constant = n as f64 * (HALF_LN_2PI + 0.5);
-        Self::float_reshape(
-            Self::float_sub_scalar(total, Scalar::from(constant)),
-            Shape::from([1]),
-        )
+        Self::float_reshape(total, Shape::from([1]))
     }
 
     /// `(dμ, dρ)` of [`FusedKernels::fused_mixture_kl`] times its gradient `dvalue` (`[1]`):
-    /// `dμ = −(g/S) Σ_s ψ_s`, `dρ = −σ'(g/σ + (g/S) Σ_s ψ_s ε_s)`, `ψ = d ln p/dw` at `w_s`.
+    /// `dμ = −(g/S) Σ_s ψ_s`, `dρ = −σ'(g/σ + (g/S) Σ_s ψ_s c_s ε_s)`, `ψ = d ln p/dw` at `w_s`.
     fn fused_mixture_kl_backward(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
@@ -701,15 +699,17 @@ pub trait FusedKernels: Backend {
         let (sigma, _, dsigma) = sigma_of::<Self>(flat(rho), kl.rule);
         let mut psi = Self::float_zeros(Shape::from([1, n]), &m.device(), FloatDType::F32);
         let mut psi_eps = psi.clone();
-        for s in 0..kl.draws {
+        for (s, &c) in kl.scales.iter().enumerate() {
             let eps = Self::fused_normal(m.clone(), kl.key, s as u32);
-            let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps.clone()));
+            let scaled = Self::float_mul_scalar(eps, Scalar::from(c));
+            let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), scaled.clone()));
             let (_, d) = mixture_log_density::<Self>(w, kl.prior);
-            psi_eps = Self::float_add(psi_eps, Self::float_mul(d.clone(), eps));
+            psi_eps = Self::float_add(psi_eps, Self::float_mul(d.clone(), scaled));
             psi = Self::float_add(psi, d);
         }
         let g = Self::float_reshape(dvalue, Shape::from([1, 1]));
-        let per_draw = Self::float_mul_scalar(g.clone(), Scalar::from(1.0 / kl.draws as f64));
+        let per_draw =
+            Self::float_mul_scalar(g.clone(), Scalar::from(1.0 / kl.scales.len() as f64));
         let dmu = Self::float_neg(Self::float_mul(psi, per_draw.clone()));
         let inner = Self::float_add(
             Self::float_div(g, sigma),

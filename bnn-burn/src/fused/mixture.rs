@@ -1,9 +1,10 @@
-//! The CPU kernels of a mean-field Gaussian's KL from the scale-mixture prior of Blundell et al.
-//! (2015, eq. 7), `p(w) = π N(w; 0, σ₁²) + (1 − π) N(w; 0, σ₂²)`, which has no closed form:
-//! `KL(q ‖ p) = −H[q] + E_q[−ln p(w)]`, the entropy `Σ ln σ + n(1 + ln 2π)/2` exact and the
-//! cross-entropy averaged over `S` reparameterised draws `w_s = μ + σ(ρ)·ε_s` (`ε_s` sub-stream `s`
-//! of the op's key, regenerated in the backward pass, never stored). One pass forward, one
-//! backward, `σ` evaluated once per element for all draws.
+//! The CPU kernels of a mean-field or radial Gaussian's KL from the scale-mixture prior of
+//! Blundell et al. (2015, eq. 7), `p(w) = π N(w; 0, σ₁²) + (1 − π) N(w; 0, σ₂²)`, which has no
+//! closed form: `KL(q ‖ p) = −H[q] + E_q[−ln p(w)]`, the entropy `Σ ln σ + const` exact and the
+//! cross-entropy averaged over `S` reparameterised draws `w_s = μ + σ(ρ)·c_s·ε_s` (`ε_s`
+//! sub-stream `s` of the op's key, regenerated in the backward pass, never stored; `c_s = 1` for
+//! mean-field, `r_s/‖ε_s‖` for radial). One pass forward, one backward, `σ` evaluated once per
+//! element for all draws. The kernels leave out the entropy's constant (the caller's, by family).
 
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
@@ -58,16 +59,17 @@ impl MixtureTerms {
 }
 
 /// One scale-mixture KL's settings besides `μ` and `ρ`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MixtureKl {
-    /// The key whose sub-streams `0..draws` give the draws.
+    /// The key whose sub-streams `0..S` give the draws.
     pub key: u64,
     /// How `ρ` gives `σ`.
     pub rule: SigmaRule,
     /// The prior.
     pub prior: MixtureTerms,
-    /// Draws `S` of the cross-entropy's average.
-    pub draws: usize,
+    /// The factor `c_s` of each draw `w_s = μ + σ·c_s·ε_s` (1 for mean-field, `r_s/‖ε_s‖` for
+    /// radial); its length is the number of draws `S` of the cross-entropy's average.
+    pub scales: Vec<f32>,
 }
 
 /// The block index of element `start + a` (both multiples of the block size).
@@ -79,20 +81,20 @@ fn block_of(start: usize, a: usize) -> u64 {
 multiversion! {
     /// [`mixture_kl`] over a range starting at element `start`: `Σ −ln σ − (1/S)Σ_s ln p(w_s)`.
     fn mixture_kl_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32], rule: SigmaRule,
-                        t: MixtureTerms, draws: u32) -> f64 {
+                        t: MixtureTerms, scales: &[f32]) -> f64 {
         let mut eps = [0f32; BLOCK];
         let mut lanes = [0f32; 8];
         let mut total = 0f64;
-        let inv_s = 1.0 / draws as f32;
+        let inv_s = 1.0 / scales.len() as f32;
         for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, mc.len());
             let (m, r) = (load(mc, 0.0), load(rc, 0.0));
             let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, true);
             let mut lp = [0f32; BLOCK];
-            for s in 0..draws {
-                normal_block(key, s, block_of(start, a), &mut eps);
+            for (s, &c) in scales.iter().enumerate() {
+                normal_block(key, s as u32, block_of(start, a), &mut eps);
                 for j in 0..BLOCK {
-                    lp[j] += t.log_density(m[j] + sigma[j] * eps[j]).0;
+                    lp[j] += t.log_density(m[j] + sigma[j] * c * eps[j]).0;
                 }
             }
             let mut q = [0f32; BLOCK];
@@ -109,38 +111,39 @@ multiversion! {
     }
 }
 
-/// `KL(q ‖ p)` of the mean-field `q = N(μ, σ(ρ)²)` from the scale mixture of `kl` (`σ` by its
-/// rule): `−Σ ln σ − n(1 + ln 2π)/2 − (1/S) Σ_s Σ_i ln p(μ_i + σ_i ε_si)`, `ε_s` sub-stream `s`
-/// of its key.
-pub fn mixture_kl(mu: &[f32], rho: &[f32], kl: MixtureKl) -> f64 {
+/// `KL(q ‖ p)` of `q` with draws `μ + σ(ρ)·c_s·ε_s` from the scale mixture of `kl` (`σ` by its
+/// rule), less the constant of `−H[q]`: `−Σ ln σ − (1/S) Σ_s Σ_i ln p(μ_i + σ_i c_s ε_si)`,
+/// `ε_s` sub-stream `s` of its key.
+pub fn mixture_kl(mu: &[f32], rho: &[f32], kl: &MixtureKl) -> f64 {
     let n = mu.len();
     assert_eq!(rho.len(), n, "mixture_kl: μ and ρ lengths");
-    assert!(kl.draws > 0, "mixture_kl: at least one draw");
-    let (key, draws) = (key_words(kl.key), kl.draws as u32);
+    assert!(!kl.scales.is_empty(), "mixture_kl: at least one draw");
+    let key = key_words(kl.key);
     let parts = par_chunks(n, |a, b| {
-        mixture_kl_range(key, a, &mu[a..b], &rho[a..b], kl.rule, kl.prior, draws)
+        mixture_kl_range(key, a, &mu[a..b], &rho[a..b], kl.rule, kl.prior, &kl.scales)
     });
-    parts.iter().sum::<f64>() - n as f64 * (HALF_LN_2PI + 0.5)
+    parts.iter().sum::<f64>()
 }
 
 multiversion! {
     /// [`mixture_kl_backward`] over a range starting at element `start`.
     fn mixture_kl_backward_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32],
-                                 rule: SigmaRule, t: MixtureTerms, draws: u32, g: f32,
+                                 rule: SigmaRule, t: MixtureTerms, scales: &[f32], g: f32,
                                  dmu: &mut [f32], drho: &mut [f32]) {
         let mut eps = [0f32; BLOCK];
-        let scale = g / draws as f32;
+        let scale = g / scales.len() as f32;
         for (k, (dm, dr)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, dm.len());
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
             let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
             let (mut psi, mut psi_eps) = ([0f32; BLOCK], [0f32; BLOCK]);
-            for s in 0..draws {
-                normal_block(key, s, block_of(start, a), &mut eps);
+            for (s, &c) in scales.iter().enumerate() {
+                normal_block(key, s as u32, block_of(start, a), &mut eps);
                 for j in 0..BLOCK {
-                    let d = t.log_density(m[j] + sigma[j] * eps[j]).1;
+                    let ce = c * eps[j];
+                    let d = t.log_density(m[j] + sigma[j] * ce).1;
                     psi[j] += d;
-                    psi_eps[j] += d * eps[j];
+                    psi_eps[j] += d * ce;
                 }
             }
             let (mut out_m, mut out_r) = ([0f32; BLOCK], [0f32; BLOCK]);
@@ -155,23 +158,24 @@ multiversion! {
 }
 
 /// The gradient of [`mixture_kl`] times `g`: `dμ_i = −(g/S) Σ_s ψ_si` and
-/// `dρ_i = −σ'_i (g/σ_i + (g/S) Σ_s ψ_si ε_si)`, `ψ = d ln p/dw` at `w_si`, `σ' = dσ/dρ`.
+/// `dρ_i = −σ'_i (g/σ_i + (g/S) Σ_s ψ_si c_s ε_si)`, `ψ = d ln p/dw` at `w_si`, `σ' = dσ/dρ`.
 pub fn mixture_kl_backward(
     mu: &[f32],
     rho: &[f32],
-    kl: MixtureKl,
+    kl: &MixtureKl,
     g: f32,
     dmu: &mut [f32],
     drho: &mut [f32],
 ) {
     let n = mu.len();
     assert!(rho.len() == n && dmu.len() == n && drho.len() == n);
-    let (key, draws) = (key_words(kl.key), kl.draws as u32);
+    let key = key_words(kl.key);
     let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
     par_chunks(n, |a, b| {
         // SAFETY: disjoint ranges.
         let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
         let (m, r) = (&mu[a..b], &rho[a..b]);
-        mixture_kl_backward_range(key, a, m, r, kl.rule, kl.prior, draws, g, dm, dr);
+        let scales = &kl.scales;
+        mixture_kl_backward_range(key, a, m, r, kl.rule, kl.prior, scales, g, dm, dr);
     });
 }

@@ -23,7 +23,7 @@
 //! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
 //! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
 //! | [`add_factor_draws`] | low-rank `w_s + c·F z_s`, `z_s ~ N(0, I_k)`, in place | `dw = dy`, `dF = c·dyᵀ z` |
-//! | [`mixture_kl`] | mean-field `−H[q] + (1/S) Σ_s −ln p_mix(μ + σ ε_s)`, `[1]` | `dμ`, `dρ`, the draws regenerated |
+//! | [`mixture_kl`] | mean-field or radial `−H[q] + (1/S) Σ_s −ln p_mix(μ + σ c_s ε_s)`, `[1]` | `dμ`, `dρ`, the draws regenerated |
 //! | [`factor_kl`] | low-rank `½c²‖F‖²/σ₀² − ½ ln det(I + c² Fᵀ diag(σ⁻²) F)`, `[1]` | `dF`, `dρ` |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
@@ -325,32 +325,37 @@ pub fn add_factor_draws(
     ))
 }
 
-/// `KL(q ‖ p)` (one element) of the mean-field `q = N(μ, σ(ρ)²)` (`σ` by `rule`) from the scale
-/// mixture `p(w) = π N(0, σ₁²) + (1 − π) N(0, σ₂²)` of Blundell et al. (2015, eq. 7), whose
-/// cross-entropy has no closed form: `−H[q]` exactly plus `E_q[−ln p(w)]` averaged over `draws`
-/// reparameterised draws `w_s = μ + σ ε_s`, `ε_s` sub-stream `s` of `key` (regenerated in the
-/// backward pass). Differentiable in `μ` and `ρ`: one pass forward and one backward on the CPU
-/// backends ([`mixture`]), burn ops with the same draws elsewhere. An unbiased estimate with
-/// the distribution of the composition's (`WeightPrior::cross_entropy` minus the entropy).
+/// `KL(q ‖ p)` (one element) of a mean-field or radial `q` with scales `σ(ρ)` (`σ` by `rule`)
+/// from the scale mixture `p(w) = π N(0, σ₁²) + (1 − π) N(0, σ₂²)` of Blundell et al. (2015,
+/// eq. 7), whose cross-entropy has no closed form: `−H[q] = −Σ ln σ − entropy_constant` exactly
+/// plus `E_q[−ln p(w)]` averaged over the reparameterised draws `w_s = μ + σ·c_s·ε_s`, one per
+/// entry `c_s` of `scales` (1 for mean-field, `r_s/‖ε_s‖` for radial), `ε_s` sub-stream `s` of
+/// `key` (regenerated in the backward pass). Differentiable in `μ` and `ρ`: one pass forward and
+/// one backward on the CPU backends ([`mixture`]), burn ops with the same draws elsewhere. An
+/// unbiased estimate with the distribution of the composition's (`WeightPrior::cross_entropy`
+/// minus the entropy).
 pub fn mixture_kl<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     rule: SigmaRule,
     prior: MixtureTerms,
     key: u64,
-    draws: usize,
+    scales: Vec<f32>,
+    entropy_constant: f64,
 ) -> Tensor<1> {
+    assert!(!scales.is_empty(), "mixture_kl: at least one draw");
     let kl = MixtureKl {
         key,
         rule,
         prior,
-        draws,
+        scales,
     };
-    Tensor::from_dispatch(<Dispatch as FusedOps>::mixture_kl_op(
+    let value: Tensor<1> = Tensor::from_dispatch(<Dispatch as FusedOps>::mixture_kl_op(
         mu.into_dispatch(),
         rho.into_dispatch(),
         kl,
-    ))
+    ));
+    value - entropy_constant
 }
 
 /// The share of a low-rank Gaussian's KL from `N(μ₀, σ₀² I)` that its factor adds to the

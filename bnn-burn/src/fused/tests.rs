@@ -1248,7 +1248,8 @@ fn low_rank_kl_and_draws_and_their_gradients_match_burns_composition() {
 /// The scale-mixture KL `−H[q] + (1/S)Σ_s −ln p(μ + σ(ρ)ε_s)` against its composition by burn
 /// ops at the same draws (the mixture's `WeightPrior::log_prob`, the entropy's closed form),
 /// with `ρ`, `μ` or both tracked (values, `∂ρ`, `∂μ`), for every `σ` rule: one to three draws,
-/// one partial block, and more elements than one parallel chunk; and under Blundell's
+/// mean-field (each draw's factor `c_s = 1`) and radial-like factors (`c_s ≠ 1`), one partial
+/// block, and more elements than one parallel chunk; and under Blundell's
 /// `σ₂ = e⁻⁶` with weights of order 1, where the narrow component's log-density is −10⁴ to −10⁵
 /// (a log-density formed as a difference of such terms loses the wide component's value).
 #[test]
@@ -1261,13 +1262,16 @@ fn mixture_kl_and_its_gradients_match_burns_composition() {
         ScaleParam::LogVariance,
         ScaleParam::SigmoidVariance { bound: 1.6 },
     ];
-    let cases = [
-        (7, 1, (0.3, 1.2, 0.08), 0.3),
-        (300, 3, (0.3, 1.2, 0.08), 0.3),
-        (40_000, 2, (0.3, 1.2, 0.08), 0.3),
-        (300, 2, (0.5, 1.0, (-6f64).exp()), 1.0),
+    let cases: [(usize, &[f32], _, _); 6] = [
+        (7, &[1.0], (0.3, 1.2, 0.08), 0.3),
+        (300, &[1.0; 3], (0.3, 1.2, 0.08), 0.3),
+        (40_000, &[1.0; 2], (0.3, 1.2, 0.08), 0.3),
+        (300, &[1.0; 2], (0.5, 1.0, (-6f64).exp()), 1.0),
+        (300, &[0.4, 2.5, -1.3], (0.3, 1.2, 0.08), 0.3),
+        (40_000, &[0.7, 1.6], (0.3, 1.2, 0.08), 0.3),
     ];
-    for (n, draws, (pi, sigma1, sigma2), spread) in cases {
+    for (n, scales, (pi, sigma1, sigma2), spread) in cases {
+        let draws = scales.len();
         let prior =
             crate::dist::Prior::ScaleMixture { pi, sigma1, sigma2 }.weight_prior::<2>(1, &device);
         let t = MixtureTerms::new(pi, sigma1, sigma2);
@@ -1277,20 +1281,30 @@ fn mixture_kl_and_its_gradients_match_burns_composition() {
         let mut eps = vec![0f32; draws * n];
         for (s, row) in eps.chunks_mut(n).enumerate() {
             cpu::normals(key, s as u32, row);
+            row.iter_mut().for_each(|e| *e *= scales[s]);
         }
+        // Any constant: the op adds it as given (here mean-field's).
+        let entropy_constant = n as f64 * (HALF_LN_2PI + 0.5);
         let eps = Tensor::<2>::from_data(TensorData::new(eps, [draws, n]), &device);
         for param in params {
             let rule = param.sigma_rule();
-            let what =
-                format!("mixture KL of {n} weights, {draws} draws, σ₂ = {sigma2:.4}, {rule:?}");
-            let ours = |rho, mu| mixture_kl(mu, rho, rule, t, key, draws);
+            let what = format!(
+                "mixture KL of {n} weights, draws' factors {scales:?}, σ₂ = {sigma2:.4}, {rule:?}"
+            );
+            let ours =
+                |rho, mu| mixture_kl(mu, rho, rule, t, key, scales.to_vec(), entropy_constant);
             let burns = |rho: Tensor<1>, mu: Tensor<1>| {
                 let sigma = param.sigma(rho);
                 let w = mu.reshape([1, n]) + sigma.clone().reshape([1, n]) * eps.clone();
                 let cross = prior.log_prob(w).mean().neg();
-                cross - sigma.log().sum() - n as f64 * (HALF_LN_2PI + 0.5)
+                cross - sigma.log().sum() - entropy_constant
             };
-            compare_products(rho.clone(), mu.clone(), &what, ours, burns);
+            // Under σ₂ = e⁻⁶ the gradient of a weight near 0 is `ψ ≈ −w/σ₂²` times `ε`, summed
+            // over draws that can cancel: f32's rounding of `w = μ + σε` alone moved `∂ρ` by up
+            // to 3·10⁻⁵ of scale from an f64 oracle, the composition's as much as this op's
+            // (8 seeds, 300 weights, 2 draws, σ by the sigmoid rule), so 10⁻⁴ there.
+            let tol = if sigma2 < 0.01 { 1e-4 } else { 1e-5 };
+            compare_products_within(tol, rho.clone(), mu.clone(), &what, ours, burns);
         }
     }
 }
@@ -1337,7 +1351,15 @@ fn mixture_kl_gradient_matches_an_f64_oracle_weight_by_weight() {
         let t = MixtureTerms::new(pi, sigma1, sigma2);
         let leaf = Tensor::<1>::from_data(TensorData::new(mu.clone(), [n]), &device).require_grad();
         let rho_t = Tensor::<1>::from_data(TensorData::new(rho.clone(), [n]), &device);
-        let kl = mixture_kl(leaf.clone(), rho_t, SigmaRule::Softplus, t, key, 1);
+        let kl = mixture_kl(
+            leaf.clone(),
+            rho_t,
+            SigmaRule::Softplus,
+            t,
+            key,
+            vec![1.0],
+            0.0,
+        );
         let got = to_vec(leaf.grad(&kl.backward()).expect("∂μ"));
         let (lw1, lw2) = (t.ln_weight1 as f64, t.ln_weight2 as f64);
         let (iv1, iv2) = (t.inv_var1 as f64, t.inv_var2 as f64);
@@ -1426,12 +1448,25 @@ fn compare_products<const DW: usize>(
     ours: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
     burns: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
 ) {
-    let all = [(true, true), (false, true), (true, false)];
-    compare_products_tracking(x, w, what, &all, ours, burns);
+    compare_products_within(1e-5, x, w, what, ours, burns);
 }
 
-/// [`compare_products`] for the given `(x tracked, w tracked)` cases.
+/// [`compare_products`] with gradients within `tol` of scale.
+fn compare_products_within<const DW: usize>(
+    tol: f64,
+    x: Tensor<1>,
+    w: Tensor<DW>,
+    what: &str,
+    ours: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
+    burns: impl Fn(Tensor<1>, Tensor<DW>) -> Tensor<1>,
+) {
+    let all = [(true, true), (false, true), (true, false)];
+    compare_products_tracking(tol, x, w, what, &all, ours, burns);
+}
+
+/// [`compare_products_within`] for the given `(x tracked, w tracked)` cases.
 fn compare_products_tracking<const DW: usize>(
+    tol: f64,
     x: Tensor<1>,
     w: Tensor<DW>,
     what: &str,
@@ -1459,12 +1494,14 @@ fn compare_products_tracking<const DW: usize>(
         let g_want = (want * r.clone()).sum().backward();
         let g_got = (got * r).sum().backward();
         check_grad(
+            tol,
             x_tracked,
             leaf_x.grad(&g_got),
             leaf_x.grad(&g_want),
             &format!("{what}: ∂x"),
         );
         check_grad(
+            tol,
             w_tracked,
             leaf_w.grad(&g_got),
             leaf_w.grad(&g_want),
@@ -1473,8 +1510,9 @@ fn compare_products_tracking<const DW: usize>(
     }
 }
 
-/// A tracked leaf's gradient within 10⁻⁵ of scale of the reference's; none for an untracked one.
+/// A tracked leaf's gradient within `tol` of scale of the reference's; none for an untracked one.
 fn check_grad<const D: usize>(
+    tol: f64,
     tracked: bool,
     got: Option<Tensor<D>>,
     want: Option<Tensor<D>>,
@@ -1488,7 +1526,7 @@ fn check_grad<const D: usize>(
         &to_vec(got.expect("gradient")),
         &to_vec(want.expect("reference")),
     );
-    assert!(err < 1e-5, "{what}: differs by {err:.2e} of scale");
+    assert!(err < tol, "{what}: differs by {err:.2e} of scale");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! (mean-field, radial) under a prior with scalar Gaussian parameters: the same distributions as
 //! [`super::estimator`]'s composition of burn ops, with `σ`, the noise, the draw and the KL in
 //! one pass per tensor forward and one backward. Under Blundell's scale-mixture prior a
-//! mean-field tensor draws on the same kernels and takes its KL, which has no closed form, from
+//! mean-field or radial tensor draws on the same kernels and takes its KL, which has no closed form, from
 //! [`fused::mixture_kl`] (its own draws, one pass each way).
 //!
 //! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
@@ -27,7 +27,7 @@ enum FusedKl {
     /// In closed form under a prior with scalar Gaussian parameters: the kernels' terms and the
     /// constant (`FusedScale::kl_terms`), folded into the draw's backward pass when asked.
     Closed(KlTerms, f64),
-    /// A mean-field tensor under a scale-mixture prior: [`fused::mixture_kl`] with its prior's
+    /// A mean-field or radial tensor under a scale-mixture prior: [`fused::mixture_kl`] with its prior's
     /// terms and number of draws, differentiable on its own (never folded).
     Mixture(MixtureTerms, usize),
 }
@@ -41,7 +41,7 @@ struct Fusable<const D: usize> {
 impl<const D: usize> Fusable<D> {
     /// `None` when the family has no fused kernels (draws and moments take any
     /// [`crate::posterior::ScaleParam`]) or the KL none: a prior without closed-form terms other
-    /// than a scale mixture, or a scale mixture under a radial or low-rank posterior.
+    /// than a scale mixture, or a scale mixture under a low-rank posterior.
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
         prior: Option<&WeightPrior<D>>,
@@ -51,7 +51,7 @@ impl<const D: usize> Fusable<D> {
         let kl = match (collect_kl, prior) {
             (true, Some(p)) => Some(match (scale.kl_terms(p), p) {
                 (Some((terms, c)), _) => FusedKl::Closed(terms, c),
-                (None, WeightPrior::ScaleMixture(m)) if !scale.radial && scale.factor.is_none() => {
+                (None, WeightPrior::ScaleMixture(m)) if scale.factor.is_none() => {
                     FusedKl::Mixture(MixtureTerms::new(m.pi, m.sigma1, m.sigma2), m.mc_samples)
                 }
                 (None, _) => return None,
@@ -67,11 +67,14 @@ impl<const D: usize> Fusable<D> {
         matches!(self.kl, Some(FusedKl::Mixture(..))).then(|| pass.next_key(device))
     }
 
-    /// The scale-mixture KL of [`FusedKl::Mixture`] under `key`.
+    /// The scale-mixture KL of [`FusedKl::Mixture`] under `key`: `draws` of the family's own
+    /// (radial: each with its radius over its norm, [`FusedScale::draw_scales`]).
     fn mixture_kl(&self, t: MixtureTerms, draws: usize, key: Option<u64>) -> Tensor<1> {
         let s = &self.scale;
         let key = key.expect("Fusable::kl_key gives a mixture's KL its key");
-        fused::mixture_kl(s.mu.clone(), s.rho.clone(), s.sigma_rule(), t, key, draws)
+        let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
+        let scales = s.draw_scales(key, draws);
+        fused::mixture_kl(mu, rho, rule, t, key, scales, s.entropy_constant())
     }
 
     /// `n` draws `[n, numel]` (of `w − μ` when `center`) and the KL, if collected (`kl_key`:

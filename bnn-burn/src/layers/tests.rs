@@ -2,7 +2,7 @@ use super::*;
 use crate::fused::Kernels;
 use crate::posterior::{
     DropoutConfig, DropoutMask, DropoutNoise, KlDivergence, MeanFieldConfig, MeanFieldPosterior,
-    PosteriorConfig, PosteriorDist, ScaleInit, WeightPosterior,
+    PosteriorConfig, PosteriorDist, PosteriorFamily, ScaleInit, WeightPosterior,
 };
 use crate::testing::{seeded, test_device, to_vec};
 use burn::tensor::{Distribution, Tensor};
@@ -648,8 +648,8 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
     }
 }
 
-/// Under Blundell's scale-mixture prior a mean-field layer runs on the fused kernels (checked)
-/// for every estimator. Its KL, an average over `kl_samples` draws, has the mean of the
+/// Under Blundell's scale-mixture prior a mean-field or radial layer runs on the fused kernels
+/// (checked) for every estimator. Its KL, an average over `kl_samples` draws, has the mean of the
 /// composition's estimate (the means of 300 passes each within 5 standard errors of their
 /// difference), and a pass that folds the Gaussian KL's gradient into the draws leaves the
 /// mixture's KL and its gradient as they are (bit for bit those of a pass that does not).
@@ -663,10 +663,15 @@ fn a_scale_mixture_prior_runs_on_the_fused_kernels_with_an_unbiased_kl() {
         sigma2: 0.1,
     };
     let passes = 300;
-    for estimator in ESTIMATORS {
-        let config = weights(PosteriorConfig::mean_field(), estimator)
+    let families = [PosteriorConfig::mean_field(), PosteriorConfig::radial()];
+    for (family, estimator) in families
+        .iter()
+        .flat_map(|f| ESTIMATORS.map(|e| (f.clone(), e)))
+    {
+        let config = weights(family.clone(), estimator)
             .with_prior(prior)
             .with_kl_samples(2);
+        let estimator = format!("{} {estimator:?}", family.name());
         let layer = BayesianLinearConfig::new(5, 3)
             .with_weights(config)
             .init(&device)
@@ -675,7 +680,7 @@ fn a_scale_mixture_prior_runs_on_the_fused_kernels_with_an_unbiased_kl() {
         let mut pass = Pass::train(2, false);
         let op = super::linear::LinearOp::new(layer.shape(), &pass);
         let fused = super::fused_path::run(&layer.params, &op, &x, &mut pass);
-        assert!(fused.is_some(), "{estimator:?}: the fused kernels ran");
+        assert!(fused.is_some(), "{estimator}: the fused kernels ran");
         let run = |make: &dyn Fn() -> Pass<'static>| {
             let mut pass = make();
             let y = layer.run(x.clone(), &mut pass).sum();
@@ -693,11 +698,11 @@ fn a_scale_mixture_prior_runs_on_the_fused_kernels_with_an_unbiased_kl() {
         let (plain, folded) = (seeded_run(false), seeded_run(true));
         assert_eq!(
             plain, folded,
-            "{estimator:?}: folding changed the mixture's KL"
+            "{estimator}: folding changed the mixture's KL"
         );
         assert!(
             plain.1.iter().any(|g| *g != 0.0),
-            "{estimator:?}: a KL gradient"
+            "{estimator}: a KL gradient"
         );
         let estimates = |kernels: Kernels| -> Vec<f64> {
             (0..passes)
@@ -709,7 +714,7 @@ fn a_scale_mixture_prior_runs_on_the_fused_kernels_with_an_unbiased_kl() {
         let se = fused.mean_se.hypot(reference.mean_se);
         assert!(
             (fused.mean - reference.mean).abs() <= 5.0 * se,
-            "{estimator:?}: mean KL {} (fused) vs {} (composition), s.e. {se}",
+            "{estimator}: mean KL {} (fused) vs {} (composition), s.e. {se}",
             fused.mean,
             reference.mean
         );

@@ -232,12 +232,19 @@ impl<const D: usize> FusedScale<D> {
             inv_var_mu: inv_var as f32,
             inv_var_sigma: (inv_var * self.var_scale() as f64) as f32,
         };
-        let constant = if self.radial {
-            n * (std.ln() + HALF_LN_2PI) + super::radial_entropy_constant(self.numel())
-        } else {
-            n * (std.ln() - 0.5)
-        };
+        let constant = n * (std.ln() + HALF_LN_2PI) - self.entropy_constant();
         Some((terms, constant))
+    }
+
+    /// `H[q] − Σ ln σ`, the entropy's constant (without a low-rank factor): mean-field
+    /// `n(1 + ln 2π)/2`; radial `−c_n` of
+    /// [`radial_entropy_constant`](super::radial_entropy_constant).
+    pub fn entropy_constant(&self) -> f64 {
+        if self.radial {
+            -super::radial_entropy_constant(self.numel())
+        } else {
+            self.numel() as f64 * (0.5 + HALF_LN_2PI)
+        }
     }
 
     /// The factor `c_s` of each of `n` draws `w_s = μ + σ⊙ε_s·c_s` under stream `key`: 1 for
