@@ -445,7 +445,7 @@ impl Method {
     }
 
     /// Radial (reparameterisation) under Blundell's scale-mixture prior, as
-    /// [`Self::mean_field_scale_mixture`] (Farquhar et al. 2020, App. B.3, tried it).
+    /// [`Self::mean_field_scale_mixture`] (Farquhar 2022, App. B.3, tried it for radial).
     pub fn radial_scale_mixture() -> Self {
         Self::radial().under_blundell_mixture("Radial, scale-mixture prior")
     }

@@ -43,6 +43,22 @@ fn host<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
         .expect("f32 tensor data")
 }
 
+/// `c·ε_s`, `ε_s` the normals of sub-stream `s` of `key` shaped like `like` (no product when
+/// `c = 1`: mean-field draws).
+fn scaled_normal<B: FusedKernels>(
+    like: &FloatTensor<B>,
+    key: u64,
+    s: usize,
+    c: f32,
+) -> FloatTensor<B> {
+    let eps = B::fused_normal(like.clone(), key, s as u32);
+    if c == 1.0 {
+        eps
+    } else {
+        B::float_mul_scalar(eps, Scalar::from(c))
+    }
+}
+
 /// A one-element tensor holding `x`.
 fn scalar<B: Backend>(x: f64, device: &B::Device) -> FloatTensor<B> {
     B::float_from_data(TensorData::from([x as f32]), device)
@@ -674,10 +690,8 @@ pub trait FusedKernels: Backend {
         let mut total = Self::float_neg(Self::float_sum(ln_sigma));
         let per_draw = Scalar::from(1.0 / kl.scales.len() as f64);
         for (s, &c) in kl.scales.iter().enumerate() {
-            let eps = Self::fused_normal(m.clone(), kl.key, s as u32);
-            let spread =
-                Self::float_mul_scalar(Self::float_mul(sigma.clone(), eps), Scalar::from(c));
-            let w = Self::float_add(m.clone(), spread);
+            let eps = scaled_normal::<Self>(&m, kl.key, s, c);
+            let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps));
             let (lp, _) = mixture_log_density::<Self>(w, kl.prior);
             total = Self::float_sub(total, Self::float_mul_scalar(Self::float_sum(lp), per_draw));
         }
@@ -700,8 +714,7 @@ pub trait FusedKernels: Backend {
         let mut psi = Self::float_zeros(Shape::from([1, n]), &m.device(), FloatDType::F32);
         let mut psi_eps = psi.clone();
         for (s, &c) in kl.scales.iter().enumerate() {
-            let eps = Self::fused_normal(m.clone(), kl.key, s as u32);
-            let scaled = Self::float_mul_scalar(eps, Scalar::from(c));
+            let scaled = scaled_normal::<Self>(&m, kl.key, s, c);
             let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), scaled.clone()));
             let (_, d) = mixture_log_density::<Self>(w, kl.prior);
             psi_eps = Self::float_add(psi_eps, Self::float_mul(d.clone(), scaled));

@@ -2,8 +2,8 @@
 //! (mean-field, radial) under a prior with scalar Gaussian parameters: the same distributions as
 //! [`super::estimator`]'s composition of burn ops, with `σ`, the noise, the draw and the KL in
 //! one pass per tensor forward and one backward. Under Blundell's scale-mixture prior a
-//! mean-field or radial tensor draws on the same kernels and takes its KL, which has no closed form, from
-//! [`fused::mixture_kl`] (its own draws, one pass each way).
+//! mean-field or radial tensor draws on the same kernels and takes its KL, which has no closed
+//! form, from [`fused::mixture_kl`] (its own draws, one pass each way).
 //!
 //! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
 //! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`];
@@ -27,8 +27,8 @@ enum FusedKl {
     /// In closed form under a prior with scalar Gaussian parameters: the kernels' terms and the
     /// constant (`FusedScale::kl_terms`), folded into the draw's backward pass when asked.
     Closed(KlTerms, f64),
-    /// A mean-field or radial tensor under a scale-mixture prior: [`fused::mixture_kl`] with its prior's
-    /// terms and number of draws, differentiable on its own (never folded).
+    /// A mean-field or radial tensor under a scale-mixture prior: [`fused::mixture_kl`] with its
+    /// prior's terms and number of draws, differentiable on its own (never folded).
     Mixture(MixtureTerms, usize),
 }
 
