@@ -1363,18 +1363,13 @@ fn mixture_kl_gradient_matches_an_f64_oracle_weight_by_weight() {
         let got = to_vec(leaf.grad(&kl.backward()).expect("∂μ"));
         let (lw1, lw2) = (t.ln_weight1 as f64, t.ln_weight2 as f64);
         let (iv1, iv2) = (t.inv_var1 as f64, t.inv_var2 as f64);
-        let mut worst = (0f64, 0usize);
-        for i in 0..n {
+        let worst = worst_relative(&got, |i| {
             let sigma = (rho[i] as f64).exp().ln_1p();
             let w = mu[i] as f64 + sigma * eps[i] as f64;
             let d = (lw1 - 0.5 * w * w * iv1) - (lw2 - 0.5 * w * w * iv2);
             let (r1, r2) = (1.0 / (1.0 + (-d).exp()), 1.0 / (1.0 + d.exp()));
-            let want = w * (r1 * iv1 + r2 * iv2);
-            let err = (got[i] - want).abs() / want.abs();
-            if err > worst.0 {
-                worst = (err, i);
-            }
-        }
+            w * (r1 * iv1 + r2 * iv2)
+        });
         let i = worst.1;
         assert!(
             worst.0 <= 2e-5,
@@ -1415,14 +1410,7 @@ fn quadratic_and_its_gradient_match_an_f64_oracle() {
         (got_value - want_value).abs() <= 1e-5 * want_value,
         "value {got_value} vs {want_value}"
     );
-    let mut worst = (0f64, 0usize);
-    for (i, c) in offsets.iter().enumerate() {
-        let want = 2.0 * f64::from(coef) * g * c;
-        let err = (got[i] - want).abs() / want.abs();
-        if err > worst.0 {
-            worst = (err, i);
-        }
-    }
+    let worst = worst_relative(&got, |i| 2.0 * f64::from(coef) * g * offsets[i]);
     let i = worst.1;
     assert!(
         worst.0 <= 2e-6,
@@ -1437,6 +1425,15 @@ fn quadratic_and_its_gradient_match_an_f64_oracle() {
     assert!(untracked.grad(&grads).is_none());
     let d_other = to_vec(other.grad(&grads).expect("∂ of the factor"))[0];
     assert!((d_other - want_value).abs() <= 1e-5 * want_value);
+}
+
+/// The largest `|got_i − want(i)|/|want(i)|` over `got` and its index.
+fn worst_relative(got: &[f64], want: impl Fn(usize) -> f64) -> (f64, usize) {
+    got.iter().enumerate().fold((0.0, 0), |worst, (i, g)| {
+        let w = want(i);
+        let err = (g - w).abs() / w.abs();
+        if err > worst.0 { (err, i) } else { worst }
+    })
 }
 
 /// `ours(x, w)` against `burns(x, w)` (both flattened) with `x`, `w` or both tracked: values,
