@@ -1,12 +1,14 @@
 //! [`FusedOps`]: the differentiable fused ops. Without gradient tracking they are the inner
 //! backend's forward kernels; under `Autodiff` each is one graph node whose backward is the
-//! hand-written kernel of [`FusedKernels`] (no ε is stored: it is regenerated from the key).
+//! hand-written kernel of [`FusedKernels`]. Most regenerate their `ε` from the key; the draws of
+//! [`FusedOps::sample_op`] keep a tape of `ε·dσ/dρ` ([`Tape`]) instead, which makes their
+//! backward pass products and sums only.
 
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
 use super::conv::ConvGeometry;
-use super::cpu::{KlTerms, SigmaRule};
+use super::cpu::{KlTerms, SigmaRule, Tape};
 use super::ext::FusedKernels;
 use super::mixture::MixtureKl;
 use super::rectifier::{RectifierOutput, RectifierRule};
@@ -143,7 +145,9 @@ macro_rules! inner_ops {
                 kl: Option<KlTerms>,
                 _fold: Option<f32>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_sample(mu, rho, key, scales, rule, center, kl)
+                let (w, value, ..) =
+                    Self::fused_sample(mu, rho, key, scales, rule, center, kl, Tape::Off);
+                (w, value)
             }
 
             fn sample_ratio_op(
@@ -281,21 +285,14 @@ macro_rules! register {
 struct SampleBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
-    type State = (
-        FloatTensor<B>,
-        FloatTensor<B>,
-        u64,
-        Vec<f32>,
-        SigmaRule,
-        bool,
-        Option<(KlTerms, f32)>,
-    );
+    /// `μ`, the forward pass's tape ([`Tape`]), `center` and the folded KL.
+    type State = (FloatTensor<B>, FloatTensor<B>, bool, Option<(KlTerms, f32)>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let dw = grads.consume::<B>(&ops.node);
-        let (mu, rho, key, scales, rule, center, fold) = ops.state;
-        let (dmu, drho) = B::fused_sample_backward(dw, mu, rho, key, scales, rule, center, fold);
+        let (mu, tape, center, fold) = ops.state;
+        let (dmu, drho) = B::fused_sample_backward(dw, tape, mu, center, fold);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -580,36 +577,32 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         kl: Option<KlTerms>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (w, value) = B::fused_sample(
-            mu.primitive().clone(),
-            rho.primitive().clone(),
-            key,
-            scales.clone(),
-            rule,
-            center,
-            kl,
-        );
         let fold = kl.zip(fold);
-        let w = match SampleBackward
+        match SampleBackward
             .prepare::<C>([mu.node(), rho.node()])
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => prep.finish(
-                (
-                    mu.into_primitive(),
-                    rho.into_primitive(),
-                    key,
-                    scales,
-                    rule,
-                    center,
-                    fold,
-                ),
-                w,
-            ),
-            OpsKind::UnTracked(prep) => prep.finish(w),
-        };
-        (w, Self::from_inner(value))
+            OpsKind::Tracked(prep) => {
+                let keep = if fold.is_some() {
+                    Tape::DrawsAndKl
+                } else {
+                    Tape::Draws
+                };
+                let (mu, rho) = (mu.into_primitive(), rho.into_primitive());
+                let (w, value, tape) =
+                    B::fused_sample(mu.clone(), rho, key, scales, rule, center, kl, keep);
+                let tape = tape.expect("a tape was asked for");
+                let w = prep.finish((mu, tape, center, fold), w);
+                (w, Self::from_inner(value))
+            }
+            OpsKind::UnTracked(prep) => {
+                let (mu, rho) = (mu.into_primitive(), rho.into_primitive());
+                let (w, value, ..) =
+                    B::fused_sample(mu, rho, key, scales, rule, center, kl, Tape::Off);
+                (prep.finish(w), Self::from_inner(value))
+            }
+        }
     }
 
     fn sample_ratio_op(

@@ -49,11 +49,44 @@ fn kl_terms(
     t
 }
 
+/// What the forward pass of [`sample`] keeps for its backward pass.
+///
+/// Element `i` of draw `s`'s row is `scales[s]·ε_si·dσ_i/dρ_i`, the factor of `∂w_si/∂ρ_i`; the
+/// KL's row holds `(σ_i/(dσ₀²) − 1/σ_i)·dσ_i/dρ_i`, that of `∂KL/∂ρ_i`. With them the backward
+/// pass is products and sums only: regenerating `ε` and evaluating `σ(ρ)` and its derivative
+/// again (a Philox block, Box–Muller, an exponential and a logarithm per weight) cost as much as
+/// the forward pass. The backward pass writes the gradients over the rows ([`sample_backward`]),
+/// so the tape costs memory only between the two passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tape {
+    /// Nothing: no gradient is taken.
+    Off,
+    /// A row per draw: `[S, n]`.
+    Draws,
+    /// A row per draw, then the KL's row: `[S + 1, n]` (the KL's terms are needed).
+    DrawsAndKl,
+}
+
+impl Tape {
+    /// Rows of `n` weights the tape has for `draws` draws.
+    pub fn rows(self, draws: usize) -> usize {
+        match self {
+            Self::Off => 0,
+            Self::Draws => draws,
+            Self::DrawsAndKl => draws + 1,
+        }
+    }
+}
+
 multiversion! {
-    /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`.
+    /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`, the
+    /// draw's tape row `s·ε·dσ/dρ` into `tape` and the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ`
+    /// into `kl_tape` when given.
     fn sample_range(key: [u32; 2], stream: u32, start: usize, mu: &[f32], rho: &[f32],
                     rule: SigmaRule, scale: f32, center: bool, out: &mut [f32],
-                    kl: Option<KlTerms>) -> f64 {
+                    kl: Option<KlTerms>, tape: Option<&mut [f32]>,
+                    kl_tape: Option<&mut [f32]>) -> f64 {
+        let (mut tape, mut kl_tape) = (tape, kl_tape);
         let mut eps = [0f32; BLOCK];
         let mut lanes = [0f32; 8];
         let mut total = 0f64;
@@ -62,14 +95,29 @@ multiversion! {
             normal_block(key, stream, ((start + a) / BLOCK) as u64, &mut eps);
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
             // Branch-free loops (the KL terms in a loop of their own) so each vectorises.
-            let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, kl.is_some());
+            let Sigmas { sigma, ln_sigma, dsigma } = rule.sigmas(&r, kl.is_some());
             let mut w = [0f32; BLOCK];
             for j in 0..BLOCK {
                 let base = if center { 0.0 } else { m[j] };
                 w[j] = base + sigma[j] * scale * eps[j];
             }
             store(o, &w);
+            if let Some(t) = tape.as_deref_mut() {
+                let mut row = [0f32; BLOCK];
+                for j in 0..BLOCK {
+                    row[j] = scale * eps[j] * dsigma[j];
+                }
+                store(&mut t[a..a + len], &row);
+            }
             if let Some(p) = kl {
+                if let Some(t) = kl_tape.as_deref_mut() {
+                    // Padding lanes have ρ = 0, so σ > 0 there too.
+                    let mut row = [0f32; BLOCK];
+                    for j in 0..BLOCK {
+                        row[j] = (sigma[j] * p.inv_var_sigma - 1.0 / sigma[j]) * dsigma[j];
+                    }
+                    store(&mut t[a..a + len], &row);
+                }
                 let t = kl_terms(&m, &sigma, &ln_sigma, p);
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
@@ -83,7 +131,9 @@ multiversion! {
 }
 
 /// `out[s] = [μ] + σ(ρ)·scales[s]·ε_s` for every draw `s` (`σ` by `rule`; `out` is `[S, n]`
-/// flat; `ε_s` is stream `s` of `key`); returns the summed KL terms (0 without `kl`).
+/// flat; `ε_s` is stream `s` of `key`); returns the summed KL terms (0 without `kl`). `tape`
+/// (`[Tape::rows, n]` flat; [`Tape::DrawsAndKl`] needs `kl`) receives the rows
+/// [`sample_backward`] needs.
 #[allow(clippy::too_many_arguments)]
 pub fn sample(
     key: u64,
@@ -94,17 +144,30 @@ pub fn sample(
     center: bool,
     out: &mut [f32],
     kl: Option<KlTerms>,
+    keep: Tape,
+    tape: &mut [f32],
 ) -> f64 {
     let n = mu.len();
-    assert_eq!(out.len(), n * scales.len());
+    let draws = scales.len();
+    assert_eq!(out.len(), n * draws);
+    assert_eq!(tape.len(), n * keep.rows(draws), "the tape of {keep:?}");
+    assert!(
+        keep != Tape::DrawsAndKl || kl.is_some(),
+        "the KL's tape row needs the KL's terms"
+    );
     let shared = Shared::new(out);
+    let taped = Shared::new(tape);
     let key = key_words(key);
     let mut total = 0.0;
     for (s, &scale) in scales.iter().enumerate() {
         let kl = if s == 0 { kl } else { None };
         total += par_chunks(n, |a, b| {
-            // SAFETY: the ranges of one sample are disjoint.
+            // SAFETY: the ranges of one sample are disjoint, in the draws and in the tape (a
+            // draw's row, and the KL's row on the first draw only).
             let o = unsafe { shared.range(s * n + a, s * n + b) };
+            let row = (keep != Tape::Off).then(|| unsafe { taped.range(s * n + a, s * n + b) });
+            let kl_row = (keep == Tape::DrawsAndKl && s == 0)
+                .then(|| unsafe { taped.range(draws * n + a, draws * n + b) });
             sample_range(
                 key,
                 s as u32,
@@ -116,6 +179,8 @@ pub fn sample(
                 center,
                 o,
                 kl,
+                row,
+                kl_row,
             )
         })
         .into_iter()
@@ -125,82 +190,85 @@ pub fn sample(
 }
 
 multiversion! {
-    /// Backward of [`sample`] over one range.
-    fn sample_backward_range(key: [u32; 2], start: usize, n: usize, dw: &[f32], scales: &[f32],
-                             center: bool, mu: &[f32], rho: &[f32], rule: SigmaRule,
-                             dmu: &mut [f32], drho: &mut [f32], kl: Option<(KlTerms, f32)>) {
-        let mut eps = [0f32; BLOCK];
-        for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
-            let (a, len) = (k * BLOCK, dm_out.len());
+    /// Backward of [`sample`] over one range, in place: `rows` holds the range of each draw's
+    /// tape row (the first becomes `dρ`), `kl_row` the KL's (it becomes `dμ`); without a KL,
+    /// `dmu` receives `dμ` unless it is empty.
+    fn sample_backward_range(n: usize, dw: &[f32], rows: &mut [&mut [f32]], center: bool,
+                             mu: &[f32], kl_row: Option<&mut [f32]>, dmu: &mut [f32],
+                             kl: Option<(KlTerms, f32)>) {
+        let mut kl_row = kl_row;
+        for a in (0..mu.len()).step_by(BLOCK) {
+            let len = BLOCK.min(mu.len() - a);
             let mut sum_dw = [0f32; BLOCK];
-            let mut sum_dwe = [0f32; BLOCK];
-            for (s, &scale) in scales.iter().enumerate() {
-                normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
+            let mut dr = [0f32; BLOCK];
+            for (s, row) in rows.iter().enumerate() {
                 let d = load(&dw[s * n + a..s * n + a + len], 0.0);
+                let t = load(&row[a..a + len], 0.0);
                 for j in 0..BLOCK {
                     sum_dw[j] += d[j];
-                    sum_dwe[j] += d[j] * eps[j] * scale;
+                    dr[j] += d[j] * t[j];
                 }
             }
-            let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 1.0));
-            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
-            let mut dm = [0f32; BLOCK];
-            let mut dr = [0f32; BLOCK];
-            for j in 0..BLOCK {
-                let s = sigma[j];
-                let mut g_mu = if center { 0.0 } else { sum_dw[j] };
-                let mut g_sigma = sum_dwe[j];
-                if let Some((p, w)) = kl {
-                    g_mu += w * (m[j] - p.mean) * p.inv_var_mu;
-                    g_sigma += w * (s * p.inv_var_sigma - 1.0 / s);
+            let mut dm = if center { [0f32; BLOCK] } else { sum_dw };
+            if let (Some((p, w)), Some(k)) = (kl, kl_row.as_deref_mut()) {
+                let m = load(&mu[a..a + len], 0.0);
+                let t = load(&k[a..a + len], 0.0);
+                for j in 0..BLOCK {
+                    dm[j] += w * (m[j] - p.mean) * p.inv_var_mu;
+                    dr[j] += w * t[j];
                 }
-                dm[j] = g_mu;
-                dr[j] = g_sigma * dsigma[j];
+                store(&mut k[a..a + len], &dm);
+            } else if !dmu.is_empty() {
+                store(&mut dmu[a..a + len], &dm);
             }
-            store(dm_out, &dm);
-            store(dr_out, &dr);
+            store(&mut rows[0][a..a + len], &dr);
         }
     }
 }
 
-/// `(dμ, dρ)` of [`sample`] given `dw` (`[S, n]` flat), plus `weight × ∇KL` when `kl` is
-/// `Some((terms, weight))`: `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²`,
-/// `dρ = (Σ_s dw_s·scales[s]·ε_s + w(σ/(dσ₀²) − 1/σ))·dσ/dρ` (`σ` by `rule`).
+/// `(dμ, dρ)` of [`sample`] given `dw` (`[S, n]` flat), written over the forward pass's tape,
+/// plus `weight × ∇KL` when `kl` is `Some((terms, weight))` (the tape then
+/// [`Tape::DrawsAndKl`]): `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²` (without the sum when `center`),
+/// `dρ = Σ_s dw_s·t_s + w·t_KL`, with the tape's rows `t_s` of the draws and `t_KL` of the KL.
+///
+/// `dρ` is written over the first row of `tape`, `dμ` over its KL row when there is a KL and
+/// into `dmu` otherwise (`n` elements, or empty to skip it: one uncentred draw's `dμ` is `dw`).
 #[allow(clippy::too_many_arguments)]
 pub fn sample_backward(
-    key: u64,
     dw: &[f32],
-    scales: &[f32],
+    draws: usize,
     center: bool,
     mu: &[f32],
-    rho: &[f32],
-    rule: SigmaRule,
-    dmu: &mut [f32],
-    drho: &mut [f32],
     kl: Option<(KlTerms, f32)>,
+    tape: &mut [f32],
+    dmu: &mut [f32],
 ) {
     let n = mu.len();
-    assert_eq!(dw.len(), n * scales.len());
-    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
-    let key = key_words(key);
+    assert_eq!(dw.len(), n * draws);
+    let keep = if kl.is_some() {
+        Tape::DrawsAndKl
+    } else {
+        Tape::Draws
+    };
+    assert_eq!(tape.len(), n * keep.rows(draws), "the tape of {keep:?}");
+    assert!(
+        dmu.is_empty() || (dmu.len() == n && kl.is_none()),
+        "dμ goes over the KL's row when there is one"
+    );
+    let (st, sm) = (Shared::new(tape), Shared::new(dmu));
+    let (has_kl, has_dmu) = (kl.is_some(), !dmu.is_empty());
     par_chunks(n, |a, b| {
-        // SAFETY: disjoint ranges.
-        let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
-        let dw_shifted = &dw[a..];
-        sample_backward_range(
-            key,
-            a,
-            n,
-            dw_shifted,
-            scales,
-            center,
-            &mu[a..b],
-            &rho[a..b],
-            rule,
-            dm,
-            dr,
-            kl,
-        );
+        // SAFETY: every task takes the range `a..b` of each row: disjoint across tasks.
+        let mut rows: Vec<&mut [f32]> = (0..draws)
+            .map(|s| unsafe { st.range(s * n + a, s * n + b) })
+            .collect();
+        let kl_row = has_kl.then(|| unsafe { st.range(draws * n + a, draws * n + b) });
+        let dm: &mut [f32] = if has_dmu {
+            unsafe { sm.range(a, b) }
+        } else {
+            &mut []
+        };
+        sample_backward_range(n, &dw[a..], &mut rows, center, &mu[a..b], kl_row, dm, kl);
     });
 }
 

@@ -6,7 +6,7 @@
 
 use super::clark;
 use super::conv::{self, ConvGeometry};
-use super::cpu::{self, AdamStep, KlTerms, SigmaRule};
+use super::cpu::{self, AdamStep, KlTerms, SigmaRule, Tape};
 use super::ext::FusedKernels;
 use super::factor;
 use super::mixture::{self, MixtureKl};
@@ -14,7 +14,7 @@ use super::rectifier::{self, RectifierOutput, RectifierRule};
 use crate::posterior::DropoutNoise;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
-use burn::tensor::Shape;
+use burn::tensor::{Shape, Slice};
 use std::borrow::Cow;
 
 /// How a CPU backend's float tensor is read and written as `f32`.
@@ -79,11 +79,32 @@ fn written(n: usize, write: impl FnOnce(&mut [f32])) -> Vec<f32> {
 
 /// Two buffers of `n` elements written by `write` (see [`written`]).
 fn written2(n: usize, write: impl FnOnce(&mut [f32], &mut [f32])) -> (Vec<f32>, Vec<f32>) {
+    written2_sized(n, n, write)
+}
+
+/// Two buffers of `n` and `m` elements written by `write` (see [`written`]).
+fn written2_sized(
+    n: usize,
+    m: usize,
+    write: impl FnOnce(&mut [f32], &mut [f32]),
+) -> (Vec<f32>, Vec<f32>) {
     let mut b = Vec::new();
     let a = written(n, |a| {
-        b = written(n, |b| write(a, b));
+        b = written(m, |b| write(a, b));
     });
     (a, b)
+}
+
+/// Row `r` of a `[rows, n]` tensor as a tensor of `shape` (`n` elements): a view of its buffer.
+fn row_of<B: Backend>(t: &FloatTensor<B>, r: usize, shape: Shape) -> FloatTensor<B> {
+    let n = shape.num_elements();
+    let rows = [Slice::from(r..r + 1), Slice::from(0..n)];
+    B::float_reshape(B::float_slice(t.clone(), &rows), shape)
+}
+
+/// `t` reshaped (a view).
+fn reshaped<B: Backend>(t: FloatTensor<B>, shape: Shape) -> FloatTensor<B> {
+    B::float_reshape(t, shape)
 }
 
 /// The sum of KL terms as a one-element tensor.
@@ -292,6 +313,7 @@ macro_rules! cpu_fused_kernels {
                 <FloatTensor<Self>>::from_values(norms, Shape::from([draws]))
             }
 
+            #[allow(clippy::type_complexity)]
             fn fused_sample(
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
@@ -300,38 +322,55 @@ macro_rules! cpu_fused_kernels {
                 rule: SigmaRule,
                 center: bool,
                 kl: Option<KlTerms>,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                keep: Tape,
+            ) -> (
+                FloatTensor<Self>,
+                FloatTensor<Self>,
+                Option<FloatTensor<Self>>,
+            ) {
                 let n = mu.shape().num_elements();
+                let draws = scales.len();
                 let (mu, rho) = (mu.values(), rho.values());
                 let mut s = 0.0;
-                let w = written(n * scales.len(), |w| {
-                    s = cpu::sample(key, &mu, &rho, rule, &scales, center, w, kl);
+                let rows = keep.rows(draws);
+                let (w, tape) = written2_sized(n * draws, n * rows, |w, t| {
+                    s = cpu::sample(key, &mu, &rho, rule, &scales, center, w, kl, keep, t);
                 });
-                let shape = Shape::from([scales.len(), n]);
-                (<FloatTensor<Self>>::from_values(w, shape), total(s))
+                let shape = Shape::from([draws, n]);
+                let tape = (rows > 0)
+                    .then(|| <FloatTensor<Self>>::from_values(tape, Shape::from([rows, n])));
+                (<FloatTensor<Self>>::from_values(w, shape), total(s), tape)
             }
 
-            #[allow(clippy::too_many_arguments)]
+            /// In place: `dρ` over the tape's first row and `dμ` over its KL row (two views of
+            /// the one buffer), or `dμ = dw` for one uncentred draw without a KL.
             fn fused_sample_backward(
                 dw: FloatTensor<Self>,
+                tape: FloatTensor<Self>,
                 mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                key: u64,
-                scales: Vec<f32>,
-                rule: SigmaRule,
                 center: bool,
                 fold: Option<(KlTerms, f32)>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
-                let (dw, mu, rho) = (dw.values(), mu.values(), rho.values());
-                let (dmu, drho) = written2(n, |dm, dr| {
-                    cpu::sample_backward(key, &dw, &scales, center, &mu, &rho, rule, dm, dr, fold);
+                let draws = dw.shape().num_elements() / n;
+                let (mu_values, dw_values) = (mu.values(), dw.values());
+                // One uncentred draw without a KL: dμ is dw itself.
+                let dw_is_dmu = draws == 1 && !center && fold.is_none();
+                let mut dmu = Vec::new();
+                let tape = tape.rewrite(|t| {
+                    let dm_len = if fold.is_some() || dw_is_dmu { 0 } else { n };
+                    dmu = written(dm_len, |dm| {
+                        cpu::sample_backward(&dw_values, draws, center, &mu_values, fold, t, dm);
+                    });
                 });
-                (
-                    <FloatTensor<Self>>::from_values(dmu, shape.clone()),
-                    <FloatTensor<Self>>::from_values(drho, shape),
-                )
+                drop(dw_values);
+                let dmu = match fold {
+                    Some(_) => row_of::<Self>(&tape, draws, shape.clone()),
+                    None if dw_is_dmu => reshaped::<Self>(dw, shape.clone()),
+                    None => <FloatTensor<Self>>::from_values(dmu, shape.clone()),
+                };
+                (dmu, row_of::<Self>(&tape, 0, shape))
             }
 
             fn fused_sample_ratio(

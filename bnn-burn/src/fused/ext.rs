@@ -6,7 +6,8 @@
 //! kernels of [`super::cpu`] (see `cpu_backends.rs`).
 //!
 //! `ε` of sub-stream `s` of key `k` is a pure function of `(k, s)` and the element index, so a
-//! backward pass regenerates it: the Philox stream of [`super::rng`]. The CPU backends generate
+//! backward pass can regenerate it (every op's but the sample's, which keeps a tape,
+//! [`super::Tape`]): the Philox stream of [`super::rng`]. The CPU backends generate
 //! it inside their kernels; the default bodies generate it on the host with the same kernels and
 //! upload it, so every backend draws the same numbers. (Reseeding the backend's own generator is
 //! not a pure function: under burn's fusion another thread's queued draws consume its state
@@ -17,7 +18,7 @@
 
 use super::clark;
 use super::conv::ConvGeometry;
-use super::cpu::{self, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
+use super::cpu::{self, AdamStep, KlTerms, SigmaRule, Tape, VAR_FLOOR};
 use super::factor;
 use super::mixture::{MixtureKl, MixtureTerms};
 use super::rectifier::{RectifierOutput, RectifierRule};
@@ -89,9 +90,12 @@ pub trait FusedKernels: Backend {
         Self::float_reshape(Self::float_cat(norms, 0), Shape::from([draws]))
     }
 
-    /// `(w, kl)`: draws `w [S, n]` with `w_s = [μ] + σ(ρ)·scales[s]·ε_s` (`σ` by `rule`; `ε_s`
-    /// is sub-stream `s`; `μ` is left out when `center`), and `Σ` of the KL terms (`[1]`; 0
-    /// without `kl`).
+    /// `(w, kl, tape)`: draws `w [S, n]` with `w_s = [μ] + σ(ρ)·scales[s]·ε_s` (`σ` by `rule`;
+    /// `ε_s` is sub-stream `s`; `μ` is left out when `center`), `Σ` of the KL terms (`[1]`; 0
+    /// without `kl`), and what the backward pass needs, `[Tape::rows, n]` (`None` for
+    /// [`Tape::Off`]; [`Tape::DrawsAndKl`] needs `kl`): the draws' rows `scales[s]·ε_s·dσ/dρ`,
+    /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ`.
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn fused_sample(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
@@ -100,20 +104,33 @@ pub trait FusedKernels: Backend {
         rule: SigmaRule,
         center: bool,
         kl: Option<KlTerms>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        keep: Tape,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        Option<FloatTensor<Self>>,
+    ) {
+        assert!(
+            keep != Tape::DrawsAndKl || kl.is_some(),
+            "the KL's tape row needs the KL's terms"
+        );
         let n = mu.shape().num_elements();
         let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
         let (m, r) = (flat(mu.clone()), flat(rho.clone()));
-        let sigma = sigma_of::<Self>(r, rule).0;
+        let (sigma, _, dsigma) = sigma_of::<Self>(r, rule);
+        let mut rows = Vec::new();
         let draws = scales
             .iter()
             .enumerate()
             .map(|(s, &scale)| {
-                let eps = Self::fused_normal(m.clone(), key, s as u32);
-                let spread = Self::float_mul_scalar(
-                    Self::float_mul(sigma.clone(), eps),
+                let eps = Self::float_mul_scalar(
+                    Self::fused_normal(m.clone(), key, s as u32),
                     Scalar::from(scale),
                 );
+                if keep != Tape::Off {
+                    rows.push(Self::float_mul(eps.clone(), dsigma.clone()));
+                }
+                let spread = Self::float_mul(sigma.clone(), eps);
                 if center {
                     spread
                 } else {
@@ -121,46 +138,56 @@ pub trait FusedKernels: Backend {
                 }
             })
             .collect();
-        let kl = match kl {
-            Some(terms) => kl_sum::<Self>(mu.clone(), rho, rule, terms),
+        let value = match kl {
+            Some(terms) => {
+                if keep == Tape::DrawsAndKl {
+                    let inner = Self::float_sub(
+                        Self::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
+                        Self::float_recip(sigma),
+                    );
+                    rows.push(Self::float_mul(inner, dsigma));
+                }
+                kl_sum::<Self>(mu.clone(), rho, rule, terms)
+            }
             None => scalar::<Self>(0.0, &mu.device()),
         };
-        (Self::float_cat(draws, 0), kl)
+        let tape = (keep != Tape::Off).then(|| Self::float_cat(rows, 0));
+        (Self::float_cat(draws, 0), value, tape)
     }
 
-    /// `(dμ, dρ)` of [`FusedKernels::fused_sample`] given `dw [S, n]`, plus `weight × ∇KL`
-    /// when `fold` is `Some((terms, weight))`.
-    #[allow(clippy::too_many_arguments)]
+    /// `(dμ, dρ)` of [`FusedKernels::fused_sample`] given `dw [S, n]` and its tape, plus
+    /// `weight × ∇KL` when `fold` is `Some((terms, weight))` (the tape then
+    /// [`Tape::DrawsAndKl`]): `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²` (without the sum when `center`),
+    /// `dρ = Σ_s dw_s·t_s + w·t_KL`.
     fn fused_sample_backward(
         dw: FloatTensor<Self>,
+        tape: FloatTensor<Self>,
         mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        key: u64,
-        scales: Vec<f32>,
-        rule: SigmaRule,
         center: bool,
         fold: Option<(KlTerms, f32)>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = mu.shape();
         let n = shape.num_elements();
-        let row = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
-        let mut dmu = None;
-        let mut dsigma = None;
-        for (s, &scale) in scales.iter().enumerate() {
-            let slice = burn::tensor::Slice::from(s..s + 1);
-            let d = Self::float_slice(dw.clone(), &[slice, burn::tensor::Slice::from(0..n)]);
-            let eps = Self::fused_normal(row(mu.clone()), key, s as u32);
-            let de = Self::float_mul_scalar(Self::float_mul(d.clone(), eps), Scalar::from(scale));
-            dmu = Some(dmu.map_or(d.clone(), |a| Self::float_add(a, d)));
-            dsigma = Some(dsigma.map_or(de.clone(), |a| Self::float_add(a, de)));
-        }
-        let dsigma = Self::float_reshape(dsigma.expect("at least one draw"), shape.clone());
-        let dmu = if center {
+        let draws = dw.shape().num_elements() / n;
+        let rows = |a: usize, b: usize| {
+            Self::float_slice(tape.clone(), &[Slice::from(a..b), Slice::from(0..n)])
+        };
+        let sum_rows =
+            |t: FloatTensor<Self>| Self::float_reshape(Self::float_sum_dim(t, 0), shape.clone());
+        let mut drho = sum_rows(Self::float_mul(dw.clone(), rows(0, draws)));
+        let mut dmu = if center {
             Self::float_zeros(shape.clone(), &mu.device(), FloatDType::F32)
         } else {
-            Self::float_reshape(dmu.expect("at least one draw"), shape)
+            sum_rows(dw)
         };
-        finish_backward::<Self>(dmu, dsigma, mu, rho, rule, fold)
+        if let Some((terms, weight)) = fold {
+            let t_kl = Self::float_reshape(rows(draws, draws + 1), shape.clone());
+            drho = Self::float_add(drho, Self::float_mul_scalar(t_kl, Scalar::from(weight)));
+            let centred = Self::float_sub_scalar(mu, Scalar::from(terms.mean));
+            let kl_mu = Self::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight));
+            dmu = Self::float_add(dmu, kl_mu);
+        }
+        (dmu, drho)
     }
 
     /// `(out, kl)` of [`cpu::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws

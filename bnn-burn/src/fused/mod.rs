@@ -8,7 +8,7 @@
 //!
 //! | op | forward | backward |
 //! |---|---|---|
-//! | [`sample`] | `w_s = [μ] + σ(ρ)·c_s·ε_s` (`σ` by [`SigmaRule`]) and `Σ KL terms` | `dμ, dρ` (+ `λ∇KL` folded) |
+//! | [`sample`] | `w_s = [μ] + σ(ρ)·c_s·ε_s` (`σ` by [`SigmaRule`]) and `Σ KL terms`; the tape `c_s ε_s·dσ/dρ` | `dμ, dρ` (+ `λ∇KL` folded) from the tape, over it |
 //! | [`sample_log_ratio`] | mean-field `w_s = μ + σ(ρ)·ε_s` and `r_s = ln q(w_s) − ln p(w_s)` | `dμ, dρ` from `dw` and `dr` |
 //! | [`moments`] | `var = σ(ρ)²·c` and `Σ KL terms` | `dρ` (+ `λ∇KL` folded into `dμ, dρ`) |
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
@@ -28,9 +28,13 @@
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
-//! a stream key and the element index, regenerated in the backward pass, never stored. Keys come
-//! from burn's device generator (one draw per pass, [`KeySource`]), so `device.seed(s)` makes a
-//! fused run reproducible bit for bit on the same backend and machine.
+//! a stream key and the element index, so a backward pass can regenerate it instead of storing
+//! it, which every op but [`sample`] does. [`sample`]'s forward pass keeps a tape instead
+//! ([`Tape`]: `c_s ε_s·dσ/dρ` per draw and, with a folded KL, the KL's `∂/∂ρ`), because
+//! regenerating `ε` and evaluating `σ(ρ)` again cost its backward pass as much as its forward
+//! pass; the backward pass writes the gradients over the tape. Keys come from burn's device
+//! generator (one draw per pass, [`KeySource`]), so `device.seed(s)` makes a fused run
+//! reproducible bit for bit on the same backend and machine.
 //!
 //! **Folding the KL.** An autodiff node has one differentiable output, so the KL computed in the
 //! sampling pass is returned as a constant; an objective that is linear in the KL with a known
@@ -66,7 +70,7 @@ mod simd;
 pub use adam::{FusedAdam, FusedAdamW};
 pub use autodiff::FusedOps;
 pub use conv::ConvGeometry;
-pub use cpu::{AdamCoefficients, AdamStep, KlTerms, SigmaRule, VAR_FLOOR};
+pub use cpu::{AdamCoefficients, AdamStep, KlTerms, SigmaRule, Tape, VAR_FLOOR};
 pub use ext::FusedKernels;
 pub use mixture::{MixtureKl, MixtureTerms};
 pub use rectifier::RectifierRule;
@@ -148,7 +152,9 @@ pub fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -
 /// `(w, kl)`: draws `w [S, n]`, `w_s = [μ] + σ(ρ)·scales[s]·ε_s` (`σ` by `rule`: softplus,
 /// log-variance or Depeweg's sigmoid variance; `μ` left out when `center`), and the summed KL
 /// terms `[1]` (0 without `kl`), as a constant. With `fold = Some(λ)`, the backward pass of `w`
-/// adds `λ∇KL` to `dμ, dρ`.
+/// adds `λ∇KL` to `dμ, dρ`. When `μ` or `ρ` is tracked, the forward pass keeps a tape of
+/// `S` rows (`S + 1` with a folded KL) the size of `μ` until the backward pass ([`Tape`]), which
+/// then costs a product and a sum per weight and draw.
 #[allow(clippy::too_many_arguments)]
 pub fn sample<const D: usize>(
     mu: Tensor<D>,

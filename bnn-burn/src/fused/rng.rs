@@ -1,8 +1,8 @@
 //! The counter-based generator of the fused kernels: Philox4x32-10 (Salmon et al. 2011,
 //! "Parallel random numbers: as easy as 1, 2, 3") and the Box–Muller transform.
 //!
-//! Element `i` of the stream with key `k` is a pure function of `(k, i)`: a backward pass
-//! regenerates the `ε` of its forward pass instead of storing it, parallel chunks need no shared
+//! Element `i` of the stream with key `k` is a pure function of `(k, i)`: a backward pass can
+//! regenerate the `ε` of its forward pass instead of storing it, parallel chunks need no shared
 //! state, and the numbers do not depend on the thread count. Block `j` (elements `64j..64j+64`)
 //! takes 16 Philox outputs of counters `16j..16j+16`; each gives two uniform pairs, each pair
 //! two normals (`r cos θ`, `r sin θ`; the cosines of a half-block first, then its sines).

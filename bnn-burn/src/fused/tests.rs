@@ -48,20 +48,28 @@ fn grads_of(loss: Tensor<1>, mu: &Tensor<2>, rho: &Tensor<2>) -> (Vec<f64>, Vec<
 }
 
 /// Under each parameterisation of `σ`, centred or not: the draws, the KL and `dμ, dρ` of
-/// `Σ w ⊙ R + λ·KL` (the KL folded into the draws' backward pass) against burn ops on the same
-/// `ε`.
+/// `Σ w ⊙ R + λ·KL` (the KL folded into the draws' backward pass, whose tape then has the KL's
+/// row) and of `Σ w ⊙ R` alone (no KL: the draws' rows only) against burn ops on the same `ε`.
 #[test]
 fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
     let _guard = crate::testing::seeded(&test_device(), 11);
-    let (mu, rho, r) = params();
-    let scales = [1.0f32, 0.5, 2.0];
+    let (mu, rho, r3) = params();
     let (key, weight) = (7u64, 0.37f32);
     let params = [
         ScaleParam::Softplus,
         ScaleParam::LogVariance,
         ScaleParam::SigmoidVariance { bound: 0.3 },
     ];
-    for (param, center) in params.into_iter().flat_map(|p| [(p, false), (p, true)]) {
+    let cases = params
+        .into_iter()
+        .flat_map(|p| [(p, false), (p, true)])
+        .flat_map(|(p, c)| [(p, c, true), (p, c, false)])
+        .flat_map(|(p, c, f)| [(p, c, f, 1), (p, c, f, 3)]);
+    for (param, center, folded, count) in cases {
+        let weight = if folded { weight } else { 0.0 };
+        // One draw (whose `dμ` without a KL is `dw` itself) or three at different scales.
+        let scales = &[1.0f32, 0.5, 2.0][..count];
+        let r = r3.clone().narrow(0, 0, count);
         // Reference: w_s = [μ] + σ(ρ)·c_s·ε_s, loss = Σ w ⊙ R + λ·KL.
         let flat_mu = mu.clone().reshape([1, -1]);
         let sigma = param.sigma(rho.clone());
@@ -87,19 +95,20 @@ fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
             mu.clone(),
             rho.clone(),
             key,
-            &scales,
+            scales,
             param.sigma_rule(),
             center,
-            Some(TERMS),
-            Some(weight),
+            folded.then_some(TERMS),
+            folded.then_some(weight),
         );
-        let what = format!("{param:?}, center = {center}");
+        let what = format!("{param:?}, center = {center}, KL folded = {folded}, {count} draws");
         assert!(
             rel_err(&to_vec(w.clone()), &to_vec(w_ref)) < 1e-5,
             "{what}: w"
         );
+        let kl_want = if folded { to_vec(kl_ref) } else { vec![0.0] };
         assert!(
-            rel_err(&to_vec(kl_value.clone()), &to_vec(kl_ref)) < 1e-5,
+            rel_err(&to_vec(kl_value.clone()), &kl_want) < 1e-5,
             "{what}: KL"
         );
         let loss = (w * r.clone()).sum() + kl_value * weight as f64;
