@@ -141,11 +141,8 @@ pub trait FusedKernels: Backend {
         let value = match kl {
             Some(terms) => {
                 if keep == Tape::DrawsAndKl {
-                    let inner = Self::float_sub(
-                        Self::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
-                        Self::float_recip(sigma),
-                    );
-                    rows.push(Self::float_mul(inner, dsigma));
+                    let slope = kl_sigma_gradient::<Self>(sigma, terms);
+                    rows.push(Self::float_mul(slope, dsigma));
                 }
                 kl_sum::<Self>(mu.clone(), rho, rule, terms)
             }
@@ -183,9 +180,7 @@ pub trait FusedKernels: Backend {
         if let Some((terms, weight)) = fold {
             let t_kl = Self::float_reshape(rows(draws, draws + 1), shape.clone());
             drho = Self::float_add(drho, Self::float_mul_scalar(t_kl, Scalar::from(weight)));
-            let centred = Self::float_sub_scalar(mu, Scalar::from(terms.mean));
-            let kl_mu = Self::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight));
-            dmu = Self::float_add(dmu, kl_mu);
+            dmu = Self::float_add(dmu, kl_mu_gradient::<Self>(mu, terms, weight));
         }
         (dmu, drho)
     }
@@ -364,15 +359,8 @@ pub trait FusedKernels: Backend {
         let shape = mu.shape();
         let g = Self::float_expand(g, shape.clone());
         let (sigma, _, dsigma_drho) = sigma_of::<Self>(rho, rule);
-        let centred = Self::float_sub_scalar(mu, Scalar::from(terms.mean));
-        let dmu = Self::float_mul(
-            Self::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu)),
-            g.clone(),
-        );
-        let dsigma = Self::float_sub(
-            Self::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
-            Self::float_recip(sigma),
-        );
+        let dmu = Self::float_mul(kl_mu_gradient::<Self>(mu, terms, 1.0), g.clone());
+        let dsigma = kl_sigma_gradient::<Self>(sigma, terms);
         (
             dmu,
             Self::float_mul(Self::float_mul(dsigma, dsigma_drho), g),
@@ -1039,6 +1027,20 @@ pub(crate) fn kl_sum<B: Backend>(
     B::float_reshape(B::float_sum(t), Shape::from([1]))
 }
 
+/// `weight·∂KL/∂μ = weight·(μ − μ₀)/σ₀²` of the Gaussian KL terms ([`KlTerms`]).
+fn kl_mu_gradient<B: Backend>(mu: FloatTensor<B>, terms: KlTerms, weight: f32) -> FloatTensor<B> {
+    let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
+    B::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight))
+}
+
+/// `∂KL/∂σ = σ·inv_var_sigma − 1/σ` of the Gaussian KL terms ([`KlTerms`]).
+fn kl_sigma_gradient<B: Backend>(sigma: FloatTensor<B>, terms: KlTerms) -> FloatTensor<B> {
+    B::float_sub(
+        B::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
+        B::float_recip(sigma),
+    )
+}
+
 /// `(dμ + weight·∂KL/∂μ, (dσ + weight·∂KL/∂σ)·dσ/dρ)`, `σ` by `rule`.
 fn finish_backward<B: Backend>(
     dmu: FloatTensor<B>,
@@ -1052,15 +1054,8 @@ fn finish_backward<B: Backend>(
     let Some((terms, weight)) = fold else {
         return (dmu, B::float_mul(dsigma, dsigma_drho));
     };
-    let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
-    let kl_mu = B::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight));
-    let kl_sigma = B::float_mul_scalar(
-        B::float_sub(
-            B::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
-            B::float_recip(sigma),
-        ),
-        Scalar::from(weight),
-    );
+    let kl_mu = kl_mu_gradient::<B>(mu, terms, weight);
+    let kl_sigma = B::float_mul_scalar(kl_sigma_gradient::<B>(sigma, terms), Scalar::from(weight));
     (
         B::float_add(dmu, kl_mu),
         B::float_mul(B::float_add(dsigma, kl_sigma), dsigma_drho),
