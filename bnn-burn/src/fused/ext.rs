@@ -123,10 +123,7 @@ pub trait FusedKernels: Backend {
             .iter()
             .enumerate()
             .map(|(s, &scale)| {
-                let eps = Self::float_mul_scalar(
-                    Self::fused_normal(m.clone(), key, s as u32),
-                    Scalar::from(scale),
-                );
+                let eps = scaled_normal::<Self>(&m, key, s, scale);
                 if keep != Tape::Off {
                     rows.push(Self::float_mul(eps.clone(), dsigma.clone()));
                 }
