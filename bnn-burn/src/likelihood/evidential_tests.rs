@@ -479,6 +479,7 @@ fn bedl_pac_holds_every_free_row_at_the_objectives_fixed_point() {
 /// sampling path (a mean-field net with the same head). The ELBO still asks for it.
 #[test]
 fn a_step_without_the_weight_kl_reports_zero_and_changes_nothing_else() {
+    use crate::fused::Kernels;
     use crate::nets::{MomentConfig, moment_weights};
     use crate::objective::{
         ElboConfig, Objective, PacBayesConfig, StepContext, StepRequest, StepTerms,
@@ -526,33 +527,49 @@ fn a_step_without_the_weight_kl_reports_zero_and_changes_nothing_else() {
         batch_size: 3,
     };
     // One step, same seed, with and without the weight KL: its KL, data terms and PAC loss.
-    let run = |step: &dyn Fn(StepRequest) -> StepTerms, weight_kl: bool| {
+    let run = |step: &dyn Fn(StepRequest) -> StepTerms, weight_kl: bool, kernels: Kernels| {
         let _guard = crate::testing::seeded(&device, 9);
         let terms = step(StepRequest {
             weight_kl,
+            kernels,
             ..StepRequest::new(2)
         });
-        (
-            to_vec(terms.kl.clone())[0],
-            to_vec(terms.log_likelihood.clone()),
-            to_vec(terms.local_kl.clone().expect("the head's local KL")),
-            to_vec(pac.loss(terms, &context).loss)[0],
-        )
+        let mut values = to_vec(terms.log_likelihood.clone());
+        values.extend(to_vec(terms.local_kl.clone().expect("the head's local KL")));
+        values.push(to_vec(pac.loss(terms.clone(), &context).loss)[0]);
+        (to_vec(terms.kl)[0], values)
     };
     let moment_step = |r: StepRequest| moment_net.step(batch(), r).unwrap();
     let sampled_step = |r: StepRequest| sampled_net.step(batch(), r).unwrap();
     let steps: [(&str, &dyn Fn(StepRequest) -> StepTerms); 2] =
         [("moments", &moment_step), ("sampling", &sampled_step)];
-    for (name, step) in steps {
-        let (kl_on, ll_on, local_on, loss_on) = run(step, true);
-        let (kl_off, ll_off, local_off, loss_off) = run(step, false);
-        assert!(kl_on > 0.0, "{name}: the collected KL is {kl_on}");
-        assert_eq!(
-            kl_off, 0.0,
-            "{name}: a KL was reported without being asked for"
-        );
-        assert_eq!(ll_on, ll_off, "{name}: log-likelihoods");
-        assert_eq!(local_on, local_off, "{name}: local KL");
-        assert_eq!(loss_on, loss_off, "{name}: PAC loss");
+    for kernels in [Kernels::Reference, Kernels::Fused] {
+        for (name, step) in steps {
+            let (kl_on, on) = run(step, true, kernels);
+            let (kl_off, off) = run(step, false, kernels);
+            assert!(
+                kl_on > 0.0,
+                "{name}, {kernels:?}: the collected KL is {kl_on}"
+            );
+            assert_eq!(
+                kl_off, 0.0,
+                "{name}, {kernels:?}: a KL was reported without being asked for"
+            );
+            // The data terms (log-likelihoods, local KLs) and the PAC loss. Every pair of runs
+            // is the same ops but one: on the fused kernels the moment net's layers go back to
+            // the composition of burn ops when they collect their KL (its clamp of ln σ² has
+            // no fused form), where σ² = e^ρ against the kernel's (e^{ρ/2})². The two may
+            // differ in the last bit, which the head's lgamma and digamma carry on: those
+            // values agree to 10⁻⁶ relative (over seed offsets 1–60 they differed in 3 of 420
+            // values, by at most 1.4·10⁻⁷; at offset 202 the exact comparison failed).
+            if name == "moments" && kernels == Kernels::Fused {
+                for (a, b) in on.iter().zip(&off) {
+                    let gap = (a - b).abs() / a.abs().max(1.0);
+                    assert!(gap < 1e-6, "{name}, {kernels:?}: {on:?} against {off:?}");
+                }
+            } else {
+                assert_eq!(on, off, "{name}, {kernels:?}: data terms and PAC loss");
+            }
+        }
     }
 }
