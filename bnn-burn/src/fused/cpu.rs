@@ -16,7 +16,9 @@ use crate::posterior::DropoutNoise;
 pub const VAR_FLOOR: f32 = 1e-16;
 
 /// The Gaussian prior terms of a location-scale KL, per element:
-/// `½(σ²·inv_var_sigma + (μ − mean)²·inv_var_mu) − ln σ` (the family adds its constant).
+/// `½(σ̃²·inv_var_sigma + (μ − mean)²·inv_var_mu) − ln σ̃` (the family adds its constant), with
+/// `σ̃ = clamp(σ, sigma_range)`: `σ` itself unless the terms are clamped
+/// ([`KlTerms::with_log_var_range`]), and no gradient in `σ` where the clamp holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KlTerms {
     /// Prior mean `μ₀`.
@@ -25,6 +27,55 @@ pub struct KlTerms {
     pub inv_var_mu: f32,
     /// `1/(d·σ₀²)` where the marginal variance is `σ²/d` (1 for mean-field, `n` for radial).
     pub inv_var_sigma: f32,
+    /// `[ln σ_min, ln σ_max]` of the clamp, `[−∞, ∞]` for none.
+    pub ln_sigma_range: (f32, f32),
+    /// `[σ_min, σ_max]`, the exponentials of [`KlTerms::ln_sigma_range`].
+    pub sigma_range: (f32, f32),
+}
+
+impl KlTerms {
+    /// The terms of the prior `N(mean, 1/inv_var_mu)` for a marginal variance `σ²/d`
+    /// (`inv_var_sigma = inv_var_mu/d`), unclamped.
+    pub const fn new(mean: f32, inv_var_mu: f32, inv_var_sigma: f32) -> Self {
+        Self {
+            mean,
+            inv_var_mu,
+            inv_var_sigma,
+            ln_sigma_range: (f32::NEG_INFINITY, f32::INFINITY),
+            sigma_range: (0.0, f32::INFINITY),
+        }
+    }
+
+    /// The terms with the marginal variance's `ln(σ²·var_scale)` clamped to `[lo, hi]` inside
+    /// the KL (Haußmann's VBP code clamps `ln σ²` to `[−11, 11]`;
+    /// [`crate::layers::WeightConfig::kl_log_var_range`]): `ln σ` to
+    /// `[½(lo − ln var_scale), ½(hi − ln var_scale)]`.
+    pub fn with_log_var_range(self, (lo, hi): (f64, f64), var_scale: f64) -> Self {
+        let (lo, hi) = (0.5 * (lo - var_scale.ln()), 0.5 * (hi - var_scale.ln()));
+        Self {
+            ln_sigma_range: (lo as f32, hi as f32),
+            sigma_range: (lo.exp() as f32, hi.exp() as f32),
+            ..self
+        }
+    }
+
+    /// Whether `σ` is clamped inside the KL.
+    pub fn is_clamped(&self) -> bool {
+        self.ln_sigma_range != Self::new(0.0, 0.0, 0.0).ln_sigma_range
+    }
+
+    /// `∂/∂σ` of one element's terms, `σ̃·inv_var_sigma − 1/σ̃` inside the clamp's range and 0
+    /// where it holds (`σ` at a bound counts as inside).
+    #[inline(always)]
+    pub(crate) fn sigma_gradient(&self, sigma: f32) -> f32 {
+        let (low, high) = self.sigma_range;
+        let slope = sigma * self.inv_var_sigma - 1.0 / sigma;
+        if sigma >= low && sigma <= high {
+            slope
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Sums eight lanes (and a running `f64` total) into one `f64`.
@@ -41,10 +92,13 @@ fn kl_terms(
     ln_sigma: &[f32; BLOCK],
     p: KlTerms,
 ) -> [f32; BLOCK] {
+    let ((low, high), (ln_low, ln_high)) = (p.sigma_range, p.ln_sigma_range);
     let mut t = [0f32; BLOCK];
     for j in 0..BLOCK {
-        let (s, c) = (sigma[j], m[j] - p.mean);
-        t[j] = 0.5 * (s * s * p.inv_var_sigma + c * c * p.inv_var_mu) - ln_sigma[j];
+        // max/min rather than clamp: no check of the bounds per element, and it vectorises.
+        let (s, c) = (sigma[j].max(low).min(high), m[j] - p.mean);
+        let ln_s = ln_sigma[j].max(ln_low).min(ln_high);
+        t[j] = 0.5 * (s * s * p.inv_var_sigma + c * c * p.inv_var_mu) - ln_s;
     }
     t
 }
@@ -114,7 +168,7 @@ multiversion! {
                     // Padding lanes have ρ = 0, so σ > 0 there too.
                     let mut row = [0f32; BLOCK];
                     for j in 0..BLOCK {
-                        row[j] = (sigma[j] * p.inv_var_sigma - 1.0 / sigma[j]) * dsigma[j];
+                        row[j] = p.sigma_gradient(sigma[j]) * dsigma[j];
                     }
                     store(&mut t[a..a + len], &row);
                 }
@@ -604,7 +658,7 @@ multiversion! {
             }
             if let Some((p, w)) = kl {
                 for j in 0..BLOCK {
-                    dr[j] += w * (sigma[j] * p.inv_var_sigma - 1.0 / sigma[j]);
+                    dr[j] += w * p.sigma_gradient(sigma[j]);
                 }
             }
             for j in 0..BLOCK {

@@ -223,19 +223,7 @@ pub trait FusedKernels: Backend {
         }
         rows.extend(ratios);
         let kl = if kl {
-            let centred = Self::float_sub_scalar(m, Scalar::from(prior.mean));
-            let quad = Self::float_add(
-                Self::float_mul_scalar(
-                    Self::float_mul(sigma.clone(), sigma),
-                    Scalar::from(prior.inv_var_sigma),
-                ),
-                Self::float_mul_scalar(
-                    Self::float_mul(centred.clone(), centred),
-                    Scalar::from(prior.inv_var_mu),
-                ),
-            );
-            let t = Self::float_sub(Self::float_mul_scalar(quad, Scalar::from(0.5)), ln_sigma);
-            Self::float_reshape(Self::float_sum(t), Shape::from([1]))
+            kl_terms_sum::<Self>(m, sigma, ln_sigma, prior)
         } else {
             scalar::<Self>(0.0, &mu.device())
         };
@@ -1001,7 +989,7 @@ fn log1p_exp_neg_abs<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_mul_scalar(B::float_mul(s, p), Scalar::from(2.0))
 }
 
-/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ`, `[1]`, `σ` by `rule`.
+/// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ̃`, `[1]`, `σ` by `rule` ([`KlTerms`]).
 pub(crate) fn kl_sum<B: Backend>(
     mu: FloatTensor<B>,
     rho: FloatTensor<B>,
@@ -1009,6 +997,25 @@ pub(crate) fn kl_sum<B: Backend>(
     terms: KlTerms,
 ) -> FloatTensor<B> {
     let (sigma, ln_sigma, _) = sigma_of::<B>(rho, rule);
+    kl_terms_sum::<B>(mu, sigma, ln_sigma, terms)
+}
+
+/// [`kl_sum`] given `σ` and `ln σ`: `σ̃` and `ln σ̃` clamped when the terms say so.
+fn kl_terms_sum<B: Backend>(
+    mu: FloatTensor<B>,
+    sigma: FloatTensor<B>,
+    ln_sigma: FloatTensor<B>,
+    terms: KlTerms,
+) -> FloatTensor<B> {
+    let (sigma, ln_sigma) = if terms.is_clamped() {
+        let ((low, high), (ln_low, ln_high)) = (terms.sigma_range, terms.ln_sigma_range);
+        (
+            B::float_clamp(sigma, Scalar::from(low), Scalar::from(high)),
+            B::float_clamp(ln_sigma, Scalar::from(ln_low), Scalar::from(ln_high)),
+        )
+    } else {
+        (sigma, ln_sigma)
+    };
     let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
     let quad = B::float_add(
         B::float_mul_scalar(
@@ -1030,12 +1037,22 @@ fn kl_mu_gradient<B: Backend>(mu: FloatTensor<B>, terms: KlTerms, weight: f32) -
     B::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight))
 }
 
-/// `∂KL/∂σ = σ·inv_var_sigma − 1/σ` of the Gaussian KL terms ([`KlTerms`]).
+/// `∂KL/∂σ = σ·inv_var_sigma − 1/σ` of the Gaussian KL terms ([`KlTerms`]), 0 where their
+/// clamp holds ([`KlTerms::sigma_gradient`]).
 fn kl_sigma_gradient<B: Backend>(sigma: FloatTensor<B>, terms: KlTerms) -> FloatTensor<B> {
-    B::float_sub(
+    let slope = B::float_sub(
         B::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
-        B::float_recip(sigma),
-    )
+        B::float_recip(sigma.clone()),
+    );
+    if !terms.is_clamped() {
+        return slope;
+    }
+    let (low, high) = terms.sigma_range;
+    let dtype = bool_dtype::<B>(&sigma.device());
+    let below = B::float_lower_elem(sigma.clone(), Scalar::from(low), dtype);
+    let above = B::float_greater_elem(sigma, Scalar::from(high), dtype);
+    let slope = B::float_mask_fill(slope, below, Scalar::from(0.0));
+    B::float_mask_fill(slope, above, Scalar::from(0.0))
 }
 
 /// `(dμ + weight·∂KL/∂μ, (dσ + weight·∂KL/∂σ)·dσ/dρ)`, `σ` by `rule`.

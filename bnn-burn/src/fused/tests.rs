@@ -17,11 +17,7 @@ fn rel_err(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).fold(0f64, |m, (x, y)| m.max((x - y).abs())) / scale
 }
 
-const TERMS: KlTerms = KlTerms {
-    mean: 0.1,
-    inv_var_mu: 1.0 / 0.64,
-    inv_var_sigma: 1.0 / 0.64,
-};
+const TERMS: KlTerms = KlTerms::new(0.1, 1.0 / 0.64, 1.0 / 0.64);
 
 /// `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` composed of burn ops.
 fn kl_reference<const D: usize>(mu: Tensor<D>, sigma: Tensor<D>, terms: KlTerms) -> Tensor<1> {
@@ -209,6 +205,92 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
     assert!(rel_err(&dmu, &want) < 1e-6);
     let flips = ys.iter().zip(&xs).filter(|(y, x)| (*y / *x) < 0.0).count();
     assert!(flips > 300 && flips < 610, "{flips} of 910 flipped");
+}
+
+/// With `σ` clamped inside the KL ([`KlTerms::with_log_var_range`], a third of the `σ` below
+/// the range and a third above): the KL op, the moments with the KL folded and one draw with
+/// it folded (its tape's KL row), values and `dμ, dρ`, against burn ops on `clamp(σ)` (whose
+/// gradient is 0 where the clamp holds), under each parameterisation of `σ`.
+#[test]
+fn the_clamped_kl_matches_the_composition_of_burn_ops() {
+    let _guard = crate::testing::seeded(&test_device(), 13);
+    let (mu, rho, r3) = params();
+    let probe = Tensor::<2>::random([13, 70], Distribution::Normal(0.0, 1.0), &mu.device());
+    let (key, weight) = (3u64, 0.8f32);
+    for param in [
+        ScaleParam::Softplus,
+        ScaleParam::LogVariance,
+        ScaleParam::SigmoidVariance { bound: 0.3 },
+    ] {
+        let rule = param.sigma_rule();
+        // Bounds half-way between neighbouring σ at a third and two thirds of them.
+        let mut sorted = to_vec(param.sigma(rho.clone()));
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let between = |i: usize| 0.5 * (sorted[i] + sorted[i + 1]);
+        let (low, high) = (between(n / 3), between(2 * n / 3));
+        let terms = TERMS.with_log_var_range((2.0 * low.ln(), 2.0 * high.ln()), 1.0);
+        assert!(terms.is_clamped() && !TERMS.is_clamped());
+        let sigma = || param.sigma(rho.clone());
+        let kl_ref = || kl_reference(mu.clone(), sigma().clamp(low, high), TERMS);
+        let check = |got: &[f64], want: &[f64], op: &str| {
+            let err = rel_err(got, want);
+            assert!(err < 1e-5, "{param:?}, {op}: relative error {err}");
+        };
+
+        let (dmu_ref, drho_ref) = grads_of(kl_ref() * 3.0, &mu, &rho);
+        let value = kl(mu.clone(), rho.clone(), rule, terms);
+        let unclamped = to_vec(kl(mu.clone(), rho.clone(), rule, TERMS))[0];
+        let want = to_vec(kl_ref());
+        assert!(
+            (want[0] - unclamped).abs() > 1e-2 * want[0].abs(),
+            "the clamp matters"
+        );
+        check(&to_vec(value.clone()), &want, "KL");
+        let (dmu, drho) = grads_of(value * 3.0, &mu, &rho);
+        check(&dmu, &dmu_ref, "KL's dμ");
+        check(&drho, &drho_ref, "KL's dρ");
+
+        let loss_ref = (sigma().square() * probe.clone()).sum() + kl_ref() * weight as f64;
+        let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
+        let (var, value) = moments(
+            mu.clone(),
+            rho.clone(),
+            1.0,
+            rule,
+            Some(terms),
+            Some(weight),
+        );
+        check(&to_vec(value.clone()), &want, "moments' KL");
+        let (dmu, drho) = grads_of(
+            (var * probe.clone()).sum() + value * weight as f64,
+            &mu,
+            &rho,
+        );
+        check(&dmu, &dmu_ref, "moments' dμ");
+        check(&drho, &drho_ref, "moments' dρ");
+
+        let flat_mu = mu.clone().reshape([1, -1]);
+        let eps = normal_like(&flat_mu, key, 0);
+        let r = r3.clone().narrow(0, 0, 1);
+        let w_ref = flat_mu + sigma().reshape([1, -1]) * eps;
+        let loss_ref = (w_ref * r.clone()).sum() + kl_ref() * weight as f64;
+        let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
+        let (w, value) = sample(
+            mu.clone(),
+            rho.clone(),
+            key,
+            &[1.0],
+            rule,
+            false,
+            Some(terms),
+            Some(weight),
+        );
+        check(&to_vec(value.clone()), &want, "draw's KL");
+        let (dmu, drho) = grads_of((w * r).sum() + value * weight as f64, &mu, &rho);
+        check(&dmu, &dmu_ref, "draw's dμ");
+        check(&drho, &drho_ref, "draw's dρ");
+    }
 }
 
 #[test]
@@ -698,11 +780,8 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
         );
         let q = MeanFieldDist::new(mu.clone(), sigma.clone());
         let ratio_ref = q.log_q(w_ref.clone()).expect("a density") - prior.log_prob(w_ref.clone());
-        let kl_terms = KlTerms {
-            mean: mean0 as f32,
-            inv_var_mu: (1.0 / (std0 * std0)) as f32,
-            inv_var_sigma: (1.0 / (std0 * std0)) as f32,
-        };
+        let inv_var = (1.0 / (std0 * std0)) as f32;
+        let kl_terms = KlTerms::new(mean0 as f32, inv_var, inv_var);
         let kl_ref = kl_reference(mu.clone(), sigma, kl_terms);
         let loss_ref =
             (w_ref.clone() * r.clone()).sum() + (ratio_ref.clone() * weights.clone()).sum();

@@ -3,7 +3,9 @@
 //! [`super::estimator`]'s composition of burn ops, with `σ`, the noise, the draw and the KL in
 //! one pass per tensor forward and one backward. Under Blundell's scale-mixture prior a
 //! mean-field or radial tensor draws on the same kernels and takes its KL, which has no closed
-//! form, from [`fused::mixture_kl`] (its own draws, one pass each way).
+//! form, from [`fused::mixture_kl`] (its own draws, one pass each way). A mean-field tensor whose
+//! KL clamps `ln σ²` (Haußmann's VBP code, [`crate::layers::WeightConfig::kl_log_var_range`])
+//! takes the kernels' clamped terms ([`KlTerms::with_log_var_range`]).
 //!
 //! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
 //! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`];
@@ -41,20 +43,27 @@ struct Fusable<const D: usize> {
 impl<const D: usize> Fusable<D> {
     /// `None` when the family has no fused kernels (draws and moments take any
     /// [`crate::posterior::ScaleParam`]) or the KL none: a prior without closed-form terms other
-    /// than a scale mixture, or a scale mixture under a low-rank posterior.
+    /// than a scale mixture, a scale mixture under a low-rank posterior, or a clamp of `ln σ²`
+    /// (`log_var_range`, [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a
+    /// mean-field tensor under a prior with closed-form terms (the composition takes the
+    /// mean-field KL at the clamped marginal variances, which is the kernels' clamped KL there).
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
         prior: Option<&WeightPrior<D>>,
         collect_kl: bool,
+        log_var_range: Option<(f64, f64)>,
     ) -> Option<Self> {
         let scale = posterior.fused()?;
         let kl = match (collect_kl, prior) {
-            (true, Some(p)) => Some(match (scale.kl_terms(p), p) {
-                (Some((terms, c)), _) => FusedKl::Closed(terms, c),
-                (None, WeightPrior::ScaleMixture(m)) if scale.factor.is_none() => {
+            (true, Some(p)) => Some(match (scale.kl_terms(p), p, log_var_range) {
+                (Some((terms, c)), _, None) => FusedKl::Closed(terms, c),
+                (Some((terms, c)), _, Some(range)) if !scale.radial && scale.factor.is_none() => {
+                    FusedKl::Closed(terms.with_log_var_range(range, scale.var_scale().into()), c)
+                }
+                (None, WeightPrior::ScaleMixture(m), None) if scale.factor.is_none() => {
                     FusedKl::Mixture(MixtureTerms::new(m.pi, m.sigma1, m.sigma2), m.mc_samples)
                 }
-                (None, _) => return None,
+                _ => return None,
             }),
             _ => None,
         };
@@ -199,7 +208,8 @@ where
             Some((Some(b.dist().mean()), None))
         }
         Some(b) => {
-            let fusable = Fusable::of(b, params.bias_prior.as_ref(), collect)?;
+            let range = params.kl_log_var_range;
+            let fusable = Fusable::of(b, params.bias_prior.as_ref(), collect, range)?;
             Some((Some(fusable.scale.mu.clone()), Some(fusable)))
         }
     }
@@ -223,10 +233,11 @@ where
         return run_log_ratio(params, op, x, pass);
     }
     let collect = pass.collects_kl();
-    if collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()) {
-        return None; // the fused kernels compute the exact KL
+    if collect && params.hyperprior.is_some() {
+        return None; // the fused kernels compute the KL, not the hyperprior's density
     }
-    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect)?;
+    let (prior, range) = (Some(&params.weight_prior), params.kl_log_var_range);
+    let weight = Fusable::of(&params.weight, prior, collect, range)?;
     let (mean_b, bias) = fused_bias(params, collect)?;
     let x = x.clone();
     let fold = pass.kl_fold().map(|w| w as f32);
@@ -403,10 +414,11 @@ where
         return None;
     }
     let collect = pass.collects_kl();
-    if collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()) {
+    if collect && params.hyperprior.is_some() {
         return None;
     }
-    let weight = Fusable::of(&params.weight, Some(&params.weight_prior), collect)?;
+    let (prior, range) = (Some(&params.weight_prior), params.kl_log_var_range);
+    let weight = Fusable::of(&params.weight, prior, collect, range)?;
     let (b_mean, bias) = fused_bias(params, collect)?;
     let fold = pass.kl_fold().map(|w| w as f32);
     let device = weight.scale.mu.device();

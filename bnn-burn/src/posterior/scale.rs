@@ -227,11 +227,11 @@ impl<const D: usize> FusedScale<D> {
         };
         let n = self.numel() as f64;
         let inv_var = 1.0 / (std * std);
-        let terms = KlTerms {
-            mean: *mean as f32,
-            inv_var_mu: inv_var as f32,
-            inv_var_sigma: (inv_var * self.var_scale() as f64) as f32,
-        };
+        let terms = KlTerms::new(
+            *mean as f32,
+            inv_var as f32,
+            (inv_var * self.var_scale() as f64) as f32,
+        );
         let constant = n * (std.ln() + HALF_LN_2PI) - self.entropy_constant();
         Some((terms, constant))
     }
