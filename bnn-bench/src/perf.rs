@@ -187,11 +187,24 @@ pub const BLACK_BOX_DRAWS: usize = 4;
 /// net (`lenet5` or `mlp`).
 pub const BEDL_PAC: &str = "BEDL-PAC (CLT moments)";
 
+/// The moment-propagation row under the ELBO: DVI as the bench trains it on MNIST (CLT moments,
+/// Taylor logits, the categorical head, the thesis's moment weights with `ln σ²` clamped inside
+/// the KL, prior precision 100) on random labels, on either kernels.
+pub const DVI_MOMENTS: &str = "DVI (CLT moments, ELBO)";
+
 /// The deterministic baselines: burn's layers with burn's Adam (the "deterministic burn step")
 /// and with the fused Adam the training loop uses.
 pub const BASELINE: &str = "burn deterministic + burn Adam";
 /// See [`BASELINE`].
 pub const BASELINE_FUSED_ADAM: &str = "burn deterministic + fused Adam";
+
+/// A row's name: the method's, marked `(reference)` on the composition of burn ops.
+fn row_name(method: &str, kernels: Kernels) -> String {
+    match kernels {
+        Kernels::Fused => method.to_string(),
+        Kernels::Reference => format!("{method} (reference)"),
+    }
+}
 
 /// Checks `options` before any work: counts, and every method name known.
 fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
@@ -205,6 +218,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
     known.extend(point_methods().map(|(name, _)| name));
     known.push(BLACK_BOX);
     known.push(BEDL_PAC);
+    known.push(DVI_MOMENTS);
     for m in &options.methods {
         if !known.iter().any(|k| k.eq_ignore_ascii_case(m)) {
             return Err(format!(
@@ -274,10 +288,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         for method in bayesian_methods().into_iter().filter(|m| wanted(m.name)) {
             for &kernels in &options.kernels {
                 device.seed(options.seed);
-                let name = match kernels {
-                    Kernels::Fused => method.name.to_string(),
-                    Kernels::Reference => format!("{} (reference)", method.name),
-                };
+                let name = row_name(method.name, kernels);
                 let weights = method.weights.clone();
                 let build = || Bayesian::new(net, weights, &device);
                 let optim = OptimizerConfig::adam().init(kernels);
@@ -289,10 +300,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         for (method, dropout) in point_methods().into_iter().filter(|(m, _)| wanted(m)) {
             for &kernels in &options.kernels {
                 device.seed(options.seed);
-                let name = match kernels {
-                    Kernels::Fused => method.to_string(),
-                    Kernels::Reference => format!("{method} (reference)"),
-                };
+                let name = row_name(method, kernels);
                 let weights = Method::map(1.0).weights;
                 let build = || Bayesian::with_dropout(net, weights, dropout, &device);
                 let optim = OptimizerConfig::adam().init(kernels);
@@ -304,10 +312,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         if wanted(BLACK_BOX) {
             for &kernels in &options.kernels {
                 device.seed(options.seed);
-                let name = match kernels {
-                    Kernels::Fused => BLACK_BOX.to_string(),
-                    Kernels::Reference => format!("{BLACK_BOX} (reference)"),
-                };
+                let name = row_name(BLACK_BOX, kernels);
                 let build = || Bayesian::new(net, bnn_burn::nets::depeweg_weights(1.0), &device);
                 let optim = OptimizerConfig::adam().init(kernels);
                 let loss = move |m: &Bayesian| {
@@ -326,9 +331,22 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             };
             let build = || MomentNet::bedl_pac(net, &device);
             let optim = OptimizerConfig::adam().init(Kernels::Fused);
-            let loss = move |m: &MomentNet| m.loss(x, labels.clone(), &objective);
+            let loss = move |m: &MomentNet| m.loss(x, labels.clone(), &objective, Kernels::Fused);
             workloads.push(workload((net, BEDL_PAC.into()), build, optim, loss)?);
             report_warmup(workloads.last().expect("pushed"));
+        }
+        if wanted(DVI_MOMENTS) {
+            for &kernels in &options.kernels {
+                device.seed(options.seed);
+                let name = row_name(DVI_MOMENTS, kernels);
+                let labels = y.clone().argmax(1).squeeze_dim::<1>(1);
+                let objective = bnn_burn::objective::ElboConfig::new().init()?;
+                let build = || MomentNet::dvi(net, &device);
+                let optim = OptimizerConfig::adam().init(kernels);
+                let loss = move |m: &MomentNet| m.loss(x, labels.clone(), &objective, kernels);
+                workloads.push(workload((net, name), build, optim, loss)?);
+                report_warmup(workloads.last().expect("pushed"));
+            }
         }
         // The peers run in the same rounds, one process per round: on the MLP the two programs
         // of `--peer-dir`, and on both nets the PyTorch BEDL-PAC when its row runs.
@@ -517,7 +535,9 @@ fn write_report(
          N = 60000; the MAP rows: bnn-burn's layers with point weights (the KL term is the \
          N(0, 1) prior's negative log density), one with train-time dropout of half the dense \
          layers' hidden units; the BEDL-PAC row: the evidential head trained by CLT moments under the \
-         PAC-Bayes bound of eq. 5.10 (5 draws of the logits' moments), random labels, fused Adam. \
+         PAC-Bayes bound of eq. 5.10 (5 draws of the logits' moments), random labels, fused Adam; \
+         the DVI row: the categorical head trained by CLT moments under the ELBO (Taylor logits, \
+         Haußmann's moment weights, whose KL clamps ln σ², prior precision 100), random labels. \
          Backend `{}`, built from revision `{}`; {} rounds of {} steps after \
          {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
          peers included). ms/step: the median round; each ratio: the median over rounds of the two \
@@ -605,9 +625,9 @@ mod tests {
             kernels: vec![Kernels::Fused, Kernels::Reference],
         };
         let rows = run(&options).unwrap();
-        // The baselines, then every family, the two point-weight rows and the black-box α row
-        // on both kernels, and the BEDL-PAC row (fused only).
-        let on_both = bayesian_methods().len() + point_methods().len() + 1;
+        // The baselines, then every family, the two point-weight rows, the black-box α row and
+        // the DVI row on both kernels, and the BEDL-PAC row (fused only).
+        let on_both = bayesian_methods().len() + point_methods().len() + 2;
         assert_eq!(rows.len(), 2 + 2 * on_both + 1);
         for r in &rows {
             assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
@@ -619,6 +639,10 @@ mod tests {
         assert!(table.contains(&format!("{MAP_DROPOUT} (reference)")) && table.contains(MAP));
         assert!(
             table.contains(&format!("{BLACK_BOX} (reference)")) && table.contains(BEDL_PAC),
+            "{table}"
+        );
+        assert!(
+            table.contains(&format!("{DVI_MOMENTS} (reference)")),
             "{table}"
         );
         // Both the table and the record name the build's revision.

@@ -264,15 +264,21 @@ fn forward<B: Body>(model: &Bnn<B, Categorical>, x: B::Input, pass: &mut Pass) -
     model.forward(x, pass).squeeze_dim(0)
 }
 
-/// A network of either architecture trained as the bench trains BEDL-PAC
-/// ([`crate::methods::Method::bedl_pac`]): the evidential head (`α = exp(f)`), CLT moments
-/// through the body, 5 draws of the logits' moments, the PAC-Bayes objective of eq. 5.10.
+/// A network of either architecture trained by moments as the bench trains BEDL-PAC
+/// ([`crate::methods::Method::bedl_pac`]: the evidential head, `α = exp(f)`, CLT moments through
+/// the body, 5 draws of the logits' moments, the PAC-Bayes objective of eq. 5.10) or DVI
+/// ([`crate::methods::Method::dvi`] with MNIST's prior precision 100: the categorical head, CLT
+/// moments, Taylor logits, the ELBO over the thesis's moment weights, whose KL clamps `ln σ²`).
 #[derive(Module, Debug)]
 pub enum MomentNet {
-    /// The MLP.
+    /// The MLP, BEDL-PAC.
     Mlp(Bnn<bnn_burn::nets::MlpBody, Evidential>),
-    /// LeNet5.
+    /// LeNet5, BEDL-PAC.
     LeNet5(Bnn<bnn_burn::nets::ConvBody, Evidential>),
+    /// The MLP, DVI.
+    DviMlp(Bnn<bnn_burn::nets::MlpBody, Categorical>),
+    /// LeNet5, DVI.
+    DviLeNet5(Bnn<bnn_burn::nets::ConvBody, Categorical>),
 }
 
 impl MomentNet {
@@ -304,9 +310,38 @@ impl MomentNet {
         })
     }
 
-    /// The training loop's loss for one minibatch: the model's moment step under `objective`,
-    /// requested as the training loop requests it.
-    pub fn loss(&self, x: &Inputs, labels: Tensor<1, Int>, objective: &dyn Objective) -> Tensor<1> {
+    /// `net` with DVI's weights and moment configuration and the categorical head (MNIST's
+    /// prior precision, 100).
+    pub fn dvi(net: Net, device: &Device) -> Result<Self, bnn_burn::error::ConfigError> {
+        let method = crate::methods::Method::dvi(100.0);
+        Ok(match net {
+            Net::Mlp => MomentNet::DviMlp(
+                method.with_moments(
+                    MlpConfig::new(784, vec![400, 400], 10)
+                        .with_weights(method.weights.clone())
+                        .init(Categorical, device)?,
+                )?,
+            ),
+            Net::LeNet5 => MomentNet::DviLeNet5(
+                method.with_moments(
+                    ConvNetConfig::lenet5([1, 28, 28], 10)
+                        .with_weights(method.weights.clone())
+                        .init(Categorical, device)?,
+                )?,
+            ),
+        })
+    }
+
+    /// The training loop's loss for one minibatch: the model's moment step under `objective`
+    /// on `kernels`, requested as the training loop requests it (the KL's weight folded into
+    /// the kernels where the objective has one).
+    pub fn loss(
+        &self,
+        x: &Inputs,
+        labels: Tensor<1, Int>,
+        objective: &dyn Objective,
+        kernels: Kernels,
+    ) -> Tensor<1> {
         fn terms<M: Model<Target = Tensor<1, Int>>>(
             m: &M,
             input: M::Input,
@@ -321,21 +356,26 @@ impl MomentNet {
                 rows,
                 n_train: N_TRAIN as usize,
             };
-            m.step(batch, request).expect("BEDL-PAC trains by moments")
+            m.step(batch, request)
+                .expect("the moment nets train by moments")
         }
+        let context = StepContext {
+            epoch: 0,
+            n_train: N_TRAIN as usize,
+            batch_size: labels.dims()[0],
+        };
         let request = StepRequest {
             weight_kl: objective.needs_weight_kl(),
+            kl_fold: objective.kl_weight(&context),
+            kernels,
             ..StepRequest::new(1)
         };
         let terms = match (self, x) {
             (MomentNet::Mlp(m), Inputs::Flat(x)) => terms(m, x.clone(), labels, request),
             (MomentNet::LeNet5(m), Inputs::Images(x)) => terms(m, x.clone(), labels, request),
+            (MomentNet::DviMlp(m), Inputs::Flat(x)) => terms(m, x.clone(), labels, request),
+            (MomentNet::DviLeNet5(m), Inputs::Images(x)) => terms(m, x.clone(), labels, request),
             _ => unreachable!("inputs are made for their network"),
-        };
-        let context = StepContext {
-            epoch: 0,
-            n_train: N_TRAIN as usize,
-            batch_size: terms.log_likelihood.dims()[1],
         };
         objective.loss(terms, &context).loss
     }
