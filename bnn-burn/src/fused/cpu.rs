@@ -34,6 +34,9 @@ pub struct KlTerms {
 }
 
 impl KlTerms {
+    /// [`KlTerms::ln_sigma_range`] without a clamp.
+    const NO_CLAMP: (f32, f32) = (f32::NEG_INFINITY, f32::INFINITY);
+
     /// The terms of the prior `N(mean, 1/inv_var_mu)` for a marginal variance `σ²/d`
     /// (`inv_var_sigma = inv_var_mu/d`), unclamped.
     pub const fn new(mean: f32, inv_var_mu: f32, inv_var_sigma: f32) -> Self {
@@ -41,7 +44,7 @@ impl KlTerms {
             mean,
             inv_var_mu,
             inv_var_sigma,
-            ln_sigma_range: (f32::NEG_INFINITY, f32::INFINITY),
+            ln_sigma_range: Self::NO_CLAMP,
             sigma_range: (0.0, f32::INFINITY),
         }
     }
@@ -61,7 +64,7 @@ impl KlTerms {
 
     /// Whether `σ` is clamped inside the KL.
     pub fn is_clamped(&self) -> bool {
-        self.ln_sigma_range != Self::new(0.0, 0.0, 0.0).ln_sigma_range
+        self.ln_sigma_range != Self::NO_CLAMP
     }
 
     /// `∂/∂σ` of one element's terms, `σ̃·inv_var_sigma − 1/σ̃` inside the clamp's range and 0
@@ -83,8 +86,8 @@ fn lanes_total(lanes: &[f32; 8]) -> f64 {
     lanes.iter().map(|&x| x as f64).sum()
 }
 
-/// The Gaussian KL terms of one block, `½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (the constants
-/// are added once by the caller).
+/// The Gaussian KL terms of one block, `½(σ̃²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ̃` with `σ̃`
+/// clamped as [`KlTerms`] says (the constants are added once by the caller).
 #[inline(always)]
 fn kl_terms(
     m: &[f32; BLOCK],
