@@ -109,7 +109,8 @@ fn kl_terms(
 /// What the forward pass of [`sample`] keeps for its backward pass.
 ///
 /// Element `i` of draw `s`'s row is `scales[s]·ε_si·dσ_i/dρ_i`, the factor of `∂w_si/∂ρ_i`; the
-/// KL's row holds `(σ_i/(dσ₀²) − 1/σ_i)·dσ_i/dρ_i`, that of `∂KL/∂ρ_i`. With them the backward
+/// KL's row holds `(σ_i/(dσ₀²) − 1/σ_i)·dσ_i/dρ_i` (0 where the KL's clamp holds:
+/// [`KlTerms::with_log_var_range`]), that of `∂KL/∂ρ_i`. With them the backward
 /// pass is products and sums only: regenerating `ε` and evaluating `σ(ρ)` and its derivative
 /// again (a Philox block, Box–Muller, an exponential and a logarithm per weight) cost as much as
 /// the forward pass. The backward pass writes the gradients over the rows ([`sample_backward`]),
@@ -137,8 +138,8 @@ impl Tape {
 
 multiversion! {
     /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`, the
-    /// draw's tape row `s·ε·dσ/dρ` into `tape` and the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ`
-    /// into `kl_tape` when given.
+    /// draw's tape row `s·ε·dσ/dρ` into `tape` and the KL's `∂KL/∂σ·dσ/dρ`
+    /// ([`KlTerms::sigma_gradient`]) into `kl_tape` when given.
     fn sample_range(key: [u32; 2], stream: u32, start: usize, mu: &[f32], rho: &[f32],
                     rule: SigmaRule, scale: f32, center: bool, out: &mut [f32],
                     kl: Option<KlTerms>, tape: Option<&mut [f32]>,

@@ -94,7 +94,7 @@ pub trait FusedKernels: Backend {
     /// `ε_s` is sub-stream `s`; `μ` is left out when `center`), `Σ` of the KL terms (`[1]`; 0
     /// without `kl`), and what the backward pass needs, `[Tape::rows, n]` (`None` for
     /// [`Tape::Off`]; [`Tape::DrawsAndKl`] needs `kl`): the draws' rows `scales[s]·ε_s·dσ/dρ`,
-    /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ`.
+    /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ` (0 where a clamp of the KL holds).
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn fused_sample(
         mu: FloatTensor<Self>,
