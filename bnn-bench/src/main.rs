@@ -103,8 +103,8 @@ enum Command {
         /// Only these posterior families (MFVI, MFVI-LRT, MFVI-Flipout, Radial, "MC dropout",
         /// DropConnect, "DropConnect, Gaussian masks", Low-rank, "MFVI, scale-mixture prior",
         /// "Radial, scale-mixture prior", "MAP (point weights)", "MAP, train-time dropout 0.5",
-        /// "MFVI black-box α = 1, K = 4", "BEDL-PAC (CLT moments)", "DVI (CLT moments, ELBO)");
-        /// repeatable. The deterministic baselines always run.
+        /// "MFVI black-box α = 1, K = 4", "BEDL-PAC (CLT moments)", "DVI (CLT moments, ELBO)",
+        /// "MFVI, posterior as prior (VCL)"); repeatable. The deterministic baselines always run.
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Architectures (mlp, lenet5); repeatable [default: both].

@@ -192,6 +192,12 @@ pub const BEDL_PAC: &str = "BEDL-PAC (CLT moments)";
 /// the KL, prior precision 100) on random labels, on either kernels.
 pub const DVI_MOMENTS: &str = "DVI (CLT moments, ELBO)";
 
+/// The continual-learning row: MFVI (reparameterisation) whose prior is a posterior, a mean and
+/// a standard deviation per weight ([`bnn_burn::nets::Bnn::with_posterior_as_prior`] of the
+/// freshly initialised net: the next task's model in variational continual learning), on
+/// either kernels.
+pub const CONTINUAL: &str = "MFVI, posterior as prior (VCL)";
+
 /// The deterministic baselines: burn's layers with burn's Adam (the "deterministic burn step")
 /// and with the fused Adam the training loop uses.
 pub const BASELINE: &str = "burn deterministic + burn Adam";
@@ -219,6 +225,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
     known.push(BLACK_BOX);
     known.push(BEDL_PAC);
     known.push(DVI_MOMENTS);
+    known.push(CONTINUAL);
     for m in &options.methods {
         if !known.iter().any(|k| k.eq_ignore_ascii_case(m)) {
             return Err(format!(
@@ -291,6 +298,18 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                 let name = row_name(method.name, kernels);
                 let weights = method.weights.clone();
                 let build = || Bayesian::new(net, weights, &device);
+                let optim = OptimizerConfig::adam().init(kernels);
+                let loss = move |m: &Bayesian| m.loss(x, y.clone(), kernels);
+                workloads.push(workload((net, name), build, optim, loss)?);
+                report_warmup(workloads.last().expect("pushed"));
+            }
+        }
+        if wanted(CONTINUAL) {
+            for &kernels in &options.kernels {
+                device.seed(options.seed);
+                let name = row_name(CONTINUAL, kernels);
+                let weights = Method::mean_field(Estimator::Reparameterization).weights;
+                let build = || Bayesian::new(net, weights, &device)?.with_posterior_as_prior();
                 let optim = OptimizerConfig::adam().init(kernels);
                 let loss = move |m: &Bayesian| m.loss(x, y.clone(), kernels);
                 workloads.push(workload((net, name), build, optim, loss)?);
@@ -625,9 +644,10 @@ mod tests {
             kernels: vec![Kernels::Fused, Kernels::Reference],
         };
         let rows = run(&options).unwrap();
-        // The baselines, then every family, the two point-weight rows, the black-box α row and
-        // the DVI row on both kernels, and the BEDL-PAC row (fused only).
-        let on_both = bayesian_methods().len() + point_methods().len() + 2;
+        // The baselines, then every family, the continual-learning row, the two point-weight
+        // rows, the black-box α row and the DVI row on both kernels, and the BEDL-PAC row (fused
+        // only).
+        let on_both = bayesian_methods().len() + point_methods().len() + 3;
         assert_eq!(rows.len(), 2 + 2 * on_both + 1);
         for r in &rows {
             assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
@@ -642,7 +662,8 @@ mod tests {
             "{table}"
         );
         assert!(
-            table.contains(&format!("{DVI_MOMENTS} (reference)")),
+            table.contains(&format!("{DVI_MOMENTS} (reference)"))
+                && table.contains(&format!("{CONTINUAL} (reference)")),
             "{table}"
         );
         // Both the table and the record name the build's revision.

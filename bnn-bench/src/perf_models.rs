@@ -189,6 +189,18 @@ impl Bayesian {
         })
     }
 
+    /// The same network with its posterior as its prior
+    /// ([`bnn_burn::nets::Bnn::with_posterior_as_prior`]).
+    ///
+    /// # Errors
+    /// When a layer has point weights.
+    pub fn with_posterior_as_prior(self) -> Result<Self, bnn_burn::error::ConfigError> {
+        Ok(match self {
+            Bayesian::Mlp(m) => Bayesian::Mlp(m.with_posterior_as_prior()?),
+            Bayesian::LeNet5(m) => Bayesian::LeNet5(m.with_posterior_as_prior()?),
+        })
+    }
+
     /// `mean (o − y)² + KL/N` of one posterior draw, the KL from the same evaluation of the
     /// posteriors as the forward pass; on the fused kernels the KL's gradient is folded into the
     /// sampling kernels, as the training loop does for the ELBO.

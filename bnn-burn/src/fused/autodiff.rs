@@ -69,6 +69,17 @@ pub trait FusedOps: Backend {
         terms: KlTerms,
     ) -> FloatTensor<Self>;
 
+    /// [`FusedKernels::fused_tensor_kl`], differentiable in `μ` and `ρ` (the prior's mean and
+    /// standard deviation are constants).
+    fn tensor_kl_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        var_scale: f32,
+        prior_mean: FloatTensor<Self>,
+        prior_std: FloatTensor<Self>,
+    ) -> FloatTensor<Self>;
+
     /// [`FusedKernels::fused_quadratic`], differentiable in `w`.
     fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self>;
 
@@ -180,6 +191,17 @@ macro_rules! inner_ops {
                 terms: KlTerms,
             ) -> FloatTensor<Self> {
                 Self::fused_kl(mu, rho, rule, terms)
+            }
+
+            fn tensor_kl_op(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                rule: SigmaRule,
+                var_scale: f32,
+                prior_mean: FloatTensor<Self>,
+                prior_std: FloatTensor<Self>,
+            ) -> FloatTensor<Self> {
+                Self::fused_tensor_kl(mu, rho, rule, var_scale, prior_mean, prior_std)
             }
 
             fn noise_op(
@@ -356,6 +378,29 @@ impl<B: FusedKernels> Backward<B, 2> for KlBackward {
         let g = grads.consume::<B>(&ops.node);
         let (mu, rho, rule, terms) = ops.state;
         let (dmu, drho) = B::fused_kl_backward(g, mu, rho, rule, terms);
+        register!(grads, node_mu, dmu);
+        register!(grads, node_rho, drho);
+    }
+}
+
+#[derive(Debug)]
+struct TensorKlBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for TensorKlBackward {
+    /// `μ`, `ρ`, the rule, the variance's scale and the prior's mean and standard deviation.
+    type State = (
+        FloatTensor<B>,
+        FloatTensor<B>,
+        SigmaRule,
+        f32,
+        [FloatTensor<B>; 2],
+    );
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [node_mu, node_rho] = ops.parents;
+        let g = grads.consume::<B>(&ops.node);
+        let (mu, rho, rule, var_scale, [mean, std]) = ops.state;
+        let (dmu, drho) = B::fused_tensor_kl_backward(g, mu, rho, rule, var_scale, mean, std);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -694,6 +739,37 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         {
             OpsKind::Tracked(prep) => prep.finish(
                 (mu.into_primitive(), rho.into_primitive(), rule, terms),
+                value,
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(value),
+        }
+    }
+
+    fn tensor_kl_op(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        var_scale: f32,
+        prior_mean: FloatTensor<Self>,
+        prior_std: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let prior = [prior_mean.into_primitive(), prior_std.into_primitive()];
+        let (m, r) = (mu.primitive().clone(), rho.primitive().clone());
+        let [pm, ps] = prior.clone();
+        let value = B::fused_tensor_kl(m, r, rule, var_scale, pm, ps);
+        match TensorKlBackward
+            .prepare::<C>([mu.node(), rho.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (
+                    mu.into_primitive(),
+                    rho.into_primitive(),
+                    rule,
+                    var_scale,
+                    prior,
+                ),
                 value,
             ),
             OpsKind::UnTracked(prep) => prep.finish(value),

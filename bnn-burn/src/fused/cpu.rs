@@ -704,6 +704,110 @@ pub fn moments_backward(
 }
 
 multiversion! {
+    /// The terms of [`tensor_kl`] summed over one range.
+    fn tensor_kl_range(mu: &[f32], rho: &[f32], mean: &[f32], std: &[f32], var_scale: f32,
+                       rule: SigmaRule) -> f64 {
+        let mut lanes = [0f32; 8];
+        let mut total = 0f64;
+        for (k, rc) in rho.chunks(BLOCK).enumerate() {
+            let (a, len) = (k * BLOCK, rc.len());
+            let r = load(rc, 0.0);
+            let (m, m0) = (load(&mu[a..a + len], 0.0), load(&mean[a..a + len], 0.0));
+            let s0 = load(&std[a..a + len], 1.0);
+            let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, true);
+            let mut t = [0f32; BLOCK];
+            for j in 0..BLOCK {
+                let c = m[j] - m0[j];
+                let spread = sigma[j] * sigma[j] * var_scale + c * c;
+                t[j] = 0.5 * spread / (s0[j] * s0[j]) - ln_sigma[j] + ln(s0[j]);
+            }
+            accumulate(&mut lanes, &t, len);
+            if k % 64 == 63 {
+                total += lanes_total(&lanes);
+                lanes = [0.0; 8];
+            }
+        }
+        total + lanes_total(&lanes)
+    }
+}
+
+/// The KL terms against a Gaussian prior with a mean `μ₀` and a standard deviation `σ₀` per
+/// entry, `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` (`σ` by `rule`; the caller adds
+/// `n·½ ln 2π` less the entropy's constant), summed in a fixed order.
+pub fn tensor_kl(
+    mu: &[f32],
+    rho: &[f32],
+    mean: &[f32],
+    std: &[f32],
+    var_scale: f32,
+    rule: SigmaRule,
+) -> f64 {
+    let n = mu.len();
+    assert!(
+        rho.len() == n && mean.len() == n && std.len() == n,
+        "tensor_kl: lengths"
+    );
+    par_chunks(n, |a, b| {
+        tensor_kl_range(
+            &mu[a..b],
+            &rho[a..b],
+            &mean[a..b],
+            &std[a..b],
+            var_scale,
+            rule,
+        )
+    })
+    .into_iter()
+    .sum()
+}
+
+multiversion! {
+    /// `g·∇` [`tensor_kl`] over one range.
+    fn tensor_kl_backward_range(g: f32, mu: &[f32], rho: &[f32], mean: &[f32], std: &[f32],
+                                var_scale: f32, rule: SigmaRule, dmu: &mut [f32],
+                                drho: &mut [f32]) {
+        for (k, dr_out) in drho.chunks_mut(BLOCK).enumerate() {
+            let (a, len) = (k * BLOCK, dr_out.len());
+            let r = load(&rho[a..a + len], 0.0);
+            let (m, m0) = (load(&mu[a..a + len], 0.0), load(&mean[a..a + len], 0.0));
+            let s0 = load(&std[a..a + len], 1.0);
+            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
+            let (mut dm, mut dr) = ([0f32; BLOCK], [0f32; BLOCK]);
+            for j in 0..BLOCK {
+                let inv_var = g / (s0[j] * s0[j]);
+                dm[j] = (m[j] - m0[j]) * inv_var;
+                dr[j] = (sigma[j] * var_scale * inv_var - g / sigma[j]) * dsigma[j];
+            }
+            store(&mut dmu[a..a + len], &dm);
+            store(dr_out, &dr);
+        }
+    }
+}
+
+/// `g·∇` [`tensor_kl`]: `dμ = g(μ − μ₀)/σ₀²`, `dρ = g(σ·var_scale/σ₀² − 1/σ)·dσ/dρ` (the prior
+/// is a constant).
+#[allow(clippy::too_many_arguments)]
+pub fn tensor_kl_backward(
+    g: f32,
+    mu: &[f32],
+    rho: &[f32],
+    mean: &[f32],
+    std: &[f32],
+    var_scale: f32,
+    rule: SigmaRule,
+    dmu: &mut [f32],
+    drho: &mut [f32],
+) {
+    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
+    par_chunks(rho.len(), |a, b| {
+        // SAFETY: disjoint ranges.
+        let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
+        let (m, r) = (&mu[a..b], &rho[a..b]);
+        tensor_kl_backward_range(g, m, r, &mean[a..b], &std[a..b], var_scale, rule, dm, dr);
+    });
+}
+
+multiversion! {
     /// `Σ (w − center)²` over one range.
     fn squared_distance_range(w: &[f32], center: f32) -> f64 {
         let mut lanes = [0f32; 8];

@@ -489,6 +489,41 @@ macro_rules! cpu_fused_kernels {
                 )
             }
 
+            fn fused_tensor_kl(
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                rule: SigmaRule,
+                var_scale: f32,
+                prior_mean: FloatTensor<Self>,
+                prior_std: FloatTensor<Self>,
+            ) -> FloatTensor<Self> {
+                let (mean, std) = (prior_mean.values(), prior_std.values());
+                let (mu, rho) = (mu.values(), rho.values());
+                total(cpu::tensor_kl(&mu, &rho, &mean, &std, var_scale, rule))
+            }
+
+            fn fused_tensor_kl_backward(
+                g: FloatTensor<Self>,
+                mu: FloatTensor<Self>,
+                rho: FloatTensor<Self>,
+                rule: SigmaRule,
+                var_scale: f32,
+                prior_mean: FloatTensor<Self>,
+                prior_std: FloatTensor<Self>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let shape = mu.shape();
+                let g = g.values()[0];
+                let (mean, std) = (prior_mean.values(), prior_std.values());
+                let (mu, rho) = (mu.values(), rho.values());
+                let (dmu, drho) = written2(shape.num_elements(), |dm, dr| {
+                    cpu::tensor_kl_backward(g, &mu, &rho, &mean, &std, var_scale, rule, dm, dr);
+                });
+                (
+                    <FloatTensor<Self>>::from_values(dmu, shape.clone()),
+                    <FloatTensor<Self>>::from_values(drho, shape),
+                )
+            }
+
             fn fused_quadratic(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
                 total(f64::from(coef) * cpu::squared_distance(&w.values(), center))
             }

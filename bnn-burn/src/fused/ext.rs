@@ -352,6 +352,58 @@ pub trait FusedKernels: Backend {
         )
     }
 
+    /// The KL terms against a prior with a mean and a standard deviation per entry (`[1]`),
+    /// `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` ([`cpu::tensor_kl`]).
+    fn fused_tensor_kl(
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        var_scale: f32,
+        prior_mean: FloatTensor<Self>,
+        prior_std: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let (mean, std) = (prior_mean, prior_std);
+        let (sigma, ln_sigma, _) = sigma_of::<Self>(rho, rule);
+        let centred = Self::float_sub(mu, mean);
+        let spread = Self::float_add(
+            Self::float_mul_scalar(
+                Self::float_mul(sigma.clone(), sigma),
+                Scalar::from(var_scale),
+            ),
+            Self::float_mul(centred.clone(), centred),
+        );
+        let quad = Self::float_div(spread, Self::float_mul(std.clone(), std.clone()));
+        let t = Self::float_sub(Self::float_mul_scalar(quad, Scalar::from(0.5)), ln_sigma);
+        let t = Self::float_add(t, Self::float_log(std));
+        Self::float_reshape(Self::float_sum(t), Shape::from([1]))
+    }
+
+    /// `g·∇` [`FusedKernels::fused_tensor_kl`] for a one-element `g`:
+    /// `(g(μ − μ₀)/σ₀², g(σ·var_scale/σ₀² − 1/σ)·dσ/dρ)`.
+    fn fused_tensor_kl_backward(
+        g: FloatTensor<Self>,
+        mu: FloatTensor<Self>,
+        rho: FloatTensor<Self>,
+        rule: SigmaRule,
+        var_scale: f32,
+        prior_mean: FloatTensor<Self>,
+        prior_std: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (mean, std) = (prior_mean, prior_std);
+        let g = Self::float_expand(g, mu.shape());
+        let (sigma, _, dsigma_drho) = sigma_of::<Self>(rho, rule);
+        let inv_var = Self::float_div(g.clone(), Self::float_mul(std.clone(), std));
+        let dmu = Self::float_mul(Self::float_sub(mu, mean), inv_var.clone());
+        let dsigma = Self::float_sub(
+            Self::float_mul(
+                Self::float_mul_scalar(sigma.clone(), Scalar::from(var_scale)),
+                inv_var,
+            ),
+            Self::float_div(g, sigma),
+        );
+        (dmu, Self::float_mul(dsigma, dsigma_drho))
+    }
+
     /// `coef·Σ (w − center)²` (`[1]`): a Gaussian prior's quadratic term at a point.
     fn fused_quadratic(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
         let centred = Self::float_sub_scalar(w, Scalar::from(center));

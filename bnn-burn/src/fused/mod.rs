@@ -248,6 +248,37 @@ pub fn kl<const D: usize>(
     ))
 }
 
+/// `KL(q ‖ p)` less its constant, `[1]`, of a mean-field or radial `q` (`σ` by `rule`,
+/// marginal variance `σ²·var_scale`) against a Gaussian prior with a mean and a standard
+/// deviation per entry, each of the weight's shape (a posterior taken as the next task's prior,
+/// [`crate::dist::WeightPrior::from_posterior`], or a MOPED-style prior):
+/// `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀`, differentiable in `μ` and `ρ` (one pass
+/// forward, one backward; the prior is a constant). `KL = value + n·½ ln 2π − (H[q] − Σ ln σ)`.
+pub fn tensor_kl<const D: usize>(
+    mu: Tensor<D>,
+    rho: Tensor<D>,
+    rule: SigmaRule,
+    var_scale: f32,
+    prior_mean: Tensor<D>,
+    prior_std: Tensor<D>,
+) -> Tensor<1> {
+    assert!(
+        prior_mean.dims() == mu.dims() && prior_std.dims() == mu.dims(),
+        "tensor_kl: the prior's mean {:?} and standard deviation {:?} must have the weight's shape {:?}",
+        prior_mean.dims(),
+        prior_std.dims(),
+        mu.dims()
+    );
+    Tensor::from_dispatch(<Dispatch as FusedOps>::tensor_kl_op(
+        mu.into_dispatch(),
+        rho.into_dispatch(),
+        rule,
+        var_scale,
+        prior_mean.into_dispatch(),
+        prior_std.into_dispatch(),
+    ))
+}
+
 /// `coef·Σ (w − center)²`, `[1]`, differentiable in `w` (one pass forward, one backward): a
 /// Gaussian prior's quadratic term `Σ (w − μ₀)²/(2σ₀²)` at a point (MAP's penalty, Gal's dropout
 /// KL).

@@ -293,6 +293,72 @@ fn the_clamped_kl_matches_the_composition_of_burn_ops() {
     }
 }
 
+/// The KL against a prior with a mean and a standard deviation per entry: value, `dμ` and `dρ`
+/// of `3·KL` against burn ops under each parameterisation of `σ`, at the mean-field variance
+/// (`var_scale` 1) and a radial one (`1/n`); the prior gets no gradient, and an untracked `μ, ρ`
+/// none either.
+#[test]
+fn the_kl_to_a_tensor_valued_prior_matches_the_composition_of_burn_ops() {
+    let _guard = crate::testing::seeded(&test_device(), 14);
+    let (mu, rho, _) = params();
+    let device = mu.device();
+    let mean = Tensor::<2>::random([13, 70], Distribution::Normal(0.1, 0.3), &device);
+    let std = Tensor::<2>::random([13, 70], Distribution::Uniform(0.2, 1.5), &device);
+    let (tracked_mean, tracked_std) = (mean.clone().require_grad(), std.clone().require_grad());
+    for param in [
+        ScaleParam::Softplus,
+        ScaleParam::LogVariance,
+        ScaleParam::SigmoidVariance { bound: 0.3 },
+    ] {
+        for var_scale in [1.0f32, 1.0 / 910.0] {
+            let what = format!("{param:?}, variance scale {var_scale}");
+            let sigma = param.sigma(rho.clone());
+            let spread = sigma.clone().square() * f64::from(var_scale)
+                + (mu.clone() - mean.clone()).square();
+            let reference =
+                (spread / (std.clone().square() * 2.0) - sigma.log() + std.clone().log()).sum();
+            let want = to_vec(reference.clone());
+            let (dmu_ref, drho_ref) = grads_of(reference * 3.0, &mu, &rho);
+            let rule = param.sigma_rule();
+            let prior = || (tracked_mean.clone(), tracked_std.clone());
+            let (m0, s0) = prior();
+            let value = tensor_kl(mu.clone(), rho.clone(), rule, var_scale, m0, s0);
+            let err = rel_err(&to_vec(value.clone()), &want);
+            assert!(err < 1e-5, "{what}: KL {:?} vs {want:?}", to_vec(value));
+            let grads = (value * 3.0).backward();
+            let (dmu, drho) = (
+                to_vec(mu.grad(&grads).unwrap()),
+                to_vec(rho.grad(&grads).unwrap()),
+            );
+            let err = rel_err(&dmu, &dmu_ref);
+            assert!(err < 1e-5, "{what}: dμ relative error {err}");
+            let err = rel_err(&drho, &drho_ref);
+            assert!(err < 1e-5, "{what}: dρ relative error {err}");
+            assert!(tracked_mean.grad(&grads).is_none() && tracked_std.grad(&grads).is_none());
+            let (m0, s0) = prior();
+            let untracked = tensor_kl(
+                mu.clone().detach(),
+                rho.clone().detach(),
+                rule,
+                var_scale,
+                m0,
+                s0,
+            );
+            assert_eq!(
+                to_vec(untracked),
+                to_vec(tensor_kl(
+                    mu.clone(),
+                    rho.clone(),
+                    rule,
+                    var_scale,
+                    mean.clone(),
+                    std.clone()
+                ))
+            );
+        }
+    }
+}
+
 #[test]
 fn dropout_keeps_each_element_with_probability_one_minus_p_and_is_its_own_adjoint() {
     use crate::posterior::DropoutNoise::Bernoulli;

@@ -12,8 +12,11 @@
 //! the KL it collects is then a value only (black-box α's loss takes its gradient from the
 //! ratios; the KL is reported).
 //!
-//! Anything else (another family or prior, or [`Kernels::Reference`]) goes back to the
-//! composition.
+//! Where the kernels draw a tensor but do not compute its KL (a tensor-valued prior such as
+//! [`WeightPrior::from_posterior`]'s or a MOPED prior, a hyperprior, a scale mixture under a
+//! low-rank posterior), the draws and variances stay on the kernels and the layer's KL alone
+//! takes the composition of burn ops ([`LayerParams::kl_on`]). Another family (or
+//! [`Kernels::Reference`]) goes back to the composition.
 
 use super::estimator::{Estimator, WeightOp};
 use super::params::LayerParams;
@@ -21,10 +24,11 @@ use super::pass::Pass;
 use crate::dist::WeightPrior;
 use crate::fused::{self, Kernels, KlTerms, MixtureTerms};
 use crate::posterior::{FusedFactor, FusedScale, PosteriorDist, WeightPosterior};
+use crate::special::HALF_LN_2PI;
 use burn::tensor::Tensor;
 
 /// How the fused kernels compute a tensor's KL.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum FusedKl {
     /// In closed form under a prior with scalar Gaussian parameters: the kernels' terms and the
     /// constant (`FusedScale::kl_terms`), folded into the draw's backward pass when asked.
@@ -32,6 +36,14 @@ enum FusedKl {
     /// A mean-field or radial tensor under a scale-mixture prior: [`fused::mixture_kl`] with its
     /// prior's terms and number of draws, differentiable on its own (never folded).
     Mixture(MixtureTerms, usize),
+    /// A mean-field or radial tensor under a Gaussian prior with a mean and a standard
+    /// deviation per entry (of the weight's shape): [`fused::tensor_kl`] with the constant,
+    /// differentiable on its own (never folded).
+    Tensor {
+        /// The prior's mean and standard deviation, flat.
+        prior: Box<[Tensor<1>; 2]>,
+        constant: f64,
+    },
 }
 
 /// One tensor's fused view, with its KL when the pass collects the KL.
@@ -63,6 +75,18 @@ impl<const D: usize> Fusable<D> {
                 (None, WeightPrior::ScaleMixture(m), None) if scale.factor.is_none() => {
                     FusedKl::Mixture(MixtureTerms::new(m.pi, m.sigma1, m.sigma2), m.mc_samples)
                 }
+                (None, WeightPrior::Gaussian(g), None)
+                    if scale.factor.is_none()
+                        && g.mean.dims() == scale.mu.dims()
+                        && g.std.dims() == scale.mu.dims() =>
+                {
+                    let n = scale.numel() as f64;
+                    let flat = |t: &Tensor<D>| t.clone().reshape([-1]);
+                    FusedKl::Tensor {
+                        prior: Box::new([flat(&g.mean), flat(&g.std)]),
+                        constant: n * HALF_LN_2PI - scale.entropy_constant(),
+                    }
+                }
                 _ => return None,
             }),
             _ => None,
@@ -73,7 +97,7 @@ impl<const D: usize> Fusable<D> {
     /// A key for the KL's own draws when it has them (a scale-mixture prior), taken from the
     /// pass only then, so that every other pass keeps its sequence of keys.
     fn kl_key(&self, pass: &mut Pass, device: &burn::tensor::Device) -> Option<u64> {
-        matches!(self.kl, Some(FusedKl::Mixture(..))).then(|| pass.next_key(device))
+        matches!(&self.kl, Some(FusedKl::Mixture(..))).then(|| pass.next_key(device))
     }
 
     /// The scale-mixture KL of [`FusedKl::Mixture`] under `key`: `draws` of the family's own
@@ -84,6 +108,17 @@ impl<const D: usize> Fusable<D> {
         let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
         let scales = s.draw_scales(key, draws);
         fused::mixture_kl(mu, rho, rule, t, key, scales, s.entropy_constant())
+    }
+
+    /// The KL of [`FusedKl::Tensor`] (`None` for another KL).
+    fn tensor_kl(&self) -> Option<Tensor<1>> {
+        let Some(FusedKl::Tensor { prior, constant }) = &self.kl else {
+            return None;
+        };
+        let s = &self.scale;
+        let (mu, rho) = (s.mu.clone().reshape([-1]), s.rho.clone().reshape([-1]));
+        let [mean, std] = (**prior).clone();
+        Some(fused::tensor_kl(mu, rho, s.sigma_rule(), s.var_scale(), mean, std) + *constant)
     }
 
     /// `n` draws `[n, numel]` (of `w − μ` when `center`) and the KL, if collected (`kl_key`:
@@ -101,18 +136,22 @@ impl<const D: usize> Fusable<D> {
         let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
         let sample =
             |mu, rho, kl, fold| fused::sample(mu, rho, key, &scales, rule, center, kl, fold);
-        let (w, kl) = match (self.kl, fold) {
+        let (w, kl) = match (&self.kl, fold) {
             (Some(FusedKl::Closed(terms, c)), Some(_)) => {
-                let (w, value) = sample(mu, rho, Some(terms), fold);
-                (w, Some(value + c))
+                let (w, value) = sample(mu, rho, Some(*terms), fold);
+                (w, Some(value + *c))
             }
             (Some(FusedKl::Closed(terms, c)), None) => {
                 let (w, _) = sample(mu.clone(), rho.clone(), None, None);
-                (w, Some(fused::kl(mu, rho, rule, terms) + c))
+                (w, Some(fused::kl(mu, rho, rule, *terms) + *c))
             }
             (Some(FusedKl::Mixture(t, draws)), _) => {
-                let kl = self.mixture_kl(t, draws, kl_key);
+                let kl = self.mixture_kl(*t, *draws, kl_key);
                 (sample(mu, rho, None, None).0, Some(kl))
+            }
+            (Some(FusedKl::Tensor { .. }), _) => {
+                let kl = self.tensor_kl();
+                (sample(mu, rho, None, None).0, kl)
             }
             (None, _) => (sample(mu, rho, None, None).0, None),
         };
@@ -130,17 +169,21 @@ impl<const D: usize> Fusable<D> {
         let s = &self.scale;
         let (mu, rho, var_scale, rule) =
             (s.mu.clone(), s.rho.clone(), s.var_scale(), s.sigma_rule());
-        let (var, kl) = match (self.kl, fold) {
+        let (var, kl) = match (&self.kl, fold) {
             (Some(FusedKl::Closed(terms, c)), Some(_)) => {
-                let (var, value) = fused::moments(mu, rho, var_scale, rule, Some(terms), fold);
-                (var, Some(value + c))
+                let (var, value) = fused::moments(mu, rho, var_scale, rule, Some(*terms), fold);
+                (var, Some(value + *c))
             }
             (Some(FusedKl::Closed(terms, c)), None) => {
                 let (var, _) = fused::moments(mu.clone(), rho.clone(), var_scale, rule, None, None);
-                (var, Some(fused::kl(mu, rho, rule, terms) + c))
+                (var, Some(fused::kl(mu, rho, rule, *terms) + *c))
             }
+            (Some(FusedKl::Tensor { .. }), _) => (
+                fused::moments(mu, rho, var_scale, rule, None, None).0,
+                self.tensor_kl(),
+            ),
             (Some(FusedKl::Mixture(t, draws)), _) => {
-                let kl = self.mixture_kl(t, draws, kl_key);
+                let kl = self.mixture_kl(*t, *draws, kl_key);
                 (
                     fused::moments(mu, rho, var_scale, rule, None, None).0,
                     Some(kl),
@@ -163,7 +206,7 @@ impl<const D: usize> Fusable<D> {
     /// The low-rank factor's part of the KL ([`fused::factor_kl`], differentiable in `F` and
     /// `ρ`). The diagonal's terms are in the kernels' KL.
     fn factor_kl(&self, factor: &FusedFactor) -> Tensor<1> {
-        let Some(FusedKl::Closed(terms, _)) = self.kl else {
+        let Some(FusedKl::Closed(terms, _)) = &self.kl else {
             unreachable!("a low-rank tensor's KL is collected in closed form or not at all")
         };
         let s = &self.scale;
@@ -215,6 +258,51 @@ where
     }
 }
 
+/// A layer's fused views: its weight's, its bias's mean and (when it has a variance) its
+/// bias's, and whether the pass's KL is left to the composition of burn ops.
+struct Views<const DW: usize> {
+    weight: Fusable<DW>,
+    bias_mean: Option<Tensor<1>>,
+    bias: Option<Fusable<1>>,
+    /// The pass collects the KL, and the kernels do not compute it (a tensor-valued prior, a
+    /// hyperprior, a scale mixture under a low-rank posterior): the draws and variances stay on
+    /// the kernels, and the layer's KL is [`LayerParams::kl_on`]'s burn ops, never folded.
+    composed_kl: bool,
+}
+
+impl<const DW: usize> Views<DW> {
+    /// The views with the KL on the kernels where [`Fusable::of`] gives its terms for weight
+    /// and bias, else without it (`composed_kl` when `collect`); `None` (the composition) when
+    /// a tensor has no fused kernels.
+    fn of<W, B>(params: &LayerParams<W, B, DW>, collect: bool) -> Option<Self>
+    where
+        W: WeightPosterior<DW>,
+        B: WeightPosterior<1>,
+    {
+        let range = params.kl_log_var_range;
+        let views = |collect: bool| {
+            let prior = Some(&params.weight_prior);
+            let weight = Fusable::of(&params.weight, prior, collect, range)?;
+            let (bias_mean, bias) = fused_bias(params, collect)?;
+            Some(Self {
+                weight,
+                bias_mean,
+                bias,
+                composed_kl: false,
+            })
+        };
+        // The kernels compute the KL, not a hyperprior's density.
+        let kernels_kl = collect && params.hyperprior.is_none();
+        match kernels_kl.then(|| views(true)).flatten() {
+            Some(v) => Some(v),
+            None => views(false).map(|v| Self {
+                composed_kl: collect,
+                ..v
+            }),
+        }
+    }
+}
+
 /// The layer's output on the fused kernels, or `None` when they do not apply.
 pub(crate) fn run<W, B, const DW: usize, const DX: usize>(
     params: &LayerParams<W, B, DW>,
@@ -232,13 +320,12 @@ where
     if pass.wants_log_ratio() {
         return run_log_ratio(params, op, x, pass);
     }
-    let collect = pass.collects_kl();
-    if collect && params.hyperprior.is_some() {
-        return None; // the fused kernels compute the KL, not the hyperprior's density
-    }
-    let (prior, range) = (Some(&params.weight_prior), params.kl_log_var_range);
-    let weight = Fusable::of(&params.weight, prior, collect, range)?;
-    let (mean_b, bias) = fused_bias(params, collect)?;
+    let Views {
+        weight,
+        bias_mean: mean_b,
+        bias,
+        composed_kl,
+    } = Views::of(params, pass.collects_kl())?;
     let x = x.clone();
     let fold = pass.kl_fold().map(|w| w as f32);
     let device = x.device();
@@ -295,6 +382,9 @@ where
             mean + fused::flip(perturbation, pass.next_key(&device), group)
         }
     };
+    if composed_kl {
+        kls.push(params.kl_on(pass.kernels()));
+    }
     if let Some(kl) = kls.into_iter().reduce(|a, b| a + b) {
         pass.add_kl(kl);
     }
@@ -398,10 +488,9 @@ pub(crate) struct MomentParams<const DW: usize> {
 /// The moment rule's parameters on the fused kernels: each variance `σ(ρ)²·c` in one pass
 /// forward and one backward ([`fused::moments`], any [`crate::posterior::ScaleParam`]), the
 /// layer's KL added to the pass when it collects it (folded into the same backward pass when it
-/// asks). `None` (the composition) for [`Kernels::Reference`], a weight without fused kernels
-/// (a point estimate, another family), a prior without closed-form terms, or a KL the kernels
-/// do not compute (clamped `ln σ²`, a hyperprior). A point bias without a prior has no
-/// variance and no KL term.
+/// asks; a KL the kernels do not compute comes from burn ops, [`Views::of`]). `None` (the
+/// composition) for [`Kernels::Reference`], or a weight without fused kernels (a point
+/// estimate, another family). A point bias without a prior has no variance and no KL term.
 pub(crate) fn moment_params<W, B, const DW: usize>(
     params: &LayerParams<W, B, DW>,
     pass: &mut Pass,
@@ -413,13 +502,12 @@ where
     if pass.kernels() != Kernels::Fused {
         return None;
     }
-    let collect = pass.collects_kl();
-    if collect && params.hyperprior.is_some() {
-        return None;
-    }
-    let (prior, range) = (Some(&params.weight_prior), params.kl_log_var_range);
-    let weight = Fusable::of(&params.weight, prior, collect, range)?;
-    let (b_mean, bias) = fused_bias(params, collect)?;
+    let Views {
+        weight,
+        bias_mean: b_mean,
+        bias,
+        composed_kl,
+    } = Views::of(params, pass.collects_kl())?;
     let fold = pass.kl_fold().map(|w| w as f32);
     let device = weight.scale.mu.device();
     let (w_var, w_kl) = weight.moments(fold, weight.kl_key(pass, &device));
@@ -430,7 +518,12 @@ where
         }
         None => (None, None),
     };
-    if let Some(kl) = [w_kl, b_kl].into_iter().flatten().reduce(|a, b| a + b) {
+    let composed = composed_kl.then(|| params.kl_on(pass.kernels()));
+    if let Some(kl) = [w_kl, b_kl, composed]
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| a + b)
+    {
         pass.add_kl(kl);
     }
     Some(MomentParams {

@@ -86,8 +86,14 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
 
     /// `KL(q ‖ p)` of weight and bias (one element); under a hyperprior its `−ln p(μ, σ²)`.
     pub fn kl(&self) -> Tensor<1> {
+        self.kl_on(Kernels::Reference)
+    }
+
+    /// [`Self::kl`] on `kernels` (where a family computes its KL there,
+    /// [`crate::posterior::PosteriorDist::kl_on`]).
+    pub(crate) fn kl_on(&self, kernels: Kernels) -> Tensor<1> {
         let bias = self.bias.as_ref().map(|b| b.dist());
-        estimator::layer_kl(&self.weight.dist(), bias.as_ref(), self, Kernels::Reference)
+        estimator::layer_kl(&self.weight.dist(), bias.as_ref(), self, kernels)
     }
 
     /// The same parameters with `q` of every tensor, moment-matched, as its prior (VCL); a point

@@ -567,14 +567,51 @@ fn flipout_outputs_of_identical_examples_are_uncorrelated() {
     assert!(corr.abs() < 5.0 / (n as f64).sqrt(), "correlation {corr}");
 }
 
+/// The priors a layer test can give: the configuration's scalar Gaussian, tensor-valued
+/// Gaussians set after initialisation ([`tensor_valued_priors`]), or a hyperprior in place of
+/// the KL.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum PriorKind {
+    Scalar,
+    Tensor,
+    Hyper,
+}
+
+/// Replaces the priors of a layer's weight and (when it has one) bias by Gaussians with a mean
+/// and a standard deviation per entry, as [`crate::dist::WeightPrior::from_posterior`] or a
+/// MOPED-style prior give: means `N(0.1, 0.3²)`, standard deviations `U(0.4, 1)`.
+fn tensor_valued_priors<W, B, const D: usize>(
+    params: &mut super::params::LayerParams<W, B, D>,
+    device: &burn::tensor::Device,
+) where
+    W: crate::posterior::WeightPosterior<D>,
+    B: crate::posterior::WeightPosterior<1>,
+{
+    use crate::dist::WeightPrior;
+    fn gaussian<const N: usize>(
+        shape: [usize; N],
+        device: &burn::tensor::Device,
+    ) -> WeightPrior<N> {
+        WeightPrior::gaussian(
+            Tensor::random(shape, Distribution::Normal(0.1, 0.3), device),
+            Tensor::random(shape, Distribution::Uniform(0.4, 1.0), device),
+        )
+    }
+    params.weight_prior = gaussian(params.weight.shape(), device);
+    if let (Some(b), Some(_)) = (&params.bias, &params.bias_prior) {
+        params.bias_prior = Some(gaussian(b.shape(), device));
+    }
+}
+
 /// The KL a training pass collects, and its gradient, are the same on the fused kernels (folded
 /// into the sampling kernel's backward, or as their own op) as on the composition of burn ops,
 /// for every estimator, mean-field (also with `ln σ²` clamped inside the KL, the clamp holding
 /// some variances on each side), radial and low-rank (the factor's terms differentiable beside
-/// the folded diagonal's), dense and convolutional, with every parameter's gradient; and for the
-/// families that keep the composition's draws but take their prior term from one fused op
-/// ([`crate::fused::quadratic`]): points (MAP's `−ln p(w)`), MC dropout and DropConnect (Gal's
-/// `(1−p)/(2σ₀²)‖M − μ₀‖²`), biases included.
+/// the folded diagonal's), dense and convolutional, with every parameter's gradient; under
+/// tensor-valued priors and a hyperprior, whose terms the kernels do not compute (the draws on
+/// the kernels, the KL from burn ops); and for the families that keep the composition's draws
+/// but take their prior term from one fused op ([`crate::fused::quadratic`]): points (MAP's
+/// `−ln p(w)`), MC dropout and DropConnect (Gal's `(1−p)/(2σ₀²)‖M − μ₀‖²`), biases included.
 #[test]
 fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
     let device = test_device().autodiff();
@@ -584,30 +621,41 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
     let spread = PosteriorConfig::MeanField(
         MeanFieldConfig::new().with_scale(ScaleInit::new().with_rho(-3.0).with_rho_std(1.0)),
     );
-    for (posterior, sampled, range) in [
-        (PosteriorConfig::mean_field(), true, None),
-        (spread, true, Some((-7.0, -5.0))),
-        (PosteriorConfig::radial(), true, None),
-        (PosteriorConfig::low_rank(2), true, None),
-        (PosteriorConfig::point(), false, None),
-        (PosteriorConfig::mc_dropout(0.3), false, None),
-        (PosteriorConfig::drop_connect(0.2), false, None),
+    use PriorKind::{Hyper, Scalar, Tensor as TensorPrior};
+    for (posterior, sampled, range, prior) in [
+        (PosteriorConfig::mean_field(), true, None, Scalar),
+        (spread, true, Some((-7.0, -5.0)), Scalar),
+        (PosteriorConfig::radial(), true, None, Scalar),
+        (PosteriorConfig::low_rank(2), true, None, Scalar),
+        (PosteriorConfig::mean_field(), true, None, TensorPrior),
+        (PosteriorConfig::radial(), true, None, TensorPrior),
+        (PosteriorConfig::low_rank(2), true, None, TensorPrior),
+        (PosteriorConfig::mean_field(), true, None, Hyper),
+        (PosteriorConfig::point(), false, None, Scalar),
+        (PosteriorConfig::mc_dropout(0.3), false, None, Scalar),
+        (PosteriorConfig::drop_connect(0.2), false, None, Scalar),
     ] {
         for estimator in ESTIMATORS {
+            let hyperprior = (prior == Hyper).then(crate::dist::HyperPrior::new);
             let config = weights(posterior.clone(), estimator)
                 .with_prior(crate::dist::Prior::Gaussian {
                     mean: 0.1,
                     std: 0.7,
                 })
-                .with_kl_log_var_range(range);
-            let dense = BayesianLinearConfig::new(5, 3)
+                .with_kl_log_var_range(range)
+                .with_hyperprior(hyperprior);
+            let mut dense = BayesianLinearConfig::new(5, 3)
                 .with_weights(config.clone())
                 .init(&device)
                 .unwrap();
-            let conv = BayesianConv2dConfig::new([2, 3], [2, 2])
+            let mut conv = BayesianConv2dConfig::new([2, 3], [2, 2])
                 .with_weights(config)
                 .init(&device)
                 .unwrap();
+            if prior == TensorPrior {
+                tensor_valued_priors(&mut dense.params, &device);
+                tensor_valued_priors(&mut conv.params, &device);
+            }
             let x = Tensor::<3>::random([2, 4, 5], Distribution::Normal(0.0, 1.0), &device);
             let xc = Tensor::<5>::random([2, 4, 2, 3, 3], Distribution::Normal(0.0, 1.0), &device);
             // loss = 0·Σ y + λ·KL: only the KL's gradient, through whichever route the pass takes.
@@ -618,7 +666,7 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
                 assert_eq!(
                     fused.is_some(),
                     sampled && pass.kernels() == Kernels::Fused,
-                    "{posterior:?} {estimator:?}: the fused sampling kernels ran"
+                    "{posterior:?} {prior:?} {estimator:?}: the fused sampling kernels ran"
                 );
                 let y =
                     dense.run(x.clone(), &mut pass).sum() + conv.run(xc.clone(), &mut pass).sum();
@@ -635,7 +683,7 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
             }];
             for make in passes {
                 let (kl, g) = run(make);
-                let what = format!("{posterior:?} {estimator:?}");
+                let what = format!("{posterior:?} {prior:?} {estimator:?}");
                 assert!(
                     (kl - kl_ref).abs() <= 1e-5 * kl_ref.abs(),
                     "{what}: KL {kl} vs {kl_ref}"
@@ -731,9 +779,11 @@ fn a_scale_mixture_prior_runs_on_the_fused_kernels_with_an_unbiased_kl() {
 /// A moment layer's outputs, KL and gradients (every parameter's and the input moments') are
 /// the same on the fused moment kernels as on the composition of burn ops, dense and
 /// convolutional, under each scale parameterisation, radial, and Haußmann's moment weights
-/// (point biases, clamped KL), with the clamp holding about half the variances or none: without
-/// the KL, with it, and with it folded into the kernels' backward. Every case takes the fused
-/// kernels (checked, so that the test cannot pass by comparing the composition with itself).
+/// (point biases, clamped KL), with the clamp holding about half the variances or none, and
+/// under priors whose terms the kernels leave to burn ops (tensor-valued; BEDL-Hyper's
+/// hyperprior): without the KL, with it, and with it folded into the kernels' backward. Every
+/// case takes the fused kernels (checked, so that the test cannot pass by comparing the
+/// composition with itself).
 #[test]
 fn moment_layers_on_the_fused_kernels_match_the_composition() {
     use crate::dist::Moments;
@@ -756,8 +806,16 @@ fn moment_layers_on_the_fused_kernels_match_the_composition() {
         .with_estimator(Estimator::LocalReparameterization)
         .with_prior(prior)
     };
+    let hyper = crate::nets::moment_weights(10.0)
+        .with_kl_log_var_range(None)
+        .with_hyperprior(Some(crate::dist::HyperPrior::new()));
     let cases = [
         ("softplus", scaled(ScaleParam::Softplus, -1.0)),
+        (
+            "softplus, tensor-valued priors",
+            scaled(ScaleParam::Softplus, -1.0),
+        ),
+        ("moment weights, hyperprior (BEDL-Hyper)", hyper),
         ("log-variance", scaled(ScaleParam::LogVariance, -2.0)),
         (
             "sigmoid variance",
@@ -795,14 +853,18 @@ fn moment_layers_on_the_fused_kernels_match_the_composition() {
     };
     let rule = crate::layers::MomentRule::Clt;
     for (name, config) in cases {
-        let dense = BayesianLinearConfig::new(5, 3)
+        let mut dense = BayesianLinearConfig::new(5, 3)
             .with_weights(config.clone())
             .init(&device)
             .unwrap();
-        let conv = BayesianConv2dConfig::new([2, 3], [2, 2])
+        let mut conv = BayesianConv2dConfig::new([2, 3], [2, 2])
             .with_weights(config.clone())
             .init(&device)
             .unwrap();
+        if name.contains("tensor-valued") {
+            tensor_valued_priors(&mut dense.params, &device);
+            tensor_valued_priors(&mut conv.params, &device);
+        }
         let input = |dims: Vec<usize>| {
             let m = Tensor::<1>::random(
                 [dims.iter().product::<usize>()],

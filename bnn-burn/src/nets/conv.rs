@@ -327,4 +327,12 @@ impl Body for ConvBody {
         kls.extend(self.dense.layer_kls());
         kls
     }
+
+    fn with_posterior_as_prior(mut self) -> Result<Self, ConfigError> {
+        for block in &mut self.blocks {
+            block.conv.params = block.conv.params.clone().with_posterior_as_prior()?;
+        }
+        self.dense = self.dense.with_posterior_as_prior()?;
+        Ok(self)
+    }
 }

@@ -227,4 +227,11 @@ impl Body for MlpBody {
     fn layer_kls(&self) -> Vec<Tensor<1>> {
         self.layers.iter().map(KlDivergence::kl).collect()
     }
+
+    fn with_posterior_as_prior(mut self) -> Result<Self, ConfigError> {
+        for layer in &mut self.layers {
+            layer.params = layer.params.clone().with_posterior_as_prior()?;
+        }
+        Ok(self)
+    }
 }

@@ -19,6 +19,7 @@ pub use mlp::{MlpBody, MlpConfig};
 pub use moments::{MomentConfig, NoiseRefit, VBP_KL_LOG_VAR_RANGE, moment_weights};
 
 use crate::dist::Moments;
+use crate::error::ConfigError;
 use crate::layers::{BayesianLinear, LayerDraw, Pass};
 use crate::likelihood::{Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood};
 use crate::objective::{StepRequest, StepTerms};
@@ -63,6 +64,25 @@ pub trait Body: Module + ModuleDisplay + 'static {
 
     /// The KL of every layer (one element each; empty for a body without layers).
     fn layer_kls(&self) -> Vec<Tensor<1>>;
+
+    /// The same body with every layer's posterior, moment-matched, as its prior
+    /// ([`crate::layers::LayerParams::with_posterior_as_prior`]): the next task's body in
+    /// variational continual learning (Nguyen et al. 2018; Farquhar 2022 ch. 6).
+    ///
+    /// # Errors
+    /// When a layer's posterior has no positive marginal variance (a point estimate); the
+    /// default: a body that does not offer it.
+    fn with_posterior_as_prior(self) -> Result<Self, ConfigError>
+    where
+        Self: Sized,
+    {
+        Err(ConfigError {
+            config: std::any::type_name::<Self>(),
+            field: "with_posterior_as_prior",
+            value: "not implemented".into(),
+            expected: "a body whose layers can take their posterior as the next prior",
+        })
+    }
 }
 
 /// A Bayesian neural network: body, head and likelihood.
@@ -123,6 +143,31 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// Whether every layer is a point estimate (one draw is then the whole posterior).
     pub fn is_point(&self) -> bool {
         self.body.is_point() && self.head.params.is_point()
+    }
+
+    /// The same network with every layer's posterior, moment-matched, as its prior: after
+    /// training on one task, the model to train on the next in variational continual learning
+    /// (Nguyen et al. 2018; Farquhar 2022 ch. 6), whose KL then keeps the weights near what the
+    /// earlier tasks taught. On the fused kernels the KL to such a prior (a mean and a standard
+    /// deviation per weight) is one pass each way ([`crate::fused::tensor_kl`]).
+    ///
+    /// # Errors
+    /// When a layer's posterior has no positive marginal variance (a point estimate), or the
+    /// body does not offer it ([`Body::with_posterior_as_prior`]).
+    pub fn with_posterior_as_prior(self) -> Result<Self, ConfigError> {
+        let Self {
+            body,
+            mut head,
+            likelihood,
+            moments,
+        } = self;
+        head.params = head.params.with_posterior_as_prior()?;
+        Ok(Self {
+            body: body.with_posterior_as_prior()?,
+            head,
+            likelihood,
+            moments,
+        })
     }
 
     /// One weight draw of the whole network, held fixed across calls (roll-outs, SDE paths).
