@@ -556,7 +556,9 @@ fn write_report(
          layers' hidden units; the BEDL-PAC row: the evidential head trained by CLT moments under the \
          PAC-Bayes bound of eq. 5.10 (5 draws of the logits' moments), random labels, fused Adam; \
          the DVI row: the categorical head trained by CLT moments under the ELBO (Taylor logits, \
-         Haußmann's moment weights, whose KL clamps ln σ², prior precision 100), random labels. \
+         Haußmann's moment weights, whose KL clamps ln σ², prior precision 100), random labels; \
+         the VCL row: MFVI whose prior is a posterior, a mean and a standard deviation per weight \
+         (the initial posterior's, as variational continual learning takes the last task's). \
          Backend `{}`, built from revision `{}`; {} rounds of {} steps after \
          {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
          peers included). ms/step: the median round; each ratio: the median over rounds of the two \
