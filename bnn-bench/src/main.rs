@@ -119,8 +119,9 @@ enum Command {
     /// 90/10 splits, one hidden layer of 50 units (100 for protein), test LL and RMSE in
     /// original units, mean ± s.e. over splits, beside the published columns.
     Uci {
-        /// Methods (MAP, "MC dropout", MFVI, MFVI-LRT, Radial, Low-rank, VBP, CLT, DVI, BNN,
-        /// "BNN+LV VB", "BNN+LV α=0.5", "BNN+LV α=1"); repeatable [default: all].
+        /// Methods (MAP, "MC dropout", MFVI, MFVI-LRT, Radial, Low-rank, VBP, CLT, DVI, BEDL,
+        /// BEDL-PAC, BEDL-Hyper, BNN, "BNN+LV VB", "BNN+LV α=0.5", "BNN+LV α=1"); repeatable
+        /// [default: all].
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Data sets: a name (boston, concrete, energy, kin8nm, naval, power, protein, wine,

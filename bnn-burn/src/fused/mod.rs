@@ -12,6 +12,7 @@
 //! | [`sample_log_ratio`] | mean-field `w_s = μ + σ(ρ)·ε_s` and `r_s = ln q(w_s) − ln p(w_s)` | `dμ, dρ` from `dw` and `dr` |
 //! | [`moments`] | `var = σ(ρ)²·c` and `Σ KL terms` | `dρ` (+ `λ∇KL` folded into `dμ, dρ`) |
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
+//! | [`tensor_kl`] | `Σ ½(σ²·c + (μ−μ₀)²)/σ₀² − ln σ + ln σ₀`, `μ₀, σ₀` per weight | `dμ, dρ` |
 //! | [`quadratic`] | `c·Σ (w − w₀)²` (a Gaussian prior at a point) | `dw` |
 //! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
 //! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |

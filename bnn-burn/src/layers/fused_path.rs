@@ -5,18 +5,21 @@
 //! mean-field or radial tensor draws on the same kernels and takes its KL, which has no closed
 //! form, from [`fused::mixture_kl`] (its own draws, one pass each way). A mean-field tensor whose
 //! KL clamps `ln σ²` (Haußmann's VBP code, [`crate::layers::WeightConfig::kl_log_var_range`])
-//! takes the kernels' clamped terms ([`KlTerms::with_log_var_range`]).
+//! takes the kernels' clamped terms ([`KlTerms::with_log_var_range`]). Under a Gaussian prior
+//! with a mean and a standard deviation per weight (a posterior as the next prior,
+//! [`WeightPrior::from_posterior`], or a MOPED-style prior) a mean-field or radial tensor takes
+//! its KL from [`fused::tensor_kl`] (one pass each way, never folded).
 //!
 //! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
 //! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`];
 //! the KL it collects is then a value only (black-box α's loss takes its gradient from the
 //! ratios; the KL is reported).
 //!
-//! Where the kernels draw a tensor but do not compute its KL (a tensor-valued prior such as
-//! [`WeightPrior::from_posterior`]'s or a MOPED prior, a hyperprior, a scale mixture under a
-//! low-rank posterior), the draws and variances stay on the kernels and the layer's KL alone
-//! takes the composition of burn ops ([`LayerParams::kl_on`]). Another family (or
-//! [`Kernels::Reference`]) goes back to the composition.
+//! Where the kernels draw a tensor but do not compute its KL (a hyperprior; under a low-rank
+//! posterior a tensor-valued prior or a scale mixture; a tensor-valued prior of broadcast
+//! shape), the draws and variances stay on the kernels and the layer's KL alone takes the
+//! composition of burn ops ([`LayerParams::kl_on`]). Another family (or [`Kernels::Reference`])
+//! goes back to the composition.
 
 use super::estimator::{Estimator, WeightOp};
 use super::params::LayerParams;
@@ -54,8 +57,9 @@ struct Fusable<const D: usize> {
 
 impl<const D: usize> Fusable<D> {
     /// `None` when the family has no fused kernels (draws and moments take any
-    /// [`crate::posterior::ScaleParam`]) or the KL none: a prior without closed-form terms other
-    /// than a scale mixture, a scale mixture under a low-rank posterior, or a clamp of `ln σ²`
+    /// [`crate::posterior::ScaleParam`]) or the KL none: under a low-rank posterior a prior
+    /// with tensor parameters or a scale mixture, a tensor-valued prior whose parameters do not
+    /// have the weight's shape (broadcast), or a clamp of `ln σ²`
     /// (`log_var_range`, [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a
     /// mean-field tensor under a prior with closed-form terms (the composition takes the
     /// mean-field KL at the clamped marginal variances, which is the kernels' clamped KL there).
@@ -264,9 +268,9 @@ struct Views<const DW: usize> {
     weight: Fusable<DW>,
     bias_mean: Option<Tensor<1>>,
     bias: Option<Fusable<1>>,
-    /// The pass collects the KL, and the kernels do not compute it (a tensor-valued prior, a
-    /// hyperprior, a scale mixture under a low-rank posterior): the draws and variances stay on
-    /// the kernels, and the layer's KL is [`LayerParams::kl_on`]'s burn ops, never folded.
+    /// The pass collects the KL, and the kernels do not compute it (a hyperprior, or what
+    /// [`Fusable::of`] refuses): the draws and variances stay on the kernels, and the layer's KL
+    /// is [`LayerParams::kl_on`]'s burn ops, never folded.
     composed_kl: bool,
 }
 
