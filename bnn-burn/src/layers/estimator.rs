@@ -140,19 +140,31 @@ where
     B: WeightPosterior<1>,
 {
     if let Some(h) = &params.hyperprior {
-        let term = |mean, var| h.neg_log_density(mean, var);
-        let w = term(weight.mean(), weight.marginal_variance());
-        // A point bias without a prior (WeightConfig::point_bias) has no term here either.
-        return match (bias, &params.bias_prior) {
-            (Some(b), Some(_)) => w + h.neg_log_density(b.mean(), b.marginal_variance()),
-            _ => w,
-        };
+        let moments = |b: &B::Dist| (b.mean(), b.marginal_variance());
+        let weight = (weight.mean(), weight.marginal_variance());
+        return hyperprior_term(h, weight, bias.map(moments), params.bias_prior.is_some());
     }
     let range = params.kl_log_var_range;
     let kl = kl_with(weight, &params.weight_prior, range, kernels);
     match (bias, &params.bias_prior) {
         (Some(b), Some(p)) => kl + kl_with(b, p, range, kernels),
         _ => kl,
+    }
+}
+
+/// A hyperprior's `−ln p(μ, σ²)` of a layer from the means and marginal variances (`None`: a
+/// point) of its weight and bias; a bias without a prior term (a point bias,
+/// [`WeightConfig::point_bias`](super::WeightConfig)) has none here either.
+pub(crate) fn hyperprior_term<const DW: usize>(
+    h: &crate::dist::HyperPrior,
+    (w_mean, w_var): (Tensor<DW>, Option<Tensor<DW>>),
+    bias: Option<(Tensor<1>, Option<Tensor<1>>)>,
+    bias_has_prior: bool,
+) -> Tensor<1> {
+    let w = h.neg_log_density(w_mean, w_var);
+    match bias {
+        Some((mean, var)) if bias_has_prior => w + h.neg_log_density(mean, var),
+        _ => w,
     }
 }
 

@@ -522,7 +522,16 @@ where
         }
         None => (None, None),
     };
-    let composed = composed_kl.then(|| params.kl_on(pass.kernels()));
+    let w_mean = weight.scale.mu;
+    // A hyperprior's density reads the kernels' variances; another KL is burn ops of its own.
+    let composed = composed_kl.then(|| match &params.hyperprior {
+        Some(h) => {
+            let bias = b_mean.clone().map(|m| (m, b_var.clone()));
+            let weight = (w_mean.clone(), Some(w_var.clone()));
+            super::estimator::hyperprior_term(h, weight, bias, params.bias_prior.is_some())
+        }
+        None => params.kl_on(pass.kernels()),
+    });
     if let Some(kl) = [w_kl, b_kl, composed]
         .into_iter()
         .flatten()
@@ -531,7 +540,7 @@ where
         pass.add_kl(kl);
     }
     Some(MomentParams {
-        w_mean: weight.scale.mu,
+        w_mean,
         w_var: Some(w_var),
         b_mean,
         b_var,
