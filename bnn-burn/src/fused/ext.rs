@@ -362,9 +362,8 @@ pub trait FusedKernels: Backend {
         prior_mean: FloatTensor<Self>,
         prior_std: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let (mean, std) = (prior_mean, prior_std);
         let (sigma, ln_sigma, _) = sigma_of::<Self>(rho, rule);
-        let centred = Self::float_sub(mu, mean);
+        let centred = Self::float_sub(mu, prior_mean);
         let spread = Self::float_add(
             Self::float_mul_scalar(
                 Self::float_mul(sigma.clone(), sigma),
@@ -372,9 +371,10 @@ pub trait FusedKernels: Backend {
             ),
             Self::float_mul(centred.clone(), centred),
         );
-        let quad = Self::float_div(spread, Self::float_mul(std.clone(), std.clone()));
+        let var = Self::float_mul(prior_std.clone(), prior_std.clone());
+        let quad = Self::float_div(spread, var);
         let t = Self::float_sub(Self::float_mul_scalar(quad, Scalar::from(0.5)), ln_sigma);
-        let t = Self::float_add(t, Self::float_log(std));
+        let t = Self::float_add(t, Self::float_log(prior_std));
         Self::float_reshape(Self::float_sum(t), Shape::from([1]))
     }
 
@@ -389,11 +389,11 @@ pub trait FusedKernels: Backend {
         prior_mean: FloatTensor<Self>,
         prior_std: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (mean, std) = (prior_mean, prior_std);
         let g = Self::float_expand(g, mu.shape());
         let (sigma, _, dsigma_drho) = sigma_of::<Self>(rho, rule);
-        let inv_var = Self::float_div(g.clone(), Self::float_mul(std.clone(), std));
-        let dmu = Self::float_mul(Self::float_sub(mu, mean), inv_var.clone());
+        let var = Self::float_mul(prior_std.clone(), prior_std);
+        let inv_var = Self::float_div(g.clone(), var);
+        let dmu = Self::float_mul(Self::float_sub(mu, prior_mean), inv_var.clone());
         let dsigma = Self::float_sub(
             Self::float_mul(
                 Self::float_mul_scalar(sigma.clone(), Scalar::from(var_scale)),

@@ -295,8 +295,8 @@ fn the_clamped_kl_matches_the_composition_of_burn_ops() {
 
 /// The KL against a prior with a mean and a standard deviation per entry: value, `dμ` and `dρ`
 /// of `3·KL` against burn ops under each parameterisation of `σ`, at the mean-field variance
-/// (`var_scale` 1) and a radial one (`1/n`); the prior gets no gradient, and an untracked `μ, ρ`
-/// none either.
+/// (`var_scale` 1) and a radial one (`1/n`); a tracked prior gets no gradient (it is a
+/// constant), and a call on untracked `μ, ρ` gives the same value.
 #[test]
 fn the_kl_to_a_tensor_valued_prior_matches_the_composition_of_burn_ops() {
     let _guard = crate::testing::seeded(&test_device(), 14);
@@ -320,8 +320,7 @@ fn the_kl_to_a_tensor_valued_prior_matches_the_composition_of_burn_ops() {
             let want = to_vec(reference.clone());
             let (dmu_ref, drho_ref) = grads_of(reference * 3.0, &mu, &rho);
             let rule = param.sigma_rule();
-            let prior = || (tracked_mean.clone(), tracked_std.clone());
-            let (m0, s0) = prior();
+            let (m0, s0) = (tracked_mean.clone(), tracked_std.clone());
             let value = tensor_kl(mu.clone(), rho.clone(), rule, var_scale, m0, s0);
             let err = rel_err(&to_vec(value.clone()), &want);
             assert!(err < 1e-5, "{what}: KL {:?} vs {want:?}", to_vec(value));
@@ -335,7 +334,7 @@ fn the_kl_to_a_tensor_valued_prior_matches_the_composition_of_burn_ops() {
             let err = rel_err(&drho, &drho_ref);
             assert!(err < 1e-5, "{what}: dρ relative error {err}");
             assert!(tracked_mean.grad(&grads).is_none() && tracked_std.grad(&grads).is_none());
-            let (m0, s0) = prior();
+            let (m0, s0) = (tracked_mean.clone(), tracked_std.clone());
             let untracked = tensor_kl(
                 mu.clone().detach(),
                 rho.clone().detach(),
