@@ -79,8 +79,10 @@ pub trait Body: Module + ModuleDisplay + 'static {
         Err(ConfigError {
             config: std::any::type_name::<Self>(),
             field: "with_posterior_as_prior",
-            value: "not implemented".into(),
-            expected: "a body whose layers can take their posterior as the next prior",
+            value: "not implemented by this body".into(),
+            expected: "a body that implements Body::with_posterior_as_prior (MlpBody and \
+                       ConvBody do; a body of your own: map its layers' \
+                       LayerParams::with_posterior_as_prior)",
         })
     }
 }
