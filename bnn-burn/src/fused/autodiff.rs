@@ -9,7 +9,7 @@
 
 use super::conv::ConvGeometry;
 use super::cpu::{KlTerms, SigmaRule, Tape};
-use super::ext::FusedKernels;
+use super::ext::{FusedKernels, PerWeightTensors};
 use super::mixture::MixtureKl;
 use super::rectifier::{RectifierOutput, RectifierRule};
 use crate::posterior::DropoutNoise;
@@ -25,7 +25,8 @@ use burn::backend::{AutodiffBackend, Backend, backend_extension};
 #[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
 pub trait FusedOps: Backend {
     /// `(w, kl)` of [`FusedKernels::fused_sample`]; `kl` is a constant (its gradient reaches
-    /// `μ, ρ` only through `fold`, added in the backward pass of `w`).
+    /// `μ, ρ` only through `fold`, added in the backward pass of `w`). The per-weight prior
+    /// ([`PerWeightTensors`]) is a constant.
     #[allow(clippy::too_many_arguments)]
     fn sample_op(
         mu: FloatTensor<Self>,
@@ -35,6 +36,7 @@ pub trait FusedOps: Backend {
         rule: SigmaRule,
         center: bool,
         kl: Option<KlTerms>,
+        #[extension_type] prior: PerWeightTensors<Self>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
@@ -52,12 +54,14 @@ pub trait FusedOps: Backend {
 
     /// `(var, kl)` of [`FusedKernels::fused_moments`], `kl` a constant as in
     /// [`FusedOps::sample_op`].
+    #[allow(clippy::too_many_arguments)]
     fn moments_op(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         var_scale: f32,
         rule: SigmaRule,
         kl: Option<KlTerms>,
+        #[extension_type] prior: PerWeightTensors<Self>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
@@ -75,7 +79,7 @@ pub trait FusedOps: Backend {
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         rule: SigmaRule,
-        var_scale: f32,
+        terms: KlTerms,
         prior_mean: FloatTensor<Self>,
         prior_std: FloatTensor<Self>,
     ) -> FloatTensor<Self>;
@@ -154,10 +158,11 @@ macro_rules! inner_ops {
                 rule: SigmaRule,
                 center: bool,
                 kl: Option<KlTerms>,
+                prior: PerWeightTensors<Self>,
                 _fold: Option<f32>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let (w, value, ..) =
-                    Self::fused_sample(mu, rho, key, scales, rule, center, kl, Tape::Off);
+                    Self::fused_sample(mu, rho, key, scales, rule, center, kl, prior, Tape::Off);
                 (w, value)
             }
 
@@ -179,9 +184,10 @@ macro_rules! inner_ops {
                 var_scale: f32,
                 rule: SigmaRule,
                 kl: Option<KlTerms>,
+                prior: PerWeightTensors<Self>,
                 _fold: Option<f32>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_moments(mu, rho, var_scale, rule, kl)
+                Self::fused_moments(mu, rho, var_scale, rule, kl, prior)
             }
 
             fn kl_op(
@@ -197,11 +203,11 @@ macro_rules! inner_ops {
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
                 rule: SigmaRule,
-                var_scale: f32,
+                terms: KlTerms,
                 prior_mean: FloatTensor<Self>,
                 prior_std: FloatTensor<Self>,
             ) -> FloatTensor<Self> {
-                Self::fused_tensor_kl(mu, rho, rule, var_scale, prior_mean, prior_std)
+                Self::fused_tensor_kl(mu, rho, rule, terms, prior_mean, prior_std)
             }
 
             fn noise_op(
@@ -303,18 +309,37 @@ macro_rules! register {
     };
 }
 
+/// The inner primitives of a per-weight prior (a constant: its graph nodes are not followed).
+fn inner_prior<B: Backend, C: CheckpointStrategy>(
+    prior: PerWeightTensors<Autodiff<B, C>>,
+) -> PerWeightTensors<B> {
+    match prior {
+        PerWeightTensors::PerWeight { mean, std } => PerWeightTensors::PerWeight {
+            mean: mean.into_primitive(),
+            std: std.into_primitive(),
+        },
+        PerWeightTensors::Scalar => PerWeightTensors::Scalar,
+    }
+}
+
 #[derive(Debug)]
 struct SampleBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
-    /// `μ`, the forward pass's tape ([`Tape`]), `center` and the folded KL.
-    type State = (FloatTensor<B>, FloatTensor<B>, bool, Option<(KlTerms, f32)>);
+    /// `μ`, the forward pass's tape ([`Tape`]), `center`, the folded KL and its per-weight prior.
+    type State = (
+        FloatTensor<B>,
+        FloatTensor<B>,
+        bool,
+        Option<(KlTerms, f32)>,
+        PerWeightTensors<B>,
+    );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let dw = grads.consume::<B>(&ops.node);
-        let (mu, tape, center, fold) = ops.state;
-        let (dmu, drho) = B::fused_sample_backward(dw, tape, mu, center, fold);
+        let (mu, tape, center, fold, prior) = ops.state;
+        let (dmu, drho) = B::fused_sample_backward(dw, tape, mu, center, fold, prior);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -353,13 +378,14 @@ impl<B: FusedKernels> Backward<B, 2> for MomentsBackward {
         f32,
         SigmaRule,
         Option<(KlTerms, f32)>,
+        PerWeightTensors<B>,
     );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let dvar = grads.consume::<B>(&ops.node);
-        let (mu, rho, var_scale, rule, fold) = ops.state;
-        let (dmu, drho) = B::fused_moments_backward(dvar, mu, rho, var_scale, rule, fold);
+        let (mu, rho, var_scale, rule, fold, prior) = ops.state;
+        let (dmu, drho) = B::fused_moments_backward(dvar, mu, rho, var_scale, rule, fold, prior);
         if let Some(dmu) = dmu {
             register!(grads, node_mu, dmu);
         }
@@ -387,20 +413,20 @@ impl<B: FusedKernels> Backward<B, 2> for KlBackward {
 struct TensorKlBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for TensorKlBackward {
-    /// `μ`, `ρ`, the rule, the variance's scale and the prior's mean and standard deviation.
+    /// `μ`, `ρ`, the rule, the KL's terms and the prior's mean and standard deviation.
     type State = (
         FloatTensor<B>,
         FloatTensor<B>,
         SigmaRule,
-        f32,
+        KlTerms,
         [FloatTensor<B>; 2],
     );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let g = grads.consume::<B>(&ops.node);
-        let (mu, rho, rule, var_scale, [mean, std]) = ops.state;
-        let (dmu, drho) = B::fused_tensor_kl_backward(g, mu, rho, rule, var_scale, mean, std);
+        let (mu, rho, rule, terms, [mean, std]) = ops.state;
+        let (dmu, drho) = B::fused_tensor_kl_backward(g, mu, rho, rule, terms, mean, std);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -620,9 +646,11 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         rule: SigmaRule,
         center: bool,
         kl: Option<KlTerms>,
+        prior: PerWeightTensors<Self>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let fold = kl.zip(fold);
+        let prior = inner_prior(prior);
         match SampleBackward
             .prepare::<C>([mu.node(), rho.node()])
             .compute_bound()
@@ -635,16 +663,31 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     Tape::Draws
                 };
                 let (mu, rho) = (mu.into_primitive(), rho.into_primitive());
-                let (w, value, tape) =
-                    B::fused_sample(mu.clone(), rho, key, scales, rule, center, kl, keep);
+                let (w, value, tape) = B::fused_sample(
+                    mu.clone(),
+                    rho,
+                    key,
+                    scales,
+                    rule,
+                    center,
+                    kl,
+                    prior.clone(),
+                    keep,
+                );
                 let tape = tape.expect("a tape was asked for");
-                let w = prep.finish((mu, tape, center, fold), w);
+                // The backward pass reads the prior only for a folded KL.
+                let prior = if fold.is_some() {
+                    prior
+                } else {
+                    PerWeightTensors::Scalar
+                };
+                let w = prep.finish((mu, tape, center, fold, prior), w);
                 (w, Self::from_inner(value))
             }
             OpsKind::UnTracked(prep) => {
                 let (mu, rho) = (mu.into_primitive(), rho.into_primitive());
                 let (w, value, ..) =
-                    B::fused_sample(mu, rho, key, scales, rule, center, kl, Tape::Off);
+                    B::fused_sample(mu, rho, key, scales, rule, center, kl, prior, Tape::Off);
                 (prep.finish(w), Self::from_inner(value))
             }
         }
@@ -695,16 +738,25 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         var_scale: f32,
         rule: SigmaRule,
         kl: Option<KlTerms>,
+        prior: PerWeightTensors<Self>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let prior = inner_prior(prior);
         let (var, value) = B::fused_moments(
             mu.primitive().clone(),
             rho.primitive().clone(),
             var_scale,
             rule,
             kl,
+            prior.clone(),
         );
         let fold = kl.zip(fold);
+        // The backward pass reads the prior only for a folded KL.
+        let prior = if fold.is_some() {
+            prior
+        } else {
+            PerWeightTensors::Scalar
+        };
         let var = match MomentsBackward
             .prepare::<C>([mu.node(), rho.node()])
             .compute_bound()
@@ -717,6 +769,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     var_scale,
                     rule,
                     fold,
+                    prior,
                 ),
                 var,
             ),
@@ -749,14 +802,14 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         rule: SigmaRule,
-        var_scale: f32,
+        terms: KlTerms,
         prior_mean: FloatTensor<Self>,
         prior_std: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         let prior = [prior_mean.into_primitive(), prior_std.into_primitive()];
         let (m, r) = (mu.primitive().clone(), rho.primitive().clone());
         let [pm, ps] = prior.clone();
-        let value = B::fused_tensor_kl(m, r, rule, var_scale, pm, ps);
+        let value = B::fused_tensor_kl(m, r, rule, terms, pm, ps);
         match TensorKlBackward
             .prepare::<C>([mu.node(), rho.node()])
             .compute_bound()
@@ -767,7 +820,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     mu.into_primitive(),
                     rho.into_primitive(),
                     rule,
-                    var_scale,
+                    terms,
                     prior,
                 ),
                 value,

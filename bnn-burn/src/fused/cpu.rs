@@ -34,6 +34,13 @@ pub struct KlTerms {
 }
 
 impl KlTerms {
+    /// The terms that a [`PerWeight`] prior scales into `KL(q ‖ N(μ₀, σ₀²))` less its
+    /// constant, for a marginal variance `σ²·var_scale`: `inv_var_mu = 1`,
+    /// `inv_var_sigma = var_scale`.
+    pub const fn per_weight(var_scale: f32) -> Self {
+        Self::new(0.0, 1.0, var_scale)
+    }
+
     /// [`KlTerms::ln_sigma_range`] without a clamp.
     const NO_CLAMP: (f32, f32) = (f32::NEG_INFINITY, f32::INFINITY);
 
@@ -67,12 +74,13 @@ impl KlTerms {
         self.ln_sigma_range != Self::NO_CLAMP
     }
 
-    /// `∂/∂σ` of one element's terms, `σ̃·inv_var_sigma − 1/σ̃` inside the clamp's range and 0
-    /// where it holds (`σ` at a bound counts as inside).
+    /// `∂/∂σ` of one element's terms, `σ̃·inv_var_sigma·π₀ − 1/σ̃` inside the clamp's range and
+    /// 0 where it holds (`σ` at a bound counts as inside); `π₀` is 1 under scalar terms and
+    /// `1/σ₀ᵢ²` under a per-weight prior ([`PerWeight`]).
     #[inline(always)]
-    pub(crate) fn sigma_gradient(&self, sigma: f32) -> f32 {
+    fn sigma_gradient(&self, sigma: f32, precision: f32) -> f32 {
         let (low, high) = self.sigma_range;
-        let slope = sigma * self.inv_var_sigma - 1.0 / sigma;
+        let slope = sigma * self.inv_var_sigma * precision - 1.0 / sigma;
         if sigma >= low && sigma <= high {
             slope
         } else {
@@ -81,27 +89,108 @@ impl KlTerms {
     }
 }
 
+/// A Gaussian prior with a mean `μ₀ᵢ` and a standard deviation `σ₀ᵢ` per weight (flat, of the
+/// weight's length), which makes the [`KlTerms`] per weight:
+/// `½(σ̃²·inv_var_sigma + (μ − μ₀ᵢ)²·inv_var_mu)/σ₀ᵢ² − ln σ̃ + ln σ₀ᵢ` (the terms' own `mean`
+/// is not used). With `inv_var_mu = 1` and `inv_var_sigma = var_scale`
+/// ([`KlTerms::per_weight`]) that is `KL(q ‖ N(μ₀, σ₀²))` less its constant: a trained
+/// posterior as the next task's prior ([`crate::dist::WeightPrior::from_posterior`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PerWeight<'a> {
+    /// `μ₀`.
+    pub mean: &'a [f32],
+    /// `σ₀`.
+    pub std: &'a [f32],
+}
+
+impl<'a> PerWeight<'a> {
+    /// The prior of the weights `a..b`.
+    fn range(self, a: usize, b: usize) -> Self {
+        Self {
+            mean: &self.mean[a..b],
+            std: &self.std[a..b],
+        }
+    }
+
+    /// Checks the prior's lengths against the weight's `n`.
+    fn check(self, n: usize) {
+        assert!(
+            self.mean.len() == n && self.std.len() == n,
+            "a per-weight prior of {} means and {} standard deviations for {n} weights",
+            self.mean.len(),
+            self.std.len()
+        );
+    }
+}
+
+/// One block's prior per element: `μ₀`, `1/σ₀²` and `ln σ₀` ([`PerWeight`]), or under scalar
+/// terms their mean with 1 and 0 (the terms carry `1/σ₀²`, the caller adds `ln σ₀`), which
+/// leaves the scalar terms' arithmetic bit for bit as it is without a per-weight prior.
+struct PriorBlock {
+    mean: [f32; BLOCK],
+    precision: [f32; BLOCK],
+    ln_std: [f32; BLOCK],
+}
+
+impl PriorBlock {
+    /// Elements `a..a + len` of the prior (`ln σ₀` only when `LN`, zeros otherwise).
+    #[inline(always)]
+    fn of<const LN: bool>(
+        terms: &KlTerms,
+        per_weight: Option<PerWeight>,
+        a: usize,
+        len: usize,
+    ) -> Self {
+        let Some(p) = per_weight else {
+            return Self {
+                mean: [terms.mean; BLOCK],
+                precision: [1.0; BLOCK],
+                ln_std: [0.0; BLOCK],
+            };
+        };
+        // Padding lanes get σ₀ = 1: finite terms that are never summed.
+        let std = load(&p.std[a..a + len], 1.0);
+        let mut block = Self {
+            mean: load(&p.mean[a..a + len], 0.0),
+            precision: [0.0; BLOCK],
+            ln_std: [0.0; BLOCK],
+        };
+        for j in 0..BLOCK {
+            block.precision[j] = 1.0 / (std[j] * std[j]);
+        }
+        if LN {
+            for j in 0..BLOCK {
+                block.ln_std[j] = ln(std[j]);
+            }
+        }
+        block
+    }
+}
+
 /// Sums eight lanes (and a running `f64` total) into one `f64`.
 fn lanes_total(lanes: &[f32; 8]) -> f64 {
     lanes.iter().map(|&x| x as f64).sum()
 }
 
-/// The Gaussian KL terms of one block, `½(σ̃²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ̃` with `σ̃`
-/// clamped as [`KlTerms`] says (the constants are added once by the caller).
+/// The Gaussian KL terms of one block, `½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)·π₀ − ln σ̃
+/// + ln σ₀` with `σ̃` clamped as [`KlTerms`] says and the block's prior `μ₀, π₀ = 1/σ₀², ln σ₀`
+/// ([`PriorBlock`]; under scalar terms `π₀ = 1` and the caller adds the constants once).
 #[inline(always)]
 fn kl_terms(
     m: &[f32; BLOCK],
     sigma: &[f32; BLOCK],
     ln_sigma: &[f32; BLOCK],
     p: KlTerms,
+    prior: &PriorBlock,
 ) -> [f32; BLOCK] {
     let ((low, high), (ln_low, ln_high)) = (p.sigma_range, p.ln_sigma_range);
     let mut t = [0f32; BLOCK];
     for j in 0..BLOCK {
         // max/min rather than clamp: no check of the bounds per element, and it vectorises.
-        let (s, c) = (sigma[j].max(low).min(high), m[j] - p.mean);
+        let (s, c) = (sigma[j].max(low).min(high), m[j] - prior.mean[j]);
         let ln_s = ln_sigma[j].max(ln_low).min(ln_high);
-        t[j] = 0.5 * (s * s * p.inv_var_sigma + c * c * p.inv_var_mu) - ln_s;
+        let quad = 0.5 * (s * s * p.inv_var_sigma + c * c * p.inv_var_mu) * prior.precision[j];
+        t[j] = quad - ln_s + prior.ln_std[j];
     }
     t
 }
@@ -139,11 +228,11 @@ impl Tape {
 multiversion! {
     /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`, the
     /// draw's tape row `s·ε·dσ/dρ` into `tape` and the KL's `∂KL/∂σ·dσ/dρ`
-    /// ([`KlTerms::sigma_gradient`]) into `kl_tape` when given.
+    /// (`KlTerms::sigma_gradient`, per weight under `per_weight`) into `kl_tape` when given.
     fn sample_range(key: [u32; 2], stream: u32, start: usize, mu: &[f32], rho: &[f32],
                     rule: SigmaRule, scale: f32, center: bool, out: &mut [f32],
-                    kl: Option<KlTerms>, tape: Option<&mut [f32]>,
-                    kl_tape: Option<&mut [f32]>) -> f64 {
+                    kl: Option<KlTerms>, per_weight: Option<PerWeight>,
+                    tape: Option<&mut [f32]>, kl_tape: Option<&mut [f32]>) -> f64 {
         let (mut tape, mut kl_tape) = (tape, kl_tape);
         let mut eps = [0f32; BLOCK];
         let mut lanes = [0f32; 8];
@@ -168,15 +257,16 @@ multiversion! {
                 store(&mut t[a..a + len], &row);
             }
             if let Some(p) = kl {
+                let prior = PriorBlock::of::<true>(&p, per_weight, a, len);
                 if let Some(t) = kl_tape.as_deref_mut() {
                     // Padding lanes have ρ = 0, so σ > 0 there too.
                     let mut row = [0f32; BLOCK];
                     for j in 0..BLOCK {
-                        row[j] = p.sigma_gradient(sigma[j]) * dsigma[j];
+                        row[j] = p.sigma_gradient(sigma[j], prior.precision[j]) * dsigma[j];
                     }
                     store(&mut t[a..a + len], &row);
                 }
-                let t = kl_terms(&m, &sigma, &ln_sigma, p);
+                let t = kl_terms(&m, &sigma, &ln_sigma, p, &prior);
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
                     total += lanes_total(&lanes);
@@ -189,9 +279,9 @@ multiversion! {
 }
 
 /// `out[s] = [μ] + σ(ρ)·scales[s]·ε_s` for every draw `s` (`σ` by `rule`; `out` is `[S, n]`
-/// flat; `ε_s` is stream `s` of `key`); returns the summed KL terms (0 without `kl`). `tape`
-/// (`[Tape::rows, n]` flat; [`Tape::DrawsAndKl`] needs `kl`) receives the rows
-/// [`sample_backward`] needs.
+/// flat; `ε_s` is stream `s` of `key`); returns the summed KL terms (0 without `kl`; per weight
+/// under `per_weight`). `tape` (`[Tape::rows, n]` flat; [`Tape::DrawsAndKl`] needs `kl`)
+/// receives the rows [`sample_backward`] needs.
 #[allow(clippy::too_many_arguments)]
 pub fn sample(
     key: u64,
@@ -202,10 +292,14 @@ pub fn sample(
     center: bool,
     out: &mut [f32],
     kl: Option<KlTerms>,
+    per_weight: Option<PerWeight>,
     keep: Tape,
     tape: &mut [f32],
 ) -> f64 {
     let n = mu.len();
+    if let Some(p) = per_weight {
+        p.check(n);
+    }
     let draws = scales.len();
     assert_eq!(out.len(), n * draws);
     assert_eq!(tape.len(), n * keep.rows(draws), "the tape of {keep:?}");
@@ -237,6 +331,7 @@ pub fn sample(
                 center,
                 o,
                 kl,
+                per_weight.map(|p| p.range(a, b)),
                 row,
                 kl_row,
             )
@@ -253,7 +348,7 @@ multiversion! {
     /// `dmu` receives `dμ` unless it is empty.
     fn sample_backward_range(n: usize, dw: &[f32], rows: &mut [&mut [f32]], center: bool,
                              mu: &[f32], kl_row: Option<&mut [f32]>, dmu: &mut [f32],
-                             kl: Option<(KlTerms, f32)>) {
+                             kl: Option<(KlTerms, f32)>, per_weight: Option<PerWeight>) {
         let mut kl_row = kl_row;
         for a in (0..mu.len()).step_by(BLOCK) {
             let len = BLOCK.min(mu.len() - a);
@@ -271,8 +366,9 @@ multiversion! {
             if let (Some((p, w)), Some(k)) = (kl, kl_row.as_deref_mut()) {
                 let m = load(&mu[a..a + len], 0.0);
                 let t = load(&k[a..a + len], 0.0);
+                let prior = PriorBlock::of::<false>(&p, per_weight, a, len);
                 for j in 0..BLOCK {
-                    dm[j] += w * (m[j] - p.mean) * p.inv_var_mu;
+                    dm[j] += w * (m[j] - prior.mean[j]) * p.inv_var_mu * prior.precision[j];
                     dr[j] += w * t[j];
                 }
                 store(&mut k[a..a + len], &dm);
@@ -286,8 +382,9 @@ multiversion! {
 
 /// `(dμ, dρ)` of [`sample`] given `dw` (`[S, n]` flat), written over the forward pass's tape,
 /// plus `weight × ∇KL` when `kl` is `Some((terms, weight))` (the tape then
-/// [`Tape::DrawsAndKl`]): `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²` (without the sum when `center`),
-/// `dρ = Σ_s dw_s·t_s + w·t_KL`, with the tape's rows `t_s` of the draws and `t_KL` of the KL.
+/// [`Tape::DrawsAndKl`]; `per_weight` as in the forward pass): `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²`
+/// (without the sum when `center`), `dρ = Σ_s dw_s·t_s + w·t_KL`, with the tape's rows `t_s`
+/// of the draws and `t_KL` of the KL.
 ///
 /// `dρ` is written over the first row of `tape`, `dμ` over its KL row when there is a KL and
 /// into `dmu` otherwise (`n` elements, or empty to skip it: one uncentred draw's `dμ` is `dw`).
@@ -298,10 +395,14 @@ pub fn sample_backward(
     center: bool,
     mu: &[f32],
     kl: Option<(KlTerms, f32)>,
+    per_weight: Option<PerWeight>,
     tape: &mut [f32],
     dmu: &mut [f32],
 ) {
     let n = mu.len();
+    if let Some(p) = per_weight {
+        p.check(n);
+    }
     assert_eq!(dw.len(), n * draws);
     let keep = if kl.is_some() {
         Tape::DrawsAndKl
@@ -326,7 +427,18 @@ pub fn sample_backward(
         } else {
             &mut []
         };
-        sample_backward_range(n, &dw[a..], &mut rows, center, &mu[a..b], kl_row, dm, kl);
+        let prior = per_weight.map(|p| p.range(a, b));
+        sample_backward_range(
+            n,
+            &dw[a..],
+            &mut rows,
+            center,
+            &mu[a..b],
+            kl_row,
+            dm,
+            kl,
+            prior,
+        );
     });
 }
 
@@ -454,7 +566,7 @@ multiversion! {
                 *ratio += lanes_total(&lanes);
             }
             if kl {
-                let q = kl_terms(&m, &sigma, &ln_sigma, prior);
+                let q = kl_terms(&m, &sigma, &ln_sigma, prior, &PriorBlock::of::<false>(&prior, None, a, len));
                 accumulate(&mut kl_lanes, &q, len);
                 if k % 64 == 63 {
                     kl_total += lanes_total(&kl_lanes);
@@ -596,7 +708,8 @@ multiversion! {
     /// `var = σ²·var_scale` (when `var` is given) and the summed KL terms over one range, `σ` by
     /// `rule`.
     fn moments_range(mu: &[f32], rho: &[f32], var_scale: f32, rule: SigmaRule,
-                     var: Option<&mut [f32]>, kl: Option<KlTerms>) -> f64 {
+                     var: Option<&mut [f32]>, kl: Option<KlTerms>,
+                     per_weight: Option<PerWeight>) -> f64 {
         let mut var = var;
         let mut lanes = [0f32; 8];
         let mut total = 0f64;
@@ -612,7 +725,8 @@ multiversion! {
                 store(&mut out[k * BLOCK..k * BLOCK + len], &v);
             }
             if let Some(p) = kl {
-                let t = kl_terms(&load(mc, 0.0), &sigma, &ln_sigma, p);
+                let prior = PriorBlock::of::<true>(&p, per_weight, k * BLOCK, len);
+                let t = kl_terms(&load(mc, 0.0), &sigma, &ln_sigma, p, &prior);
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
                     total += lanes_total(&lanes);
@@ -625,7 +739,7 @@ multiversion! {
 }
 
 /// `var = σ(ρ)²·var_scale` (when given; `σ` by `rule`) and the summed KL terms
-/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ`.
+/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (per weight under `per_weight`, [`PerWeight`]).
 pub fn moments(
     mu: &[f32],
     rho: &[f32],
@@ -633,12 +747,17 @@ pub fn moments(
     rule: SigmaRule,
     var: Option<&mut [f32]>,
     kl: Option<KlTerms>,
+    per_weight: Option<PerWeight>,
 ) -> f64 {
+    if let Some(p) = per_weight {
+        p.check(mu.len());
+    }
     let shared = var.map(Shared::new);
     par_chunks(mu.len(), |a, b| {
         // SAFETY: disjoint ranges.
         let v = shared.map(|s| unsafe { s.range(a, b) });
-        moments_range(&mu[a..b], &rho[a..b], var_scale, rule, v, kl)
+        let prior = per_weight.map(|p| p.range(a, b));
+        moments_range(&mu[a..b], &rho[a..b], var_scale, rule, v, kl, prior)
     })
     .into_iter()
     .sum()
@@ -648,7 +767,7 @@ multiversion! {
     /// `(dμ, dρ)` of [`moments`] over one range; `dμ` is written only with `kl`.
     fn moments_backward_range(dvar: Option<&[f32]>, mu: &[f32], rho: &[f32], var_scale: f32,
                               rule: SigmaRule, dmu: Option<&mut [f32]>, drho: &mut [f32],
-                              kl: Option<(KlTerms, f32)>) {
+                              kl: Option<(KlTerms, f32)>, per_weight: Option<PerWeight>) {
         let mut dmu = dmu;
         for (k, dr_out) in drho.chunks_mut(BLOCK).enumerate() {
             let (a, len) = (k * BLOCK, dr_out.len());
@@ -660,20 +779,21 @@ multiversion! {
             for j in 0..BLOCK {
                 dr[j] = 2.0 * sigma[j] * var_scale * d[j];
             }
-            if let Some((p, w)) = kl {
+            let prior = kl.map(|(p, _)| PriorBlock::of::<false>(&p, per_weight, a, len));
+            if let (Some((p, w)), Some(prior)) = (kl, &prior) {
                 for j in 0..BLOCK {
-                    dr[j] += w * p.sigma_gradient(sigma[j]);
+                    dr[j] += w * p.sigma_gradient(sigma[j], prior.precision[j]);
                 }
             }
             for j in 0..BLOCK {
                 dr[j] *= dsigma[j];
             }
             store(dr_out, &dr);
-            if let (Some((p, w)), Some(out)) = (kl, dmu.as_deref_mut()) {
+            if let (Some((p, w)), Some(prior), Some(out)) = (kl, &prior, dmu.as_deref_mut()) {
                 let m = load(&mu[a..a + len], 0.0);
                 let mut dm = [0f32; BLOCK];
                 for j in 0..BLOCK {
-                    dm[j] = w * (m[j] - p.mean) * p.inv_var_mu;
+                    dm[j] = w * (m[j] - prior.mean[j]) * p.inv_var_mu * prior.precision[j];
                 }
                 store(&mut out[a..a + len], &dm);
             }
@@ -682,7 +802,8 @@ multiversion! {
 }
 
 /// `(dμ, dρ)` of [`moments`] given `dvar`, plus `weight × ∇KL` (the KL's own gradient when
-/// `dvar` is `None`). Without `kl`, `∂var/∂μ = 0` and `dmu` is not written.
+/// `dvar` is `None`; per weight under `per_weight`). Without `kl`, `∂var/∂μ = 0` and `dmu` is
+/// not written.
 #[allow(clippy::too_many_arguments)]
 pub fn moments_backward(
     dvar: Option<&[f32]>,
@@ -693,99 +814,41 @@ pub fn moments_backward(
     dmu: Option<&mut [f32]>,
     drho: &mut [f32],
     kl: Option<(KlTerms, f32)>,
+    per_weight: Option<PerWeight>,
 ) {
+    if let Some(p) = per_weight {
+        p.check(mu.len());
+    }
     let (sm, sr) = (dmu.map(Shared::new), Shared::new(drho));
     par_chunks(rho.len(), |a, b| {
         // SAFETY: disjoint ranges.
         let (dm, dr) = unsafe { (sm.map(|s| s.range(a, b)), sr.range(a, b)) };
         let d = dvar.map(|d| &d[a..b]);
-        moments_backward_range(d, &mu[a..b], &rho[a..b], var_scale, rule, dm, dr, kl);
+        let (m, r, prior) = (&mu[a..b], &rho[a..b], per_weight.map(|p| p.range(a, b)));
+        moments_backward_range(d, m, r, var_scale, rule, dm, dr, kl, prior);
     });
 }
 
-multiversion! {
-    /// The terms of [`tensor_kl`] summed over one range.
-    fn tensor_kl_range(mu: &[f32], rho: &[f32], mean: &[f32], std: &[f32], var_scale: f32,
-                       rule: SigmaRule) -> f64 {
-        let mut lanes = [0f32; 8];
-        let mut total = 0f64;
-        for (k, rc) in rho.chunks(BLOCK).enumerate() {
-            let (a, len) = (k * BLOCK, rc.len());
-            let r = load(rc, 0.0);
-            let (m, m0) = (load(&mu[a..a + len], 0.0), load(&mean[a..a + len], 0.0));
-            let s0 = load(&std[a..a + len], 1.0);
-            let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, true);
-            let mut t = [0f32; BLOCK];
-            for j in 0..BLOCK {
-                let c = m[j] - m0[j];
-                let spread = sigma[j] * sigma[j] * var_scale + c * c;
-                t[j] = 0.5 * spread / (s0[j] * s0[j]) - ln_sigma[j] + ln(s0[j]);
-            }
-            accumulate(&mut lanes, &t, len);
-            if k % 64 == 63 {
-                total += lanes_total(&lanes);
-                lanes = [0.0; 8];
-            }
-        }
-        total + lanes_total(&lanes)
-    }
-}
-
 /// The KL terms against a Gaussian prior with a mean `μ₀` and a standard deviation `σ₀` per
-/// entry, `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` (`σ` by `rule`; the caller adds
-/// `n·½ ln 2π` less the entropy's constant), summed in a fixed order.
+/// entry, `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ̃ + ln σ₀` (`σ` by `rule`,
+/// clamped as `terms` say; under [`KlTerms::per_weight`]`(c)`, `KL(q ‖ N(μ₀, σ₀²))` of a
+/// marginal variance `σ²·c` less its constant `n·½ ln 2π − (H[q] − Σ ln σ)`), summed in a fixed
+/// order: [`moments`]' KL under a [`PerWeight`] prior.
 pub fn tensor_kl(
     mu: &[f32],
     rho: &[f32],
     mean: &[f32],
     std: &[f32],
-    var_scale: f32,
+    terms: KlTerms,
     rule: SigmaRule,
 ) -> f64 {
-    let n = mu.len();
-    assert!(
-        rho.len() == n && mean.len() == n && std.len() == n,
-        "tensor_kl: lengths"
-    );
-    par_chunks(n, |a, b| {
-        tensor_kl_range(
-            &mu[a..b],
-            &rho[a..b],
-            &mean[a..b],
-            &std[a..b],
-            var_scale,
-            rule,
-        )
-    })
-    .into_iter()
-    .sum()
+    let prior = Some(PerWeight { mean, std });
+    moments(mu, rho, 1.0, rule, None, Some(terms), prior)
 }
 
-multiversion! {
-    /// `g·∇` [`tensor_kl`] over one range.
-    fn tensor_kl_backward_range(g: f32, mu: &[f32], rho: &[f32], mean: &[f32], std: &[f32],
-                                var_scale: f32, rule: SigmaRule, dmu: &mut [f32],
-                                drho: &mut [f32]) {
-        for (k, dr_out) in drho.chunks_mut(BLOCK).enumerate() {
-            let (a, len) = (k * BLOCK, dr_out.len());
-            let r = load(&rho[a..a + len], 0.0);
-            let (m, m0) = (load(&mu[a..a + len], 0.0), load(&mean[a..a + len], 0.0));
-            let s0 = load(&std[a..a + len], 1.0);
-            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
-            let (mut dm, mut dr) = ([0f32; BLOCK], [0f32; BLOCK]);
-            for j in 0..BLOCK {
-                let inv_var = g / (s0[j] * s0[j]);
-                dm[j] = (m[j] - m0[j]) * inv_var;
-                dr[j] = (sigma[j] * var_scale * inv_var - g / sigma[j]) * dsigma[j];
-            }
-            store(&mut dmu[a..a + len], &dm);
-            store(dr_out, &dr);
-        }
-    }
-}
-
-/// `g·∇` [`tensor_kl`]: `dμ = g(μ − μ₀)/σ₀²`, `dρ = g(σ·var_scale/σ₀² − 1/σ)·dσ/dρ` (the prior
-/// is a constant).
+/// `g·∇` [`tensor_kl`]: `dμ = g(μ − μ₀)·inv_var_mu/σ₀²`,
+/// `dρ = g(σ̃·inv_var_sigma/σ₀² − 1/σ̃)·dσ/dρ` (0 where the clamp holds; the prior is a
+/// constant).
 #[allow(clippy::too_many_arguments)]
 pub fn tensor_kl_backward(
     g: f32,
@@ -793,18 +856,14 @@ pub fn tensor_kl_backward(
     rho: &[f32],
     mean: &[f32],
     std: &[f32],
-    var_scale: f32,
+    terms: KlTerms,
     rule: SigmaRule,
     dmu: &mut [f32],
     drho: &mut [f32],
 ) {
-    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
-    par_chunks(rho.len(), |a, b| {
-        // SAFETY: disjoint ranges.
-        let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
-        let (m, r) = (&mu[a..b], &rho[a..b]);
-        tensor_kl_backward_range(g, m, r, &mean[a..b], &std[a..b], var_scale, rule, dm, dr);
-    });
+    let prior = Some(PerWeight { mean, std });
+    let kl = Some((terms, g));
+    moments_backward(None, mu, rho, 1.0, rule, Some(dmu), drho, kl, prior);
 }
 
 multiversion! {

@@ -7,7 +7,7 @@
 use super::clark;
 use super::conv::{self, ConvGeometry};
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule, Tape};
-use super::ext::FusedKernels;
+use super::ext::{FusedKernels, PerWeightTensors};
 use super::factor;
 use super::mixture::{self, MixtureKl};
 use super::rectifier::{self, RectifierOutput, RectifierRule};
@@ -105,6 +105,27 @@ fn row_of<B: Backend>(t: &FloatTensor<B>, r: usize, shape: Shape) -> FloatTensor
 /// `t` reshaped (a view).
 fn reshaped<B: Backend>(t: FloatTensor<B>, shape: Shape) -> FloatTensor<B> {
     B::float_reshape(t, shape)
+}
+
+/// The values of a per-weight prior's mean and standard deviation (both or neither).
+type PriorValues<'a> = Option<(Cow<'a, [f32]>, Cow<'a, [f32]>)>;
+
+/// The [`PriorValues`] of an op's per-weight prior.
+fn prior_values<B: Backend>(prior: &PerWeightTensors<B>) -> PriorValues<'_>
+where
+    FloatTensor<B>: CpuTensor,
+{
+    match prior {
+        PerWeightTensors::PerWeight { mean, std } => Some((mean.values(), std.values())),
+        PerWeightTensors::Scalar => None,
+    }
+}
+
+/// The kernels' view of [`PriorValues`].
+fn per_weight<'a>(values: &'a PriorValues<'_>) -> Option<cpu::PerWeight<'a>> {
+    values
+        .as_ref()
+        .map(|(mean, std)| cpu::PerWeight { mean, std })
 }
 
 /// The sum of KL terms as a one-element tensor.
@@ -322,6 +343,7 @@ macro_rules! cpu_fused_kernels {
                 rule: SigmaRule,
                 center: bool,
                 kl: Option<KlTerms>,
+                prior: PerWeightTensors<Self>,
                 keep: Tape,
             ) -> (
                 FloatTensor<Self>,
@@ -331,10 +353,12 @@ macro_rules! cpu_fused_kernels {
                 let n = mu.shape().num_elements();
                 let draws = scales.len();
                 let (mu, rho) = (mu.values(), rho.values());
+                let prior = prior_values(&prior);
                 let mut s = 0.0;
                 let rows = keep.rows(draws);
                 let (w, tape) = written2_sized(n * draws, n * rows, |w, t| {
-                    s = cpu::sample(key, &mu, &rho, rule, &scales, center, w, kl, keep, t);
+                    let p = per_weight(&prior);
+                    s = cpu::sample(key, &mu, &rho, rule, &scales, center, w, kl, p, keep, t);
                 });
                 let shape = Shape::from([draws, n]);
                 let tape = (rows > 0)
@@ -350,18 +374,21 @@ macro_rules! cpu_fused_kernels {
                 mu: FloatTensor<Self>,
                 center: bool,
                 fold: Option<(KlTerms, f32)>,
+                prior: PerWeightTensors<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
                 let draws = dw.shape().num_elements() / n;
                 let (mu_values, dw_values) = (mu.values(), dw.values());
+                let prior = prior_values(&prior);
                 // One uncentred draw without a KL: dμ is dw itself.
                 let dw_is_dmu = draws == 1 && !center && fold.is_none();
                 let mut dmu = Vec::new();
                 let tape = tape.rewrite(|t| {
                     let dm_len = if fold.is_some() || dw_is_dmu { 0 } else { n };
                     dmu = written(dm_len, |dm| {
-                        cpu::sample_backward(&dw_values, draws, center, &mu_values, fold, t, dm);
+                        let (m, p) = (&mu_values, per_weight(&prior));
+                        cpu::sample_backward(&dw_values, draws, center, m, fold, p, t, dm);
                     });
                 });
                 drop(dw_values);
@@ -420,12 +447,15 @@ macro_rules! cpu_fused_kernels {
                 var_scale: f32,
                 rule: SigmaRule,
                 kl: Option<KlTerms>,
+                prior: PerWeightTensors<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let (mu, rho) = (mu.values(), rho.values());
+                let prior = prior_values(&prior);
                 let mut s = 0.0;
                 let var = written(shape.num_elements(), |v| {
-                    s = cpu::moments(&mu, &rho, var_scale, rule, Some(v), kl);
+                    let p = per_weight(&prior);
+                    s = cpu::moments(&mu, &rho, var_scale, rule, Some(v), kl, p);
                 });
                 (<FloatTensor<Self>>::from_values(var, shape), total(s))
             }
@@ -437,12 +467,15 @@ macro_rules! cpu_fused_kernels {
                 var_scale: f32,
                 rule: SigmaRule,
                 fold: Option<(KlTerms, f32)>,
+                prior: PerWeightTensors<Self>,
             ) -> (Option<FloatTensor<Self>>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
                 let (dvar, mu, rho) = (dvar.values(), mu.values(), rho.values());
+                let prior = prior_values(&prior);
                 let backward = |dm: Option<&mut [f32]>, dr: &mut [f32]| {
-                    cpu::moments_backward(Some(&dvar), &mu, &rho, var_scale, rule, dm, dr, fold)
+                    let (d, p) = (Some(&dvar[..]), per_weight(&prior));
+                    cpu::moments_backward(d, &mu, &rho, var_scale, rule, dm, dr, fold, p)
                 };
                 // `dμ` only with the folded KL: the variance does not depend on `μ`.
                 let (dmu, drho) = match fold {
@@ -465,7 +498,7 @@ macro_rules! cpu_fused_kernels {
                 terms: KlTerms,
             ) -> FloatTensor<Self> {
                 let (mu, rho) = (mu.values(), rho.values());
-                total(cpu::moments(&mu, &rho, 1.0, rule, None, Some(terms)))
+                total(cpu::moments(&mu, &rho, 1.0, rule, None, Some(terms), None))
             }
 
             fn fused_kl_backward(
@@ -481,7 +514,7 @@ macro_rules! cpu_fused_kernels {
                 let (mu, rho) = (mu.values(), rho.values());
                 let (dmu, drho) = written2(n, |dm, dr| {
                     let kl = Some((terms, g));
-                    cpu::moments_backward(None, &mu, &rho, 1.0, rule, Some(dm), dr, kl);
+                    cpu::moments_backward(None, &mu, &rho, 1.0, rule, Some(dm), dr, kl, None);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
@@ -493,13 +526,13 @@ macro_rules! cpu_fused_kernels {
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
                 rule: SigmaRule,
-                var_scale: f32,
+                terms: KlTerms,
                 prior_mean: FloatTensor<Self>,
                 prior_std: FloatTensor<Self>,
             ) -> FloatTensor<Self> {
                 let (mean, std) = (prior_mean.values(), prior_std.values());
                 let (mu, rho) = (mu.values(), rho.values());
-                total(cpu::tensor_kl(&mu, &rho, &mean, &std, var_scale, rule))
+                total(cpu::tensor_kl(&mu, &rho, &mean, &std, terms, rule))
             }
 
             fn fused_tensor_kl_backward(
@@ -507,7 +540,7 @@ macro_rules! cpu_fused_kernels {
                 mu: FloatTensor<Self>,
                 rho: FloatTensor<Self>,
                 rule: SigmaRule,
-                var_scale: f32,
+                terms: KlTerms,
                 prior_mean: FloatTensor<Self>,
                 prior_std: FloatTensor<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
@@ -516,7 +549,7 @@ macro_rules! cpu_fused_kernels {
                 let (mean, std) = (prior_mean.values(), prior_std.values());
                 let (mu, rho) = (mu.values(), rho.values());
                 let (dmu, drho) = written2(shape.num_elements(), |dm, dr| {
-                    cpu::tensor_kl_backward(g, &mu, &rho, &mean, &std, var_scale, rule, dm, dr);
+                    cpu::tensor_kl_backward(g, &mu, &rho, &mean, &std, terms, rule, dm, dr);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),

@@ -25,7 +25,8 @@ use super::rectifier::{RectifierOutput, RectifierRule};
 use crate::posterior::DropoutNoise;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
-    Backend, BoolDType, FloatDType, Scalar, TensorMetadata, backend_extension, try_read_sync,
+    Backend, BoolDType, ExtensionType, FloatDType, Scalar, TensorMetadata, backend_extension,
+    try_read_sync,
 };
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Shape, Slice, TensorData};
@@ -94,7 +95,9 @@ pub trait FusedKernels: Backend {
     /// `ε_s` is sub-stream `s`; `μ` is left out when `center`), `Σ` of the KL terms (`[1]`; 0
     /// without `kl`), and what the backward pass needs, `[Tape::rows, n]` (`None` for
     /// [`Tape::Off`]; [`Tape::DrawsAndKl`] needs `kl`): the draws' rows `scales[s]·ε_s·dσ/dρ`,
-    /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ` (0 where a clamp of the KL holds).
+    /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ` (0 where a clamp of the KL holds). With
+    /// a per-weight `prior` ([`PerWeightTensors::PerWeight`], each of `μ`'s length) the KL terms are per
+    /// weight ([`cpu::PerWeight`]).
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn fused_sample(
         mu: FloatTensor<Self>,
@@ -104,6 +107,7 @@ pub trait FusedKernels: Backend {
         rule: SigmaRule,
         center: bool,
         kl: Option<KlTerms>,
+        #[extension_type] prior: PerWeightTensors<Self>,
         keep: Tape,
     ) -> (
         FloatTensor<Self>,
@@ -117,6 +121,7 @@ pub trait FusedKernels: Backend {
         let n = mu.shape().num_elements();
         let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
         let (m, r) = (flat(mu.clone()), flat(rho.clone()));
+        let prior = per_weight::<Self>(prior, &Shape::from([1, n]));
         let (sigma, _, dsigma) = sigma_of::<Self>(r, rule);
         let mut rows = Vec::new();
         let draws = scales
@@ -138,10 +143,10 @@ pub trait FusedKernels: Backend {
         let value = match kl {
             Some(terms) => {
                 if keep == Tape::DrawsAndKl {
-                    let slope = kl_sigma_gradient::<Self>(sigma, terms);
+                    let slope = kl_sigma_gradient::<Self>(sigma, terms, &prior);
                     rows.push(Self::float_mul(slope, dsigma));
                 }
-                kl_sum::<Self>(mu.clone(), rho, rule, terms)
+                kl_sum::<Self>(m, flat(rho), rule, terms, prior)
             }
             None => scalar::<Self>(0.0, &mu.device()),
         };
@@ -152,15 +157,18 @@ pub trait FusedKernels: Backend {
     /// `(dμ, dρ)` of [`FusedKernels::fused_sample`] given `dw [S, n]` and its tape, plus
     /// `weight × ∇KL` when `fold` is `Some((terms, weight))` (the tape then
     /// [`Tape::DrawsAndKl`]): `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²` (without the sum when `center`),
-    /// `dρ = Σ_s dw_s·t_s + w·t_KL`.
+    /// `dρ = Σ_s dw_s·t_s + w·t_KL` (the KL per weight under a per-weight `prior`, as in
+    /// the forward pass).
     fn fused_sample_backward(
         dw: FloatTensor<Self>,
         tape: FloatTensor<Self>,
         mu: FloatTensor<Self>,
         center: bool,
         fold: Option<(KlTerms, f32)>,
+        #[extension_type] prior: PerWeightTensors<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = mu.shape();
+        let prior = per_weight::<Self>(prior, &shape);
         let n = shape.num_elements();
         let draws = dw.shape().num_elements() / n;
         let rows = |a: usize, b: usize| {
@@ -177,7 +185,7 @@ pub trait FusedKernels: Backend {
         if let Some((terms, weight)) = fold {
             let t_kl = Self::float_reshape(rows(draws, draws + 1), shape.clone());
             drho = Self::float_add(drho, Self::float_mul_scalar(t_kl, Scalar::from(weight)));
-            dmu = Self::float_add(dmu, kl_mu_gradient::<Self>(mu, terms, weight));
+            dmu = Self::float_add(dmu, kl_mu_gradient::<Self>(mu, terms, weight, &prior));
         }
         (dmu, drho)
     }
@@ -223,7 +231,7 @@ pub trait FusedKernels: Backend {
         }
         rows.extend(ratios);
         let kl = if kl {
-            kl_terms_sum::<Self>(m, sigma, ln_sigma, prior)
+            kl_terms_sum::<Self>(m, sigma, ln_sigma, prior, None)
         } else {
             scalar::<Self>(0.0, &mu.device())
         };
@@ -284,28 +292,33 @@ pub trait FusedKernels: Backend {
         )
     }
 
-    /// `(var, kl)`: `var = σ(ρ)²·var_scale` (`σ` by `rule`) and `Σ` of the KL terms (`[1]`).
+    /// `(var, kl)`: `var = σ(ρ)²·var_scale` (`σ` by `rule`) and `Σ` of the KL terms (`[1]`;
+    /// per weight under a per-weight `prior`, as in [`FusedKernels::fused_sample`]).
     fn fused_moments(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         var_scale: f32,
         rule: SigmaRule,
         kl: Option<KlTerms>,
+        #[extension_type] prior: PerWeightTensors<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let prior = per_weight::<Self>(prior, &mu.shape());
         let (sigma, _, _) = sigma_of::<Self>(rho.clone(), rule);
         let var = Self::float_mul_scalar(
             Self::float_mul(sigma.clone(), sigma),
             Scalar::from(var_scale),
         );
         let kl = match kl {
-            Some(terms) => kl_sum::<Self>(mu, rho, rule, terms),
+            Some(terms) => kl_sum::<Self>(mu, rho, rule, terms, prior),
             None => scalar::<Self>(0.0, &mu.device()),
         };
         (var, kl)
     }
 
     /// `(dμ, dρ)` of [`FusedKernels::fused_moments`] given `dvar`, plus `weight × ∇KL`; `dμ`
-    /// only with `fold` (the variance does not depend on `μ`).
+    /// only with `fold` (the variance does not depend on `μ`; the KL per weight under
+    /// a per-weight `prior`).
+    #[allow(clippy::too_many_arguments)]
     fn fused_moments_backward(
         dvar: FloatTensor<Self>,
         mu: FloatTensor<Self>,
@@ -313,13 +326,15 @@ pub trait FusedKernels: Backend {
         var_scale: f32,
         rule: SigmaRule,
         fold: Option<(KlTerms, f32)>,
+        #[extension_type] prior: PerWeightTensors<Self>,
     ) -> (Option<FloatTensor<Self>>, FloatTensor<Self>) {
+        let prior = per_weight::<Self>(prior, &mu.shape());
         let (sigma, _, _) = sigma_of::<Self>(rho.clone(), rule);
         let dsigma =
             Self::float_mul_scalar(Self::float_mul(dvar, sigma), Scalar::from(2.0 * var_scale));
         let dmu = Self::float_zeros(mu.shape(), &mu.device(), FloatDType::F32);
         let has_fold = fold.is_some();
-        let (dmu, drho) = finish_backward::<Self>(dmu, dsigma, mu, rho, rule, fold);
+        let (dmu, drho) = finish_backward::<Self>(dmu, dsigma, mu, rho, rule, fold, prior);
         (has_fold.then_some(dmu), drho)
     }
 
@@ -330,7 +345,7 @@ pub trait FusedKernels: Backend {
         rule: SigmaRule,
         terms: KlTerms,
     ) -> FloatTensor<Self> {
-        kl_sum::<Self>(mu, rho, rule, terms)
+        kl_sum::<Self>(mu, rho, rule, terms, None)
     }
 
     /// `g·∇ Σ KL terms` for a one-element `g`.
@@ -344,8 +359,8 @@ pub trait FusedKernels: Backend {
         let shape = mu.shape();
         let g = Self::float_expand(g, shape.clone());
         let (sigma, _, dsigma_drho) = sigma_of::<Self>(rho, rule);
-        let dmu = Self::float_mul(kl_mu_gradient::<Self>(mu, terms, 1.0), g.clone());
-        let dsigma = kl_sigma_gradient::<Self>(sigma, terms);
+        let dmu = Self::float_mul(kl_mu_gradient::<Self>(mu, terms, 1.0, &None), g.clone());
+        let dsigma = kl_sigma_gradient::<Self>(sigma, terms, &None);
         (
             dmu,
             Self::float_mul(Self::float_mul(dsigma, dsigma_drho), g),
@@ -353,55 +368,44 @@ pub trait FusedKernels: Backend {
     }
 
     /// The KL terms against a prior with a mean and a standard deviation per entry (`[1]`),
-    /// `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` ([`cpu::tensor_kl`]).
+    /// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ̃ + ln σ₀` ([`cpu::tensor_kl`]).
     fn fused_tensor_kl(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         rule: SigmaRule,
-        var_scale: f32,
+        terms: KlTerms,
         prior_mean: FloatTensor<Self>,
         prior_std: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let (sigma, ln_sigma, _) = sigma_of::<Self>(rho, rule);
-        let centred = Self::float_sub(mu, prior_mean);
-        let spread = Self::float_add(
-            Self::float_mul_scalar(
-                Self::float_mul(sigma.clone(), sigma),
-                Scalar::from(var_scale),
-            ),
-            Self::float_mul(centred.clone(), centred),
-        );
-        let var = Self::float_mul(prior_std.clone(), prior_std.clone());
-        let quad = Self::float_div(spread, var);
-        let t = Self::float_sub(Self::float_mul_scalar(quad, Scalar::from(0.5)), ln_sigma);
-        let t = Self::float_add(t, Self::float_log(prior_std));
-        Self::float_reshape(Self::float_sum(t), Shape::from([1]))
+        let prior = PerWeightTensors::PerWeight {
+            mean: prior_mean,
+            std: prior_std,
+        };
+        let prior = per_weight::<Self>(prior, &mu.shape());
+        kl_sum::<Self>(mu, rho, rule, terms, prior)
     }
 
-    /// `g·∇` [`FusedKernels::fused_tensor_kl`] for a one-element `g`:
-    /// `(g(μ − μ₀)/σ₀², g(σ·var_scale/σ₀² − 1/σ)·dσ/dρ)`.
+    /// `g·∇` [`FusedKernels::fused_tensor_kl`] for a one-element `g` ([`cpu::tensor_kl_backward`]).
     fn fused_tensor_kl_backward(
         g: FloatTensor<Self>,
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         rule: SigmaRule,
-        var_scale: f32,
+        terms: KlTerms,
         prior_mean: FloatTensor<Self>,
         prior_std: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let g = Self::float_expand(g, mu.shape());
-        let (sigma, _, dsigma_drho) = sigma_of::<Self>(rho, rule);
-        let var = Self::float_mul(prior_std.clone(), prior_std);
-        let inv_var = Self::float_div(g.clone(), var);
-        let dmu = Self::float_mul(Self::float_sub(mu, prior_mean), inv_var.clone());
-        let dsigma = Self::float_sub(
-            Self::float_mul(
-                Self::float_mul_scalar(sigma.clone(), Scalar::from(var_scale)),
-                inv_var,
-            ),
-            Self::float_div(g, sigma),
-        );
-        (dmu, Self::float_mul(dsigma, dsigma_drho))
+        let shape = mu.shape();
+        let prior = PerWeightTensors::PerWeight {
+            mean: prior_mean,
+            std: prior_std,
+        };
+        let prior = per_weight::<Self>(prior, &shape);
+        let zeros = Self::float_zeros(shape.clone(), &mu.device(), FloatDType::F32);
+        let fold = Some((terms, 1.0));
+        let (dmu, drho) = finish_backward::<Self>(zeros.clone(), zeros, mu, rho, rule, fold, prior);
+        let g = Self::float_expand(g, shape);
+        (Self::float_mul(dmu, g.clone()), Self::float_mul(drho, g))
     }
 
     /// `coef·Σ (w − center)²` (`[1]`): a Gaussian prior's quadratic term at a point.
@@ -1041,15 +1045,66 @@ fn log1p_exp_neg_abs<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_mul_scalar(B::float_mul(s, p), Scalar::from(2.0))
 }
 
-/// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ̃`, `[1]`, `σ` by `rule` ([`KlTerms`]).
+/// An op's per-weight prior ([`cpu::PerWeight`]): its mean and standard deviation, each of the
+/// weight's length, or none (the KL's terms are scalars).
+#[derive(ExtensionType, Debug, Clone)]
+pub enum PerWeightTensors<B: Backend> {
+    /// No per-weight prior.
+    Scalar,
+    /// `μ₀` and `σ₀`.
+    PerWeight {
+        /// `μ₀`.
+        mean: FloatTensor<B>,
+        /// `σ₀`.
+        std: FloatTensor<B>,
+    },
+}
+
+/// A per-weight prior's `(μ₀, σ₀)` reshaped for burn ops, or `None`.
+pub(crate) type PerWeightPrior<B> = Option<(FloatTensor<B>, FloatTensor<B>)>;
+
+/// The [`PerWeightPrior`] of an op's argument, reshaped to `shape`.
+fn per_weight<B: Backend>(prior: PerWeightTensors<B>, shape: &Shape) -> PerWeightPrior<B> {
+    match prior {
+        PerWeightTensors::PerWeight { mean, std } => Some((
+            B::float_reshape(mean, shape.clone()),
+            B::float_reshape(std, shape.clone()),
+        )),
+        PerWeightTensors::Scalar => None,
+    }
+}
+
+/// `x/σ₀²` under a per-weight prior, `x` otherwise.
+fn per_precision<B: Backend>(x: FloatTensor<B>, prior: &PerWeightPrior<B>) -> FloatTensor<B> {
+    match prior {
+        Some((_, std)) => B::float_div(x, B::float_mul(std.clone(), std.clone())),
+        None => x,
+    }
+}
+
+/// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ̃`, `[1]`, `σ` by `rule` ([`KlTerms`];
+/// per weight, `… /σ₀² + ln σ₀`, under `prior`, [`cpu::PerWeight`]).
 pub(crate) fn kl_sum<B: Backend>(
     mu: FloatTensor<B>,
     rho: FloatTensor<B>,
     rule: SigmaRule,
     terms: KlTerms,
+    prior: PerWeightPrior<B>,
 ) -> FloatTensor<B> {
     let (sigma, ln_sigma, _) = sigma_of::<B>(rho, rule);
-    kl_terms_sum::<B>(mu, sigma, ln_sigma, terms)
+    kl_terms_sum::<B>(mu, sigma, ln_sigma, terms, prior)
+}
+
+/// `μ − μ₀`, with the per-weight `μ₀` under `prior`.
+fn centred<B: Backend>(
+    mu: FloatTensor<B>,
+    terms: KlTerms,
+    prior: &PerWeightPrior<B>,
+) -> FloatTensor<B> {
+    match prior {
+        Some((mean, _)) => B::float_sub(mu, mean.clone()),
+        None => B::float_sub_scalar(mu, Scalar::from(terms.mean)),
+    }
 }
 
 /// [`kl_sum`] given `σ` and `ln σ`: `σ̃` and `ln σ̃` clamped when the terms say so.
@@ -1058,6 +1113,7 @@ fn kl_terms_sum<B: Backend>(
     sigma: FloatTensor<B>,
     ln_sigma: FloatTensor<B>,
     terms: KlTerms,
+    prior: PerWeightPrior<B>,
 ) -> FloatTensor<B> {
     let (sigma, ln_sigma) = if terms.is_clamped() {
         let ((low, high), (ln_low, ln_high)) = (terms.sigma_range, terms.ln_sigma_range);
@@ -1068,7 +1124,7 @@ fn kl_terms_sum<B: Backend>(
     } else {
         (sigma, ln_sigma)
     };
-    let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
+    let centred = centred::<B>(mu, terms, &prior);
     let quad = B::float_add(
         B::float_mul_scalar(
             B::float_mul(sigma.clone(), sigma),
@@ -1079,21 +1135,37 @@ fn kl_terms_sum<B: Backend>(
             Scalar::from(terms.inv_var_mu),
         ),
     );
-    let t = B::float_sub(B::float_mul_scalar(quad, Scalar::from(0.5)), ln_sigma);
+    let quad = per_precision::<B>(quad, &prior);
+    let mut t = B::float_sub(B::float_mul_scalar(quad, Scalar::from(0.5)), ln_sigma);
+    if let Some((_, std)) = prior {
+        t = B::float_add(t, B::float_log(std));
+    }
     B::float_reshape(B::float_sum(t), Shape::from([1]))
 }
 
-/// `weight·∂KL/∂μ = weight·(μ − μ₀)/σ₀²` of the Gaussian KL terms ([`KlTerms`]).
-fn kl_mu_gradient<B: Backend>(mu: FloatTensor<B>, terms: KlTerms, weight: f32) -> FloatTensor<B> {
-    let centred = B::float_sub_scalar(mu, Scalar::from(terms.mean));
-    B::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight))
+/// `weight·∂KL/∂μ = weight·(μ − μ₀)/σ₀²` of the Gaussian KL terms ([`KlTerms`], per weight
+/// under `prior`).
+fn kl_mu_gradient<B: Backend>(
+    mu: FloatTensor<B>,
+    terms: KlTerms,
+    weight: f32,
+    prior: &PerWeightPrior<B>,
+) -> FloatTensor<B> {
+    let centred = centred::<B>(mu, terms, prior);
+    let g = B::float_mul_scalar(centred, Scalar::from(terms.inv_var_mu * weight));
+    per_precision::<B>(g, prior)
 }
 
-/// `∂KL/∂σ = σ·inv_var_sigma − 1/σ` of the Gaussian KL terms ([`KlTerms`]), 0 where their
-/// clamp holds ([`KlTerms::sigma_gradient`]).
-fn kl_sigma_gradient<B: Backend>(sigma: FloatTensor<B>, terms: KlTerms) -> FloatTensor<B> {
+/// `∂KL/∂σ = σ·inv_var_sigma − 1/σ` of the Gaussian KL terms ([`KlTerms`]; `σ·inv_var_sigma/σ₀²`
+/// under a per-weight `prior`), 0 where their clamp holds (as the CPU kernels).
+fn kl_sigma_gradient<B: Backend>(
+    sigma: FloatTensor<B>,
+    terms: KlTerms,
+    prior: &PerWeightPrior<B>,
+) -> FloatTensor<B> {
+    let scaled = B::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma));
     let slope = B::float_sub(
-        B::float_mul_scalar(sigma.clone(), Scalar::from(terms.inv_var_sigma)),
+        per_precision::<B>(scaled, prior),
         B::float_recip(sigma.clone()),
     );
     if !terms.is_clamped() {
@@ -1107,7 +1179,8 @@ fn kl_sigma_gradient<B: Backend>(sigma: FloatTensor<B>, terms: KlTerms) -> Float
     B::float_mask_fill(slope, above, Scalar::from(0.0))
 }
 
-/// `(dμ + weight·∂KL/∂μ, (dσ + weight·∂KL/∂σ)·dσ/dρ)`, `σ` by `rule`.
+/// `(dμ + weight·∂KL/∂μ, (dσ + weight·∂KL/∂σ)·dσ/dρ)`, `σ` by `rule` (the KL per weight under
+/// `prior`).
 fn finish_backward<B: Backend>(
     dmu: FloatTensor<B>,
     dsigma: FloatTensor<B>,
@@ -1115,13 +1188,15 @@ fn finish_backward<B: Backend>(
     rho: FloatTensor<B>,
     rule: SigmaRule,
     fold: Option<(KlTerms, f32)>,
+    prior: PerWeightPrior<B>,
 ) -> (FloatTensor<B>, FloatTensor<B>) {
     let (sigma, _, dsigma_drho) = sigma_of::<B>(rho, rule);
     let Some((terms, weight)) = fold else {
         return (dmu, B::float_mul(dsigma, dsigma_drho));
     };
-    let kl_mu = kl_mu_gradient::<B>(mu, terms, weight);
-    let kl_sigma = B::float_mul_scalar(kl_sigma_gradient::<B>(sigma, terms), Scalar::from(weight));
+    let kl_mu = kl_mu_gradient::<B>(mu, terms, weight, &prior);
+    let kl_sigma = kl_sigma_gradient::<B>(sigma, terms, &prior);
+    let kl_sigma = B::float_mul_scalar(kl_sigma, Scalar::from(weight));
     (
         B::float_add(dmu, kl_mu),
         B::float_mul(B::float_add(dsigma, kl_sigma), dsigma_drho),

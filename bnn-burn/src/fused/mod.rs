@@ -8,9 +8,9 @@
 //!
 //! | op | forward | backward |
 //! |---|---|---|
-//! | [`sample`] | `w_s = [μ] + σ(ρ)·c_s·ε_s` (`σ` by [`SigmaRule`]) and `Σ KL terms`; the tape `c_s ε_s·dσ/dρ` | `dμ, dρ` (+ `λ∇KL` folded) from the tape, over it |
+//! | [`sample`] | `w_s = [μ] + σ(ρ)·c_s·ε_s` (`σ` by [`SigmaRule`]) and `Σ KL terms` (scalar or per-weight prior, [`PerWeight`]); the tape `c_s ε_s·dσ/dρ` | `dμ, dρ` (+ `λ∇KL` folded) from the tape, over it |
 //! | [`sample_log_ratio`] | mean-field `w_s = μ + σ(ρ)·ε_s` and `r_s = ln q(w_s) − ln p(w_s)` | `dμ, dρ` from `dw` and `dr` |
-//! | [`moments`] | `var = σ(ρ)²·c` and `Σ KL terms` | `dρ` (+ `λ∇KL` folded into `dμ, dρ`) |
+//! | [`moments`] | `var = σ(ρ)²·c` and `Σ KL terms` (scalar or per-weight prior) | `dρ` (+ `λ∇KL` folded into `dμ, dρ`) |
 //! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
 //! | [`tensor_kl`] | `Σ ½(σ²·c + (μ−μ₀)²)/σ₀² − ln σ + ln σ₀`, `μ₀, σ₀` per weight | `dμ, dρ` |
 //! | [`quadratic`] | `c·Σ (w − w₀)²` (a Gaussian prior at a point) | `dw` |
@@ -71,8 +71,8 @@ mod simd;
 pub use adam::{FusedAdam, FusedAdamW};
 pub use autodiff::FusedOps;
 pub use conv::ConvGeometry;
-pub use cpu::{AdamCoefficients, AdamStep, KlTerms, SigmaRule, Tape, VAR_FLOOR};
-pub use ext::FusedKernels;
+pub use cpu::{AdamCoefficients, AdamStep, KlTerms, PerWeight, SigmaRule, Tape, VAR_FLOOR};
+pub use ext::{FusedKernels, PerWeightTensors};
 pub use mixture::{MixtureKl, MixtureTerms};
 pub use rectifier::RectifierRule;
 
@@ -156,6 +156,11 @@ pub fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -
 /// adds `λ∇KL` to `dμ, dρ`. When `μ` or `ρ` is tracked, the forward pass keeps a tape of
 /// `S` rows (`S + 1` with a folded KL) the size of `μ` until the backward pass ([`Tape`]), which
 /// then costs a product and a sum per weight and draw.
+///
+/// `per_weight = Some([μ₀, σ₀])` (flat, of `μ`'s length; a constant) makes the KL terms per
+/// weight, `½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ + ln σ₀`
+/// ([`cpu::PerWeight`]; with [`KlTerms::per_weight`]'s terms, the value of [`tensor_kl`]),
+/// folded like the scalar terms: a trained posterior as the next prior costs no pass of its own.
 #[allow(clippy::too_many_arguments)]
 pub fn sample<const D: usize>(
     mu: Tensor<D>,
@@ -165,8 +170,10 @@ pub fn sample<const D: usize>(
     rule: SigmaRule,
     center: bool,
     kl: Option<KlTerms>,
+    per_weight: Option<[Tensor<1>; 2]>,
     fold: Option<f32>,
 ) -> (Tensor<2>, Tensor<1>) {
+    let prior = per_weight_dispatch(per_weight, mu.shape().num_elements());
     let (w, value) = <Dispatch as FusedOps>::sample_op(
         mu.into_dispatch(),
         rho.into_dispatch(),
@@ -175,6 +182,7 @@ pub fn sample<const D: usize>(
         rule,
         center,
         kl,
+        prior,
         fold,
     );
     (Tensor::from_dispatch(w), Tensor::from_dispatch(value))
@@ -213,24 +221,48 @@ pub fn sample_log_ratio<const D: usize>(
 
 /// `(var, kl)`: a location-scale tensor's marginal variance `var = σ(ρ)²·var_scale` (`σ` by
 /// `rule`; `var_scale` is 1 for mean-field, `1/n` for radial) and its summed KL terms
-/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (a constant; `fold` as in [`sample`]).
+/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (a constant; `per_weight` and `fold` as in
+/// [`sample`]).
 pub fn moments<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     var_scale: f32,
     rule: SigmaRule,
     kl: Option<KlTerms>,
+    per_weight: Option<[Tensor<1>; 2]>,
     fold: Option<f32>,
 ) -> (Tensor<D>, Tensor<1>) {
+    let prior = per_weight_dispatch(per_weight, mu.shape().num_elements());
     let (var, value) = <Dispatch as FusedOps>::moments_op(
         mu.into_dispatch(),
         rho.into_dispatch(),
         var_scale,
         rule,
         kl,
+        prior,
         fold,
     );
     (Tensor::from_dispatch(var), Tensor::from_dispatch(value))
+}
+
+/// A per-weight prior's mean and standard deviation as the ops' argument, checked
+/// against the weight's `n` elements.
+fn per_weight_dispatch(per_weight: Option<[Tensor<1>; 2]>, n: usize) -> PerWeightTensors<Dispatch> {
+    match per_weight {
+        Some([mean, std]) => {
+            assert!(
+                mean.dims() == [n] && std.dims() == [n],
+                "a per-weight prior: mean {:?} and standard deviation {:?} for {n} weights",
+                mean.dims(),
+                std.dims()
+            );
+            PerWeightTensors::PerWeight {
+                mean: mean.into_dispatch(),
+                std: std.into_dispatch(),
+            }
+        }
+        None => PerWeightTensors::Scalar,
+    }
 }
 
 /// The differentiable sum of KL terms `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ`, `[1]`
@@ -249,17 +281,19 @@ pub fn kl<const D: usize>(
     ))
 }
 
-/// `KL(q ‖ p)` less its constant, `[1]`, of a mean-field or radial `q` (`σ` by `rule`,
-/// marginal variance `σ²·var_scale`) against a Gaussian prior with a mean and a standard
-/// deviation per entry, each of the weight's shape (a posterior taken as the next task's prior,
-/// [`crate::dist::WeightPrior::from_posterior`], or a MOPED-style prior):
-/// `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀`, differentiable in `μ` and `ρ` (one pass
-/// forward, one backward; the prior is a constant). `KL = value + n·½ ln 2π − (H[q] − Σ ln σ)`.
+/// `KL(q ‖ p)` less its constant, `[1]`, of a mean-field or radial `q` (`σ` by `rule`) against
+/// a Gaussian prior with a mean and a standard deviation per entry, each of the weight's shape
+/// (a posterior taken as the next task's prior, [`crate::dist::WeightPrior::from_posterior`],
+/// or a MOPED-style prior): under `terms = `[`KlTerms::per_weight`]`(c)` for a marginal variance
+/// `σ²·c`, `Σ ½(σ²·c + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` (`σ` clamped inside it when the terms are,
+/// [`KlTerms::with_log_var_range`]), differentiable in `μ` and `ρ` (one pass forward, one
+/// backward; the prior is a constant). `KL = value + n·½ ln 2π − (H[q] − Σ ln σ)`. A pass that
+/// folds the KL's gradient into the draws' takes the same terms in [`sample`] or [`moments`].
 pub fn tensor_kl<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     rule: SigmaRule,
-    var_scale: f32,
+    terms: KlTerms,
     prior_mean: Tensor<D>,
     prior_std: Tensor<D>,
 ) -> Tensor<1> {
@@ -274,7 +308,7 @@ pub fn tensor_kl<const D: usize>(
         mu.into_dispatch(),
         rho.into_dispatch(),
         rule,
-        var_scale,
+        terms,
         prior_mean.into_dispatch(),
         prior_std.into_dispatch(),
     ))

@@ -26,6 +26,29 @@ fn kl_reference<const D: usize>(mu: Tensor<D>, sigma: Tensor<D>, terms: KlTerms)
     (quad * 0.5 - sigma.log()).sum()
 }
 
+/// A per-weight prior `(μ₀, σ₀)` of `[13, 70]` entries, flat, and its KL terms
+/// `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` composed of burn ops.
+fn per_weight_prior(device: &Device) -> [Tensor<1>; 2] {
+    let mean = Tensor::<1>::random([13 * 70], Distribution::Normal(0.1, 0.3), device);
+    let std = Tensor::<1>::random([13 * 70], Distribution::Uniform(0.2, 1.5), device);
+    [mean, std]
+}
+
+/// The KL terms of [`per_weight_prior`] by burn ops, `var_scale` the marginal variance's scale.
+fn per_weight_reference(
+    mu: Tensor<2>,
+    sigma: Tensor<2>,
+    var_scale: f32,
+    [mean, std]: &[Tensor<1>; 2],
+) -> Tensor<1> {
+    let (mean, std) = (
+        mean.clone().reshape([13, 70]),
+        std.clone().reshape([13, 70]),
+    );
+    let spread = sigma.clone().square() * f64::from(var_scale) + (mu - mean).square();
+    (spread / (std.clone().square() * 2.0) - sigma.log() + std.log()).sum()
+}
+
 /// `(μ, ρ, R)` of shape `[13, 70]` (not a multiple of the 64-element block) on an autodiff device.
 fn params() -> (Tensor<2>, Tensor<2>, Tensor<2>) {
     let device = test_device().autodiff();
@@ -45,11 +68,13 @@ fn grads_of(loss: Tensor<1>, mu: &Tensor<2>, rho: &Tensor<2>) -> (Vec<f64>, Vec<
 
 /// Under each parameterisation of `σ`, centred or not: the draws, the KL and `dμ, dρ` of
 /// `Σ w ⊙ R + λ·KL` (the KL folded into the draws' backward pass, whose tape then has the KL's
-/// row) and of `Σ w ⊙ R` alone (no KL: the draws' rows only) against burn ops on the same `ε`.
+/// row; scalar terms, and a per-weight prior) and of `Σ w ⊙ R` alone (no KL: the draws' rows
+/// only) against burn ops on the same `ε`.
 #[test]
 fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
     let _guard = crate::testing::seeded(&test_device(), 11);
     let (mu, rho, r3) = params();
+    let prior = per_weight_prior(&mu.device());
     let (key, weight) = (7u64, 0.37f32);
     let params = [
         ScaleParam::Softplus,
@@ -60,8 +85,12 @@ fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
         .into_iter()
         .flat_map(|p| [(p, false), (p, true)])
         .flat_map(|(p, c)| [(p, c, true), (p, c, false)])
-        .flat_map(|(p, c, f)| [(p, c, f, 1), (p, c, f, 3)]);
-    for (param, center, folded, count) in cases {
+        .flat_map(|(p, c, f)| [(p, c, f, 1), (p, c, f, 3)])
+        .flat_map(|(p, c, f, n)| [(p, c, f, n, false), (p, c, f, n, f)])
+        .filter(|&(.., f, _, per_weight)| f || !per_weight);
+    // A radial-like variance scale under the per-weight prior.
+    let var_scale = 0.25f32;
+    for (param, center, folded, count, per_weight) in cases {
         let weight = if folded { weight } else { 0.0 };
         // One draw (whose `dμ` without a KL is `dw` itself) or three at different scales.
         let scales = &[1.0f32, 0.5, 2.0][..count];
@@ -83,7 +112,16 @@ fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
             })
             .collect();
         let w_ref = Tensor::cat(draws, 0);
-        let kl_ref = kl_reference(mu.clone(), sigma, TERMS);
+        let kl_ref = if per_weight {
+            per_weight_reference(mu.clone(), sigma, var_scale, &prior)
+        } else {
+            kl_reference(mu.clone(), sigma, TERMS)
+        };
+        let terms = if per_weight {
+            KlTerms::per_weight(var_scale)
+        } else {
+            TERMS
+        };
         let loss_ref = (w_ref.clone() * r.clone()).sum() + kl_ref.clone() * weight as f64;
         let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
 
@@ -94,10 +132,14 @@ fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
             scales,
             param.sigma_rule(),
             center,
-            folded.then_some(TERMS),
+            folded.then_some(terms),
+            per_weight.then(|| prior.clone()),
             folded.then_some(weight),
         );
-        let what = format!("{param:?}, center = {center}, KL folded = {folded}, {count} draws");
+        let what = format!(
+            "{param:?}, center = {center}, KL folded = {folded}, per-weight prior = {per_weight}, \
+             {count} draws"
+        );
         assert!(
             rel_err(&to_vec(w.clone()), &to_vec(w_ref)) < 1e-5,
             "{what}: w"
@@ -118,6 +160,7 @@ fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
 fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
     let _guard = crate::testing::seeded(&test_device(), 12);
     let (mu, rho, _) = params();
+    let prior = per_weight_prior(&mu.device());
     let var_scale = 0.25f32;
     let weight = 1.7f32;
 
@@ -141,6 +184,7 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
             var_scale,
             rule,
             Some(TERMS),
+            None,
             Some(weight),
         );
         assert!(rel_err(&to_vec(var.clone()), &to_vec(var_ref())) < 1e-5);
@@ -153,9 +197,30 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
         assert!(rel_err(&dmu, &dmu_ref) < 1e-5, "{param:?}: dμ, folded");
         assert!(rel_err(&drho, &drho_ref) < 1e-5, "{param:?}: dρ, folded");
 
+        // The same under a per-weight prior.
+        let prior_kl_ref =
+            || per_weight_reference(mu.clone(), param.sigma(rho.clone()), var_scale, &prior);
+        let loss_ref = (var_ref() * probe.clone()).sum() + prior_kl_ref() * weight as f64;
+        let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
+        let terms = Some(KlTerms::per_weight(var_scale));
+        let per_weight = Some(prior.clone());
+        let (m, r) = (mu.clone(), rho.clone());
+        let (var, value) = moments(m, r, var_scale, rule, terms, per_weight, Some(weight));
+        let err = rel_err(&to_vec(value.clone()), &to_vec(prior_kl_ref()));
+        assert!(err < 1e-5, "{param:?}: per-weight KL, relative error {err}");
+        let (dmu, drho) = grads_of(
+            (var * probe.clone()).sum() + value * weight as f64,
+            &mu,
+            &rho,
+        );
+        let err = rel_err(&dmu, &dmu_ref);
+        assert!(err < 1e-5, "{param:?}: dμ, per-weight prior folded: {err}");
+        let err = rel_err(&drho, &drho_ref);
+        assert!(err < 1e-5, "{param:?}: dρ, per-weight prior folded: {err}");
+
         let g = (var_ref() * probe.clone()).sum().backward();
         let drho_ref = to_vec(rho.grad(&g).expect("dρ"));
-        let (var, value) = moments(mu.clone(), rho.clone(), var_scale, rule, None, None);
+        let (var, value) = moments(mu.clone(), rho.clone(), var_scale, rule, None, None, None);
         assert_eq!(to_vec(value), [0.0], "{param:?}: no KL asked");
         let g = (var * probe.clone()).sum().backward();
         assert!(
@@ -259,6 +324,7 @@ fn the_clamped_kl_matches_the_composition_of_burn_ops() {
             1.0,
             rule,
             Some(terms),
+            None,
             Some(weight),
         );
         check(&to_vec(value.clone()), &want, "moments' KL");
@@ -284,6 +350,7 @@ fn the_clamped_kl_matches_the_composition_of_burn_ops() {
             rule,
             false,
             Some(terms),
+            None,
             Some(weight),
         );
         check(&to_vec(value.clone()), &want, "draw's KL");
@@ -295,8 +362,9 @@ fn the_clamped_kl_matches_the_composition_of_burn_ops() {
 
 /// The KL against a prior with a mean and a standard deviation per entry: value, `dμ` and `dρ`
 /// of `3·KL` against burn ops under each parameterisation of `σ`, at the mean-field variance
-/// (`var_scale` 1) and a radial one (`1/n`); a tracked prior gets no gradient (it is a
-/// constant), and a call on untracked `μ, ρ` gives the same value.
+/// (`var_scale` 1) and a radial one (`1/n`), with and without a clamp of `ln σ²` inside it; a
+/// tracked prior gets no gradient (it is a constant), and a call on untracked `μ, ρ` gives the
+/// same value.
 #[test]
 fn the_kl_to_a_tensor_valued_prior_matches_the_composition_of_burn_ops() {
     let _guard = crate::testing::seeded(&test_device(), 14);
@@ -305,56 +373,69 @@ fn the_kl_to_a_tensor_valued_prior_matches_the_composition_of_burn_ops() {
     let mean = Tensor::<2>::random([13, 70], Distribution::Normal(0.1, 0.3), &device);
     let std = Tensor::<2>::random([13, 70], Distribution::Uniform(0.2, 1.5), &device);
     let (tracked_mean, tracked_std) = (mean.clone().require_grad(), std.clone().require_grad());
-    for param in [
+    let params = [
         ScaleParam::Softplus,
         ScaleParam::LogVariance,
         ScaleParam::SigmoidVariance { bound: 0.3 },
-    ] {
-        for var_scale in [1.0f32, 1.0 / 910.0] {
-            let what = format!("{param:?}, variance scale {var_scale}");
-            let sigma = param.sigma(rho.clone());
-            let spread = sigma.clone().square() * f64::from(var_scale)
-                + (mu.clone() - mean.clone()).square();
-            let reference =
-                (spread / (std.clone().square() * 2.0) - sigma.log() + std.clone().log()).sum();
-            let want = to_vec(reference.clone());
-            let (dmu_ref, drho_ref) = grads_of(reference * 3.0, &mu, &rho);
-            let rule = param.sigma_rule();
-            let (m0, s0) = (tracked_mean.clone(), tracked_std.clone());
-            let value = tensor_kl(mu.clone(), rho.clone(), rule, var_scale, m0, s0);
-            let err = rel_err(&to_vec(value.clone()), &want);
-            assert!(err < 1e-5, "{what}: KL {:?} vs {want:?}", to_vec(value));
-            let grads = (value * 3.0).backward();
-            let (dmu, drho) = (
-                to_vec(mu.grad(&grads).unwrap()),
-                to_vec(rho.grad(&grads).unwrap()),
-            );
-            let err = rel_err(&dmu, &dmu_ref);
-            assert!(err < 1e-5, "{what}: dμ relative error {err}");
-            let err = rel_err(&drho, &drho_ref);
-            assert!(err < 1e-5, "{what}: dρ relative error {err}");
-            assert!(tracked_mean.grad(&grads).is_none() && tracked_std.grad(&grads).is_none());
-            let (m0, s0) = (tracked_mean.clone(), tracked_std.clone());
-            let untracked = tensor_kl(
-                mu.clone().detach(),
-                rho.clone().detach(),
-                rule,
-                var_scale,
-                m0,
-                s0,
-            );
-            assert_eq!(
-                to_vec(untracked),
-                to_vec(tensor_kl(
-                    mu.clone(),
-                    rho.clone(),
-                    rule,
-                    var_scale,
-                    mean.clone(),
-                    std.clone()
-                ))
+    ];
+    // `ln σ²` of `ρ ~ N(−3, 1.5)` spans about [−12, −1]: the clamp of the marginal variance
+    // `ln(σ²c)` to `[−7, −3] + ln c` holds on both sides.
+    let cases = params
+        .into_iter()
+        .flat_map(|p| [(p, 1.0f32), (p, 1.0 / 910.0)])
+        .flat_map(|(p, c)| {
+            let shift = f64::from(c).ln();
+            [(p, c, None), (p, c, Some((-7.0 + shift, -3.0 + shift)))]
+        });
+    for (param, var_scale, clamp) in cases {
+        let what = format!("{param:?}, variance scale {var_scale}, clamp {clamp:?}");
+        let terms = KlTerms::per_weight(var_scale);
+        let terms = match clamp {
+            Some(range) => terms.with_log_var_range(range, var_scale.into()),
+            None => terms,
+        };
+        let sigma = match clamp {
+            Some(_) => {
+                let (low, high) = terms.sigma_range;
+                param.sigma(rho.clone()).clamp(low, high)
+            }
+            None => param.sigma(rho.clone()),
+        };
+        let spread =
+            sigma.clone().square() * f64::from(var_scale) + (mu.clone() - mean.clone()).square();
+        let reference =
+            (spread / (std.clone().square() * 2.0) - sigma.log() + std.clone().log()).sum();
+        let want = to_vec(reference.clone());
+        let (dmu_ref, drho_ref) = grads_of(reference * 3.0, &mu, &rho);
+        let rule = param.sigma_rule();
+        let (m0, s0) = (tracked_mean.clone(), tracked_std.clone());
+        let value = tensor_kl(mu.clone(), rho.clone(), rule, terms, m0, s0);
+        let err = rel_err(&to_vec(value.clone()), &want);
+        assert!(err < 1e-5, "{what}: KL {:?} vs {want:?}", to_vec(value));
+        let grads = (value * 3.0).backward();
+        let (dmu, drho) = (
+            to_vec(mu.grad(&grads).unwrap()),
+            to_vec(rho.grad(&grads).unwrap()),
+        );
+        let err = rel_err(&dmu, &dmu_ref);
+        assert!(err < 1e-5, "{what}: dμ relative error {err}");
+        let err = rel_err(&drho, &drho_ref);
+        assert!(err < 1e-5, "{what}: dρ relative error {err}");
+        if clamp.is_some() {
+            let held = drho.iter().filter(|&&d| d == 0.0).count();
+            assert!(
+                held > 50 && held < drho.len() - 50,
+                "{what}: the clamp holds for {held} of {} weights",
+                drho.len()
             );
         }
+        assert!(tracked_mean.grad(&grads).is_none() && tracked_std.grad(&grads).is_none());
+        let (m0, s0) = (tracked_mean.clone(), tracked_std.clone());
+        let (m, r) = (mu.clone().detach(), rho.clone().detach());
+        let untracked = tensor_kl(m, r, rule, terms, m0, s0);
+        let (m, r) = (mu.clone(), rho.clone());
+        let tracked = tensor_kl(m, r, rule, terms, mean.clone(), std.clone());
+        assert_eq!(to_vec(untracked), to_vec(tracked));
     }
 }
 
@@ -508,6 +589,7 @@ fn same_key_same_numbers_new_key_new_numbers() {
                 &[1.0],
                 SigmaRule::Softplus,
                 false,
+                None,
                 None,
                 None,
             )

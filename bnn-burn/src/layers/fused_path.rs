@@ -7,8 +7,10 @@
 //! KL clamps `ln σ²` (Haußmann's VBP code, [`crate::layers::WeightConfig::kl_log_var_range`])
 //! takes the kernels' clamped terms ([`KlTerms::with_log_var_range`]). Under a Gaussian prior
 //! with a mean and a standard deviation per weight (a posterior as the next prior,
-//! [`WeightPrior::from_posterior`], or a MOPED-style prior) a mean-field or radial tensor takes
-//! its KL from [`fused::tensor_kl`] (one pass each way, never folded).
+//! [`WeightPrior::from_posterior`], or a MOPED-style prior) a mean-field or radial tensor's KL
+//! terms are per weight ([`fused::PerWeight`]), folded into the draws' or the moments' passes like
+//! the scalar terms; a pass that does not fold takes it from [`fused::tensor_kl`] (one pass each
+//! way).
 //!
 //! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
 //! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`];
@@ -40,9 +42,11 @@ enum FusedKl {
     /// prior's terms and number of draws, differentiable on its own (never folded).
     Mixture(MixtureTerms, usize),
     /// A mean-field or radial tensor under a Gaussian prior with a mean and a standard
-    /// deviation per entry (of the weight's shape): [`fused::tensor_kl`] with the constant,
-    /// differentiable on its own (never folded).
+    /// deviation per entry (of the weight's shape): the kernels' terms per weight
+    /// ([`KlTerms::per_weight`], clamped where the layer clamps `ln σ²`), folded when asked, or
+    /// [`fused::tensor_kl`]; with the constant.
     Tensor {
+        terms: KlTerms,
         /// The prior's mean and standard deviation, flat.
         prior: Box<[Tensor<1>; 2]>,
         constant: f64,
@@ -61,7 +65,7 @@ impl<const D: usize> Fusable<D> {
     /// with tensor parameters or a scale mixture, a tensor-valued prior whose parameters do not
     /// have the weight's shape (broadcast), or a clamp of `ln σ²`
     /// (`log_var_range`, [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a
-    /// mean-field tensor under a prior with closed-form terms (the composition takes the
+    /// mean-field tensor under a Gaussian prior, scalar or per weight (the composition takes the
     /// mean-field KL at the clamped marginal variances, which is the kernels' clamped KL there).
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
@@ -79,14 +83,22 @@ impl<const D: usize> Fusable<D> {
                 (None, WeightPrior::ScaleMixture(m), None) if scale.factor.is_none() => {
                     FusedKl::Mixture(MixtureTerms::new(m.pi, m.sigma1, m.sigma2), m.mc_samples)
                 }
-                (None, WeightPrior::Gaussian(g), None)
+                (None, WeightPrior::Gaussian(g), range)
                     if scale.factor.is_none()
+                        && (range.is_none() || !scale.radial)
                         && g.mean.dims() == scale.mu.dims()
                         && g.std.dims() == scale.mu.dims() =>
                 {
                     let n = scale.numel() as f64;
                     let flat = |t: &Tensor<D>| t.clone().reshape([-1]);
+                    let terms = KlTerms::per_weight(scale.var_scale());
                     FusedKl::Tensor {
+                        terms: match range {
+                            Some(range) => {
+                                terms.with_log_var_range(range, scale.var_scale().into())
+                            }
+                            None => terms,
+                        },
                         prior: Box::new([flat(&g.mean), flat(&g.std)]),
                         constant: n * HALF_LN_2PI - scale.entropy_constant(),
                     }
@@ -114,15 +126,40 @@ impl<const D: usize> Fusable<D> {
         fused::mixture_kl(mu, rho, rule, t, key, scales, s.entropy_constant())
     }
 
-    /// The KL of [`FusedKl::Tensor`] (`None` for another KL).
-    fn tensor_kl(&self) -> Option<Tensor<1>> {
-        let Some(FusedKl::Tensor { prior, constant }) = &self.kl else {
-            return None;
-        };
+    /// The kernels' terms, per-weight prior and constant of a KL that folds into the draws' or
+    /// the moments' passes (closed form, or per weight), `None` for another or none.
+    fn foldable(&self) -> Option<(KlTerms, Option<[Tensor<1>; 2]>, f64)> {
+        match &self.kl {
+            Some(FusedKl::Closed(terms, c)) => Some((*terms, None, *c)),
+            Some(FusedKl::Tensor {
+                terms,
+                prior,
+                constant,
+            }) => Some((*terms, Some((**prior).clone()), *constant)),
+            _ => None,
+        }
+    }
+
+    /// The KL, if collected, differentiable on its own: for a pass that does not fold it, and
+    /// for a scale mixture (`kl_key`: [`Self::kl_key`]).
+    fn own_kl(&self, kl_key: Option<u64>) -> Option<Tensor<1>> {
         let s = &self.scale;
-        let (mu, rho) = (s.mu.clone().reshape([-1]), s.rho.clone().reshape([-1]));
-        let [mean, std] = (**prior).clone();
-        Some(fused::tensor_kl(mu, rho, s.sigma_rule(), s.var_scale(), mean, std) + *constant)
+        match self.kl.as_ref()? {
+            FusedKl::Closed(terms, c) => {
+                let (mu, rho) = (s.mu.clone(), s.rho.clone());
+                Some(fused::kl(mu, rho, s.sigma_rule(), *terms) + *c)
+            }
+            FusedKl::Tensor {
+                terms,
+                prior,
+                constant,
+            } => {
+                let (mu, rho) = (s.mu.clone().reshape([-1]), s.rho.clone().reshape([-1]));
+                let [mean, std] = (**prior).clone();
+                Some(fused::tensor_kl(mu, rho, s.sigma_rule(), *terms, mean, std) + *constant)
+            }
+            FusedKl::Mixture(t, draws) => Some(self.mixture_kl(*t, *draws, kl_key)),
+        }
     }
 
     /// `n` draws `[n, numel]` (of `w − μ` when `center`) and the KL, if collected (`kl_key`:
@@ -138,26 +175,25 @@ impl<const D: usize> Fusable<D> {
         let s = &self.scale;
         let scales = s.draw_scales(key, n);
         let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
-        let sample =
-            |mu, rho, kl, fold| fused::sample(mu, rho, key, &scales, rule, center, kl, fold);
-        let (w, kl) = match (&self.kl, fold) {
-            (Some(FusedKl::Closed(terms, c)), Some(_)) => {
-                let (w, value) = sample(mu, rho, Some(*terms), fold);
-                (w, Some(value + *c))
+        let (w, kl) = match (self.foldable(), fold) {
+            (Some((terms, per_weight, c)), Some(_)) => {
+                let (w, value) = fused::sample(
+                    mu,
+                    rho,
+                    key,
+                    &scales,
+                    rule,
+                    center,
+                    Some(terms),
+                    per_weight,
+                    fold,
+                );
+                (w, Some(value + c))
             }
-            (Some(FusedKl::Closed(terms, c)), None) => {
-                let (w, _) = sample(mu.clone(), rho.clone(), None, None);
-                (w, Some(fused::kl(mu, rho, rule, *terms) + *c))
+            _ => {
+                let (w, _) = fused::sample(mu, rho, key, &scales, rule, center, None, None, None);
+                (w, self.own_kl(kl_key))
             }
-            (Some(FusedKl::Mixture(t, draws)), _) => {
-                let kl = self.mixture_kl(*t, *draws, kl_key);
-                (sample(mu, rho, None, None).0, Some(kl))
-            }
-            (Some(FusedKl::Tensor { .. }), _) => {
-                let kl = self.tensor_kl();
-                (sample(mu, rho, None, None).0, kl)
-            }
-            (None, _) => (sample(mu, rho, None, None).0, None),
         };
         match &s.factor {
             Some(factor) => (
@@ -173,27 +209,16 @@ impl<const D: usize> Fusable<D> {
         let s = &self.scale;
         let (mu, rho, var_scale, rule) =
             (s.mu.clone(), s.rho.clone(), s.var_scale(), s.sigma_rule());
-        let (var, kl) = match (&self.kl, fold) {
-            (Some(FusedKl::Closed(terms, c)), Some(_)) => {
-                let (var, value) = fused::moments(mu, rho, var_scale, rule, Some(*terms), fold);
-                (var, Some(value + *c))
+        let (var, kl) = match (self.foldable(), fold) {
+            (Some((terms, per_weight, c)), Some(_)) => {
+                let (var, value) =
+                    fused::moments(mu, rho, var_scale, rule, Some(terms), per_weight, fold);
+                (var, Some(value + c))
             }
-            (Some(FusedKl::Closed(terms, c)), None) => {
-                let (var, _) = fused::moments(mu.clone(), rho.clone(), var_scale, rule, None, None);
-                (var, Some(fused::kl(mu, rho, rule, *terms) + *c))
+            _ => {
+                let (var, _) = fused::moments(mu, rho, var_scale, rule, None, None, None);
+                (var, self.own_kl(kl_key))
             }
-            (Some(FusedKl::Tensor { .. }), _) => (
-                fused::moments(mu, rho, var_scale, rule, None, None).0,
-                self.tensor_kl(),
-            ),
-            (Some(FusedKl::Mixture(t, draws)), _) => {
-                let kl = self.mixture_kl(*t, *draws, kl_key);
-                (
-                    fused::moments(mu, rho, var_scale, rule, None, None).0,
-                    Some(kl),
-                )
-            }
-            (None, _) => (fused::moments(mu, rho, var_scale, rule, None, None).0, None),
         };
         match &s.factor {
             Some(factor) => {

@@ -608,8 +608,9 @@ fn tensor_valued_priors<W, B, const D: usize>(
 /// for every estimator, mean-field (also with `ln σ²` clamped inside the KL, the clamp holding
 /// some variances on each side), radial and low-rank (the factor's terms differentiable beside
 /// the folded diagonal's), dense and convolutional, with every parameter's gradient; under
-/// tensor-valued priors and a hyperprior, whose terms the kernels do not compute (the draws on
-/// the kernels, the KL from burn ops); and for the families that keep the composition's draws
+/// tensor-valued priors (per-weight terms on the kernels for mean-field, clamped or not, and
+/// radial; the KL from burn ops beside the kernels' draws for low-rank) and a hyperprior (its
+/// density from burn ops); and for the families that keep the composition's draws
 /// but take their prior term from one fused op ([`crate::fused::quadratic`]): points (MAP's
 /// `−ln p(w)`), MC dropout and DropConnect (Gal's `(1−p)/(2σ₀²)‖M − μ₀‖²`), biases included.
 #[test]
@@ -624,7 +625,8 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
     use PriorKind::{Hyper, Scalar, Tensor as TensorPrior};
     for (posterior, sampled, range, prior) in [
         (PosteriorConfig::mean_field(), true, None, Scalar),
-        (spread, true, Some((-7.0, -5.0)), Scalar),
+        (spread.clone(), true, Some((-7.0, -5.0)), Scalar),
+        (spread, true, Some((-7.0, -5.0)), TensorPrior),
         (PosteriorConfig::radial(), true, None, Scalar),
         (PosteriorConfig::low_rank(2), true, None, Scalar),
         (PosteriorConfig::mean_field(), true, None, TensorPrior),
@@ -789,9 +791,9 @@ fn a_scale_mixture_prior_runs_on_the_fused_kernels_with_an_unbiased_kl() {
 /// A moment layer's outputs, KL and gradients (every parameter's and the input moments') are
 /// the same on the fused moment kernels as on the composition of burn ops, dense and
 /// convolutional, under each scale parameterisation, radial, and Haußmann's moment weights
-/// (point biases, clamped KL), with the clamp holding about half the variances or none, and
-/// under priors whose terms the kernels leave to burn ops (tensor-valued; BEDL-Hyper's
-/// hyperprior): without the KL, with it, and with it folded into the kernels' backward. Every
+/// (point biases, clamped KL), with the clamp holding about half the variances or none, under
+/// tensor-valued priors (clamped or not) and under BEDL-Hyper's hyperprior (its density from
+/// burn ops): without the KL, with it, and with it folded into the kernels' backward. Every
 /// case takes the fused kernels (checked, so that the test cannot pass by comparing the
 /// composition with itself).
 #[test]
@@ -852,6 +854,10 @@ fn moment_layers_on_the_fused_kernels_match_the_composition() {
         // ln σ² ≈ 2ρ for ρ ≪ 0 (softplus ρ ≈ e^ρ).
         (
             "softplus, clamped",
+            scaled(ScaleParam::Softplus, -5.5).with_kl_log_var_range(Some((-11.0, 11.0))),
+        ),
+        (
+            "softplus, clamped, tensor-valued priors",
             scaled(ScaleParam::Softplus, -5.5).with_kl_log_var_range(Some((-11.0, 11.0))),
         ),
     ];

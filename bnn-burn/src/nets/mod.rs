@@ -151,7 +151,8 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// training on one task, the model to train on the next in variational continual learning
     /// (Nguyen et al. 2018; Farquhar 2022 ch. 6), whose KL then keeps the weights near what the
     /// earlier tasks taught. On the fused kernels the KL to such a prior (a mean and a standard
-    /// deviation per weight) is one pass each way ([`crate::fused::tensor_kl`]). Its curvature
+    /// deviation per weight) is computed in the draws' own passes, its gradient folded into
+    /// theirs ([`crate::fused::sample`]'s per-weight prior). Its curvature
     /// in a mean is `1/σ₀²`, the trained posterior's inverse variance: with small posterior
     /// variances the next task needs small steps (a mean-field net at the default `σ ≈ 0.007`
     /// diverged under Adam at 10⁻², which the training loop reports, and trained at 10⁻³).
