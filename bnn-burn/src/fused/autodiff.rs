@@ -41,7 +41,8 @@ pub trait FusedOps: Backend {
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// `(out, kl)` of [`FusedKernels::fused_sample_ratio`]: draws and their log-ratios in one
-    /// differentiable output; `kl` is a constant.
+    /// differentiable output; `kl` is a constant (so is the per-weight prior).
+    #[allow(clippy::too_many_arguments)]
     fn sample_ratio_op(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
@@ -49,6 +50,7 @@ pub trait FusedOps: Backend {
         draws: usize,
         rule: SigmaRule,
         prior: KlTerms,
+        #[extension_type] per_weight: PerWeightTensors<Self>,
         kl: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
@@ -173,9 +175,10 @@ macro_rules! inner_ops {
                 draws: usize,
                 rule: SigmaRule,
                 prior: KlTerms,
+                per_weight: PerWeightTensors<Self>,
                 kl: bool,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_sample_ratio(mu, rho, key, draws, rule, prior, kl)
+                Self::fused_sample_ratio(mu, rho, key, draws, rule, prior, per_weight, kl)
             }
 
             fn moments_op(
@@ -356,13 +359,15 @@ impl<B: FusedKernels> Backward<B, 2> for SampleRatioBackward {
         usize,
         SigmaRule,
         KlTerms,
+        PerWeightTensors<B>,
     );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let dout = grads.consume::<B>(&ops.node);
-        let (mu, rho, key, draws, rule, prior) = ops.state;
-        let (dmu, drho) = B::fused_sample_ratio_backward(dout, mu, rho, key, draws, rule, prior);
+        let (mu, rho, key, draws, rule, prior, per_weight) = ops.state;
+        let (dmu, drho) =
+            B::fused_sample_ratio_backward(dout, mu, rho, key, draws, rule, prior, per_weight);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -700,8 +705,10 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         draws: usize,
         rule: SigmaRule,
         prior: KlTerms,
+        per_weight: PerWeightTensors<Self>,
         kl: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let per_weight = inner_prior(per_weight);
         let (out, value) = B::fused_sample_ratio(
             mu.primitive().clone(),
             rho.primitive().clone(),
@@ -709,6 +716,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             draws,
             rule,
             prior,
+            per_weight.clone(),
             kl,
         );
         let out = match SampleRatioBackward
@@ -724,6 +732,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     draws,
                     rule,
                     prior,
+                    per_weight,
                 ),
                 out,
             ),

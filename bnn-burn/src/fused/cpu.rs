@@ -542,8 +542,8 @@ multiversion! {
     /// `½((w − μ₀)²/σ₀² − ε²) − ln σ` into `ratios[s]`; returns the range's sum of the KL terms
     /// (0 unless `kl`). `σ` is evaluated once per element for all draws.
     fn sample_ratio_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32], rule: SigmaRule,
-                          prior: KlTerms, outs: &mut [&mut [f32]], ratios: &mut [f64], kl: bool)
-                          -> f64 {
+                          prior: KlTerms, per_weight: Option<PerWeight>,
+                          outs: &mut [&mut [f32]], ratios: &mut [f64], kl: bool) -> f64 {
         let mut eps = [0f32; BLOCK];
         let mut kl_lanes = [0f32; 8];
         let mut kl_total = 0f64;
@@ -551,14 +551,16 @@ multiversion! {
             let (a, len) = (k * BLOCK, mc.len());
             let (m, r) = (load(mc, 0.0), load(rc, 0.0));
             let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, true);
+            let p0 = PriorBlock::of::<true>(&prior, per_weight, a, len);
             for (s, (o, ratio)) in outs.iter_mut().zip(ratios.iter_mut()).enumerate() {
                 normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
                 let mut w = [0f32; BLOCK];
                 let mut t = [0f32; BLOCK];
                 for j in 0..BLOCK {
                     w[j] = m[j] + sigma[j] * eps[j];
-                    let c = w[j] - prior.mean;
-                    t[j] = 0.5 * (c * c * prior.inv_var_mu - eps[j] * eps[j]) - ln_sigma[j];
+                    let c = w[j] - p0.mean[j];
+                    let quad = c * c * prior.inv_var_mu * p0.precision[j];
+                    t[j] = 0.5 * (quad - eps[j] * eps[j]) - ln_sigma[j] + p0.ln_std[j];
                 }
                 store(&mut o[a..a + len], &w);
                 let mut lanes = [0f32; 8];
@@ -566,7 +568,7 @@ multiversion! {
                 *ratio += lanes_total(&lanes);
             }
             if kl {
-                let q = kl_terms(&m, &sigma, &ln_sigma, prior, &PriorBlock::of::<false>(&prior, None, a, len));
+                let q = kl_terms(&m, &sigma, &ln_sigma, prior, &p0);
                 accumulate(&mut kl_lanes, &q, len);
                 if k % 64 == 63 {
                     kl_total += lanes_total(&kl_lanes);
@@ -579,11 +581,13 @@ multiversion! {
 }
 
 /// Mean-field draws with their log-ratios to a Gaussian prior `N(μ₀, σ₀²)` (`prior.mean`,
-/// `prior.inv_var_mu = 1/σ₀²`), for black-box α's per-draw `ln q(W_s) − ln p(W_s)`:
+/// `prior.inv_var_mu = 1/σ₀²`; per weight under `per_weight` with [`KlTerms::per_weight`]'s
+/// terms), for black-box α's per-draw `ln q(W_s) − ln p(W_s)`:
 /// `out` (`[S·n + S]` flat) holds the draws `w_s = μ + σ(ρ)·ε_s` (stream `s` of `key`) row by
 /// row, then the `S` ratios
-/// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i] + n ln σ₀`.
-/// Returns the KL terms' sum `Σ ½(σ²/σ₀² + (μ − μ₀)²/σ₀²) − ln σ` when `kl` (else 0).
+/// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]`.
+/// Returns the KL terms' sum `Σ ½(σ²/σ₀² + (μ − μ₀)²/σ₀²) − ln σ` when `kl` (else 0; `+ ln σ₀`
+/// per weight).
 #[allow(clippy::too_many_arguments)]
 pub fn sample_ratio(
     key: u64,
@@ -592,10 +596,14 @@ pub fn sample_ratio(
     draws: usize,
     rule: SigmaRule,
     prior: KlTerms,
+    per_weight: Option<PerWeight>,
     out: &mut [f32],
     kl: bool,
 ) -> f64 {
     let n = mu.len();
+    if let Some(p) = per_weight {
+        p.check(n);
+    }
     assert_eq!(out.len(), draws * (n + 1));
     let (w, ratios) = out.split_at_mut(draws * n);
     let shared = Shared::new(w);
@@ -613,12 +621,14 @@ pub fn sample_ratio(
             &rho[a..b],
             rule,
             prior,
+            per_weight.map(|p| p.range(a, b)),
             &mut outs,
             &mut sums,
             kl,
         );
         (sums, kl_sum)
     });
+    // `ln σ₀` of scalar terms (per weight it is in the sums, and `inv_var_mu = 1`).
     let ln_sigma0 = -0.5 * (prior.inv_var_mu as f64).ln();
     let mut totals = vec![n as f64 * ln_sigma0; draws];
     let mut kl_total = 0.0;
@@ -638,20 +648,23 @@ multiversion! {
     /// Backward of [`sample_ratio`] over one range (`dw` starts at the range).
     fn sample_ratio_backward_range(key: [u32; 2], start: usize, n: usize, dw: &[f32],
                                    dr: &[f32], mu: &[f32], rho: &[f32], rule: SigmaRule,
-                                   prior: KlTerms, dmu: &mut [f32], drho: &mut [f32]) {
+                                   prior: KlTerms, per_weight: Option<PerWeight>,
+                                   dmu: &mut [f32], drho: &mut [f32]) {
         let mut eps = [0f32; BLOCK];
         let dr_total: f32 = dr.iter().sum();
         for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, dm_out.len());
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
             let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
+            let p0 = PriorBlock::of::<false>(&prior, per_weight, a, len);
             let mut g_mu = [0f32; BLOCK];
             let mut g_sigma = [0f32; BLOCK];
             for (s, &g) in dr.iter().enumerate() {
                 normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
                 let d = load(&dw[s * n + a..s * n + a + len], 0.0);
                 for j in 0..BLOCK {
-                    let c = (m[j] + sigma[j] * eps[j] - prior.mean) * prior.inv_var_mu;
+                    let c = (m[j] + sigma[j] * eps[j] - p0.mean[j]) * prior.inv_var_mu
+                        * p0.precision[j];
                     g_mu[j] += d[j] + g * c;
                     g_sigma[j] += (d[j] + g * c) * eps[j];
                 }
@@ -668,7 +681,8 @@ multiversion! {
 
 /// `(dμ, dρ)` of [`sample_ratio`] given the gradients of its draws `dw` (`[S·n]`, row by row)
 /// and of its ratios `dr` (`[S]`): with `c_s = (w_s − μ₀)/σ₀²`,
-/// `dμ = Σ_s (dw_s + dr_s·c_s)`, `dρ = σ'(ρ)·[Σ_s (dw_s + dr_s·c_s)·ε_s − (Σ_s dr_s)/σ]`.
+/// `dμ = Σ_s (dw_s + dr_s·c_s)`, `dρ = σ'(ρ)·[Σ_s (dw_s + dr_s·c_s)·ε_s − (Σ_s dr_s)/σ]`
+/// (`μ₀, σ₀` per weight under `per_weight`).
 #[allow(clippy::too_many_arguments)]
 pub fn sample_ratio_backward(
     key: u64,
@@ -678,10 +692,14 @@ pub fn sample_ratio_backward(
     rho: &[f32],
     rule: SigmaRule,
     prior: KlTerms,
+    per_weight: Option<PerWeight>,
     dmu: &mut [f32],
     drho: &mut [f32],
 ) {
     let n = mu.len();
+    if let Some(p) = per_weight {
+        p.check(n);
+    }
     assert_eq!(dw.len(), n * dr.len());
     let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
     let key = key_words(key);
@@ -698,6 +716,7 @@ pub fn sample_ratio_backward(
             &rho[a..b],
             rule,
             prior,
+            per_weight.map(|p| p.range(a, b)),
             dm,
             drh,
         );

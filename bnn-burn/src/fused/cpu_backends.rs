@@ -407,13 +407,16 @@ macro_rules! cpu_fused_kernels {
                 draws: usize,
                 rule: SigmaRule,
                 prior: KlTerms,
+                per_weight: PerWeightTensors<Self>,
                 kl: bool,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let n = mu.shape().num_elements();
                 let (mu, rho) = (mu.values(), rho.values());
+                let values = prior_values(&per_weight);
                 let mut s = 0.0;
                 let out = written(draws * (n + 1), |o| {
-                    s = cpu::sample_ratio(key, &mu, &rho, draws, rule, prior, o, kl);
+                    let p = self::per_weight(&values);
+                    s = cpu::sample_ratio(key, &mu, &rho, draws, rule, prior, p, o, kl);
                 });
                 let shape = Shape::from([draws * (n + 1)]);
                 (<FloatTensor<Self>>::from_values(out, shape), total(s))
@@ -427,13 +430,16 @@ macro_rules! cpu_fused_kernels {
                 draws: usize,
                 rule: SigmaRule,
                 prior: KlTerms,
+                per_weight: PerWeightTensors<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
                 let (dout, mu, rho) = (dout.values(), mu.values(), rho.values());
+                let values = prior_values(&per_weight);
                 let (dw, dr) = dout.split_at(draws * n);
                 let (dmu, drho) = written2(n, |dm, dg| {
-                    cpu::sample_ratio_backward(key, dw, dr, &mu, &rho, rule, prior, dm, dg);
+                    let p = self::per_weight(&values);
+                    cpu::sample_ratio_backward(key, dw, dr, &mu, &rho, rule, prior, p, dm, dg);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),

@@ -192,8 +192,9 @@ pub trait FusedKernels: Backend {
 
     /// `(out, kl)` of [`cpu::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws
     /// `w_s = μ + σ(ρ)·ε_s` row by row, then their log-ratios to the prior
-    /// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i] + n ln σ₀`; `kl` (`[1]`) is the sum of
-    /// the KL terms (0 unless `kl`).
+    /// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]` (per weight under a
+    /// per-weight `per_weight`); `kl` (`[1]`) is the sum of the KL terms (0 unless `kl`).
+    #[allow(clippy::too_many_arguments)]
     fn fused_sample_ratio(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
@@ -201,11 +202,13 @@ pub trait FusedKernels: Backend {
         draws: usize,
         rule: SigmaRule,
         prior: KlTerms,
+        #[extension_type] per_weight: PerWeightTensors<Self>,
         kl: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let n = mu.shape().num_elements();
         let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
         let m = flat(mu.clone());
+        let per_weight = self::per_weight::<Self>(per_weight, &Shape::from([1, n]));
         let (sigma, ln_sigma, _) = sigma_of::<Self>(flat(rho), rule);
         let ln_sigma0 = -0.5 * (prior.inv_var_mu as f64).ln();
         let mut rows = Vec::with_capacity(draws);
@@ -213,25 +216,29 @@ pub trait FusedKernels: Backend {
         for s in 0..draws {
             let eps = Self::fused_normal(m.clone(), key, s as u32);
             let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps.clone()));
-            let c = Self::float_sub_scalar(w.clone(), Scalar::from(prior.mean));
+            let c = centred::<Self>(w.clone(), prior, &per_weight);
+            let quad = Self::float_mul_scalar(
+                Self::float_mul(c.clone(), c),
+                Scalar::from(prior.inv_var_mu),
+            );
             let quad = Self::float_sub(
-                Self::float_mul_scalar(
-                    Self::float_mul(c.clone(), c),
-                    Scalar::from(prior.inv_var_mu),
-                ),
+                per_precision::<Self>(quad, &per_weight),
                 Self::float_mul(eps.clone(), eps),
             );
-            let t = Self::float_sub(
+            let mut t = Self::float_sub(
                 Self::float_mul_scalar(quad, Scalar::from(0.5)),
                 ln_sigma.clone(),
             );
+            if let Some((_, std)) = &per_weight {
+                t = Self::float_add(t, Self::float_log(std.clone()));
+            }
             let r = Self::float_add_scalar(Self::float_sum(t), Scalar::from(n as f64 * ln_sigma0));
             rows.push(Self::float_reshape(w, Shape::from([n])));
             ratios.push(Self::float_reshape(r, Shape::from([1])));
         }
         rows.extend(ratios);
         let kl = if kl {
-            kl_terms_sum::<Self>(m, sigma, ln_sigma, prior, None)
+            kl_terms_sum::<Self>(m, sigma, ln_sigma, prior, per_weight)
         } else {
             scalar::<Self>(0.0, &mu.device())
         };
@@ -240,6 +247,7 @@ pub trait FusedKernels: Backend {
 
     /// `(dμ, dρ)` of [`FusedKernels::fused_sample_ratio`] given `dout` (`[S·n + S]`), as
     /// [`cpu::sample_ratio_backward`].
+    #[allow(clippy::too_many_arguments)]
     fn fused_sample_ratio_backward(
         dout: FloatTensor<Self>,
         mu: FloatTensor<Self>,
@@ -248,11 +256,13 @@ pub trait FusedKernels: Backend {
         draws: usize,
         rule: SigmaRule,
         prior: KlTerms,
+        #[extension_type] per_weight: PerWeightTensors<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = mu.shape();
         let n = shape.num_elements();
         let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
         let m = flat(mu);
+        let per_weight = self::per_weight::<Self>(per_weight, &Shape::from([1, n]));
         let (sigma, _, dsigma) = sigma_of::<Self>(flat(rho), rule);
         let dr = Self::float_slice(dout.clone(), &[Slice::from(draws * n..draws * (n + 1))]);
         let dr_total = Self::float_reshape(Self::float_sum(dr.clone()), Shape::from([1, 1]));
@@ -270,9 +280,10 @@ pub trait FusedKernels: Backend {
             let eps = Self::fused_normal(m.clone(), key, s as u32);
             let w = Self::float_add(m.clone(), Self::float_mul(sigma.clone(), eps.clone()));
             let c = Self::float_mul_scalar(
-                Self::float_sub_scalar(w, Scalar::from(prior.mean)),
+                centred::<Self>(w, prior, &per_weight),
                 Scalar::from(prior.inv_var_mu),
             );
+            let c = per_precision::<Self>(c, &per_weight);
             let total = Self::float_add(
                 dw,
                 Self::float_mul(c, Self::float_expand(g, Shape::from([1, n]))),

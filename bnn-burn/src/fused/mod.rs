@@ -193,7 +193,10 @@ pub fn sample<const D: usize>(
 /// `r_s = ln q(w_s) − ln p(w_s) = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]` (`[S]`,
 /// black-box α's per-draw ratio, Depeweg 2019 eq. 3.15), both differentiable through one graph
 /// node, and the summed KL terms `Σ ½(σ²/σ₀² + (μ − μ₀)²/σ₀²) − ln σ` as a constant (0 unless
-/// `kl`).
+/// `kl`). With `per_weight = Some([μ₀, σ₀])` (flat, of `μ`'s length, with
+/// [`KlTerms::per_weight`]`(1)`'s terms) the prior has a mean and a standard deviation per
+/// weight, and both sums take `+ ln σ₀` per weight.
+#[allow(clippy::too_many_arguments)]
 pub fn sample_log_ratio<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
@@ -201,9 +204,11 @@ pub fn sample_log_ratio<const D: usize>(
     draws: usize,
     rule: SigmaRule,
     prior: KlTerms,
+    per_weight: Option<[Tensor<1>; 2]>,
     kl: bool,
 ) -> (Tensor<2>, Tensor<1>, Tensor<1>) {
     let n = mu.shape().num_elements();
+    let per_weight = per_weight_dispatch(per_weight, n);
     let (out, value) = <Dispatch as FusedOps>::sample_ratio_op(
         mu.into_dispatch(),
         rho.into_dispatch(),
@@ -211,6 +216,7 @@ pub fn sample_log_ratio<const D: usize>(
         draws,
         rule,
         prior,
+        per_weight,
         kl,
     );
     let out: Tensor<1> = Tensor::from_dispatch(out);

@@ -894,25 +894,43 @@ fn rectifier_moments_and_gradients_match_the_composition_of_burn_ops() {
     }
 }
 
+/// The draws and their `ln q − ln p` (black-box α) against the family's and the prior's
+/// densities by burn ops, under a scalar and a per-weight Gaussian prior: draws, ratios, the KL,
+/// and `dμ, dρ` against their closed forms in `f64`.
 #[test]
 fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
-    use crate::dist::Prior;
+    use crate::dist::{Prior, WeightPrior};
     use crate::posterior::{MeanFieldDist, PosteriorDist, ScaleParam};
     let _guard = crate::testing::seeded(&test_device(), 12);
     let (mu, rho, r) = params();
     let (draws, key, n) = (3usize, 9u64, 13 * 70);
     let weights = Tensor::<1>::random([draws], Distribution::Normal(0.0, 1.0), &mu.device());
     let (mean0, std0) = (0.1, 0.8);
-    let prior = Prior::Gaussian {
+    let scalar = Prior::Gaussian {
         mean: mean0,
         std: std0,
     }
     .weight_prior::<2>(1, &mu.device());
-    for param in [
+    let per_weight = per_weight_prior(&mu.device());
+    let tensor = WeightPrior::gaussian(
+        per_weight[0].clone().reshape([13, 70]),
+        per_weight[1].clone().reshape([13, 70]),
+    );
+    let params = [
         ScaleParam::Softplus,
         ScaleParam::LogVariance,
         ScaleParam::SigmoidVariance { bound: 2.0 },
-    ] {
+    ];
+    let cases = params.into_iter().flat_map(|p| [(p, false), (p, true)]);
+    for (param, by_weight) in cases {
+        let what = format!("{param:?}, per-weight prior = {by_weight}");
+        let prior = if by_weight { &tensor } else { &scalar };
+        // The prior's mean and standard deviation of each weight.
+        let (m0, s0) = if by_weight {
+            (to_vec(per_weight[0].clone()), to_vec(per_weight[1].clone()))
+        } else {
+            (vec![mean0; n], vec![std0; n])
+        };
         // Reference: the family's density and the prior's, on the same ε, composed of burn ops.
         let sigma = param.sigma(rho.clone());
         let flat_mu = mu.clone().reshape([1, -1]);
@@ -928,29 +946,43 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
         let q = MeanFieldDist::new(mu.clone(), sigma.clone());
         let ratio_ref = q.log_q(w_ref.clone()).expect("a density") - prior.log_prob(w_ref.clone());
         let inv_var = (1.0 / (std0 * std0)) as f32;
-        let kl_terms = KlTerms::new(mean0 as f32, inv_var, inv_var);
-        let kl_ref = kl_reference(mu.clone(), sigma, kl_terms);
+        let kl_terms = if by_weight {
+            KlTerms::per_weight(1.0)
+        } else {
+            KlTerms::new(mean0 as f32, inv_var, inv_var)
+        };
+        let kl_ref = if by_weight {
+            per_weight_reference(mu.clone(), sigma, 1.0, &per_weight)
+        } else {
+            kl_reference(mu.clone(), sigma, kl_terms)
+        };
         let loss_ref =
             (w_ref.clone() * r.clone()).sum() + (ratio_ref.clone() * weights.clone()).sum();
         let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
 
         let rule = param.sigma_rule();
-        let (w, ratio, kl) =
-            sample_log_ratio(mu.clone(), rho.clone(), key, draws, rule, kl_terms, true);
+        let pw = by_weight.then(|| per_weight.clone());
+        let (w, ratio, kl) = sample_log_ratio(
+            mu.clone(),
+            rho.clone(),
+            key,
+            draws,
+            rule,
+            kl_terms,
+            pw,
+            true,
+        );
         assert_eq!(w.dims(), [draws, n]);
         assert!(
             rel_err(&to_vec(w.clone()), &to_vec(w_ref)) < 1e-5,
-            "w, {param:?}"
+            "w, {what}"
         );
         // Ratios are sums of 910 terms of either sign: compared to the size of the terms.
         let (got, want) = (to_vec(ratio.clone()), to_vec(ratio_ref));
         for (a, b) in got.iter().zip(&want) {
-            assert!((a - b).abs() < 1e-4 * n as f64, "r {a} vs {b}, {param:?}");
+            assert!((a - b).abs() < 1e-4 * n as f64, "r {a} vs {b}, {what}");
         }
-        assert!(
-            rel_err(&to_vec(kl), &to_vec(kl_ref)) < 1e-5,
-            "KL, {param:?}"
-        );
+        assert!(rel_err(&to_vec(kl), &to_vec(kl_ref)) < 1e-5, "KL, {what}");
         let loss = (w * r.clone()).sum() + (ratio * weights.clone()).sum();
         let (dmu, drho) = grads_of(loss, &mu, &rho);
         // dμ in closed form (f64): `ln q(μ + σε)` does not depend on μ along the path, so
@@ -972,9 +1004,10 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
             let eps = to_vec(normal_like(&flat_mu, key, s as u32));
             for i in 0..n {
                 let w = mu_h[i] + sigma_h[i] * eps[i];
-                dmu_exact[i] += r_h[s * n + i] + c * (w - mean0) / (std0 * std0);
-                dsigma_exact[i] += r_h[s * n + i] * eps[i]
-                    + c * (-1.0 / sigma_h[i] + (w - mean0) * eps[i] / (std0 * std0));
+                let prec = 1.0 / (s0[i] * s0[i]);
+                dmu_exact[i] += r_h[s * n + i] + c * (w - m0[i]) * prec;
+                dsigma_exact[i] +=
+                    r_h[s * n + i] * eps[i] + c * (-1.0 / sigma_h[i] + (w - m0[i]) * eps[i] * prec);
             }
         }
         let logistic = |x: f64| 1.0 / (1.0 + (-x).exp());
@@ -991,19 +1024,19 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
         let e_mu = rel_err(&dmu, &dmu_exact);
         assert!(
             e_mu < 1e-5,
-            "dμ, {param:?}: {e_mu:.3e} against the closed form"
+            "dμ, {what}: {e_mu:.3e} against the closed form"
         );
         let e_ref = rel_err(&dmu_ref, &dmu_exact);
-        assert!(e_ref < 1e-3, "dμ of the reference, {param:?}: {e_ref:.3e}");
+        assert!(e_ref < 1e-3, "dμ of the reference, {what}: {e_ref:.3e}");
         let e_rho = rel_err(&drho, &drho_exact);
         assert!(
             e_rho < 1e-5,
-            "dρ, {param:?}: {e_rho:.3e} against the closed form"
+            "dρ, {what}: {e_rho:.3e} against the closed form"
         );
         let e_rho_ref = rel_err(&drho_ref, &drho_exact);
         assert!(
             e_rho_ref < 1e-3,
-            "dρ of the reference, {param:?}: {e_rho_ref:.3e}"
+            "dρ of the reference, {what}: {e_rho_ref:.3e}"
         );
     }
 }

@@ -13,7 +13,8 @@
 //! way).
 //!
 //! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
-//! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`];
+//! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`] and
+//! a Gaussian prior with scalar parameters or with a mean and a standard deviation per weight;
 //! the KL it collects is then a value only (black-box α's loss takes its gradient from the
 //! ratios; the KL is reported).
 //!
@@ -424,20 +425,39 @@ where
 struct RatioDraws<const D: usize> {
     scale: FusedScale<D>,
     terms: KlTerms,
+    /// A per-weight prior's mean and standard deviation, flat.
+    per_weight: Option<[Tensor<1>; 2]>,
     kl_constant: f64,
 }
 
 impl<const D: usize> RatioDraws<D> {
-    /// `None` for a radial, low-rank or point posterior, or a prior without scalar Gaussian
-    /// parameters.
+    /// `None` for a radial, low-rank or point posterior, or a prior that is neither a Gaussian
+    /// with scalar parameters nor one with a mean and a standard deviation of the weight's
+    /// shape.
     fn of<P: WeightPosterior<D>>(posterior: &P, prior: &WeightPrior<D>) -> Option<Self> {
         let scale = posterior
             .fused()
             .filter(|s| !s.radial && s.factor.is_none())?;
-        let (terms, kl_constant) = scale.kl_terms(prior)?;
+        let (terms, per_weight, kl_constant) = match (scale.kl_terms(prior), prior) {
+            (Some((terms, c)), _) => (terms, None, c),
+            (None, WeightPrior::Gaussian(g))
+                if g.mean.dims() == scale.mu.dims() && g.std.dims() == scale.mu.dims() =>
+            {
+                let flat = |t: &Tensor<D>| t.clone().reshape([-1]);
+                let n = scale.numel() as f64;
+                let c = n * HALF_LN_2PI - scale.entropy_constant();
+                (
+                    KlTerms::per_weight(1.0),
+                    Some([flat(&g.mean), flat(&g.std)]),
+                    c,
+                )
+            }
+            _ => return None,
+        };
         Some(Self {
             scale,
             terms,
+            per_weight,
             kl_constant,
         })
     }
@@ -452,6 +472,7 @@ impl<const D: usize> RatioDraws<D> {
             n,
             s.sigma_rule(),
             self.terms,
+            self.per_weight.clone(),
             kl,
         );
         (w, ratio, kl.then(|| value + self.kl_constant))

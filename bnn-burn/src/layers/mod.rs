@@ -31,4 +31,4 @@ pub use pool::Pool;
 pub use weights::WeightConfig;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

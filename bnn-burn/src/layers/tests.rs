@@ -294,6 +294,42 @@ fn the_log_ratio_needs_weight_draws_and_a_density() {
     assert!(ratio.unwrap_err().to_string().contains("no density"));
 }
 
+/// Black-box α's pass (the draws with their `ln q − ln p`) runs on the fused kernels under a
+/// tensor-valued prior as under a scalar one (checked; `objective::alpha`'s tests compare the
+/// ratios with the composition's), with one ratio per draw and the same KL as the layer's own.
+#[test]
+fn black_box_alpha_draws_run_on_the_kernels_under_a_tensor_valued_prior() {
+    let _guard = seeded(&test_device(), 105);
+    let device = test_device();
+    let x = Tensor::<3>::random([4, 2, 5], Distribution::Normal(0.0, 1.0), &device);
+    for tensor_prior in [false, true] {
+        let mut layer = BayesianLinearConfig::new(5, 3)
+            .with_weights(weights(
+                PosteriorConfig::mean_field(),
+                Estimator::Reparameterization,
+            ))
+            .init(&device)
+            .unwrap();
+        if tensor_prior {
+            tensor_valued_priors(&mut layer.params, &device);
+        }
+        let mut pass = Pass::train(4, true);
+        let op = super::linear::LinearOp::new(layer.shape(), &pass);
+        let y = super::fused_path::run(&layer.params, &op, &x, &mut pass);
+        assert!(
+            y.is_some(),
+            "tensor prior {tensor_prior}: the fused kernels ran"
+        );
+        let (kl, ratio) = pass.into_terms(&device);
+        assert_eq!(ratio.unwrap().unwrap().dims(), [4]);
+        let (kl, own) = (to_vec(kl)[0], to_vec(layer.kl())[0]);
+        assert!(
+            (kl - own).abs() <= 1e-5 * own.abs(),
+            "tensor prior {tensor_prior}: KL {kl} vs {own}"
+        );
+    }
+}
+
 #[test]
 fn a_statically_typed_layer_and_the_posterior_as_the_next_prior() {
     let _guard = seeded(&test_device(), 101);
@@ -580,7 +616,7 @@ enum PriorKind {
 /// Replaces the priors of a layer's weight and (when it has one) bias by Gaussians with a mean
 /// and a standard deviation per entry, as [`crate::dist::WeightPrior::from_posterior`] or a
 /// MOPED-style prior give: means `N(0.1, 0.3²)`, standard deviations `U(0.4, 1)`.
-fn tensor_valued_priors<W, B, const D: usize>(
+pub(crate) fn tensor_valued_priors<W, B, const D: usize>(
     params: &mut super::params::LayerParams<W, B, D>,
     device: &burn::tensor::Device,
 ) where

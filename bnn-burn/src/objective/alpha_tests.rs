@@ -172,7 +172,8 @@ fn the_tied_site_and_partitions_reduce_to_the_log_ratio_and_the_kl() {
 /// The library's per-draw `ln q(w_k) − ln p(w_k)` of a mean-field layer averages to its
 /// closed-form KL within Monte Carlo error (4 standard errors of 4 000 draws), on the fused
 /// kernels and on the composition of burn ops, for the softplus scale and Depeweg's
-/// `σ² = λ·sigmoid(ρ)`; both kernels report the same closed-form KL.
+/// `σ² = λ·sigmoid(ρ)`, under the configuration's scalar prior and under a prior with a mean and
+/// a standard deviation per weight; both kernels report the same closed-form KL.
 #[test]
 fn the_layers_log_ratio_averages_to_the_closed_form_kl() {
     use crate::fused::Kernels;
@@ -181,11 +182,12 @@ fn the_layers_log_ratio_averages_to_the_closed_form_kl() {
     let device = test_device();
     let _guard = crate::testing::seeded(&device, 5);
     let draws = 4000;
-    for param in [
+    let params = [
         ScaleParam::Softplus,
         ScaleParam::SigmoidVariance { bound: 2.0 },
-    ] {
-        let layer = BayesianLinearConfig::new(3, 2)
+    ];
+    for (param, per_weight) in params.into_iter().flat_map(|p| [(p, false), (p, true)]) {
+        let mut layer = BayesianLinearConfig::new(3, 2)
             .with_weights(
                 WeightConfig::of(PosteriorConfig::MeanField(
                     MeanFieldConfig::new()
@@ -195,6 +197,9 @@ fn the_layers_log_ratio_averages_to_the_closed_form_kl() {
             )
             .init(&device)
             .unwrap();
+        if per_weight {
+            crate::layers::tests::tensor_valued_priors(&mut layer.params, &device);
+        }
         let mut kls = Vec::new();
         for kernels in [Kernels::Fused, Kernels::Reference] {
             let mut pass = Pass::train(draws, true).with_kernels(kernels);
@@ -207,13 +212,14 @@ fn the_layers_log_ratio_averages_to_the_closed_form_kl() {
                 (ratio.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (draws - 1) as f64).sqrt();
             assert!(
                 (mean - kl).abs() < 4.0 * sd / (draws as f64).sqrt(),
-                "{param:?}, {kernels:?}: mean log-ratio {mean} vs KL {kl} (sd {sd})"
+                "{param:?}, per-weight prior {per_weight}, {kernels:?}: mean log-ratio {mean} vs \
+                 KL {kl} (sd {sd})"
             );
             kls.push(kl);
         }
         assert!(
             (kls[0] - kls[1]).abs() < 1e-5 * kls[1].abs(),
-            "{param:?}: KL {} (fused) vs {} (composition)",
+            "{param:?}, per-weight prior {per_weight}: KL {} (fused) vs {} (composition)",
             kls[0],
             kls[1]
         );
