@@ -539,8 +539,9 @@ impl SigmaRule {
 multiversion! {
     /// Forward of [`sample_ratio`] over a range starting at element `start`: every draw's
     /// `w_s = μ + σ·ε_s` into `outs[s]`, each draw's sum of the log-ratio terms
-    /// `½((w − μ₀)²/σ₀² − ε²) − ln σ` into `ratios[s]`; returns the range's sum of the KL terms
-    /// (0 unless `kl`). `σ` is evaluated once per element for all draws.
+    /// `½((w − μ₀)²/σ₀² − ε²) − ln σ` (`+ ln σ₀` per weight) into `ratios[s]`; returns the
+    /// range's sum of the KL terms (0 unless `kl`). `σ` is evaluated once per element for all
+    /// draws.
     fn sample_ratio_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32], rule: SigmaRule,
                           prior: KlTerms, per_weight: Option<PerWeight>,
                           outs: &mut [&mut [f32]], ratios: &mut [f64], kl: bool) -> f64 {

@@ -95,9 +95,9 @@ pub trait FusedKernels: Backend {
     /// `ε_s` is sub-stream `s`; `μ` is left out when `center`), `Σ` of the KL terms (`[1]`; 0
     /// without `kl`), and what the backward pass needs, `[Tape::rows, n]` (`None` for
     /// [`Tape::Off`]; [`Tape::DrawsAndKl`] needs `kl`): the draws' rows `scales[s]·ε_s·dσ/dρ`,
-    /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ` (0 where a clamp of the KL holds). With
-    /// a per-weight `prior` ([`PerWeightTensors::PerWeight`], each of `μ`'s length) the KL terms are per
-    /// weight ([`cpu::PerWeight`]).
+    /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ` (0 where a clamp of the KL holds). Under
+    /// [`PerWeightTensors::PerWeight`] (`μ₀` and `σ₀`, each of `μ`'s length) the KL terms are
+    /// per weight ([`cpu::PerWeight`]).
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn fused_sample(
         mu: FloatTensor<Self>,
@@ -192,8 +192,9 @@ pub trait FusedKernels: Backend {
 
     /// `(out, kl)` of [`cpu::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws
     /// `w_s = μ + σ(ρ)·ε_s` row by row, then their log-ratios to the prior
-    /// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]` (per weight under a
-    /// per-weight `per_weight`); `kl` (`[1]`) is the sum of the KL terms (0 unless `kl`).
+    /// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]` (`μ₀, σ₀` per weight under
+    /// [`PerWeightTensors::PerWeight`]); `kl` (`[1]`) is the sum of the KL terms (0 unless
+    /// `kl`).
     #[allow(clippy::too_many_arguments)]
     fn fused_sample_ratio(
         mu: FloatTensor<Self>,

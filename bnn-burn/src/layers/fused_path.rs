@@ -54,6 +54,25 @@ enum FusedKl {
     },
 }
 
+/// A Gaussian prior with a mean and a standard deviation of the tensor's shape: the two, flat,
+/// and the constant `n·½ ln 2π − (H[q] − Σ ln σ)` its KL adds to the per-weight terms
+/// ([`KlTerms::per_weight`]). `None` for another prior (a scalar one, a broadcast one, a
+/// mixture).
+fn per_weight_prior<const D: usize>(
+    scale: &FusedScale<D>,
+    prior: &WeightPrior<D>,
+) -> Option<([Tensor<1>; 2], f64)> {
+    let WeightPrior::Gaussian(g) = prior else {
+        return None;
+    };
+    if g.mean.dims() != scale.mu.dims() || g.std.dims() != scale.mu.dims() {
+        return None;
+    }
+    let flat = |t: &Tensor<D>| t.clone().reshape([-1]);
+    let constant = scale.numel() as f64 * HALF_LN_2PI - scale.entropy_constant();
+    Some(([flat(&g.mean), flat(&g.std)], constant))
+}
+
 /// One tensor's fused view, with its KL when the pass collects the KL.
 struct Fusable<const D: usize> {
     scale: FusedScale<D>,
@@ -84,14 +103,10 @@ impl<const D: usize> Fusable<D> {
                 (None, WeightPrior::ScaleMixture(m), None) if scale.factor.is_none() => {
                     FusedKl::Mixture(MixtureTerms::new(m.pi, m.sigma1, m.sigma2), m.mc_samples)
                 }
-                (None, WeightPrior::Gaussian(g), range)
-                    if scale.factor.is_none()
-                        && (range.is_none() || !scale.radial)
-                        && g.mean.dims() == scale.mu.dims()
-                        && g.std.dims() == scale.mu.dims() =>
+                (None, p, range)
+                    if scale.factor.is_none() && (range.is_none() || !scale.radial) =>
                 {
-                    let n = scale.numel() as f64;
-                    let flat = |t: &Tensor<D>| t.clone().reshape([-1]);
+                    let (prior, constant) = per_weight_prior(&scale, p)?;
                     let terms = KlTerms::per_weight(scale.var_scale());
                     FusedKl::Tensor {
                         terms: match range {
@@ -100,8 +115,8 @@ impl<const D: usize> Fusable<D> {
                             }
                             None => terms,
                         },
-                        prior: Box::new([flat(&g.mean), flat(&g.std)]),
-                        constant: n * HALF_LN_2PI - scale.entropy_constant(),
+                        prior: Box::new(prior),
+                        constant,
                     }
                 }
                 _ => return None,
@@ -438,21 +453,12 @@ impl<const D: usize> RatioDraws<D> {
         let scale = posterior
             .fused()
             .filter(|s| !s.radial && s.factor.is_none())?;
-        let (terms, per_weight, kl_constant) = match (scale.kl_terms(prior), prior) {
-            (Some((terms, c)), _) => (terms, None, c),
-            (None, WeightPrior::Gaussian(g))
-                if g.mean.dims() == scale.mu.dims() && g.std.dims() == scale.mu.dims() =>
-            {
-                let flat = |t: &Tensor<D>| t.clone().reshape([-1]);
-                let n = scale.numel() as f64;
-                let c = n * HALF_LN_2PI - scale.entropy_constant();
-                (
-                    KlTerms::per_weight(1.0),
-                    Some([flat(&g.mean), flat(&g.std)]),
-                    c,
-                )
+        let (terms, per_weight, kl_constant) = match scale.kl_terms(prior) {
+            Some((terms, c)) => (terms, None, c),
+            None => {
+                let (per_weight, c) = per_weight_prior(&scale, prior)?;
+                (KlTerms::per_weight(1.0), Some(per_weight), c)
             }
-            _ => return None,
         };
         Some(Self {
             scale,
