@@ -26,15 +26,17 @@ fn kl_reference<const D: usize>(mu: Tensor<D>, sigma: Tensor<D>, terms: KlTerms)
     (quad * 0.5 - sigma.log()).sum()
 }
 
-/// A per-weight prior `(μ₀, σ₀)` of `[13, 70]` entries, flat, and its KL terms
-/// `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` composed of burn ops.
+/// A per-weight prior `(μ₀, σ₀)` for the `[13, 70]` parameters of [`params`], flat: means
+/// `N(0.1, 0.3²)`, standard deviations `U(0.2, 1.5)`.
 fn per_weight_prior(device: &Device) -> [Tensor<1>; 2] {
     let mean = Tensor::<1>::random([13 * 70], Distribution::Normal(0.1, 0.3), device);
     let std = Tensor::<1>::random([13 * 70], Distribution::Uniform(0.2, 1.5), device);
     [mean, std]
 }
 
-/// The KL terms of [`per_weight_prior`] by burn ops, `var_scale` the marginal variance's scale.
+/// The KL terms of [`per_weight_prior`] by burn ops,
+/// `Σ ½(σ²·var_scale + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` (`var_scale` the marginal variance's
+/// scale).
 fn per_weight_reference(
     mu: Tensor<2>,
     sigma: Tensor<2>,
@@ -86,7 +88,8 @@ fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
         .flat_map(|p| [(p, false), (p, true)])
         .flat_map(|(p, c)| [(p, c, true), (p, c, false)])
         .flat_map(|(p, c, f)| [(p, c, f, 1), (p, c, f, 3)])
-        .flat_map(|(p, c, f, n)| [(p, c, f, n, false), (p, c, f, n, f)])
+        .flat_map(|(p, c, f, n)| [(p, c, f, n, false), (p, c, f, n, true)])
+        // A per-weight prior only matters to a KL: folded cases only.
         .filter(|&(.., f, _, per_weight)| f || !per_weight);
     // A radial-like variance scale under the per-weight prior.
     let var_scale = 0.25f32;
