@@ -368,15 +368,7 @@ pub trait FusedKernels: Backend {
         rule: SigmaRule,
         terms: KlTerms,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let shape = mu.shape();
-        let g = Self::float_expand(g, shape.clone());
-        let (sigma, _, dsigma_drho) = sigma_of::<Self>(rho, rule);
-        let dmu = Self::float_mul(kl_mu_gradient::<Self>(mu, terms, 1.0, &None), g.clone());
-        let dsigma = kl_sigma_gradient::<Self>(sigma, terms, &None);
-        (
-            dmu,
-            Self::float_mul(Self::float_mul(dsigma, dsigma_drho), g),
-        )
+        kl_backward::<Self>(g, mu, rho, rule, terms, None)
     }
 
     /// The KL terms against a prior with a mean and a standard deviation per entry (`[1]`),
@@ -407,17 +399,12 @@ pub trait FusedKernels: Backend {
         prior_mean: FloatTensor<Self>,
         prior_std: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let shape = mu.shape();
         let prior = PerWeightTensors::PerWeight {
             mean: prior_mean,
             std: prior_std,
         };
-        let prior = per_weight::<Self>(prior, &shape);
-        let zeros = Self::float_zeros(shape.clone(), &mu.device(), FloatDType::F32);
-        let fold = Some((terms, 1.0));
-        let (dmu, drho) = finish_backward::<Self>(zeros.clone(), zeros, mu, rho, rule, fold, prior);
-        let g = Self::float_expand(g, shape);
-        (Self::float_mul(dmu, g.clone()), Self::float_mul(drho, g))
+        let prior = per_weight::<Self>(prior, &mu.shape());
+        kl_backward::<Self>(g, mu, rho, rule, terms, prior)
     }
 
     /// `coef·Σ (w − center)²` (`[1]`): a Gaussian prior's quadratic term at a point.
@@ -1189,6 +1176,23 @@ fn kl_sigma_gradient<B: Backend>(
     let above = B::float_greater_elem(sigma, Scalar::from(high), dtype);
     let slope = B::float_mask_fill(slope, below, Scalar::from(0.0));
     B::float_mask_fill(slope, above, Scalar::from(0.0))
+}
+
+/// `g·∇` of the KL terms ([`kl_sum`]) for a one-element `g`: `(g·∂KL/∂μ, g·∂KL/∂σ·dσ/dρ)`,
+/// `σ` by `rule` (per weight under `prior`).
+fn kl_backward<B: Backend>(
+    g: FloatTensor<B>,
+    mu: FloatTensor<B>,
+    rho: FloatTensor<B>,
+    rule: SigmaRule,
+    terms: KlTerms,
+    prior: PerWeightPrior<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let g = B::float_expand(g, mu.shape());
+    let (sigma, _, dsigma_drho) = sigma_of::<B>(rho, rule);
+    let dmu = B::float_mul(kl_mu_gradient::<B>(mu, terms, 1.0, &prior), g.clone());
+    let dsigma = kl_sigma_gradient::<B>(sigma, terms, &prior);
+    (dmu, B::float_mul(B::float_mul(dsigma, dsigma_drho), g))
 }
 
 /// `(dμ + weight·∂KL/∂μ, (dσ + weight·∂KL/∂σ)·dσ/dρ)`, `σ` by `rule` (the KL per weight under
