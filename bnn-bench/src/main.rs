@@ -104,7 +104,8 @@ enum Command {
         /// DropConnect, "DropConnect, Gaussian masks", Low-rank, "MFVI, scale-mixture prior",
         /// "Radial, scale-mixture prior", "MAP (point weights)", "MAP, train-time dropout 0.5",
         /// "MFVI black-box α = 1, K = 4", "BEDL-PAC (CLT moments)", "DVI (CLT moments, ELBO)",
-        /// "MFVI, posterior as prior (VCL)"); repeatable. The deterministic baselines always run.
+        /// "MFVI, posterior as prior (VCL)", "Low-rank, posterior as prior (VCL)"); repeatable.
+        /// The deterministic baselines always run.
         #[arg(long = "method")]
         methods: Vec<String>,
         /// Architectures (mlp, lenet5); repeatable [default: both].

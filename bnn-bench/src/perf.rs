@@ -192,11 +192,22 @@ pub const BEDL_PAC: &str = "BEDL-PAC (CLT moments)";
 /// the KL, prior precision 100) on random labels, on either kernels.
 pub const DVI_MOMENTS: &str = "DVI (CLT moments, ELBO)";
 
-/// The continual-learning row: MFVI (reparameterisation) whose prior is a posterior, a mean and
-/// a standard deviation per weight ([`bnn_burn::nets::Bnn::with_posterior_as_prior`] of the
-/// freshly initialised net: the next task's model in variational continual learning), on
-/// either kernels.
+/// The continual-learning rows ([`continual_methods`]): MFVI (reparameterisation) whose prior
+/// is a posterior, a mean and a standard deviation per weight
+/// ([`bnn_burn::nets::Bnn::with_posterior_as_prior`] of the freshly initialised net: the next
+/// task's model in variational continual learning), on either kernels.
 pub const CONTINUAL: &str = "MFVI, posterior as prior (VCL)";
+/// The low-rank plus diagonal Gaussian (rank 2, reparameterisation) under a posterior as its
+/// prior, as [`CONTINUAL`].
+pub const CONTINUAL_LOW_RANK: &str = "Low-rank, posterior as prior (VCL)";
+
+/// The continual-learning rows: their names and families.
+pub fn continual_methods() -> [(&'static str, Method); 2] {
+    [
+        (CONTINUAL, Method::mean_field(Estimator::Reparameterization)),
+        (CONTINUAL_LOW_RANK, Method::low_rank(2)),
+    ]
+}
 
 /// The deterministic baselines: burn's layers with burn's Adam (the "deterministic burn step")
 /// and with the fused Adam the training loop uses.
@@ -225,7 +236,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
     known.push(BLACK_BOX);
     known.push(BEDL_PAC);
     known.push(DVI_MOMENTS);
-    known.push(CONTINUAL);
+    known.extend(continual_methods().map(|(name, _)| name));
     for m in &options.methods {
         if !known.iter().any(|k| k.eq_ignore_ascii_case(m)) {
             return Err(format!(
@@ -304,11 +315,11 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                 report_warmup(workloads.last().expect("pushed"));
             }
         }
-        if wanted(CONTINUAL) {
+        for (method, family) in continual_methods().into_iter().filter(|(m, _)| wanted(m)) {
             for &kernels in &options.kernels {
                 device.seed(options.seed);
-                let name = row_name(CONTINUAL, kernels);
-                let weights = Method::mean_field(Estimator::Reparameterization).weights;
+                let name = row_name(method, kernels);
+                let weights = family.weights.clone();
                 let build = || Bayesian::new(net, weights, &device)?.with_posterior_as_prior();
                 let optim = OptimizerConfig::adam().init(kernels);
                 let loss = move |m: &Bayesian| m.loss(x, y.clone(), kernels);
@@ -557,8 +568,9 @@ fn write_report(
          PAC-Bayes bound of eq. 5.10 (5 draws of the logits' moments), random labels, fused Adam; \
          the DVI row: the categorical head trained by CLT moments under the ELBO (Taylor logits, \
          Haußmann's moment weights, whose KL clamps ln σ², prior precision 100), random labels; \
-         the VCL row: MFVI whose prior is a posterior, a mean and a standard deviation per weight \
-         (the initial posterior's, as variational continual learning takes the last task's). \
+         the VCL rows: MFVI and the low-rank Gaussian (rank 2) whose prior is a posterior, a mean \
+         and a standard deviation per weight (the initial posterior's, as variational continual \
+         learning takes the last task's). \
          Backend `{}`, built from revision `{}`; {} rounds of {} steps after \
          {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
          peers included). ms/step: the median round; each ratio: the median over rounds of the two \
@@ -646,10 +658,11 @@ mod tests {
             kernels: vec![Kernels::Fused, Kernels::Reference],
         };
         let rows = run(&options).unwrap();
-        // The baselines, then every family, the continual-learning row, the two point-weight
+        // The baselines, then every family, the continual-learning rows, the two point-weight
         // rows, the black-box α row and the DVI row on both kernels, and the BEDL-PAC row (fused
         // only).
-        let on_both = bayesian_methods().len() + point_methods().len() + 3;
+        let on_both =
+            bayesian_methods().len() + continual_methods().len() + point_methods().len() + 2;
         assert_eq!(rows.len(), 2 + 2 * on_both + 1);
         for r in &rows {
             assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
@@ -665,7 +678,8 @@ mod tests {
         );
         assert!(
             table.contains(&format!("{DVI_MOMENTS} (reference)"))
-                && table.contains(&format!("{CONTINUAL} (reference)")),
+                && table.contains(&format!("{CONTINUAL} (reference)"))
+                && table.contains(&format!("{CONTINUAL_LOW_RANK} (reference)")),
             "{table}"
         );
         // Both the table and the record name the build's revision.
