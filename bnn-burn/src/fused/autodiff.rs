@@ -122,13 +122,15 @@ pub trait FusedOps: Backend {
         z: Vec<f32>,
     ) -> FloatTensor<Self>;
 
-    /// [`FusedKernels::fused_factor_kl`]'s value, differentiable in the factor and `ρ`.
+    /// [`FusedKernels::fused_factor_kl`]'s value, differentiable in the factor and `ρ` (the
+    /// per-weight prior is a constant).
     fn factor_kl_op(
         factor: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         rule: SigmaRule,
         scale: f64,
         inv_prior_var: f64,
+        #[extension_type] prior: PerWeightTensors<Self>,
     ) -> FloatTensor<Self>;
 
     /// [`FusedKernels::fused_mixture_kl`], differentiable in `μ` and `ρ` (the draws are
@@ -281,8 +283,9 @@ macro_rules! inner_ops {
                 rule: SigmaRule,
                 scale: f64,
                 inv_prior_var: f64,
+                prior: PerWeightTensors<Self>,
             ) -> FloatTensor<Self> {
-                Self::fused_factor_kl(factor, rho, rule, scale, inv_prior_var).0
+                Self::fused_factor_kl(factor, rho, rule, scale, inv_prior_var, prior).0
             }
 
             fn mixture_kl_op(
@@ -608,7 +611,7 @@ impl<B: FusedKernels> Backward<B, 2> for MixtureKlBackward {
 struct FactorKlBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for FactorKlBackward {
-    /// The factor, `ρ`, the rule, `A⁻¹`, the scale and `1/σ₀²`.
+    /// The factor, `ρ`, the rule, `A⁻¹`, the scale, `λ` and the per-weight prior.
     type State = (
         FloatTensor<B>,
         FloatTensor<B>,
@@ -616,14 +619,23 @@ impl<B: FusedKernels> Backward<B, 2> for FactorKlBackward {
         Vec<f32>,
         f64,
         f64,
+        PerWeightTensors<B>,
     );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_factor, node_rho] = ops.parents;
         let dvalue = grads.consume::<B>(&ops.node);
-        let (factor, rho, rule, inv, scale, inv_prior_var) = ops.state;
-        let (df, drho) =
-            B::fused_factor_kl_backward(factor, rho, rule, inv, scale, inv_prior_var, dvalue);
+        let (factor, rho, rule, inv, scale, inv_prior_var, prior) = ops.state;
+        let (df, drho) = B::fused_factor_kl_backward(
+            factor,
+            rho,
+            rule,
+            inv,
+            scale,
+            inv_prior_var,
+            prior,
+            dvalue,
+        );
         register!(grads, node_factor, df);
         register!(grads, node_rho, drho);
     }
@@ -993,13 +1005,16 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         rule: SigmaRule,
         scale: f64,
         inv_prior_var: f64,
+        prior: PerWeightTensors<Self>,
     ) -> FloatTensor<Self> {
+        let prior = inner_prior(prior);
         let (value, inv) = B::fused_factor_kl(
             factor.primitive().clone(),
             rho.primitive().clone(),
             rule,
             scale,
             inv_prior_var,
+            prior.clone(),
         );
         match FactorKlBackward
             .prepare::<C>([factor.node(), rho.node()])
@@ -1014,6 +1029,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     inv,
                     scale,
                     inv_prior_var,
+                    prior,
                 );
                 prep.finish(state, value)
             }

@@ -661,10 +661,13 @@ macro_rules! cpu_fused_kernels {
                 rule: SigmaRule,
                 scale: f64,
                 inv_prior_var: f64,
+                prior: PerWeightTensors<Self>,
             ) -> (FloatTensor<Self>, Vec<f32>) {
                 let k = factor.shape()[1];
                 let (f, r) = (factor.values(), rho.values());
-                let (value, inv) = factor::factor_kl(&f, &r, rule, k, scale, inv_prior_var);
+                let values = prior_values(&prior);
+                let std = values.as_ref().map(|(_, std)| &std[..]);
+                let (value, inv) = factor::factor_kl(&f, &r, rule, k, scale, inv_prior_var, std);
                 let value = <FloatTensor<Self>>::from_values(vec![value as f32], Shape::from([1]));
                 (value, inv)
             }
@@ -676,11 +679,14 @@ macro_rules! cpu_fused_kernels {
                 inv: Vec<f32>,
                 scale: f64,
                 inv_prior_var: f64,
+                prior: PerWeightTensors<Self>,
                 dvalue: FloatTensor<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let (f_shape, r_shape) = (factor.shape(), rho.shape());
                 let k = f_shape[1];
                 let (f, r) = (factor.values(), rho.values());
+                let values = prior_values(&prior);
+                let std = values.as_ref().map(|(_, std)| &std[..]);
                 let g = f64::from(dvalue.values()[0]);
                 let mut dr = Vec::new();
                 let df = written(f.len(), |df| {
@@ -693,6 +699,7 @@ macro_rules! cpu_fused_kernels {
                             k,
                             scale,
                             inv_prior_var,
+                            std,
                             g,
                             df,
                             dr,

@@ -791,19 +791,23 @@ pub trait FusedKernels: Backend {
     }
 
     /// The low-rank factor's share of the KL, `[1]`, and `A⁻¹` (`[k, k]`, row-major, on the
-    /// host) for the backward pass: `½c²‖F‖²/σ₀² − ½ ln det A`, `A = I + c² Fᵀ diag(1/v) F`,
-    /// for the stored factor `F [n, k]`, its scale `c`, the variances `v = σ(ρ)²` of `ρ` (`n`
-    /// elements, any shape; `σ` by `rule`) and `inv_prior_var = 1/σ₀²`. The default body forms
-    /// `G` and `‖F‖²` by burn ops and reads the `k × k` matrix `G` back for the Cholesky on the
-    /// host.
+    /// host) for the backward pass: `½c² λ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det A`, `A = I + c² Fᵀ
+    /// diag(1/v) F`, for the stored factor `F [n, k]`, its scale `c`, the variances `v = σ(ρ)²`
+    /// of `ρ` (`n` elements, any shape; `σ` by `rule`), `λ = inv_prior_var` and, under
+    /// [`PerWeightTensors::PerWeight`], the prior's `σ₀ᵢ` per row (its `μ₀` does not enter the
+    /// factor's share; a scalar prior passes `λ = 1/σ₀²` and `σ₀ᵢ = 1`). The default body forms
+    /// `G` and the weighted `‖F‖²` by burn ops and reads the `k × k` matrix `G` back for the
+    /// Cholesky on the host.
     fn fused_factor_kl(
         factor: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         rule: SigmaRule,
         scale: f64,
         inv_prior_var: f64,
+        #[extension_type] prior: PerWeightTensors<Self>,
     ) -> (FloatTensor<Self>, Vec<f32>) {
         let [n, k] = factor.shape().dims();
+        let prior = per_weight::<Self>(prior, &Shape::from([n, 1]));
         let (sigma, _, _) = sigma_of::<Self>(Self::float_reshape(rho, Shape::from([n, 1])), rule);
         let var = Self::float_mul(sigma.clone(), sigma);
         let scaled = Self::float_div(factor.clone(), var);
@@ -811,7 +815,8 @@ pub trait FusedKernels: Backend {
         let gram: Vec<f64> = host::<Self>(gram).into_iter().map(f64::from).collect();
         let c2 = scale * scale;
         let (log_det, inv) = factor::capacitance_solve(&gram, k, c2);
-        let sum_sq = Self::float_sum(Self::float_mul(factor.clone(), factor));
+        let squares = Self::float_mul(factor.clone(), factor);
+        let sum_sq = Self::float_sum(per_precision::<Self>(squares, &prior));
         let value = Self::float_add_scalar(
             Self::float_mul_scalar(sum_sq, Scalar::from(0.5 * c2 * inv_prior_var)),
             Scalar::from(-0.5 * log_det),
@@ -820,8 +825,9 @@ pub trait FusedKernels: Backend {
     }
 
     /// `(dF, dρ)` of [`FusedKernels::fused_factor_kl`] for its gradient `dvalue` (`[1]`), with
-    /// `B = A⁻¹`: `dF_i = g c² (F_i/σ₀² − F_i B / v_i)`, `dv_i = ½ g c² (F_i B F_iᵀ) / v_i²` and
-    /// `dρ_i = dv_i · 2σ_i dσ_i/dρ_i` (`dρ` shaped like `rho`).
+    /// `B = A⁻¹`: `dF_i = g c² (λ F_i/σ₀ᵢ² − F_i B / v_i)`, `dv_i = ½ g c² (F_i B F_iᵀ) / v_i²`
+    /// and `dρ_i = dv_i · 2σ_i dσ_i/dρ_i` (`dρ` shaped like `rho`).
+    #[allow(clippy::too_many_arguments)]
     fn fused_factor_kl_backward(
         factor: FloatTensor<Self>,
         rho: FloatTensor<Self>,
@@ -829,10 +835,12 @@ pub trait FusedKernels: Backend {
         inv: Vec<f32>,
         scale: f64,
         inv_prior_var: f64,
+        #[extension_type] prior: PerWeightTensors<Self>,
         dvalue: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let rho_shape = rho.shape();
         let [n, k] = factor.shape().dims();
+        let prior = per_weight::<Self>(prior, &Shape::from([n, 1]));
         let device = factor.device();
         let c2 = scale * scale;
         let g = Self::float_reshape(dvalue, Shape::from([1, 1]));
@@ -843,7 +851,10 @@ pub trait FusedKernels: Backend {
         let fb = Self::float_matmul(factor.clone(), inv);
         let quad = Self::float_sum_dim(Self::float_mul(factor.clone(), fb.clone()), 1);
         let df = Self::float_sub(
-            Self::float_mul_scalar(factor, Scalar::from(c2 * inv_prior_var)),
+            Self::float_mul_scalar(
+                per_precision::<Self>(factor, &prior),
+                Scalar::from(c2 * inv_prior_var),
+            ),
             Self::float_mul_scalar(Self::float_div(fb, var.clone()), Scalar::from(c2)),
         );
         // dv · 2σ dσ/dρ, dv = ½c² quad / v².

@@ -1,7 +1,8 @@
 //! The CPU kernels of the low-rank factor (Brack 2022 §3: `q(w) = N(μ, F Fᵀ + diag σ²)`,
 //! `F [n, k]` row-major): its draws `F z_s`, added in place to the diagonal's
-//! ([`add_factor_draws`]), and its share of the KL, `½‖F‖²/σ₀² − ½ ln det(I + Fᵀ diag(1/v) F)`
-//! with `v = σ(ρ)²` ([`factor_kl`]: `v`, the Gram part of the capacitance and `‖F‖²` in one
+//! ([`add_factor_draws`]), and its share of the KL, `½ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + Fᵀ
+//! diag(1/v) F)` with `v = σ(ρ)²` and the prior's variance `σ₀ᵢ²` one for all rows or one per
+//! row ([`factor_kl`]: `v`, the Gram part of the capacitance and the weighted `‖F‖²` in one
 //! pass, the `k × k` Cholesky on the host), each with its backward pass.
 //!
 //! Each is one pass over the rows, parallel over ranges of rows. The rank is a compile-time
@@ -122,19 +123,22 @@ pub fn factor_draws_backward(g: &[f32], z: &[f32], k: usize, df: &mut [f32]) {
 const GRAM_BLOCK: usize = 1024;
 
 #[inline(always)]
-fn gram_rows<const K: usize>(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) {
+fn gram_rows<const K: usize>(f: &[f32], var: &[f32], prec: &[f32], k: usize, acc: &mut [f64]) {
     let k = rank::<K>(k);
-    // The upper triangle of `Σ F_i F_iᵀ / v_i` at `j·k + l`, `Σ ‖F_i‖²` at `k·k`.
+    // The upper triangle of `Σ F_i F_iᵀ / v_i` at `j·k + l`, `Σ p_i ‖F_i‖²` at `k·k`.
     let mut lanes = vec![[0f32; 8]; k * k + 1];
-    for (rows, vars) in f.chunks(GRAM_BLOCK * k).zip(var.chunks(GRAM_BLOCK)) {
+    let blocks = f
+        .chunks(GRAM_BLOCK * k)
+        .zip(var.chunks(GRAM_BLOCK).zip(prec.chunks(GRAM_BLOCK)));
+    for (rows, (vars, precs)) in blocks {
         for l in lanes.iter_mut() {
             *l = [0.0; 8];
         }
         let full = vars.len() / 8 * 8;
-        for (group, vs) in rows[..full * k]
+        let groups = rows[..full * k]
             .chunks_exact(8 * k)
-            .zip(vars.chunks_exact(8))
-        {
+            .zip(vars.chunks_exact(8).zip(precs.chunks_exact(8)));
+        for (group, (vs, ps)) in groups {
             let mut inv = [0f32; 8];
             for p in 0..8 {
                 inv[p] = 1.0 / vs[p];
@@ -148,16 +152,17 @@ fn gram_rows<const K: usize>(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) 
                 }
                 let lane = &mut lanes[k * k];
                 for p in 0..8 {
-                    lane[p] += group[p * k + j] * group[p * k + j];
+                    lane[p] += group[p * k + j] * group[p * k + j] * ps[p];
                 }
             }
         }
-        for (row, v) in rows[full * k..].chunks_exact(k).zip(&vars[full..]) {
+        let tail = rows[full * k..].chunks_exact(k).zip(&vars[full..]);
+        for ((row, v), p) in tail.zip(&precs[full..]) {
             for j in 0..k {
                 for l in j..k {
                     lanes[j * k + l][0] += row[j] * row[l] / v;
                 }
-                lanes[k * k][0] += row[j] * row[j];
+                lanes[k * k][0] += row[j] * row[j] * p;
             }
         }
         for (a, lane) in acc.iter_mut().zip(&lanes) {
@@ -167,16 +172,42 @@ fn gram_rows<const K: usize>(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) 
 }
 
 multiversion! {
-    /// The upper triangle of `Σ_i F_i F_iᵀ / v_i` and `Σ_i ‖F_i‖²` over a range of rows, added
-    /// to `acc` (`k·k + 1` entries).
-    fn gram_range(f: &[f32], var: &[f32], k: usize, acc: &mut [f64]) {
-        by_rank!(k, gram_rows(f, var, k, acc))
+    /// The upper triangle of `Σ_i F_i F_iᵀ / v_i` and `Σ_i p_i ‖F_i‖²` over a range of rows,
+    /// added to `acc` (`k·k + 1` entries).
+    fn gram_range(f: &[f32], var: &[f32], prec: &[f32], k: usize, acc: &mut [f64]) {
+        by_rank!(k, gram_rows(f, var, prec, k, acc))
     }
 }
 
-/// Rows per sub-range whose variances [`factor_kl`] and [`factor_kl_backward`] compute into a
-/// buffer (16 KiB, in L1) before their pass over the factor's rows.
+/// Rows per sub-range whose variances (and prior precisions) [`factor_kl`] and
+/// [`factor_kl_backward`] compute into buffers (16 KiB each, in L1) before their pass over the
+/// factor's rows.
 const SUB: usize = 4096;
+
+multiversion! {
+    /// The prior's precisions `p_i = 1/σ₀ᵢ²` of a range of its standard deviations.
+    fn precisions_range(std: &[f32], prec: &mut [f32]) {
+        for (p, s) in prec.iter_mut().zip(std) {
+            *p = 1.0 / (s * s);
+        }
+    }
+}
+
+/// The buffer of a sub-range's prior precisions: `1/σ₀ᵢ²` of `prior_std[range]`, or ones when
+/// the prior's variance is one for all rows (`x·1` is exact: the scalar prior's sums are those
+/// of an unweighted norm).
+fn precisions<'a>(
+    prior_std: Option<&[f32]>,
+    range: std::ops::Range<usize>,
+    buf: &'a mut [f32],
+) -> &'a [f32] {
+    let buf = &mut buf[..range.len()];
+    match prior_std {
+        Some(std) => precisions_range(&std[range], buf),
+        None => buf.fill(1.0),
+    }
+    buf
+}
 
 multiversion! {
     /// `v = σ(ρ)²` and, when given, `dv/dρ = 2σ·dσ/dρ` over a range, `σ` by `rule`.
@@ -198,20 +229,32 @@ multiversion! {
     }
 }
 
-/// `(G, ‖F‖²)`: the Gram part `G = Fᵀ diag(1/v) F` (`[k, k]`, row-major, both triangles) of a
-/// low-rank capacitance and the factor's squared Frobenius norm, for `F [n, k]` and the
-/// variances `v = σ(ρ)²` of `ρ [n]` (`σ` by `rule`): one pass over the rows.
-pub fn gram(f: &[f32], rho: &[f32], rule: SigmaRule, k: usize) -> (Vec<f64>, f64) {
+/// `(G, Σ_i p_i ‖F_i‖²)`: the Gram part `G = Fᵀ diag(1/v) F` (`[k, k]`, row-major, both
+/// triangles) of a low-rank capacitance and the factor's squared Frobenius norm, its rows
+/// weighted by the prior's precisions `p_i = 1/σ₀ᵢ²` of `prior_std` (`[n]`; `None`: `p_i = 1`),
+/// for `F [n, k]` and the variances `v = σ(ρ)²` of `ρ [n]` (`σ` by `rule`): one pass over the
+/// rows.
+pub fn gram(
+    f: &[f32],
+    rho: &[f32],
+    rule: SigmaRule,
+    k: usize,
+    prior_std: Option<&[f32]>,
+) -> (Vec<f64>, f64) {
     let n = rho.len();
     assert_eq!(f.len(), n * k, "gram: a factor of {n} × {k}");
+    if let Some(std) = prior_std {
+        assert_eq!(std.len(), n, "gram: a prior of {} rows for {n}", std.len());
+    }
     let partials = par_chunks(n, |a, b| {
         let mut acc = vec![0f64; k * k + 1];
-        let mut var = vec![0f32; SUB.min(b - a)];
+        let (mut var, mut prec) = (vec![0f32; SUB.min(b - a)], vec![0f32; SUB.min(b - a)]);
         for start in (a..b).step_by(SUB) {
             let end = (start + SUB).min(b);
             let v = &mut var[..end - start];
             variances_range(&rho[start..end], rule, v, None);
-            gram_range(&f[start * k..end * k], v, k, &mut acc);
+            let p = precisions(prior_std, start..end, &mut prec);
+            gram_range(&f[start * k..end * k], v, p, k, &mut acc);
         }
         acc
     });
@@ -269,10 +312,12 @@ pub fn capacitance_solve(g: &[f64], k: usize, c2: f64) -> (f64, Vec<f64>) {
     (log_det, inv)
 }
 
-/// The factor's share of a low-rank Gaussian's KL from `N(μ₀, σ₀² I)` and what its backward
-/// pass keeps: `½c²‖F‖²/σ₀² − ½ ln det(I + c² Fᵀ diag(1/v) F)` for the stored factor `F [n, k]`
-/// (the factor is `c·F`), `v = σ(ρ)²` (`σ` by `rule`) and `inv_prior_var = 1/σ₀²`, with `A⁻¹`
-/// (`[k, k]`) for [`factor_kl_backward`].
+/// The factor's share of a low-rank Gaussian's KL from a diagonal Gaussian prior and what its
+/// backward pass keeps: `½c² λ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + c² Fᵀ diag(1/v) F)` for the
+/// stored factor `F [n, k]` (the factor is `c·F`), `v = σ(ρ)²` (`σ` by `rule`), `λ =
+/// inv_prior_var` and the prior's standard deviation per row `prior_std` (`[n]`; `None`: `σ₀ᵢ =
+/// 1`, so that a scalar prior passes `λ = 1/σ₀²`), with `A⁻¹` (`[k, k]`) for
+/// [`factor_kl_backward`].
 pub fn factor_kl(
     f: &[f32],
     rho: &[f32],
@@ -280,18 +325,21 @@ pub fn factor_kl(
     k: usize,
     scale: f64,
     inv_prior_var: f64,
+    prior_std: Option<&[f32]>,
 ) -> (f64, Vec<f32>) {
     let c2 = scale * scale;
-    let (g, sum_sq) = gram(f, rho, rule, k);
+    let (g, sum_sq) = gram(f, rho, rule, k, prior_std);
     let (log_det, inv) = capacitance_solve(&g, k, c2);
     let value = 0.5 * c2 * inv_prior_var * sum_sq - 0.5 * log_det;
     (value, inv.into_iter().map(|x| x as f32).collect())
 }
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn factor_kl_backward_rows<const K: usize>(
     f: &[f32],
     var: &[f32],
+    prec: &[f32],
     coeffs: [f32; 3],
     inv: &[f32],
     k: usize,
@@ -301,8 +349,9 @@ fn factor_kl_backward_rows<const K: usize>(
     let k = rank::<K>(k);
     let [a, b, h] = coeffs;
     let rows = f.chunks_exact(k).zip(df.chunks_exact_mut(k));
-    for ((row, d), (v, dv)) in rows.zip(var.iter().zip(dvar)) {
-        let r = 1.0 / v;
+    let terms = var.iter().zip(prec).zip(dvar);
+    for ((row, d), ((v, p), dv)) in rows.zip(terms) {
+        let (r, ap) = (1.0 / v, a * p);
         let mut quad = 0.0;
         for l in 0..k {
             let mut fb = 0.0;
@@ -310,23 +359,23 @@ fn factor_kl_backward_rows<const K: usize>(
                 fb += row[j] * inv[j * k + l];
             }
             quad += row[l] * fb;
-            d[l] = a * row[l] - b * fb * r;
+            d[l] = ap * row[l] - b * fb * r;
         }
         *dv = h * quad * r * r;
     }
 }
 
 multiversion! {
-    /// `dF_i = a F_i − b (F_i A⁻¹)/v_i` and `dv_i = h (F_i A⁻¹ F_iᵀ)/v_i²` over a range of
-    /// rows, `coeffs = [a, b, h]`.
-    fn factor_kl_backward_range(f: &[f32], var: &[f32], coeffs: [f32; 3], inv: &[f32], k: usize,
-                                df: &mut [f32], dvar: &mut [f32]) {
-        by_rank!(k, factor_kl_backward_rows(f, var, coeffs, inv, k, df, dvar))
+    /// `dF_i = a p_i F_i − b (F_i A⁻¹)/v_i` and `dv_i = h (F_i A⁻¹ F_iᵀ)/v_i²` over a range of
+    /// rows, `coeffs = [a, b, h]`, `p_i` the prior's precisions.
+    fn factor_kl_backward_range(f: &[f32], var: &[f32], prec: &[f32], coeffs: [f32; 3],
+                                inv: &[f32], k: usize, df: &mut [f32], dvar: &mut [f32]) {
+        by_rank!(k, factor_kl_backward_rows(f, var, prec, coeffs, inv, k, df, dvar))
     }
 }
 
 /// The backward pass of [`factor_kl`] for the upstream gradient `g`: with `B = A⁻¹`,
-/// `dF_i = g c² (F_i/σ₀² − F_i B / v_i)` and `dρ_i = ½ g c² (F_i B F_iᵀ) / v_i² · dv_i/dρ_i`.
+/// `dF_i = g c² (λ F_i/σ₀ᵢ² − F_i B / v_i)` and `dρ_i = ½ g c² (F_i B F_iᵀ) / v_i² · dv_i/dρ_i`.
 #[allow(clippy::too_many_arguments)]
 pub fn factor_kl_backward(
     f: &[f32],
@@ -336,6 +385,7 @@ pub fn factor_kl_backward(
     k: usize,
     scale: f64,
     inv_prior_var: f64,
+    prior_std: Option<&[f32]>,
     g: f64,
     df: &mut [f32],
     drho: &mut [f32],
@@ -344,14 +394,16 @@ pub fn factor_kl_backward(
     let coeffs = [(gc2 * inv_prior_var) as f32, gc2 as f32, (0.5 * gc2) as f32];
     let (sf, sr) = (Shared::new(df), Shared::new(drho));
     par_chunks(rho.len(), |a, b| {
-        let (mut var, mut dvar) = (vec![0f32; SUB.min(b - a)], vec![0f32; SUB.min(b - a)]);
+        let sub = SUB.min(b - a);
+        let (mut var, mut dvar, mut prec) = (vec![0f32; sub], vec![0f32; sub], vec![0f32; sub]);
         for start in (a..b).step_by(SUB) {
             let end = (start + SUB).min(b);
             let (v, dv) = (&mut var[..end - start], &mut dvar[..end - start]);
             // SAFETY: disjoint ranges of rows.
             let (df, dr) = unsafe { (sf.range(start * k, end * k), sr.range(start, end)) };
             variances_range(&rho[start..end], rule, v, Some(dr));
-            factor_kl_backward_range(&f[start * k..end * k], v, coeffs, inv, k, df, dv);
+            let p = precisions(prior_std, start..end, &mut prec);
+            factor_kl_backward_range(&f[start * k..end * k], v, p, coeffs, inv, k, df, dv);
             scale_range(dr, dv);
         }
     });

@@ -25,7 +25,7 @@
 //! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
 //! | [`add_factor_draws`] | low-rank `w_s + c·F z_s`, `z_s ~ N(0, I_k)`, in place | `dw = dy`, `dF = c·dyᵀ z` |
 //! | [`mixture_kl`] | mean-field or radial `−H[q] + (1/S) Σ_s −ln p_mix(μ + σ c_s ε_s)`, `[1]` | `dμ`, `dρ`, the draws regenerated |
-//! | [`factor_kl`] | low-rank `½c²‖F‖²/σ₀² − ½ ln det(I + c² Fᵀ diag(σ⁻²) F)`, `[1]` | `dF`, `dρ` |
+//! | [`factor_kl`] | low-rank `½c² Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + c² Fᵀ diag(σ⁻²) F)` (`σ₀` scalar or per weight), `[1]` | `dF`, `dρ` |
 //! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
 //!
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
@@ -436,17 +436,21 @@ pub fn mixture_kl<const D: usize>(
     value - entropy_constant
 }
 
-/// The share of a low-rank Gaussian's KL from `N(μ₀, σ₀² I)` that its factor adds to the
-/// diagonal Gaussian's (Brack 2022 §3; one element): with the factor `c·F` (`F [n, k]` the
-/// stored factor, `c = scale`), the diagonal's variances `v = σ(ρ)²` (`ρ` of `n` elements, `σ`
-/// by `rule`) and `inv_prior_var = 1/σ₀²`,
+/// The share of a low-rank Gaussian's KL from a diagonal Gaussian prior that its factor adds
+/// to the diagonal Gaussian's (Brack 2022 §3; one element): with the factor `c·F` (`F [n, k]`
+/// the stored factor, `c = scale`), the diagonal's variances `v = σ(ρ)²` (`ρ` of `n` elements,
+/// `σ` by `rule`), `λ = inv_prior_var` and the prior's variances `σ₀ᵢ²`,
 ///
-/// `KL_F = ½c²‖F‖²/σ₀² − ½ ln det A`,  `A = I + c² Fᵀ diag(1/v) F`,
+/// `KL_F = ½c² λ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det A`,  `A = I + c² Fᵀ diag(1/v) F`,
 ///
-/// from `tr Σ = Σ v + c²‖F‖²` and the determinant lemma `ln det Σ = Σ ln v + ln det A`.
-/// Differentiable in `F` and `ρ`: with `B = A⁻¹`, `∂F_i = c² (F_i/σ₀² − F_i B / v_i)` and
-/// `∂v_i = ½c² (F_i B F_iᵀ) / v_i²`. On the CPU backends `v`, the Gram part of `A` and `‖F‖²`
-/// come from one pass over the rows (`f32` lanes over blocks of rows, the blocks added in
+/// from `tr(Σ₀⁻¹Σ) = Σ_i (v_i + c²‖F_i‖²)/σ₀ᵢ²` and the determinant lemma `ln det Σ = Σ ln v +
+/// ln det A`. A prior `N(μ₀, σ₀² I)` passes `λ = 1/σ₀²` and `per_weight = None` (`σ₀ᵢ = 1`); a
+/// prior with a mean and a standard deviation per weight (a posterior as the next prior) passes
+/// `λ = 1` and `per_weight = Some([μ₀, σ₀])`, flat (the mean does not enter the factor's share;
+/// it is the argument of [`sample`] and [`moments`], whose diagonal terms take it).
+/// Differentiable in `F` and `ρ`: with `B = A⁻¹`, `∂F_i = c² (λ F_i/σ₀ᵢ² − F_i B / v_i)` and
+/// `∂v_i = ½c² (F_i B F_iᵀ) / v_i²`. On the CPU backends `v`, the Gram part of `A` and the
+/// weighted `‖F‖²` come from one pass over the rows (`f32` lanes over blocks of rows, the blocks added in
 /// `f64`), the `k × k` Cholesky and inverse in `f64` on the host, and the backward is one
 /// pass; elsewhere burn ops, with `A` read back for the same host Cholesky. One graph node in
 /// place of the `O(k)` small ops of a Cholesky composed of burn ops.
@@ -456,13 +460,16 @@ pub fn factor_kl<const D: usize>(
     rule: SigmaRule,
     scale: f64,
     inv_prior_var: f64,
+    per_weight: Option<[Tensor<1>; 2]>,
 ) -> Tensor<1> {
+    let prior = per_weight_dispatch(per_weight, rho.shape().num_elements());
     Tensor::from_dispatch(<Dispatch as FusedOps>::factor_kl_op(
         factor.into_dispatch(),
         rho.into_dispatch(),
         rule,
         scale,
         inv_prior_var,
+        prior,
     ))
 }
 

@@ -1454,11 +1454,12 @@ fn batched_matmul_and_its_gradients_match_burns_matmul() {
     }
 }
 
-/// The low-rank factor's KL share `½c²‖F‖²/σ₀² − ½ ln det(I + c² Fᵀ diag(σ(ρ)⁻²) F)` against
-/// its composition of burn ops (`σ` by the rule, the product, and the Cholesky of
+/// The low-rank factor's KL share `½c²λ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + c² Fᵀ diag(σ(ρ)⁻²) F)`
+/// against its composition of burn ops (`σ` by the rule, the product, and the Cholesky of
 /// [`crate::linalg`]), with `ρ`, the factor or both tracked (values, `∂ρ`, `∂F`), for every
 /// `σ` rule, with and without the prior's term (without it, `∂F` is the log-determinant's
-/// alone); and the factor's draws `F z_s` against burn's `c·z Fᵀ` with the same `z` (values,
+/// alone), under a scalar prior (`σ₀ᵢ = 1`) and under one with a standard deviation per row
+/// (`λ = 1`); and the factor's draws `F z_s` against burn's `c·z Fᵀ` with the same `z` (values,
 /// `∂F`), and the draws added to a base `w_s + F z_s` against burn's `w + c·z Fᵀ` (values, `∂w`,
 /// `∂F`, a base the caller still holds left as it was). Ranks 1–3 (compiled for their rank) and
 /// 6 (a run-time rank), one to three draws, and a factor of more rows than one parallel chunk
@@ -1477,18 +1478,38 @@ fn low_rank_kl_and_draws_and_their_gradients_match_burns_composition() {
     for [n, k, draws] in [[7, 1, 1], [300, 2, 3], [40_000, 3, 1], [50, 6, 2]] {
         let f = Tensor::<2>::random([n, k], Distribution::Normal(0.0, 0.5), &device);
         let rho = Tensor::<1>::random([n], Distribution::Uniform(-1.5, 0.5), &device);
-        for (param, inv_prior_var) in params.into_iter().zip([0.0, 2.0, 0.3]) {
+        // A prior with a mean (which the factor's share does not read) and a standard
+        // deviation per row.
+        let per_weight = [
+            Tensor::<1>::random([n], Distribution::Normal(0.1, 0.3), &device),
+            Tensor::<1>::random([n], Distribution::Uniform(0.2, 1.5), &device),
+        ];
+        let cases = params
+            .into_iter()
+            .zip([0.0, 2.0, 0.3])
+            .map(|(param, inv_prior_var)| (param, inv_prior_var, None))
+            .chain(params.map(|param| (param, 1.0, Some(per_weight.clone()))));
+        for (param, inv_prior_var, prior) in cases {
             let rule = param.sigma_rule();
+            let precision = match &prior {
+                Some([_, std]) => std.clone().square().recip().reshape([n, 1]) * inv_prior_var,
+                None => Tensor::<2>::full([n, 1], inv_prior_var, &device),
+            };
+            let label = match prior {
+                Some(_) => "per-row σ₀".to_string(),
+                None => format!("1/σ₀² = {inv_prior_var}"),
+            };
             compare_products(
                 rho.clone(),
                 f.clone(),
-                &format!("factor KL of [{n}, {k}], {rule:?}, 1/σ₀² = {inv_prior_var}"),
-                |rho, f| factor_kl(f, rho, rule, c, inv_prior_var),
+                &format!("factor KL of [{n}, {k}], {rule:?}, {label}"),
+                |rho, f| factor_kl(f, rho, rule, c, inv_prior_var, prior.clone()),
                 |rho, f| {
                     let var = param.sigma(rho).square().reshape([n, 1]);
                     let gram = f.clone().transpose().matmul(f.clone() / var) * (c * c);
                     let l = cholesky(gram + Tensor::eye(k, &f.device()));
-                    f.square().sum() * (0.5 * c * c * inv_prior_var) - cholesky_log_det(l) * 0.5
+                    let norm = (f.square() * precision.clone()).sum();
+                    norm * (0.5 * c * c) - cholesky_log_det(l) * 0.5
                 },
             );
         }

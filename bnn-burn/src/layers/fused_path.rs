@@ -7,10 +7,11 @@
 //! KL clamps `ln σ²` (Haußmann's VBP code, [`crate::layers::WeightConfig::kl_log_var_range`])
 //! takes the kernels' clamped terms ([`KlTerms::with_log_var_range`]). Under a Gaussian prior
 //! with a mean and a standard deviation per weight (a posterior as the next prior,
-//! [`WeightPrior::from_posterior`], or a MOPED-style prior) a mean-field or radial tensor's KL
-//! terms are per weight ([`fused::PerWeight`]), folded into the draws' or the moments' passes like
-//! the scalar terms; a pass that does not fold takes it from [`fused::tensor_kl`] (one pass each
-//! way).
+//! [`WeightPrior::from_posterior`], or a MOPED-style prior) a mean-field, radial or low-rank
+//! tensor's KL terms are per weight ([`fused::PerWeight`]), folded into the draws' or the
+//! moments' passes like the scalar terms; a pass that does not fold takes it from
+//! [`fused::tensor_kl`] (one pass each way). A low-rank tensor adds its factor's share
+//! ([`fused::factor_kl`], under either prior).
 //!
 //! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
 //! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`] and
@@ -19,8 +20,7 @@
 //! ratios; the KL is reported).
 //!
 //! Where the kernels draw a tensor but do not compute its KL (a hyperprior; under a low-rank
-//! posterior a tensor-valued prior or a scale mixture; a tensor-valued prior of broadcast
-//! shape), the draws and variances stay on the kernels and the layer's KL alone takes the
+//! posterior a scale mixture; a tensor-valued prior of broadcast shape), the draws and variances stay on the kernels and the layer's KL alone takes the
 //! composition of burn ops ([`LayerParams::kl_on`]). Another family (or [`Kernels::Reference`])
 //! goes back to the composition.
 
@@ -42,8 +42,8 @@ enum FusedKl {
     /// A mean-field or radial tensor under a scale-mixture prior: [`fused::mixture_kl`] with its
     /// prior's terms and number of draws, differentiable on its own (never folded).
     Mixture(MixtureTerms, usize),
-    /// A mean-field or radial tensor under a Gaussian prior with a mean and a standard
-    /// deviation per entry (of the weight's shape): the kernels' terms per weight
+    /// A mean-field, radial or low-rank tensor under a Gaussian prior with a mean and a
+    /// standard deviation per entry (of the weight's shape): the kernels' terms per weight
     /// ([`KlTerms::per_weight`], clamped where the layer clamps `ln σ²`), folded when asked, or
     /// [`fused::tensor_kl`]; with the constant.
     Tensor {
@@ -81,12 +81,12 @@ struct Fusable<const D: usize> {
 
 impl<const D: usize> Fusable<D> {
     /// `None` when the family has no fused kernels (draws and moments take any
-    /// [`crate::posterior::ScaleParam`]) or the KL none: under a low-rank posterior a prior
-    /// with tensor parameters or a scale mixture, a tensor-valued prior whose parameters do not
-    /// have the weight's shape (broadcast), or a clamp of `ln σ²`
-    /// (`log_var_range`, [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a
-    /// mean-field tensor under a Gaussian prior, scalar or per weight (the composition takes the
-    /// mean-field KL at the clamped marginal variances, which is the kernels' clamped KL there).
+    /// [`crate::posterior::ScaleParam`]) or the KL none: under a low-rank posterior a scale
+    /// mixture, a tensor-valued prior whose parameters do not have the weight's shape
+    /// (broadcast), or a clamp of `ln σ²` (`log_var_range`,
+    /// [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a mean-field tensor
+    /// under a Gaussian prior, scalar or per weight (the composition takes the mean-field KL at
+    /// the clamped marginal variances, which is the kernels' clamped KL there).
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
         prior: Option<&WeightPrior<D>>,
@@ -104,7 +104,7 @@ impl<const D: usize> Fusable<D> {
                     FusedKl::Mixture(MixtureTerms::new(m.pi, m.sigma1, m.sigma2), m.mc_samples)
                 }
                 (None, p, range)
-                    if scale.factor.is_none() && (range.is_none() || !scale.radial) =>
+                    if range.is_none() || (scale.factor.is_none() && !scale.radial) =>
                 {
                     let (prior, constant) = per_weight_prior(&scale, p)?;
                     let terms = KlTerms::per_weight(scale.var_scale());
@@ -249,15 +249,25 @@ impl<const D: usize> Fusable<D> {
     }
 
     /// The low-rank factor's part of the KL ([`fused::factor_kl`], differentiable in `F` and
-    /// `ρ`). The diagonal's terms are in the kernels' KL.
+    /// `ρ`) under the scalar prior's `1/σ₀²` or the per-weight prior's `σ₀ᵢ`. The diagonal's
+    /// terms are in the kernels' KL.
     fn factor_kl(&self, factor: &FusedFactor) -> Tensor<1> {
-        let Some(FusedKl::Closed(terms, _)) = &self.kl else {
-            unreachable!("a low-rank tensor's KL is collected in closed form or not at all")
+        let (terms, per_weight) = match &self.kl {
+            Some(FusedKl::Closed(terms, _)) => (terms, None),
+            Some(FusedKl::Tensor { terms, prior, .. }) => (terms, Some((**prior).clone())),
+            _ => unreachable!("a low-rank tensor's KL is collected in closed form or not at all"),
         };
         let s = &self.scale;
         let inv_prior_var = f64::from(terms.inv_var_mu);
         let (stored, rho) = (factor.stored.clone(), s.rho.clone());
-        fused::factor_kl(stored, rho, s.sigma_rule(), factor.scale, inv_prior_var)
+        fused::factor_kl(
+            stored,
+            rho,
+            s.sigma_rule(),
+            factor.scale,
+            inv_prior_var,
+            per_weight,
+        )
     }
 }
 
@@ -346,6 +356,18 @@ impl<const DW: usize> Views<DW> {
             }),
         }
     }
+}
+
+/// Whether a training pass that collects the KL takes it from the kernels (`Some(true)`), or
+/// draws on the kernels and takes the layer's KL from burn ops (`Some(false)`); `None` when the
+/// layer's draws leave the kernels.
+#[cfg(test)]
+pub(crate) fn kl_on_kernels<W, B, const DW: usize>(params: &LayerParams<W, B, DW>) -> Option<bool>
+where
+    W: WeightPosterior<DW>,
+    B: WeightPosterior<1>,
+{
+    Views::of(params, true).map(|v| !v.composed_kl)
 }
 
 /// The layer's output on the fused kernels, or `None` when they do not apply.

@@ -644,9 +644,10 @@ pub(crate) fn tensor_valued_priors<W, B, const D: usize>(
 /// for every estimator, mean-field (also with `ln σ²` clamped inside the KL, the clamp holding
 /// some variances on each side), radial and low-rank (the factor's terms differentiable beside
 /// the folded diagonal's), dense and convolutional, with every parameter's gradient; under
-/// tensor-valued priors (per-weight terms on the kernels for mean-field, clamped or not, and
-/// radial; the KL from burn ops beside the kernels' draws for low-rank) and a hyperprior (its
-/// density from burn ops); and for the families that keep the composition's draws
+/// tensor-valued priors (per-weight terms on the kernels for mean-field, clamped or not, radial
+/// and low-rank, whose factor's share takes the per-row `σ₀`) and a hyperprior (its density
+/// from burn ops beside the kernels' draws; which of the two routes a layer's KL takes is
+/// asserted); and for the families that keep the composition's draws
 /// but take their prior term from one fused op ([`crate::fused::quadratic`]): points (MAP's
 /// `−ln p(w)`), MC dropout and DropConnect (Gal's `(1−p)/(2σ₀²)‖M − μ₀‖²`), biases included.
 #[test]
@@ -694,6 +695,15 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
                 tensor_valued_priors(&mut dense.params, &device);
                 tensor_valued_priors(&mut conv.params, &device);
             }
+            let on_kernels = [
+                super::fused_path::kl_on_kernels(&dense.params),
+                super::fused_path::kl_on_kernels(&conv.params),
+            ];
+            assert_eq!(
+                on_kernels,
+                [sampled.then_some(prior != Hyper); 2],
+                "{posterior:?} {prior:?} {estimator:?}: the KL's route (dense, conv)"
+            );
             let x = Tensor::<3>::random([2, 4, 5], Distribution::Normal(0.0, 1.0), &device);
             let xc = Tensor::<5>::random([2, 4, 2, 3, 3], Distribution::Normal(0.0, 1.0), &device);
             // loss = 0·Σ y + λ·KL: only the KL's gradient, through whichever route the pass takes.

@@ -9,7 +9,8 @@
 //! reparameterisation (which keeps marginals and drops the correlations between outputs).
 //!
 //! The distribution below composes burn ops (the reference). With the default fused kernels a
-//! layer's sampling and moment passes under a prior with scalar Gaussian parameters run the
+//! layer's sampling and moment passes under a Gaussian prior, with scalar parameters or with a
+//! mean and a standard deviation per weight (a posterior as the next prior), run the
 //! mean-field kernels for `μ + σ ⊙ ε₂` and the diagonal's KL terms,
 //! [`crate::fused::add_factor_draws`] for `+ F ε₁`, and [`crate::fused::factor_kl`] for the factor's
 //! KL terms; black-box α's passes (which need `ln q` of the draws) compose.
