@@ -349,6 +349,84 @@ fn a_statically_typed_layer_and_the_posterior_as_the_next_prior() {
     assert!(point.params.with_posterior_as_prior().is_err());
 }
 
+/// `½ Σ ln v_i − ½ ln det(F Fᵀ + diag σ²)`, `v_i = σ_i² + ‖F_i‖²`: the KL from a low-rank
+/// Gaussian to the diagonal Gaussian of its own marginals, i.e. the information its
+/// correlations carry, in `f64` from the full covariance's Cholesky factor on the host.
+fn correlation_information<const D: usize>(q: crate::posterior::LowRankDist<D>) -> f64 {
+    let (sigma, f) = (to_vec(q.sigma), to_vec(q.factor));
+    let (n, k) = (sigma.len(), f.len() / sigma.len());
+    let cov = |i: usize, j: usize| {
+        let shared: f64 = (0..k).map(|r| f[i * k + r] * f[j * k + r]).sum();
+        shared + if i == j { sigma[i] * sigma[i] } else { 0.0 }
+    };
+    let mut l = vec![0f64; n * n];
+    let mut log_det = 0.0;
+    for j in 0..n {
+        for i in j..n {
+            let s = cov(i, j) - (0..j).map(|p| l[i * n + p] * l[j * n + p]).sum::<f64>();
+            if i == j {
+                l[j * n + j] = s.sqrt();
+                log_det += s.ln();
+            } else {
+                l[i * n + j] = s / l[j * n + j];
+            }
+        }
+    }
+    let log_marginals: f64 = (0..n).map(|i| cov(i, i).ln()).sum();
+    0.5 * (log_marginals - log_det)
+}
+
+/// A low-rank layer whose prior is its own posterior, moment-matched (`N(μ, diag v)`, `v_i =
+/// σ_i² + ‖F_i‖²`, as variational continual learning takes the last task's posterior), has
+/// `KL = ½ Σ ln v_i − ½ ln det Σ` (weight and bias each; [`correlation_information`]): a
+/// training pass gives it on the fused kernels (the per-weight terms and the factor's share
+/// under the per-row `σ₀`; the route asserted), folded or not, and on the composition of burn
+/// ops, for every estimator, within `f32` rounding of sums over 15 weights.
+#[test]
+fn a_low_rank_layers_kl_to_its_own_marginals_is_its_correlations_information() {
+    use crate::posterior::AnyPosterior;
+    let device = test_device().autodiff();
+    let _guard = seeded(&test_device(), 62);
+    for estimator in ESTIMATORS {
+        let mut layer = BayesianLinearConfig::new(4, 3)
+            .with_weights(weights(PosteriorConfig::low_rank(2), estimator))
+            .init(&device)
+            .unwrap();
+        layer.params = layer.params.clone().with_posterior_as_prior().unwrap();
+        assert_eq!(
+            super::fused_path::kl_on_kernels(&layer.params),
+            Some(true),
+            "{estimator:?}: the KL on the kernels"
+        );
+        let AnyPosterior::LowRank(w) = &layer.params.weight else {
+            unreachable!("a low-rank weight")
+        };
+        let Some(AnyPosterior::LowRank(b)) = &layer.params.bias else {
+            unreachable!("a low-rank bias")
+        };
+        let expected = correlation_information(w.dist()) + correlation_information(b.dist());
+        assert!(expected > 0.05, "{estimator:?}: information {expected}");
+        let x = Tensor::<3>::random([1, 2, 4], Distribution::Normal(0.0, 1.0), &device);
+        let passes: [(&str, &dyn Fn() -> Pass<'static>); 3] = [
+            ("fused", &|| Pass::train(1, false)),
+            ("fused, folded", &|| Pass::train(1, false).fold_kl(0.3)),
+            ("composition", &|| {
+                Pass::train(1, false).with_kernels(Kernels::Reference)
+            }),
+        ];
+        for (what, make) in passes {
+            let mut pass = make();
+            let _ = layer.run(x.clone(), &mut pass);
+            let (kl, _) = pass.into_terms(&device);
+            let kl = to_vec(kl)[0];
+            assert!(
+                (kl - expected).abs() <= 1e-5,
+                "{estimator:?} {what}: KL {kl} vs {expected}"
+            );
+        }
+    }
+}
+
 #[test]
 fn invalid_layer_configs_name_the_field() {
     let device = test_device();
