@@ -450,10 +450,10 @@ pub fn mixture_kl<const D: usize>(
 /// it is the argument of [`sample`] and [`moments`], whose diagonal terms take it).
 /// Differentiable in `F` and `ρ`: with `B = A⁻¹`, `∂F_i = c² (λ F_i/σ₀ᵢ² − F_i B / v_i)` and
 /// `∂v_i = ½c² (F_i B F_iᵀ) / v_i²`. On the CPU backends `v`, the Gram part of `A` and the
-/// weighted `‖F‖²` come from one pass over the rows (`f32` lanes over blocks of rows, the blocks added in
-/// `f64`), the `k × k` Cholesky and inverse in `f64` on the host, and the backward is one
-/// pass; elsewhere burn ops, with `A` read back for the same host Cholesky. One graph node in
-/// place of the `O(k)` small ops of a Cholesky composed of burn ops.
+/// weighted `‖F‖²` come from one pass over the rows (`f32` lanes over blocks of rows, the
+/// blocks added in `f64`), the `k × k` Cholesky and inverse in `f64` on the host, and the
+/// backward is one pass; elsewhere burn ops, with `A` read back for the same host Cholesky.
+/// One graph node in place of the `O(k)` small ops of a Cholesky composed of burn ops.
 pub fn factor_kl<const D: usize>(
     factor: Tensor<2>,
     rho: Tensor<D>,
