@@ -193,18 +193,17 @@ multiversion! {
     }
 }
 
-/// The buffer of a sub-range's prior precisions: `1/σ₀ᵢ²` of `prior_std[range]`, or ones when
-/// the prior's variance is one for all rows (`x·1` is exact: the scalar prior's sums are those
-/// of an unweighted norm).
+/// The buffer of a sub-range's prior precisions: `1/σ₀ᵢ²` of `prior_std[range]` written into
+/// `buf`, or `buf` as it is (ones, as the callers allocate it) when the prior's variance is one
+/// for all rows (`x·1` is exact: the scalar prior's sums are those of an unweighted norm).
 fn precisions<'a>(
     prior_std: Option<&[f32]>,
     range: std::ops::Range<usize>,
     buf: &'a mut [f32],
 ) -> &'a [f32] {
     let buf = &mut buf[..range.len()];
-    match prior_std {
-        Some(std) => precisions_range(&std[range], buf),
-        None => buf.fill(1.0),
+    if let Some(std) = prior_std {
+        precisions_range(&std[range], buf);
     }
     buf
 }
@@ -248,7 +247,7 @@ pub fn gram(
     }
     let partials = par_chunks(n, |a, b| {
         let mut acc = vec![0f64; k * k + 1];
-        let (mut var, mut prec) = (vec![0f32; SUB.min(b - a)], vec![0f32; SUB.min(b - a)]);
+        let (mut var, mut prec) = (vec![0f32; SUB.min(b - a)], vec![1f32; SUB.min(b - a)]);
         for start in (a..b).step_by(SUB) {
             let end = (start + SUB).min(b);
             let v = &mut var[..end - start];
@@ -395,7 +394,7 @@ pub fn factor_kl_backward(
     let (sf, sr) = (Shared::new(df), Shared::new(drho));
     par_chunks(rho.len(), |a, b| {
         let sub = SUB.min(b - a);
-        let (mut var, mut dvar, mut prec) = (vec![0f32; sub], vec![0f32; sub], vec![0f32; sub]);
+        let (mut var, mut dvar, mut prec) = (vec![0f32; sub], vec![0f32; sub], vec![1f32; sub]);
         for start in (a..b).step_by(SUB) {
             let end = (start + SUB).min(b);
             let (v, dv) = (&mut var[..end - start], &mut dvar[..end - start]);
