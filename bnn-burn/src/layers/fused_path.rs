@@ -20,10 +20,11 @@
 //! ratios; the KL is reported).
 //!
 //! Where the kernels draw a tensor but do not compute its KL (a hyperprior; under a low-rank
-//! posterior a scale mixture or a clamp of `ln σ²`; a tensor-valued prior of broadcast shape),
-//! the draws and variances stay on the kernels and the layer's KL alone takes the composition
-//! of burn ops ([`LayerParams::kl_on`]). Another family (or [`Kernels::Reference`]) goes back
-//! to the composition.
+//! posterior a scale mixture; a tensor-valued prior of broadcast shape), the draws and
+//! variances stay on the kernels and the layer's KL alone takes the composition of burn ops
+//! ([`LayerParams::kl_on`]). (A clamp of `ln σ²` on a radial or low-rank tensor would too, but
+//! [`crate::layers::WeightConfig::validate`] allows the clamp on mean-field weights only.)
+//! Another family (or [`Kernels::Reference`]) goes back to the composition.
 
 use super::estimator::{Estimator, WeightOp};
 use super::params::LayerParams;
