@@ -6,14 +6,15 @@
 //!    `w = μ + σ ⊙ (ε/‖ε‖)·r` stay at distance |r| σ whatever D is.
 //! 2. The consequence for learning: the variance of the Monte Carlo gradient of the expected
 //!    log-likelihood, as the posterior scale σ grows, for both families on the same net and batch.
-//! 3. Training both from a small and from a large initial σ on the heteroscedastic toy.
+//! 3. Training both from a small and from a large initial σ on the heteroscedastic toy, five
+//!    seeds each (test LL mean ± s.e. and per seed: one run alone can fail by chance).
 //!
 //! `cargo run --release --example mfvi_vs_radial`
 
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::{Pass, WeightConfig};
 use bnn_burn::likelihood::{GaussianLikelihoodConfig, HeteroscedasticGaussian, Likelihood};
-use bnn_burn::metrics::mean;
+use bnn_burn::metrics::{mean, mean_and_standard_error};
 use bnn_burn::nets::MlpConfig;
 use bnn_burn::posterior::{
     AnyPosterior, MeanFieldConfig, MeanFieldDist, PosteriorConfig, PosteriorDist, RadialConfig,
@@ -149,9 +150,11 @@ fn gradient_variance() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Test LL and RMSE after training from a small and a large initial σ.
+/// Test LL and RMSE after training from a small and a large initial σ, over [`SEEDS`] seeds
+/// (one training run can fail on its own: the table gives each configuration's spread).
 fn training() -> Result<(), Box<dyn Error>> {
     const EPOCHS: usize = 400;
+    const SEEDS: u64 = 5;
     let device = training_device();
     let plain = device.clone().inner();
     let train_set = toy::heteroscedastic(1000, 0);
@@ -164,28 +167,45 @@ fn training() -> Result<(), Box<dyn Error>> {
     let y_test = sy.transform(&test_set.y);
     println!(
         "== 3. Training from small and large initial σ: heteroscedastic toy (n = 1000), \
-         1-100-100-2 net with a heteroscedastic head, {EPOCHS} epochs, unit Gaussian prior\n"
+         1-100-100-2 net with a heteroscedastic head, {EPOCHS} epochs, unit Gaussian prior; \
+         seeds 0 to {} (initial weights, minibatches and draws)\n",
+        SEEDS - 1
     );
-    println!("| initial σ | family | test LL | test RMSE | final KL/N |");
-    println!("|---:|---|---:|---:|---:|");
+    println!(
+        "| initial σ | family | test LL, mean ± s.e. | test LL per seed | median test RMSE | \
+         mean final KL/N |"
+    );
+    println!("|---:|---|---:|---|---:|---:|");
     for sigma in [0.0067, 0.3] {
         let rho = inverse_softplus(sigma);
         for (name, weights) in families(rho) {
-            device.seed(5);
-            let model = MlpConfig::new(1, vec![100, 100], 1)
-                .with_weights(weights)
-                .init(HeteroscedasticGaussian, &device)?;
-            let config = TrainConfig::new(EPOCHS)
-                .with_batch_size(100)
-                .with_learning_rate(3e-3)
-                .with_seed(5);
-            let (model, report) = train(model, (x.clone(), y.clone()), &config)?;
-            let model = model.valid();
-            let pred = model.predict(x_test.clone(), PredictMode::Samples(200))?;
-            let scores = pred.scores(matrix(&y_test, 1, &plain), &sy.std);
-            let (ll, err) = (scores.log_likelihood, scores.rmse);
-            let kl = report.history.last().map(|e| e.kl).unwrap_or(f64::NAN) / 1000.0;
-            println!("| {sigma} | {name} | {ll:.3} | {err:.3} | {kl:.3} |");
+            let (mut lls, mut errs, mut kls) = (Vec::new(), Vec::new(), Vec::new());
+            for seed in 0..SEEDS {
+                device.seed(seed);
+                let model = MlpConfig::new(1, vec![100, 100], 1)
+                    .with_weights(weights.clone())
+                    .init(HeteroscedasticGaussian, &device)?;
+                let config = TrainConfig::new(EPOCHS)
+                    .with_batch_size(100)
+                    .with_learning_rate(3e-3)
+                    .with_seed(seed);
+                let (model, report) = train(model, (x.clone(), y.clone()), &config)?;
+                let model = model.valid();
+                let pred = model.predict(x_test.clone(), PredictMode::Samples(200))?;
+                let scores = pred.scores(matrix(&y_test, 1, &plain), &sy.std);
+                lls.push(scores.log_likelihood);
+                errs.push(scores.rmse);
+                kls.push(report.history.last().map(|e| e.kl).unwrap_or(f64::NAN) / 1000.0);
+            }
+            let (ll, se) = mean_and_standard_error(&lls);
+            let each = lls.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>();
+            errs.sort_by(f64::total_cmp);
+            let median_err = errs[errs.len() / 2];
+            println!(
+                "| {sigma} | {name} | {ll:.3} ± {se:.3} | {} | {median_err:.3} | {:.3} |",
+                each.join(", "),
+                mean(&kls)
+            );
         }
     }
     println!(
