@@ -17,7 +17,8 @@
 //! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`] and
 //! a Gaussian prior with scalar parameters or with a mean and a standard deviation per weight;
 //! the KL it collects is then a value only (black-box α's loss takes its gradient from the
-//! ratios; the KL is reported).
+//! ratios; the KL is reported), with `ln σ²` clamped inside it where the layer clamps it
+//! (the ratios do not clamp).
 //!
 //! Where the kernels draw a tensor but do not compute its KL (a hyperprior; under a low-rank
 //! posterior a scale mixture; a tensor-valued prior of broadcast shape), the draws and
@@ -492,6 +493,22 @@ impl<const D: usize> RatioDraws<D> {
         })
     }
 
+    /// The KL with `ln σ²` clamped to `range` inside it (the kernels' clamped terms, as
+    /// [`Fusable::of`] takes them), as a value: the draws' log-ratios do not clamp.
+    fn clamped_kl(&self, range: (f64, f64)) -> Tensor<1> {
+        let s = &self.scale;
+        let terms = self.terms.with_log_var_range(range, s.var_scale().into());
+        let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
+        let kl = match &self.per_weight {
+            None => fused::kl(mu, rho, rule, terms),
+            Some([mean, std]) => {
+                let (mu, rho) = (mu.reshape([-1]), rho.reshape([-1]));
+                fused::tensor_kl(mu, rho, rule, terms, mean.clone(), std.clone())
+            }
+        };
+        kl.detach() + self.kl_constant
+    }
+
     /// `n` draws `[n, numel]`, their log-ratios `[n]` and (when `kl`) the KL as a value.
     fn draw(&self, n: usize, kl: bool, key: u64) -> (Tensor<2>, Tensor<1>, Option<Tensor<1>>) {
         let s = &self.scale;
@@ -510,8 +527,10 @@ impl<const D: usize> RatioDraws<D> {
 }
 
 /// The reparameterisation estimator's output for black-box α: one fused draw per sample of the
-/// weight and the bias with their `ln q − ln p`, added to the pass; `None` (the composition)
-/// for another estimator, a folded or clamped KL, or a tensor [`RatioDraws`] refuses.
+/// weight and the bias with their `ln q − ln p`, added to the pass, and the KL as a value (with
+/// `ln σ²` clamped inside it where the layer clamps it, [`RatioDraws::clamped_kl`]); `None`
+/// (the composition) for another estimator, a hyperprior, a folded KL, or a tensor
+/// [`RatioDraws`] refuses.
 fn run_log_ratio<W, B, const DW: usize, const DX: usize>(
     params: &LayerParams<W, B, DW>,
     op: &impl WeightOp<DX, DW>,
@@ -526,10 +545,11 @@ where
     if params.estimator != Estimator::Reparameterization
         || params.hyperprior.is_some()
         || pass.kl_fold().is_some()
-        || (collect && (params.kl_log_var_range.is_some() || params.hyperprior.is_some()))
     {
         return None;
     }
+    // The kernels' KL of the draws is unclamped: a clamped one is taken on its own.
+    let clamp = params.kl_log_var_range.filter(|_| collect);
     let weight = RatioDraws::of(&params.weight, &params.weight_prior)?;
     let bias = match &params.bias {
         None => None,
@@ -537,13 +557,20 @@ where
     };
     let device = x.device();
     let samples = x.dims()[0];
-    let (w, mut ratio, mut kl) = weight.draw(samples, collect, pass.next_key(&device));
+    let with_kl = collect && clamp.is_none();
+    let (w, mut ratio, mut kl) = weight.draw(samples, with_kl, pass.next_key(&device));
     let mut y = op.apply_per_sample(x.clone(), w);
     if let Some(b) = &bias {
-        let (draws, r, k) = b.draw(samples, collect, pass.next_key(&device));
+        let (draws, r, k) = b.draw(samples, with_kl, pass.next_key(&device));
         y = op.add_bias(y, draws);
         ratio = ratio + r;
         kl = kl.zip(k).map(|(a, b)| a + b);
+    }
+    if let Some(range) = clamp {
+        kl = Some(match &bias {
+            Some(b) => weight.clamped_kl(range) + b.clamped_kl(range),
+            None => weight.clamped_kl(range),
+        });
     }
     pass.add_log_ratio(ratio);
     if let Some(kl) = kl {

@@ -330,6 +330,57 @@ fn black_box_alpha_draws_run_on_the_kernels_under_a_tensor_valued_prior() {
     }
 }
 
+/// Black-box α's pass on a layer whose KL clamps `ln σ²` (Haußmann's VBP code) stays on the
+/// kernels: the same outputs and `ln q − ln p` as the same layer without the clamp under the
+/// same seed (the ratios do not clamp), and the clamped KL as the composition of burn ops gives
+/// it (`layer.kl()`), under a scalar and a tensor-valued prior, with the clamp holding about
+/// half the variances (`ln σ²` about −2.3 ± 0.34, clamped to `[−2.3, 0]`).
+#[test]
+fn black_box_alpha_draws_stay_on_the_kernels_when_the_kl_clamps() {
+    let device = test_device();
+    for tensor_prior in [false, true] {
+        let guard = seeded(&device, 106);
+        let config = weights(PosteriorConfig::mean_field(), Estimator::Reparameterization)
+            .with_kl_log_var_range(Some((-2.3, 0.0)));
+        let mut layer = BayesianLinearConfig::new(5, 3)
+            .with_weights(config)
+            .init(&device)
+            .unwrap();
+        if tensor_prior {
+            tensor_valued_priors(&mut layer.params, &device);
+        }
+        let x = Tensor::<3>::random([4, 2, 5], Distribution::Normal(0.0, 1.0), &device);
+        drop(guard);
+        let mut unclamped = layer.clone();
+        unclamped.params.kl_log_var_range = None;
+        let run = |layer: &BayesianLinear| {
+            let _guard = seeded(&device, 107);
+            let mut pass = Pass::train(4, true);
+            let op = super::linear::LinearOp::new(layer.shape(), &pass);
+            let y = super::fused_path::run(&layer.params, &op, &x, &mut pass);
+            let y = y.unwrap_or_else(|| panic!("tensor prior {tensor_prior}: the kernels ran"));
+            let (kl, ratio) = pass.into_terms(&device);
+            (to_vec(y), to_vec(ratio.unwrap().unwrap()), to_vec(kl)[0])
+        };
+        let (y, ratio, kl) = run(&layer);
+        let (y_free, ratio_free, kl_free) = run(&unclamped);
+        assert_eq!(y, y_free, "tensor prior {tensor_prior}: the same draws");
+        assert_eq!(
+            ratio, ratio_free,
+            "tensor prior {tensor_prior}: the same ratios"
+        );
+        let own = to_vec(layer.kl())[0];
+        assert!(
+            (kl - own).abs() <= 1e-5 * own.abs(),
+            "tensor prior {tensor_prior}: KL {kl} vs the composition's {own}"
+        );
+        assert!(
+            (kl - kl_free).abs() >= 0.02 * kl_free.abs(),
+            "tensor prior {tensor_prior}: the clamp holds (KL {kl} vs {kl_free} unclamped)"
+        );
+    }
+}
+
 #[test]
 fn a_statically_typed_layer_and_the_posterior_as_the_next_prior() {
     let _guard = seeded(&test_device(), 101);
