@@ -21,7 +21,8 @@
 //! (the ratios do not clamp).
 //!
 //! Where the kernels draw a tensor but do not compute its KL (a hyperprior; under a low-rank
-//! posterior a scale mixture; a tensor-valued prior of broadcast shape), the draws and
+//! posterior a scale mixture; a tensor-valued prior of a shape that is neither the weight's
+//! nor `[1; D]`, the two [`WeightPrior::gaussian`] documents), the draws and
 //! variances stay on the kernels and the layer's KL alone takes the composition of burn ops
 //! ([`LayerParams::kl_on`]). (A clamp of `ln σ²` on a radial or low-rank tensor would too, but
 //! [`crate::layers::WeightConfig::validate`] allows the clamp on mean-field weights only.)
@@ -57,9 +58,10 @@ enum FusedKl {
     },
 }
 
-/// A Gaussian prior with a mean and a standard deviation of the tensor's shape: the two, flat,
-/// and the constant `n·½ ln 2π − (H[q] − Σ ln σ)` its KL adds to the per-weight terms
-/// ([`KlTerms::per_weight`]). `None` for another prior (a scalar one, a broadcast one, a
+/// A Gaussian prior with a mean and a standard deviation of the tensor's shape, or of shape
+/// `[1; D]` ([`WeightPrior::gaussian`] takes either; such a one is expanded to the tensor's
+/// shape): the two, flat, and the constant `n·½ ln 2π − (H[q] − Σ ln σ)` its KL adds to the
+/// per-weight terms ([`KlTerms::per_weight`]). `None` for another prior (a scalar one, a
 /// mixture).
 fn per_weight_prior<const D: usize>(
     scale: &FusedScale<D>,
@@ -68,12 +70,14 @@ fn per_weight_prior<const D: usize>(
     let WeightPrior::Gaussian(g) = prior else {
         return None;
     };
-    if g.mean.dims() != scale.mu.dims() || g.std.dims() != scale.mu.dims() {
-        return None;
-    }
-    let flat = |t: &Tensor<D>| t.clone().reshape([-1]);
+    let shape = scale.mu.dims();
+    let flat = |t: &Tensor<D>| match t.dims() {
+        d if d == shape => Some(t.clone().reshape([-1])),
+        d if d.iter().all(|&n| n == 1) => Some(t.clone().expand(shape).reshape([-1])),
+        _ => None,
+    };
     let constant = scale.numel() as f64 * HALF_LN_2PI - scale.entropy_constant();
-    Some(([flat(&g.mean), flat(&g.std)], constant))
+    Some(([flat(&g.mean)?, flat(&g.std)?], constant))
 }
 
 /// One tensor's fused view, with its KL when the pass collects the KL.
@@ -85,8 +89,8 @@ struct Fusable<const D: usize> {
 impl<const D: usize> Fusable<D> {
     /// `None` when the family has no fused kernels (draws and moments take any
     /// [`crate::posterior::ScaleParam`]) or the KL none: under a low-rank posterior a scale
-    /// mixture, a tensor-valued prior whose parameters do not have the weight's shape
-    /// (broadcast), or a clamp of `ln σ²` (`log_var_range`,
+    /// mixture, a tensor-valued prior whose parameters have neither the weight's shape nor
+    /// `[1; D]` (expanded to the weight's, [`per_weight_prior`]), or a clamp of `ln σ²` (`log_var_range`,
     /// [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a mean-field tensor
     /// under a Gaussian prior, scalar or per weight (the composition takes the mean-field KL at
     /// the clamped marginal variances, which is the kernels' clamped KL there).

@@ -295,14 +295,15 @@ fn the_log_ratio_needs_weight_draws_and_a_density() {
 }
 
 /// Black-box α's pass (the draws with their `ln q − ln p`) runs on the fused kernels under a
-/// tensor-valued prior as under a scalar one (checked; `objective::alpha`'s tests compare the
-/// ratios with the composition's), with one ratio per draw and the same KL as the layer's own.
+/// tensor-valued prior, of the weight's shape or `[1; D]`, as under a scalar one (checked;
+/// `objective::alpha`'s tests compare the ratios with the composition's), with one ratio per
+/// draw and the same KL as the layer's own.
 #[test]
 fn black_box_alpha_draws_run_on_the_kernels_under_a_tensor_valued_prior() {
     let _guard = seeded(&test_device(), 105);
     let device = test_device();
     let x = Tensor::<3>::random([4, 2, 5], Distribution::Normal(0.0, 1.0), &device);
-    for tensor_prior in [false, true] {
+    for prior in [PriorKind::Scalar, PriorKind::Tensor, PriorKind::Broadcast] {
         let mut layer = BayesianLinearConfig::new(5, 3)
             .with_weights(weights(
                 PosteriorConfig::mean_field(),
@@ -310,22 +311,21 @@ fn black_box_alpha_draws_run_on_the_kernels_under_a_tensor_valued_prior() {
             ))
             .init(&device)
             .unwrap();
-        if tensor_prior {
-            tensor_valued_priors(&mut layer.params, &device);
+        match prior {
+            PriorKind::Tensor => tensor_valued_priors(&mut layer.params, &device),
+            PriorKind::Broadcast => broadcast_priors(&mut layer.params, &device),
+            _ => {}
         }
         let mut pass = Pass::train(4, true);
         let op = super::linear::LinearOp::new(layer.shape(), &pass);
         let y = super::fused_path::run(&layer.params, &op, &x, &mut pass);
-        assert!(
-            y.is_some(),
-            "tensor prior {tensor_prior}: the fused kernels ran"
-        );
+        assert!(y.is_some(), "{prior:?} prior: the fused kernels ran");
         let (kl, ratio) = pass.into_terms(&device);
         assert_eq!(ratio.unwrap().unwrap().dims(), [4]);
         let (kl, own) = (to_vec(kl)[0], to_vec(layer.kl())[0]);
         assert!(
             (kl - own).abs() <= 1e-5 * own.abs(),
-            "tensor prior {tensor_prior}: KL {kl} vs {own}"
+            "{prior:?} prior: KL {kl} vs {own}"
         );
     }
 }
@@ -739,7 +739,32 @@ fn flipout_outputs_of_identical_examples_are_uncorrelated() {
 enum PriorKind {
     Scalar,
     Tensor,
+    /// A tensor-valued Gaussian of shape `[1; D]` ([`broadcast_priors`]).
+    Broadcast,
     Hyper,
+}
+
+/// Replaces the priors of a layer's weight and (when it has one) bias by Gaussians of shape
+/// `[1; D]` (mean −0.2, standard deviation 0.5), the broadcast form
+/// [`crate::dist::WeightPrior::gaussian`] takes beside the weight's own shape.
+fn broadcast_priors<W, B, const D: usize>(
+    params: &mut super::params::LayerParams<W, B, D>,
+    device: &burn::tensor::Device,
+) where
+    W: crate::posterior::WeightPosterior<D>,
+    B: crate::posterior::WeightPosterior<1>,
+{
+    use crate::dist::WeightPrior;
+    fn gaussian<const N: usize>(device: &burn::tensor::Device) -> WeightPrior<N> {
+        WeightPrior::gaussian(
+            Tensor::full([1; N], -0.2, device),
+            Tensor::full([1; N], 0.5, device),
+        )
+    }
+    params.weight_prior = gaussian(device);
+    if params.bias_prior.is_some() {
+        params.bias_prior = Some(gaussian(device));
+    }
 }
 
 /// Replaces the priors of a layer's weight and (when it has one) bias by Gaussians with a mean
@@ -774,7 +799,8 @@ pub(crate) fn tensor_valued_priors<W, B, const D: usize>(
 /// some variances on each side), radial and low-rank (the factor's terms differentiable beside
 /// the folded diagonal's), dense and convolutional, with every parameter's gradient; under
 /// tensor-valued priors (per-weight terms on the kernels for mean-field, clamped or not, radial
-/// and low-rank, whose factor's share takes the per-row `σ₀`) and a hyperprior (its density
+/// and low-rank, whose factor's share takes the per-row `σ₀`), also of the broadcast shape
+/// `[1; D]` (expanded to the weight's on the kernels), and a hyperprior (its density
 /// from burn ops beside the kernels' draws; which of the two routes a layer's KL takes is
 /// asserted); and for the families that keep the composition's draws
 /// but take their prior term from one fused op ([`crate::fused::quadratic`]): points (MAP's
@@ -788,16 +814,20 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
     let spread = PosteriorConfig::MeanField(
         MeanFieldConfig::new().with_scale(ScaleInit::new().with_rho(-3.0).with_rho_std(1.0)),
     );
-    use PriorKind::{Hyper, Scalar, Tensor as TensorPrior};
+    use PriorKind::{Broadcast, Hyper, Scalar, Tensor as TensorPrior};
     for (posterior, sampled, range, prior) in [
         (PosteriorConfig::mean_field(), true, None, Scalar),
         (spread.clone(), true, Some((-7.0, -5.0)), Scalar),
-        (spread, true, Some((-7.0, -5.0)), TensorPrior),
+        (spread.clone(), true, Some((-7.0, -5.0)), TensorPrior),
+        (spread, true, Some((-7.0, -5.0)), Broadcast),
         (PosteriorConfig::radial(), true, None, Scalar),
         (PosteriorConfig::low_rank(2), true, None, Scalar),
         (PosteriorConfig::mean_field(), true, None, TensorPrior),
         (PosteriorConfig::radial(), true, None, TensorPrior),
         (PosteriorConfig::low_rank(2), true, None, TensorPrior),
+        (PosteriorConfig::mean_field(), true, None, Broadcast),
+        (PosteriorConfig::radial(), true, None, Broadcast),
+        (PosteriorConfig::low_rank(2), true, None, Broadcast),
         (PosteriorConfig::mean_field(), true, None, Hyper),
         (PosteriorConfig::point(), false, None, Scalar),
         (PosteriorConfig::mc_dropout(0.3), false, None, Scalar),
@@ -823,6 +853,10 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
             if prior == TensorPrior {
                 tensor_valued_priors(&mut dense.params, &device);
                 tensor_valued_priors(&mut conv.params, &device);
+            }
+            if prior == Broadcast {
+                broadcast_priors(&mut dense.params, &device);
+                broadcast_priors(&mut conv.params, &device);
             }
             let on_kernels = [
                 super::fused_path::kl_on_kernels(&dense.params),
