@@ -80,6 +80,24 @@ fn per_weight_prior<const D: usize>(
     Some(([flat(&g.mean)?, flat(&g.std)?], constant))
 }
 
+/// A tensor's KL terms summed on the kernels, differentiable on their own: under a scalar prior
+/// ([`fused::kl`]) or a per-weight one (its mean and standard deviation, flat;
+/// [`fused::tensor_kl`]); without the constant.
+fn terms_kl<const D: usize>(
+    s: &FusedScale<D>,
+    terms: KlTerms,
+    per_weight: Option<&[Tensor<1>; 2]>,
+) -> Tensor<1> {
+    let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
+    match per_weight {
+        None => fused::kl(mu, rho, rule, terms),
+        Some([mean, std]) => {
+            let (mu, rho) = (mu.reshape([-1]), rho.reshape([-1]));
+            fused::tensor_kl(mu, rho, rule, terms, mean.clone(), std.clone())
+        }
+    }
+}
+
 /// One tensor's fused view, with its KL when the pass collects the KL.
 struct Fusable<const D: usize> {
     scale: FusedScale<D>,
@@ -90,8 +108,9 @@ impl<const D: usize> Fusable<D> {
     /// `None` when the family has no fused kernels (draws and moments take any
     /// [`crate::posterior::ScaleParam`]) or the KL none: under a low-rank posterior a scale
     /// mixture, a tensor-valued prior whose parameters have neither the weight's shape nor
-    /// `[1; D]` (expanded to the weight's, [`per_weight_prior`]), or a clamp of `ln σ²` (`log_var_range`,
-    /// [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a mean-field tensor
+    /// `[1; D]` (expanded to the weight's, [`per_weight_prior`]), or a clamp of `ln σ²`
+    /// (`log_var_range`, [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a
+    /// mean-field tensor
     /// under a Gaussian prior, scalar or per weight (the composition takes the mean-field KL at
     /// the clamped marginal variances, which is the kernels' clamped KL there).
     fn of<P: WeightPosterior<D>>(
@@ -168,19 +187,12 @@ impl<const D: usize> Fusable<D> {
     fn own_kl(&self, kl_key: Option<u64>) -> Option<Tensor<1>> {
         let s = &self.scale;
         match self.kl.as_ref()? {
-            FusedKl::Closed(terms, c) => {
-                let (mu, rho) = (s.mu.clone(), s.rho.clone());
-                Some(fused::kl(mu, rho, s.sigma_rule(), *terms) + *c)
-            }
+            FusedKl::Closed(terms, c) => Some(terms_kl(s, *terms, None) + *c),
             FusedKl::Tensor {
                 terms,
                 prior,
                 constant,
-            } => {
-                let (mu, rho) = (s.mu.clone().reshape([-1]), s.rho.clone().reshape([-1]));
-                let [mean, std] = (**prior).clone();
-                Some(fused::tensor_kl(mu, rho, s.sigma_rule(), *terms, mean, std) + *constant)
-            }
+            } => Some(terms_kl(s, *terms, Some(prior)) + *constant),
             FusedKl::Mixture(t, draws) => Some(self.mixture_kl(*t, *draws, kl_key)),
         }
     }
@@ -502,15 +514,7 @@ impl<const D: usize> RatioDraws<D> {
     fn clamped_kl(&self, range: (f64, f64)) -> Tensor<1> {
         let s = &self.scale;
         let terms = self.terms.with_log_var_range(range, s.var_scale().into());
-        let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
-        let kl = match &self.per_weight {
-            None => fused::kl(mu, rho, rule, terms),
-            Some([mean, std]) => {
-                let (mu, rho) = (mu.reshape([-1]), rho.reshape([-1]));
-                fused::tensor_kl(mu, rho, rule, terms, mean.clone(), std.clone())
-            }
-        };
-        kl.detach() + self.kl_constant
+        terms_kl(s, terms, self.per_weight.as_ref()).detach() + self.kl_constant
     }
 
     /// `n` draws `[n, numel]`, their log-ratios `[n]` and (when `kl`) the KL as a value.
