@@ -110,9 +110,8 @@ impl<const D: usize> Fusable<D> {
     /// mixture, a tensor-valued prior whose parameters have neither the weight's shape nor
     /// `[1; D]` (expanded to the weight's, [`per_weight_prior`]), or a clamp of `ln σ²`
     /// (`log_var_range`, [`crate::layers::WeightConfig::kl_log_var_range`]) on anything but a
-    /// mean-field tensor
-    /// under a Gaussian prior, scalar or per weight (the composition takes the mean-field KL at
-    /// the clamped marginal variances, which is the kernels' clamped KL there).
+    /// mean-field tensor under a Gaussian prior, scalar or per weight (the composition takes the
+    /// mean-field KL at the clamped marginal variances, which is the kernels' clamped KL there).
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
         prior: Option<&WeightPrior<D>>,
