@@ -14,6 +14,7 @@
 //! `cargo run --release --example depeweg_ch5_bnn_lv`
 
 use bnn_burn::host::matrix;
+use bnn_burn::metrics::{mean, mean_and_standard_error};
 use bnn_burn::nets::{BnnLvConfig, MlpConfig, depeweg_weights};
 use bnn_burn::objective::AlphaConfig;
 use bnn_burn::predict::{GaussianPrediction, Predict, PredictMode};
@@ -84,25 +85,19 @@ fn main() -> Result<(), Box<dyn Error>> {
                 lls.push(ll);
                 rmses.push(rmse);
             }
-            let (m, se) = mean_se(&lls);
+            let (m, se) = mean_and_standard_error(&lls);
+            let se = se.expect("five splits");
             let (pm, pse) = model.published[k];
             let z = (m - pm) / (se * se + pse * pse).sqrt();
             println!(
                 "| {name} | {} | {m:.3} ± {se:.3} | {pm:.2} ± {pse:.2} | {z:+.1} | {:.2} |",
                 model.name,
-                mean_se(&rmses).0
+                mean(&rmses)
             );
         }
         println!("| {name} | the true model | {oracle:.2} | | | |");
     }
     Ok(())
-}
-
-fn mean_se(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0);
-    (m, (var / n).sqrt())
 }
 
 /// Trains `model` on split `split` of `data`; test LL (original units) and RMSE.

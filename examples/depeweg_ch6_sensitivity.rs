@@ -23,6 +23,7 @@
 //! `cargo run --release --example depeweg_ch6_sensitivity`
 
 use bnn_burn::host::matrix;
+use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{BnnLvConfig, MlpConfig, Sensitivity, depeweg_weights};
 use bnn_burn::objective::AlphaConfig;
 use bnn_burn::train::{TrainConfig, Trainer};
@@ -84,7 +85,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     ];
     for (name, pick, expected) in rows {
         let v = |i: usize| runs.iter().map(|s| pick(s)[i]).collect::<Vec<_>>();
-        let (a, b) = (mean_se(&v(0)), mean_se(&v(1)));
+        let se = |x: &[f64]| {
+            let (m, se) = mean_and_standard_error(x);
+            (m, se.expect("five repeats"))
+        };
+        let (a, b) = (se(&v(0)), se(&v(1)));
         let larger = if a.0 > b.0 { "x₁" } else { "x₂" };
         let right = runs
             .iter()
@@ -100,11 +105,4 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     Ok(())
-}
-
-fn mean_se(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-    (m, (var / n).sqrt())
 }

@@ -198,6 +198,7 @@ fn training() -> Result<(), Box<dyn Error>> {
                 kls.push(report.history.last().map(|e| e.kl).unwrap_or(f64::NAN) / 1000.0);
             }
             let (ll, se) = mean_and_standard_error(&lls);
+            let se = se.expect("five seeds");
             let each = lls.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>();
             errs.sort_by(f64::total_cmp);
             let median_err = errs[errs.len() / 2];

@@ -15,7 +15,7 @@
 //! output folder when they run different data sets or models.
 
 use crate::experiment;
-use crate::uci::z_score;
+use crate::uci::{MeanSe, z_score};
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{BnnLvConfig, MlpConfig, depeweg_weights};
@@ -382,10 +382,10 @@ pub struct TableRow {
     pub model: String,
     /// Finished splits.
     pub splits: usize,
-    /// Test LL, mean ± s.e. over splits.
-    pub ll: (f64, f64),
+    /// Test LL, mean ± s.e. over splits (no s.e. for a single split).
+    pub ll: MeanSe,
     /// Test RMSE, mean ± s.e.
-    pub rmse: (f64, f64),
+    pub rmse: MeanSe,
     /// Published LL and RMSE.
     pub published_ll: Option<(f64, f64)>,
     /// Published RMSE.
@@ -395,7 +395,7 @@ pub struct TableRow {
     /// z of the RMSE against the published (positive: ours lower).
     pub z_rmse: Option<f64>,
     /// `(T, LL mean ± s.e., z)` of the `T`-draw mixtures, when every split measured one of `T`.
-    pub wide: Option<(usize, (f64, f64), Option<f64>)>,
+    pub wide: Option<(usize, MeanSe, Option<f64>)>,
     /// Sum of the splits' seconds.
     pub seconds: f64,
 }
@@ -698,12 +698,12 @@ fn count_met(
     (zs.iter().filter(|&&z| z >= -1.0).count(), zs.len())
 }
 
-fn cell(v: (f64, f64), digits: usize) -> String {
-    format!("{:.*} ± {:.*}", digits, v.0, digits, v.1)
+fn cell(v: MeanSe, digits: usize) -> String {
+    crate::uci::fmt_mean_se(v.0, v.1, digits)
 }
 
 fn opt_cell(v: Option<(f64, f64)>, digits: usize) -> String {
-    v.map_or_else(|| "–".into(), |v| cell(v, digits))
+    v.map_or_else(|| "–".into(), |v| cell((v.0, Some(v.1)), digits))
 }
 
 fn z_cell(z: Option<f64>) -> String {
@@ -715,11 +715,11 @@ pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
     let b = &options.budget;
     let mut s = format!(
         "# Depeweg (2019) Tables 5.1 / 5.2: BNN and BNN+LV under black-box α\n\n\
-         Random 90/10 splits (mean ± standard error over the finished splits; the thesis: 5, \
-         its ± also s.e.); 2 hidden ReLU layers (50 units, 20 for the toys and wet-chicken); \
-         {} epochs (the thesis: 5 000), Adam {}, minibatch N/{}, K = {} draws per step, test \
-         mixture of {} draws. z = (ours − published) / √(s.e.² + s.e.² + rounding²), signed so \
-         that positive is better. Naval RMSE ×100 as printed.\n\n",
+         Random 90/10 splits (mean ± standard error over the finished splits, `± –` and no z \
+         for a single one; the thesis: 5, its ± also s.e.); 2 hidden ReLU layers (50 units, 20 \
+         for the toys and wet-chicken); {} epochs (the thesis: 5 000), Adam {}, minibatch N/{}, \
+         K = {} draws per step, test mixture of {} draws. z = (ours − published) / √(s.e.² + \
+         s.e.² + rounding²), signed so that positive is better. Naval RMSE ×100 as printed.\n\n",
         b.epochs, b.learning_rate, b.batches, b.train_samples, b.test_draws
     );
     let (met, of) = targets_met(rows, options.splits);
@@ -736,6 +736,7 @@ pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
     for r in rows {
         let scale = if r.dataset == "naval" { 100.0 } else { 1.0 };
         let sc = |v: (f64, f64)| (v.0 * scale, v.1 * scale);
+        let sc_ours = |v: MeanSe| (v.0 * scale, v.1.map(|se| se * scale));
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |\n",
             r.dataset,
@@ -748,7 +749,7 @@ pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
             cell(r.ll, 3),
             opt_cell(r.published_ll, 2),
             z_cell(r.z_ll),
-            cell(sc(r.rmse), 3),
+            cell(sc_ours(r.rmse), 3),
             opt_cell(r.published_rmse.map(sc), 2),
             z_cell(r.z_rmse),
             r.seconds
@@ -957,8 +958,8 @@ mod tests {
             dataset: dataset.into(),
             model: model.into(),
             splits,
-            ll: (0.0, 0.1),
-            rmse: (1.0, 0.1),
+            ll: (0.0, Some(0.1)),
+            rmse: (1.0, Some(0.1)),
             published_ll: Some((0.0, 0.1)),
             published_rmse: Some((1.0, 0.1)),
             z_ll: Some(z),
@@ -976,8 +977,8 @@ mod tests {
         assert_eq!(targets_met(&rows, 3), (2, 3));
         // A wide mixture's z replaces the row's own where the row has one.
         let mut wide = rows.clone();
-        wide[1].wide = Some((5000, (0.0, 0.1), Some(-0.5)));
-        wide[0].wide = Some((5000, (0.0, 0.1), Some(-1.5)));
+        wide[1].wide = Some((5000, (0.0, Some(0.1)), Some(-0.5)));
+        wide[0].wide = Some((5000, (0.0, Some(0.1)), Some(-1.5)));
         assert_eq!(targets_met_wide(&wide, 5), (1, 2));
         wide[0].wide = None;
         assert_eq!(targets_met_wide(&wide, 5), (2, 2));
@@ -1100,8 +1101,12 @@ mod tests {
         let t = run(&other).unwrap();
         assert_eq!(t[0].splits, 1);
         assert!(t[0].seconds < 12345.0);
+        // One split: a mean without a standard error, and no z beside the published cell.
+        assert!(t[0].ll.1.is_none() && t[0].rmse.1.is_none(), "{:?}", t[0]);
+        assert!(t[0].published_ll.is_some() && t[0].z_ll.is_none() && t[0].z_rmse.is_none());
         let md = std::fs::read_to_string(out.join("depeweg.md")).unwrap();
         assert!(md.contains("heteroscedastic | BNN+LV α=1 | 1 |"), "{md}");
+        assert!(md.contains(" ± – | -1.67 ± 0.06 | – |"), "{md}");
         assert!(std::fs::read_to_string(&path).unwrap().contains("12345"));
         // The report alone, from the rows: nothing is trained (no new split of split 3).
         let report = run(&DepewegOptions {

@@ -26,14 +26,16 @@ pub fn pearson(a: &[f64], b: &[f64]) -> f64 {
     cov / (va * vb).sqrt()
 }
 
-/// Mean and standard error `sd/√n` (the UCI tables' `±`), sample standard deviation.
-pub fn mean_and_standard_error(x: &[f64]) -> (f64, f64) {
+/// Mean and standard error `sd/√n` (the UCI tables' `±`), `sd` the sample standard deviation
+/// `√(Σ(x − x̄)²/(n − 1))`. The standard error is `None` for fewer than two values, where no
+/// sample standard deviation exists (the mean is NaN for none).
+pub fn mean_and_standard_error(x: &[f64]) -> (f64, Option<f64>) {
     let m = mean(x);
     if x.len() < 2 {
-        return (m, 0.0);
+        return (m, None);
     }
     let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
-    (m, (var / x.len() as f64).sqrt())
+    (m, Some((var / x.len() as f64).sqrt()))
 }
 
 /// Root-mean-square error of row-major predictions of `D = target_std.len()` dimensions, each
@@ -509,7 +511,12 @@ mod tests {
         let y = [0.5, -1.9, 2.5, -3.0];
         assert_eq!(interval_coverage(&mean, &std, &y, 0.95), 0.5);
         let (m, se) = mean_and_standard_error(&[1.0, 2.0, 3.0, 4.0]);
+        let se = se.expect("four values have a standard error");
         assert!((m - 2.5).abs() < 1e-12 && (se - (5.0f64 / 12.0).sqrt()).abs() < 1e-12);
+        // One value has a mean but no standard error (not a zero one); none has neither.
+        assert_eq!(mean_and_standard_error(&[-2.5]), (-2.5, None));
+        let (m, se) = mean_and_standard_error(&[]);
+        assert!(m.is_nan() && se.is_none());
         assert!((rmse(&[1.0, 3.0], &[0.0, 3.0], &[2.0]) - 2.0f64.sqrt()).abs() < 1e-12);
         // Two dimensions with their own scales: errors (1, 0) and (0, 2), scales (3, 1).
         let r = rmse(&[1.0, 0.0, 0.0, 2.0], &[0.0; 4], &[3.0, 1.0]);

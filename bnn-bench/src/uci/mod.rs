@@ -304,13 +304,13 @@ impl MethodResult {
         self.dataset == other.dataset && self.method == other.method
     }
 
-    /// Mean and standard error of the test LL.
-    pub fn ll(&self) -> (f64, f64) {
+    /// Mean and standard error of the test LL (no standard error for a single split).
+    pub fn ll(&self) -> MeanSe {
         mean_and_standard_error(&self.splits.iter().map(|s| s.test_ll).collect::<Vec<_>>())
     }
 
-    /// Mean and standard error of the test RMSE.
-    pub fn rmse(&self) -> (f64, f64) {
+    /// Mean and standard error of the test RMSE (no standard error for a single split).
+    pub fn rmse(&self) -> MeanSe {
         mean_and_standard_error(&self.splits.iter().map(|s| s.test_rmse).collect::<Vec<_>>())
     }
 }

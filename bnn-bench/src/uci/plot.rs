@@ -13,7 +13,14 @@ pub(crate) fn plot(path: &Path, results: &[MethodResult]) -> Result<(), Box<dyn 
     let panels = root.split_evenly((rows, cols));
     for (area, d) in panels.iter().zip(&sets) {
         let rs: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == *d).collect();
-        let stats: Vec<(f64, f64)> = rs.iter().map(|r| r.ll()).collect();
+        // A single split draws its point without a bar.
+        let stats: Vec<(f64, f64)> = rs
+            .iter()
+            .map(|r| {
+                let (m, se) = r.ll();
+                (m, se.unwrap_or(0.0))
+            })
+            .collect();
         let lo = stats
             .iter()
             .map(|(m, s)| m - s)

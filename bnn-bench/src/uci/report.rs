@@ -46,8 +46,21 @@ pub(crate) fn published_index(d: &DataSet) -> Option<usize> {
 
 pub(crate) fn fmt_cell(c: Option<(f64, f64)>) -> String {
     match c {
-        Some((m, se)) => format!("{m:.2} ± {se:.2}"),
+        Some((m, se)) => fmt_mean_se(m, Some(se), 2),
         None => "–".into(),
+    }
+}
+
+/// A mean over splits with its standard error (`None` for a single split, which has none:
+/// [`bnn_burn::metrics::mean_and_standard_error`]).
+pub type MeanSe = (f64, Option<f64>);
+
+/// `mean ± se` to `digits` decimals; `mean ± –` without a standard error (a single split has
+/// none, where `± 0.00` would claim an exact value).
+pub(crate) fn fmt_mean_se(m: f64, se: Option<f64>, digits: usize) -> String {
+    match se {
+        Some(se) => format!("{m:.digits$} ± {se:.digits$}"),
+        None => format!("{m:.digits$} ± –"),
     }
 }
 
@@ -64,19 +77,17 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
     };
     let published = uci_published::all();
     let sets = sets_in(results);
+    let splits = options
+        .splits
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| if options.quick { "3" } else { "all" }.into());
     let mut md = format!(
-        "# UCI regression\n\n{} splits per set{}, seed {}, backend `{}`, wall time {:.0} s \
+        "# UCI regression\n\n{splits} split{} per set{}, seed {}, backend `{}`, wall time {:.0} s \
          ({} worker process{}; the rows' own times sum to {:.0} s). Mean ± standard error over \
-         splits; ours first, then published columns (sources below). `epochs`: the training \
-         epochs of most of a set's rows; a cell trained for another count says so.\n",
-        options
-            .splits
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| if options.quick {
-                "3".into()
-            } else {
-                "all".into()
-            }),
+         splits (`± –`: a single split, which has no standard error); ours first, then \
+         published columns (sources below). `epochs`: the training epochs of most of a set's \
+         rows; a cell trained for another count says so.\n",
+        if splits == "1" { "" } else { "s" },
         if options.quick { " (--quick)" } else { "" },
         options.seed,
         bnn_burn::backend_name(),
@@ -91,7 +102,7 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         .collect();
     md += &format!("\n{}\n", crate::experiment::revisions_line(&provenance));
     let table = |title: &str,
-                 ours: &dyn Fn(&MethodResult) -> (f64, f64),
+                 ours: &dyn Fn(&MethodResult) -> MeanSe,
                  theirs: &dyn Fn(&PublishedColumn, usize) -> uci_published::Cell,
                  digits: usize| {
         let mut t = format!("\n## {title}\n\n| data set | epochs |");
@@ -114,9 +125,10 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
                     .find(|r| r.method == *m)
                     .map(|r| {
                         let (v, se) = ours(r);
+                        let cell = fmt_mean_se(v, se, digits);
                         match r.budget.epochs {
-                            e if e == epochs => format!("{v:.digits$} ± {se:.digits$}"),
-                            e => format!("{v:.digits$} ± {se:.digits$} ({e} ep.)"),
+                            e if e == epochs => cell,
+                            e => format!("{cell} ({e} ep.)"),
                         }
                     })
                     .unwrap_or_else(|| "–".into());
@@ -159,11 +171,11 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
                `z = (ours − published) / √(se_ours² + se_published² + 0.01²/12)` (the last \
                term: the published cell's rounding to two decimals), signed so that a positive \
                value means ours is better (higher LL, lower RMSE); `–` where either cell is \
-               missing.\n";
+               missing or ours has a single split.\n";
         // A pair without a single published cell in this metric gets no column, and a metric
         // without any, no table (e.g. Haußmann's Table 3.1 has no RMSE).
         let ztable = |title: &str,
-                      ours: &dyn Fn(&MethodResult) -> (f64, f64),
+                      ours: &dyn Fn(&MethodResult) -> MeanSe,
                       theirs: &dyn Fn(&PublishedColumn, usize) -> uci_published::Cell,
                       higher_is_better: bool| {
             let z = |d: &DataSet, m: &str, p: &PublishedColumn| {
@@ -233,11 +245,12 @@ pub fn usual_epochs(rows: &[&MethodResult]) -> usize {
 /// `(ours − theirs)/√(se_ours² + se_theirs² + u²/12)` of two `(mean, standard error)` cells,
 /// signed so that positive means ours is better. `u` = [`PUBLISHED_DIGIT`]: a published cell
 /// is rounded to it, an error uniform on `±u/2` (standard deviation `u/√12`), which decides
-/// cells printed as `0.00 ± 0.00` (naval's RMSE). `None` only for a non-positive combined
-/// error, which the rounding term rules out for finite inputs.
-pub fn z_score(ours: (f64, f64), theirs: (f64, f64), higher_is_better: bool) -> Option<f64> {
+/// cells printed as `0.00 ± 0.00` (naval's RMSE). `None` where ours has no standard error (a
+/// single split: taking it as 0 would inflate `z`), or for a non-positive combined error, which
+/// the rounding term rules out for finite inputs.
+pub fn z_score(ours: MeanSe, theirs: (f64, f64), higher_is_better: bool) -> Option<f64> {
     let rounding = PUBLISHED_DIGIT / 12f64.sqrt();
-    let se = ours.1.hypot(theirs.1).hypot(rounding);
+    let se = ours.1?.hypot(theirs.1).hypot(rounding);
     if se <= 0.0 {
         return None;
     }

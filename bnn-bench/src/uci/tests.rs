@@ -173,11 +173,15 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
         method: "MAP".into(),
         dataset: UciDataset::Yacht.into(),
         budget: b,
-        splits: vec![SplitOutcome {
-            test_ll: -1.0,
-            test_rmse: 0.5,
-            detail: String::new(),
-        }],
+        // Two splits: a single one has no standard error, hence no z.
+        splits: vec![
+            SplitOutcome {
+                test_ll: -1.0,
+                test_rmse: 0.5,
+                detail: String::new(),
+            };
+            2
+        ],
         seconds: 1.0,
         revisions: vec!["r1".into()],
     };
@@ -289,13 +293,61 @@ fn data_sets_are_names_or_folders_and_old_records_still_read() {
 #[test]
 fn z_scores_are_signed_so_that_positive_is_better() {
     let rounding = 0.01f64.powi(2) / 12.0;
-    let z = z_score((-2.0, 0.03), (-2.1, 0.04), true).unwrap();
+    let z = z_score((-2.0, Some(0.03)), (-2.1, 0.04), true).unwrap();
     assert!((z - 0.1 / (0.0025 + rounding).sqrt()).abs() < 1e-12, "{z}");
-    let z = z_score((3.0, 0.3), (2.6, 0.4), false).unwrap();
+    let z = z_score((3.0, Some(0.3)), (2.6, 0.4), false).unwrap();
     assert!((z + 0.4 / (0.25 + rounding).sqrt()).abs() < 1e-12, "{z}");
     // A published `0.00 ± 0.00` is known to ±0.005: ours at 0.002 is within a standard error.
-    let z = z_score((0.002, 0.0001), (0.0, 0.0), false).unwrap();
+    let z = z_score((0.002, Some(0.0001)), (0.0, 0.0), false).unwrap();
     assert!(z < 0.0 && z > -1.0, "{z}");
+}
+
+/// A boston row of `method` under `o` with these test LLs, one split each (RMSE 3).
+fn boston_row(o: &UciOptions, method: &str, ll: &[f64]) -> MethodResult {
+    MethodResult {
+        method: method.into(),
+        dataset: UciDataset::Boston.into(),
+        budget: budget(&UciDataset::Boston.into(), &meta(), 455, o),
+        splits: ll
+            .iter()
+            .map(|&test_ll| SplitOutcome {
+                test_ll,
+                test_rmse: 3.0,
+                detail: String::new(),
+            })
+            .collect(),
+        seconds: 1.0,
+        revisions: vec!["r1".into()],
+    }
+}
+
+/// A single split has a mean but no standard error: its cell reads `± –` (not `± 0.00`), it
+/// gets no z-score (a zero standard error would inflate it), and the header says "1 split".
+#[test]
+fn a_single_split_has_no_standard_error_and_no_z_score() {
+    assert_eq!(z_score((-2.0, None), (-2.1, 0.04), true), None);
+    let mut o = protein_options(false);
+    o.splits = Some(1);
+    let row = |method: &str, ll: &[f64]| boston_row(&o, method, ll);
+    let md = markdown(&o, &[row("MC dropout", &[-2.3])], 1.0);
+    assert!(md.contains("1 split per set,"), "{md}");
+    assert!(
+        md.contains("| -2.30 ± – |") && md.contains("| 3.000 ± – |"),
+        "{md}"
+    );
+    assert!(!md.contains("± 0.00 |"), "{md}");
+    // No z for the row, so no z table at all; two splits bring it back.
+    assert!(!md.contains("vs MC dropout (Gal, updated)"), "{md}");
+    o.splits = Some(2);
+    let md = markdown(&o, &[boston_row(&o, "MC dropout", &[-2.3, -2.5])], 1.0);
+    assert!(
+        md.contains("2 splits per set,") && md.contains("| -2.40 ± 0.10 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| MC dropout vs MC dropout (Gal, updated) |"),
+        "{md}"
+    );
 }
 
 /// Gal & Ghahramani 2016's ± are standard deviations over splits: stored divided by √20
@@ -317,24 +369,13 @@ fn published_standard_deviations_are_converted_and_labelled() {
     assert!((se_protein - 0.04 / 5f64.sqrt()).abs() < 1e-12);
 
     let o = protein_options(false);
-    let row = |method: &str, ll: [f64; 2]| MethodResult {
-        method: method.into(),
-        dataset: UciDataset::Boston.into(),
-        budget: budget(&UciDataset::Boston.into(), &meta(), 455, &o),
-        splits: ll
-            .iter()
-            .map(|&test_ll| SplitOutcome {
-                test_ll,
-                test_rmse: 3.0,
-                detail: String::new(),
-            })
-            .collect(),
-        seconds: 1.0,
-        revisions: vec!["r1".into()],
-    };
+    let row = |method: &str, ll: &[f64]| boston_row(&o, method, ll);
     let md = markdown(
         &o,
-        &[row("MC dropout", [-2.3, -2.5]), row("Radial", [-2.6, -2.6])],
+        &[
+            row("MC dropout", &[-2.3, -2.5]),
+            row("Radial", &[-2.6, -2.6]),
+        ],
         1.0,
     );
     assert!(md.contains("standard deviations over splits, shown here divided by √20"));
@@ -384,7 +425,7 @@ fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
     let rows = combine(&[a.clone(), b], &out).unwrap();
     assert_eq!(rows.len(), 2);
     let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
-    assert!(md.contains("-2.50 ± 0.00") && !md.contains("-9.00"), "{md}");
+    assert!(md.contains("-2.50 ± –") && !md.contains("-9.00"), "{md}");
     // Each row keeps the build that produced it.
     assert!(
         md.contains("`r1`: boston / MAP; `r2`: boston / MC dropout."),

@@ -55,6 +55,7 @@ fn gaussian_cross_entropy_matches_monte_carlo() {
         let draws = crate::posterior::PosteriorDist::sample(&point, n);
         let neg: Vec<f64> = to_vec(prior.log_prob(draws)).iter().map(|v| -v).collect();
         let (mc, se) = crate::metrics::mean_and_standard_error(&neg);
+        let se = se.expect("at least two draws");
         assert!(
             (mc - exact).abs() < 5.0 * se,
             "closed form {exact}, MC {mc} ± {se}"

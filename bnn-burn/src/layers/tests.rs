@@ -111,6 +111,7 @@ fn check_moments((mean, var): (Vec<f64>, Vec<f64>), y: &[f64], what: &str) {
     for j in 0..dout {
         let col: Vec<f64> = y.chunks(dout).map(|r| r[j]).collect();
         let (m, se) = crate::metrics::mean_and_standard_error(&col);
+        let se = se.expect("at least two draws");
         let v = se * se * n as f64;
         let m4 = col.iter().map(|c| (c - m).powi(4)).sum::<f64>() / n as f64;
         let se_v = ((m4 - v * v).max(0.0) / n as f64).sqrt();
@@ -689,6 +690,7 @@ fn convolution_estimators_match_the_output_moments() {
             let want_var = (0..8).map(|i| x[i] * x[i] * v[i]).sum::<f64>()
                 + to_vec(bd.marginal_variance().unwrap())[0];
             let (mean, se) = crate::metrics::mean_and_standard_error(&y);
+            let se = se.expect("at least two draws");
             let var = se * se * n as f64;
             let m4 = y.iter().map(|c| (c - mean).powi(4)).sum::<f64>() / n as f64;
             let se_v = ((m4 - var * var).max(0.0) / n as f64).sqrt();

@@ -126,12 +126,14 @@ fn kl_and_entropy_match_monte_carlo_where_the_density_exists() {
             let log_p = to_vec(prior.log_prob(w.clone()));
             let diff: Vec<f64> = log_q.iter().zip(&log_p).map(|(a, b)| a - b).collect();
             let (m, se) = crate::metrics::mean_and_standard_error(&diff);
+            let se = se.expect("at least two draws");
             let kl = to_vec(q.kl(prior))[0];
             // The mixture's cross-entropy is itself a Monte Carlo average of `−ln p(w)` over
             // `mixture_draws` draws: its standard error, from the spread of `ln p` here, adds in
             // quadrature (the Gaussian's is closed form).
             let se_kl = if label == "mixture" {
                 let (_, se_log_p) = crate::metrics::mean_and_standard_error(&log_p);
+                let se_log_p = se_log_p.expect("at least two draws");
                 se_log_p * (n as f64 / mixture_draws as f64).sqrt()
             } else {
                 0.0
@@ -144,6 +146,7 @@ fn kl_and_entropy_match_monte_carlo_where_the_density_exists() {
             );
         }
         let (m, se) = crate::metrics::mean_and_standard_error(&log_q);
+        let se = se.expect("at least two draws");
         let h = to_vec(q.entropy())[0];
         assert!(
             (h + m).abs() < 5.0 * se,
@@ -312,6 +315,7 @@ fn dropout_noise_has_unit_mean_and_the_dropout_variance() {
         let d = McDropout { p: 0.2, noise };
         let e = to_vec(d.forward(Tensor::<1>::ones([n], &device)));
         let (mean, se) = crate::metrics::mean_and_standard_error(&e);
+        let se = se.expect("at least two draws");
         let var = se * se * n as f64;
         let alpha: f64 = 0.2 / 0.8;
         assert!(
@@ -376,6 +380,7 @@ fn radial_normalised_deviation_is_half_normal() {
     let v = (d.sample(n) - row(d.mu.clone())) / row(d.sigma.clone());
     let norms = to_vec(v.square().sum_dim(1).sqrt());
     let (mean, se) = crate::metrics::mean_and_standard_error(&norms);
+    let se = se.expect("at least two draws");
     let m = (2.0 / std::f64::consts::PI).sqrt();
     assert!((mean - m).abs() < 5.0 * se, "mean |r| {mean} vs {m}");
     // With one entry the radial posterior is the Gaussian: the constant is −½ ln 2πe.
