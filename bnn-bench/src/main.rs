@@ -357,6 +357,8 @@ fn main() {
     // Every command trains: glibc's heap trimming would return and fault in the pages a step
     // frees, step after step (on naval's BNN+LV step it was a third of the wall time).
     bnn_burn::device::keep_freed_memory();
+    // `uci --jobs N` starts this binary as its workers, and this command line runs their rows.
+    uci::allow_worker_processes();
     let result = match cli.command {
         Command::Quickstart { out, seed, epochs } => quickstart::run(&out, seed, epochs),
         Command::PerfPredict {

@@ -4,7 +4,9 @@
 //! log-likelihood in original units; mean ± standard error over splits, beside the published
 //! columns of [`crate::uci_published`].
 //!
-//! A method is one [`UciMethod`] implementation registered by name in [`registry`].
+//! A method is one [`UciMethod`] implementation: the built-in ones are registered by name in
+//! [`registry`] and run by [`run`]; a user crate runs its own, alone or beside those, through
+//! [`run_with`].
 
 use crate::methods::{Method, TrainObjective};
 use crate::uci_published::{self, PublishedColumn};
@@ -22,6 +24,7 @@ use bnn_datasets::{DataRoot, RegressionData, Standardizer};
 use burn::module::{Initializer, Module};
 use std::error::Error;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 mod methods;
@@ -199,8 +202,9 @@ pub struct UciOptions {
     /// Data folder (default search when `None`).
     pub data_dir: Option<PathBuf>,
     /// Worker processes; each runs one (data set, method) row at a time. Workers are the
-    /// running executable started as `<exe> uci …`: above 1 only from the `bnn-bench` binary
-    /// (a user crate that calls [`run`] keeps `jobs = 1`).
+    /// running executable started as `<exe> uci …`: above 1 only in a program that has called
+    /// [`allow_worker_processes`] (the `bnn-bench` binary; a user crate that calls [`run`] or
+    /// [`run_with`] keeps `jobs = 1`, or gets an error before any work).
     pub jobs: usize,
     /// Reuse the finished rows in `out` (those of `uci.json`, replaced by an interrupted run's
     /// `uci.partial.json`) that have this run's seed, budget and split count; rows there of
@@ -344,22 +348,117 @@ pub fn prepare<'a>(
     })
 }
 
-/// Runs the protocol and writes `uci.json`, `uci.md` and `uci.svg` to `options.out`.
+/// Whether this program runs one row when started as `<exe> uci …` ([`allow_worker_processes`]).
+static WORKER_PROCESSES: AtomicBool = AtomicBool::new(false);
+
+/// Lets [`run`] and [`run_with`] start worker processes (`jobs` above 1). A worker is the
+/// running executable started as `<exe> uci --dataset D --method M --splits S --epochs E
+/// --seed N --out DIR [--quick] [--resume] [--data-dir P]`, which must run that one row with the
+/// same methods and write its `uci.json` to `DIR`: the `bnn-bench` binary calls this first. A
+/// program whose command line does not do that leaves it uncalled, and `jobs` above 1 is then
+/// an error before any work (it would start the program itself, with arguments it does not
+/// know).
+pub fn allow_worker_processes() {
+    WORKER_PROCESSES.store(true, Ordering::Relaxed);
+}
+
+/// Runs the protocol on the built-in methods ([`registry`]) and writes `uci.json`, `uci.md` and
+/// `uci.svg` to `options.out` ([`run_with`]).
+///
+/// # Errors
+/// Those of [`run_with`].
 pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
+    run_with(options, registry())
+}
+
+/// Runs the protocol on `methods` in place of the built-in ones: a user's own [`UciMethod`]s,
+/// alone or beside [`registry`]'s, under the same splits, seeds ([`split_seed`]), budgets,
+/// resuming and reports (their rows have no published columns unless a built-in name is
+/// theirs). `options.methods` selects among `methods` by name (case-insensitive; empty: all).
+/// Writes `uci.json`, `uci.md` and `uci.svg` to `options.out`.
+///
+/// ```no_run
+/// use bnn_bench::uci::{self, PreparedSplit, SplitOutcome, UciMethod, UciOptions};
+/// use std::error::Error;
+///
+/// /// A Gaussian at the training targets' mean and standard deviation.
+/// struct Constant;
+///
+/// impl UciMethod for Constant {
+///     fn name(&self) -> &'static str {
+///         "Constant"
+///     }
+///     fn run(&self, split: &PreparedSplit) -> Result<SplitOutcome, Box<dyn Error>> {
+///         // Standardised training targets have mean 0 and std 1: in original units, the
+///         // training mean and std.
+///         let (mean, std) = (split.y_scaler.mean[0], split.y_scaler.std[0]);
+///         let n = split.test_y.len() as f64;
+///         let z2 = |y: &f64| ((y - mean) / std).powi(2);
+///         let test_ll = -split.test_y.iter().map(z2).sum::<f64>() / (2.0 * n)
+///             - std.ln()
+///             - 0.5 * (2.0 * std::f64::consts::PI).ln();
+///         let test_rmse = std * (split.test_y.iter().map(z2).sum::<f64>() / n).sqrt();
+///         Ok(SplitOutcome { test_ll, test_rmse, detail: String::new() })
+///     }
+/// }
+///
+/// let mut methods = uci::registry();
+/// methods.push(Box::new(Constant));
+/// let options = UciOptions {
+///     datasets: vec![bnn_datasets::UciDataset::Yacht.into()],
+///     methods: vec!["Constant".into(), "MFVI".into()],
+///     splits: Some(3),
+///     epochs: None,
+///     seed: 0,
+///     quick: true,
+///     out: "runs/my-method".into(),
+///     data_dir: None,
+///     jobs: 1,
+///     resume: false,
+/// };
+/// let rows = uci::run_with(&options, methods)?;
+/// # Ok::<(), Box<dyn Error>>(())
+/// ```
+///
+/// # Errors
+/// Before any work: two methods of one name, a name in `options.methods` that none has, `jobs`
+/// 0 or above 1 without [`allow_worker_processes`], `epochs` 0, an `out` that cannot be written,
+/// a data set that does not load or a split count it does not have. Then a method's error, or
+/// a report that cannot be written (the rows finished so far stay in `uci.partial.json`).
+pub fn run_with(
+    options: &UciOptions,
+    methods: Vec<Box<dyn UciMethod>>,
+) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let start = Instant::now();
     if options.jobs == 0 {
         return Err("--jobs must be at least 1".into());
     }
+    if options.jobs > 1 && !WORKER_PROCESSES.load(Ordering::Relaxed) {
+        return Err(format!(
+            "--jobs {}: rows run in worker processes of the bnn-bench binary, and this program \
+             is not one (see uci::allow_worker_processes); use jobs = 1",
+            options.jobs
+        )
+        .into());
+    }
     if options.epochs == Some(0) {
         return Err("--epochs must be at least 1".into());
     }
-    crate::experiment::prepare_out(&options.out)?;
-    let all = registry();
+    for (i, m) in methods.iter().enumerate() {
+        if methods[..i]
+            .iter()
+            .any(|o| o.name().eq_ignore_ascii_case(m.name()))
+        {
+            return Err(format!("two methods are named {:?}", m.name()).into());
+        }
+    }
+    let all = methods;
     let methods: Vec<&dyn UciMethod> =
         crate::experiment::select(&all, &options.methods, |m| m.name())?
             .into_iter()
             .map(|m| m.as_ref())
             .collect();
+    crate::experiment::prepare_out(&options.out)?;
     let root = DataRoot::new(options.data_dir.as_deref());
     // Load everything first: a missing or corrupt file stops the run before any training.
     let data: Vec<UciData> = options
