@@ -182,12 +182,21 @@ pub fn check_finite(row: &str, field: &str, value: f64) -> Result<(), String> {
 }
 
 /// The entries of `all` named by `names` (case-insensitive), in the order given; all of them
-/// when `names` is empty. An unknown name is an error listing the known ones.
+/// when `names` is empty. Two entries of one name (a user's catalogue beside the built-in
+/// one) are an error, as is an unknown name (listing the known ones).
 pub fn select<'a, T>(
     all: &'a [T],
     names: &[String],
     name_of: impl Fn(&T) -> &str,
 ) -> Result<Vec<&'a T>, String> {
+    for (i, m) in all.iter().enumerate() {
+        if all[..i]
+            .iter()
+            .any(|o| name_of(o).eq_ignore_ascii_case(name_of(m)))
+        {
+            return Err(format!("two methods are named {:?}", name_of(m)));
+        }
+    }
     if names.is_empty() {
         return Ok(all.iter().collect());
     }
@@ -342,5 +351,9 @@ mod tests {
             err.contains("\"VBP\"") && err.contains("MAP, MC dropout, Radial"),
             "{err}"
         );
+        // Names are unique up to case, selected or not.
+        let twice = ["MAP", "Radial", "map"];
+        let err = select(&twice, &names(&["Radial"]), |s| s).unwrap_err();
+        assert_eq!(err, "two methods are named \"map\"");
     }
 }

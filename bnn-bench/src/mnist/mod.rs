@@ -876,11 +876,30 @@ pub fn run_one(
     })
 }
 
-/// Runs every selected (architecture, method) and writes `mnist.json`, `mnist.md`,
-/// `reliability.svg` and `entropy.svg` to `options.out`.
+/// Runs every selected (architecture, method) of [`methods`] and writes `mnist.json`,
+/// `mnist.md`, `reliability.svg` and `entropy.svg` to `options.out` ([`run_with`]).
+///
+/// # Errors
+/// Those of [`run_with`].
 pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
+    run_with(options, methods())
+}
+
+/// [`run`] on `methods` in place of the built-in ones: a user's own catalogue entries (a
+/// [`Method`] is a named configuration of weights, objective and likelihood, e.g.
+/// `Method { name: "MFVI, σ₀ = 0.1", ..Method::mean_field(…) }` with another prior), alone or
+/// beside [`methods`]' under the same data, budgets, OOD sets, resuming and reports.
+/// `options.methods` selects among them by name (case-insensitive; empty: all).
+///
+/// # Errors
+/// Before any work: two methods of one name, a name in `options.methods` that none has, bad
+/// options or data; then a method's training error.
+pub fn run_with(
+    options: &MnistOptions,
+    methods: Vec<Method>,
+) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let start = Instant::now();
-    let all = methods();
+    let all = methods;
     let selected = experiment::select(&all, &options.methods, |m| m.name)?;
     let archs = match (options.archs.is_empty(), options.family) {
         (true, TrainSet::Cifar5) => vec![Arch::LeNet5],

@@ -428,6 +428,36 @@ fn cifar5_runs_end_to_end_on_generated_batches() {
     assert!(md.starts_with("# CIFAR-5"), "{md}");
     assert!(md.contains("| BEDL-PAC | 20.02 |"), "{md}");
     assert!(!md.contains("| VBP | 0.85"), "{md}");
+    // A user's own catalogue entry runs through the same harness under its own name; a name
+    // none of the methods has (the error lists the user's) and two of one name are refused.
+    let mine = || Method {
+        name: "MAP, prior std 0.5",
+        ..Method::map(0.5)
+    };
+    let own = MnistOptions {
+        methods: vec![],
+        out: root.join("own"),
+        ..options.clone()
+    };
+    let rows = run_with(&own, vec![mine()]).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].method, "MAP, prior std 0.5");
+    assert!(rows[0].error_pct.is_finite() && rows[0].entropy_hist_in.iter().sum::<usize>() == 15);
+    let md = std::fs::read_to_string(root.join("own").join("mnist.md")).unwrap();
+    assert!(md.contains("MAP, prior std 0.5"), "{md}");
+    let unknown = MnistOptions {
+        methods: vec!["MAP".into()],
+        ..own.clone()
+    };
+    let err = run_with(&unknown, vec![mine()]).unwrap_err().to_string();
+    assert!(
+        err.contains("\"MAP\"") && err.contains("prior std 0.5"),
+        "{err}"
+    );
+    let err = run_with(&own, vec![mine(), mine()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("two methods are named"), "{err}");
     let mlp = MnistOptions {
         archs: vec![Arch::Mlp],
         ..options

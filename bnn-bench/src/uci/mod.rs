@@ -444,14 +444,6 @@ pub fn run_with(
     if options.epochs == Some(0) {
         return Err("--epochs must be at least 1".into());
     }
-    for (i, m) in methods.iter().enumerate() {
-        if methods[..i]
-            .iter()
-            .any(|o| o.name().eq_ignore_ascii_case(m.name()))
-        {
-            return Err(format!("two methods are named {:?}", m.name()).into());
-        }
-    }
     let all = methods;
     let methods: Vec<&dyn UciMethod> =
         crate::experiment::select(&all, &options.methods, |m| m.name())?
