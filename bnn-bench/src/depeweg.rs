@@ -725,9 +725,10 @@ pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
     let (met, of) = targets_met(rows, options.splits);
     s.push_str(&format!(
         "BNN+LV α = 1 at or above Table 5.1's BNN+LV test LL within one combined s.e.: {met} \
-         of {of} sets with all {} splits finished (the issue's target: 7 of 10). Rows with \
+         of {of} sets with all {} split{} finished (the issue's target: 7 of 10). Rows with \
          fewer splits are marked *.\n\n",
-        options.splits
+        options.splits,
+        if options.splits == 1 { "" } else { "s" }
     ));
     s.push_str(
         "| data set | model | splits | test LL | published | z | test RMSE | published | z | s |\n",
@@ -1107,6 +1108,7 @@ mod tests {
         let md = std::fs::read_to_string(out.join("depeweg.md")).unwrap();
         assert!(md.contains("heteroscedastic | BNN+LV α=1 | 1 |"), "{md}");
         assert!(md.contains(" ± – | -1.67 ± 0.06 | – |"), "{md}");
+        assert!(md.contains("0 of 0 sets with all 1 split finished"), "{md}");
         assert!(std::fs::read_to_string(&path).unwrap().contains("12345"));
         // The report alone, from the rows: nothing is trained (no new split of split 3).
         let report = run(&DepewegOptions {
