@@ -30,6 +30,25 @@ pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f64> {
         .expect("float tensor converts to f64")
 }
 
+/// How many entries of each row (index on axis 0) of `x` are NaN or infinite, as floats `[N]`.
+/// By the backends' own `is_nan`/`is_inf` (`x − x`, which is NaN exactly there on the CPU
+/// backends, is folded to 0 on wgpu) and read back as floats (boolean tensors do not read back
+/// alike on every backend).
+pub(crate) fn non_finite_per_row<const D: usize>(x: Tensor<D>) -> Vec<f64> {
+    let n = x.dims()[0];
+    if n == 0 {
+        return Vec::new();
+    }
+    let rest = x.shape().num_elements() / n;
+    let bad = x
+        .reshape([n, rest])
+        .is_finite()
+        .bool_not()
+        .float()
+        .sum_dim(1);
+    to_vec(bad)
+}
+
 /// The values of an integer tensor of class labels or indices (`≥ 0`), as `usize`.
 ///
 /// # Panics
@@ -41,4 +60,30 @@ pub fn to_labels(t: Tensor<1, Int>) -> Vec<usize> {
         .into_iter()
         .map(|v| usize::try_from(v).expect("host::to_labels: a negative label"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NaN and both infinities count, on every backend (`x − x` did not find them on wgpu),
+    /// per row of any rank; a finite extreme does not.
+    #[test]
+    fn non_finite_entries_are_counted_per_row() {
+        let device = crate::testing::test_device();
+        let values = [
+            0.0,
+            f64::NAN,
+            3.0,
+            f64::from(f32::MAX),
+            -1.0,
+            2.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        let x = matrix(&values, 4, &device).reshape([2, 2, 2]);
+        assert_eq!(non_finite_per_row(x), vec![1.0, 2.0]);
+        let clean = matrix(&[1.0, -1e30], 1, &device);
+        assert_eq!(non_finite_per_row(clean), vec![0.0, 0.0]);
+    }
 }

@@ -25,10 +25,15 @@ pub trait Batch: Clone {
     fn to(self, device: &Device) -> Self;
     /// The same data without autodiff tracking (for evaluation).
     fn plain(self) -> Self;
+    /// The first example that holds NaN or an infinity (`None` when every value is finite;
+    /// integer data always is).
+    fn first_non_finite(&self) -> Option<usize> {
+        None
+    }
 }
 
 macro_rules! tensor_batch {
-    ($($kind:ty),*) => {$(
+    ($kind:ty $(, $first_non_finite:ident)?) => {
         impl<const D: usize> Batch for Tensor<D, $kind> {
             fn len(&self) -> usize {
                 self.dims()[0]
@@ -42,10 +47,21 @@ macro_rules! tensor_batch {
             fn plain(self) -> Self {
                 self.without_autodiff()
             }
+            $(fn first_non_finite(&self) -> Option<usize> {
+                $first_non_finite(self)
+            })?
         }
-    )*};
+    };
 }
-tensor_batch!(burn::tensor::Float, Int);
+tensor_batch!(burn::tensor::Float, first_non_finite_row);
+tensor_batch!(Int);
+
+/// The first row (index on axis 0) of `x` with a NaN or an infinity.
+fn first_non_finite_row<const D: usize>(x: &Tensor<D>) -> Option<usize> {
+    crate::host::non_finite_per_row(x.clone())
+        .iter()
+        .position(|&count| count > 0.0)
+}
 
 /// One minibatch: inputs, targets, the rows they came from and the training-set size `N`
 /// (models with per-row latent tables look their rows up by index).
@@ -152,6 +168,14 @@ pub trait TrainData {
     where
         Self: Sized;
 
+    /// The first example whose inputs or targets hold NaN or an infinity, as the part's name
+    /// (`"inputs"` or `"targets"`) and its row, checked once before the first step. `None`
+    /// when all are finite, and for data read lazily (a [`DatasetSource`]: the loss of every
+    /// step is still checked).
+    fn first_non_finite(&self) -> Option<(&'static str, usize)> {
+        None
+    }
+
     /// The examples at `rows` (also given as the device tensor `index`), on `device`.
     ///
     /// # Errors
@@ -178,6 +202,11 @@ impl<I: Batch, T: Batch> TrainData for (I, T) {
 
     fn into_device(self, device: &Device) -> Self {
         (self.0.to(device), self.1.to(device))
+    }
+
+    fn first_non_finite(&self) -> Option<(&'static str, usize)> {
+        let inputs = self.0.first_non_finite().map(|row| ("inputs", row));
+        inputs.or_else(|| self.1.first_non_finite().map(|row| ("targets", row)))
     }
 
     fn batch(&self, _: &[usize], index: &Tensor<1, Int>, _: &Device) -> Result<(I, T), TrainError> {

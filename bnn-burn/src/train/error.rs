@@ -12,6 +12,17 @@ pub enum TrainError {
     /// No training examples.
     #[error("training data is empty: there must be at least one example")]
     Empty,
+    /// A training example holds NaN or an infinity (found before the first step).
+    #[error(
+        "the training {part} hold NaN or infinity in row {row} (0-based): remove or impute such \
+         rows before training"
+    )]
+    NonFiniteData {
+        /// `"inputs"` or `"targets"`.
+        part: &'static str,
+        /// The first such row.
+        row: usize,
+    },
     /// Inputs and targets disagree on the number of examples.
     #[error("inputs have {inputs} examples but targets have {targets}")]
     LengthMismatch {

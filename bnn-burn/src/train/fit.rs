@@ -107,6 +107,9 @@ impl<M: Model> Trainer<M> {
         }
         let start = std::time::Instant::now();
         let data = data.into_device(&device);
+        if let Some((part, row)) = data.first_non_finite() {
+            return Err(TrainError::NonFiniteData { part, row });
+        }
         let mut rng = StdRng::seed_from_u64(config.seed);
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut rng);
@@ -481,9 +484,8 @@ fn checked_loss<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     }
 }
 
-/// Visits every float parameter; records the first that holds a NaN or an infinity. `x − x` is
-/// 0 for every finite entry and NaN otherwise, so its sum is one float per parameter to read
-/// (a float reduction: boolean tensors do not read back alike on every backend).
+/// Visits every float parameter; records the first that holds a NaN or an infinity (one float
+/// per parameter read back: [`crate::host::non_finite_per_row`] of the flattened values).
 struct FiniteParams(Result<(), String>);
 
 impl ModuleVisitor for FiniteParams {
@@ -491,8 +493,8 @@ impl ModuleVisitor for FiniteParams {
         if self.0.is_ok() {
             let value = param.val();
             let dims = value.dims();
-            let zero = crate::host::to_vec((value.clone() - value).sum())[0];
-            if zero != 0.0 {
+            let flat = value.reshape([1, dims.iter().product::<usize>()]);
+            if crate::host::non_finite_per_row(flat)[0] != 0.0 {
                 self.0 = Err(format!(
                     "a parameter of shape {dims:?} holds NaN or infinity"
                 ));

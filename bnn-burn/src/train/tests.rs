@@ -174,17 +174,28 @@ fn bad_input_is_an_error() {
     );
     let err = train(model.clone(), (x.clone(), x.clone()), &quiet(0)).unwrap_err();
     assert!(err.to_string().contains("epochs"), "{err}");
-    let nan = Tensor::<2>::full([10, 1], f32::NAN, &device);
-    let err = train(model, (x, nan), &quiet(1)).unwrap_err();
+    // A NaN or an infinity in the data is named with its row before the first step.
+    let mut values = vec![0.5f32; 10];
+    values[7] = f32::NAN;
+    let nan = Tensor::<1>::from_floats(values.as_slice(), &device).reshape([10, 1]);
+    let err = train(model.clone(), (x.clone(), nan), &quiet(1)).unwrap_err();
     assert!(
         matches!(
             err,
-            TrainError::NonFinite {
-                epoch: 0,
-                step: 0,
-                ..
+            TrainError::NonFiniteData {
+                part: "targets",
+                row: 7
             }
         ),
+        "{err}"
+    );
+    let mut values: Vec<f32> = (0..10).map(|i| i as f32).collect();
+    values[3] = f32::NEG_INFINITY;
+    let inf = Tensor::<1>::from_floats(values.as_slice(), &device).reshape([10, 1]);
+    let err = train(model, (inf, x), &quiet(1)).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("the training inputs hold NaN or infinity in row 3"),
         "{err}"
     );
 }
