@@ -20,7 +20,7 @@ use crate::likelihood::{GaussianLikelihood, Likelihood};
 use crate::objective::{StepRequest, StepTerms};
 use crate::posterior::Unsupported;
 use crate::predict::{Predict, PredictError, PredictMode};
-use crate::train::{Minibatch, Model};
+use crate::train::{Batch, Minibatch, Model};
 use burn::config::Config;
 use burn::module::Module;
 use burn::optim::GradientsParams;
@@ -239,6 +239,9 @@ impl<L: Likelihood> Predict for BnnLv<L> {
     /// `K` joint draws of the weights and of `z* ~ N(0, γ)`: the mixture predictive.
     fn predict(&self, x: Tensor<2>, mode: PredictMode) -> Result<L::Prediction, PredictError> {
         let _flushed = crate::device::SubnormalsFlushed::enter();
+        if let Some(row) = x.first_non_finite() {
+            return Err(PredictError::NonFiniteInput { row });
+        }
         let samples = match mode {
             PredictMode::Samples(0) => return Err(PredictError::NoSamples),
             PredictMode::Samples(n) => n,

@@ -131,6 +131,12 @@ fn prediction_mixes_prior_latents_and_refuses_moments() {
     let err = net.predict(x, PredictMode::Moments).unwrap_err();
     assert!(err.to_string().contains("Samples"), "{err}");
     let _: Tensor<1, Int> = crate::host::labels(&[0], &device);
+    // An input with NaN is named by its row before any draw.
+    let bad = crate::host::matrix(&[0.0, 1.0, f64::NAN, 0.5], 2, &device);
+    assert_eq!(
+        net.predict(bad, PredictMode::Samples(3)).unwrap_err(),
+        PredictError::NonFiniteInput { row: 1 }
+    );
 }
 
 /// `n` rows of the two-branch data: `x ~ U[−2, 2]`, a fair coin `c ∈ {0, 1}`,

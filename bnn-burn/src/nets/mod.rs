@@ -226,6 +226,9 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
         // Subnormals flushed to zero (see `device::flush_subnormals`): the moment pass
         // multiplies small variances together.
         let _flushed = crate::device::SubnormalsFlushed::enter();
+        if let Some(row) = input.first_non_finite() {
+            return Err(PredictError::NonFiniteInput { row });
+        }
         let samples = match mode {
             PredictMode::Samples(0) => return Err(PredictError::NoSamples),
             PredictMode::Samples(_) if self.is_point() => 1,

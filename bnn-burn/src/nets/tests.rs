@@ -340,6 +340,30 @@ fn prediction_modes_and_point_estimates() {
         .unwrap();
     let p = map.predict(x, PredictMode::Samples(50)).unwrap();
     assert_eq!(p.samples().unwrap().probs.dims(), [1, 4, 3]);
+    // An input with NaN or an infinity is named by its row, in either mode, before any pass;
+    // a convolutional body's images too.
+    let bad = crate::host::matrix(
+        &[0.0, 1.0, 2.0, f64::NAN, 1.0, f64::INFINITY, 0.0, 0.0],
+        2,
+        &d,
+    );
+    for mode in [PredictMode::Samples(5), PredictMode::Moments] {
+        assert_eq!(
+            net.predict(bad.clone(), mode).unwrap_err(),
+            PredictError::NonFiniteInput { row: 1 }
+        );
+    }
+    let lenet = ConvNetConfig::lenet5([1, 28, 28], 10)
+        .init(Categorical, &d)
+        .unwrap();
+    let mut pixels = vec![0.0; 3 * 784];
+    pixels[2 * 784 + 400] = f64::NEG_INFINITY;
+    let images = crate::host::matrix(&pixels, 784, &d).reshape([3, 1, 28, 28]);
+    let err = lenet.predict(images, PredictMode::Samples(2)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "input row 2 (0-based) holds NaN or infinity: a prediction needs finite inputs"
+    );
 }
 
 /// A network draw is one fixed function: the same outputs call after call, for roll-outs.

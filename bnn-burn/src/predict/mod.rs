@@ -59,6 +59,12 @@ pub enum PredictError {
     /// `Samples(0)`.
     #[error("PredictMode::Samples(0): a prediction needs at least one posterior sample")]
     NoSamples,
+    /// An input holds NaN or an infinity (checked before the passes).
+    #[error("input row {row} (0-based) holds NaN or infinity: a prediction needs finite inputs")]
+    NonFiniteInput {
+        /// The first such row.
+        row: usize,
+    },
     /// The model cannot predict in this mode.
     #[error("{model} cannot predict in mode {mode:?}: {reason}")]
     Unsupported {
@@ -81,8 +87,9 @@ pub trait Predict {
     /// The predictive distribution of `input` in `mode`.
     ///
     /// # Errors
-    /// [`PredictError::NoSamples`] for `Samples(0)`; [`PredictError::Unsupported`] for a mode
-    /// the model cannot do.
+    /// [`PredictError::NoSamples`] for `Samples(0)`; [`PredictError::NonFiniteInput`] for an
+    /// input with NaN or an infinity; [`PredictError::Unsupported`] for a mode the model cannot
+    /// do.
     fn predict(
         &self,
         input: Self::Input,
