@@ -275,8 +275,8 @@ pub fn parse_table(bytes: &[u8], path: &Path) -> Result<(Vec<f64>, usize), DataE
             return Err(parse_error(
                 path,
                 line,
-                format!("{width} fields (as in the first row)"),
-                format!("{count} fields"),
+                format!("{} (as in the first row)", fields(width)),
+                fields(count),
             ));
         }
     }
@@ -341,10 +341,15 @@ fn parse_list(bytes: &[u8], path: &Path) -> Result<Vec<f64>, DataError> {
             path,
             1,
             "one number per line".into(),
-            format!("{width} fields"),
+            fields(width),
         ));
     }
     Ok(values)
+}
+
+/// "1 field", "3 fields".
+fn fields(n: usize) -> String {
+    format!("{n} field{}", if n == 1 { "" } else { "s" })
 }
 
 impl UciData {
@@ -739,6 +744,17 @@ pub(crate) mod tests {
                 assert!(e.contains(n), "{file}: missing {n:?} in {e}");
             }
         }
+        // One field is "1 field".
+        let t = TempDir::new("uci-bad");
+        write_fixture(&t.0);
+        std::fs::write(t.0.join("data.txt"), "1 2 3 4\n5\n").unwrap();
+        let e = UciData::load_dir(UciDataset::Boston, &t.0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("line 2: expected 4 fields (as in the first row), found 1 field"),
+            "{e}"
+        );
         // Split files: past the end, not a number, listed twice, in both files.
         let split_cases: [(&str, &str, &[&str]); 4] = [
             ("index_test_0.txt", "8\n10\n", &["line 2", "below 10", "10"]),
