@@ -87,7 +87,7 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
          splits (`± –`: a single split, which has no standard error); ours first, then \
          published columns (sources below). `epochs`: the training epochs of most of a set's \
          rows; a cell trained for another count says so.\n",
-        if splits == "1" { "" } else { "s" },
+        if options.splits == Some(1) { "" } else { "s" },
         if options.quick { " (--quick)" } else { "" },
         options.seed,
         bnn_burn::backend_name(),
