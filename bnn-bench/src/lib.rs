@@ -2,7 +2,8 @@
 //! protocol ([`uci`]: the [`uci::UciMethod`] trait, [`uci::PreparedSplit`], [`uci::evaluate`],
 //! the report writers), MNIST with OOD sets ([`mnist`]), the toy decomposition pictures
 //! ([`toy`]), the quick start and the performance benchmark. The `bnn-bench` binary is a thin
-//! command line over these modules; a user crate can run the same protocols on its own methods.
+//! command line over these modules; a user crate can run the same protocols on its own methods
+//! ([`uci::run_with`], [`mnist::run_with`], [`toy::run_with`]).
 //!
 //! ```no_run
 //! use bnn_bench::uci::{self, UciOptions};

@@ -132,10 +132,38 @@ pub fn density_split(curves: &Curves, train_x: &[f64]) -> (f64, f64, f64) {
     (m(&dense), m(&sparse), m(&ale))
 }
 
-/// Runs every method on both toys; writes `toy.md`, `toy.json` and `toy.svg`.
+/// Runs every method of [`methods`] and BNN+LV on both toys; writes `toy.md`, `toy.json` and
+/// `toy.svg` ([`run_with`]).
+///
+/// # Errors
+/// Those of [`run_with`].
 pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
+    run_with(options, methods())
+}
+
+/// [`run`] on `methods` in place of the built-in ones: a user's own catalogue entries (a
+/// [`Method`], e.g. `Method { name: "MAP, σ₀ = 3", ..Method::map(3.0) }`), alone or beside
+/// [`methods`]', on the same toys, nets, budgets, decomposition and figure. BNN+LV is fitted by
+/// its own path (with the wet-chicken maps): `options.methods` selects by name among `methods`
+/// and `"BNN+LV"` (case-insensitive; empty: all of them and BNN+LV).
+///
+/// # Errors
+/// Before any work: two methods of one name, a method named `BNN+LV`, a name in
+/// `options.methods` that none has, zero epochs, an output folder that cannot be made; then a
+/// method's training error.
+pub fn run_with(
+    options: &ToyOptions,
+    methods: Vec<Method>,
+) -> Result<Vec<ToyResult>, Box<dyn Error>> {
     let start = Instant::now();
-    let all = methods();
+    let all = methods;
+    if let Some(m) = all.iter().find(|m| m.name.eq_ignore_ascii_case(BNN_LV)) {
+        return Err(format!(
+            "a method is named {:?}, the name of the toy's own {BNN_LV} fit: rename it",
+            m.name
+        )
+        .into());
+    }
     // BNN+LV is fitted by its own path (lv_toy): picked by name beside the catalogue's methods.
     let is_lv = |m: &String| m.eq_ignore_ascii_case(BNN_LV);
     let want_lv = options.methods.is_empty() || options.methods.iter().any(is_lv);
@@ -145,6 +173,8 @@ pub fn run(options: &ToyOptions) -> Result<Vec<ToyResult>, Box<dyn Error>> {
         .filter(|m| !is_lv(m))
         .cloned()
         .collect();
+    // Two methods of one name are refused even when only BNN+LV is selected.
+    experiment::select(&all, &[], |m| m.name)?;
     let selected = if others.is_empty() && !options.methods.is_empty() {
         Vec::new()
     } else {
@@ -412,6 +442,93 @@ mod tests {
         assert!((dense - 0.5).abs() < 1e-12, "{dense}");
         assert!((sparse - 1.0).abs() < 1e-12, "{sparse}");
         assert!((ale - 1.0).abs() < 1e-12);
+    }
+
+    /// A user's own methods run through [`run_with`] under their own names and settings (a
+    /// point estimate has no epistemic band, a dropout posterior has one), without BNN+LV
+    /// unless selected; bad catalogues and names are refused before the folder is made.
+    #[test]
+    fn a_users_methods_run_alone_and_bad_catalogues_are_refused() {
+        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
+        let dir = std::env::temp_dir().join(format!("bnn-toy-own-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
+        let own = || {
+            vec![
+                Method {
+                    name: "Point, sd 3",
+                    ..Method::map(3.0)
+                },
+                Method {
+                    name: "Dropout 0.2",
+                    ..Method::mc_dropout(0.2, 0.1)
+                },
+            ]
+        };
+        let options = ToyOptions {
+            methods: vec!["point, SD 3".into(), "Dropout 0.2".into()],
+            epochs: Some(20),
+            seed: 0,
+            quick: true,
+            out: dir.clone(),
+        };
+        for (methods, names, expected) in [
+            (
+                vec![Method::map(1.0), Method::map(2.0)],
+                vec![],
+                "two methods are named \"MAP\"",
+            ),
+            (
+                vec![Method {
+                    name: "bnn+lv",
+                    ..Method::map(1.0)
+                }],
+                vec![],
+                "a method is named \"bnn+lv\"",
+            ),
+            (
+                own(),
+                vec!["MFVI".to_string()],
+                "known: Point, sd 3, Dropout 0.2, BNN+LV",
+            ),
+        ] {
+            let err = run_with(
+                &ToyOptions {
+                    methods: names,
+                    ..options.clone()
+                },
+                methods,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(expected), "{err}");
+            assert!(!dir.exists(), "{err}: the folder was made");
+        }
+        let results = run_with(&options, own()).unwrap();
+        let names: Vec<_> = results
+            .iter()
+            .map(|r| (r.toy.as_str(), r.row.method.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("heteroscedastic", "Point, sd 3"),
+                ("heteroscedastic", "Dropout 0.2"),
+                ("bimodal", "Point, sd 3"),
+                ("bimodal", "Dropout 0.2"),
+            ]
+        );
+        for r in &results {
+            assert!(r.row.test_ll.is_finite(), "{} {}", r.toy, r.row.method);
+            if r.row.method == "Point, sd 3" {
+                assert!(r.epistemic_dense < 1e-3 && r.epistemic_sparse < 1e-3);
+            } else {
+                assert!(r.epistemic_dense > 1e-3, "{} {}", r.toy, r.epistemic_dense);
+            }
+        }
+        let svg = std::fs::read_to_string(dir.join("toy.svg")).unwrap();
+        assert!(svg.contains("bimodal: Dropout 0.2") && !svg.contains("BNN+LV"));
+        assert!(!dir.join("wet-chicken.svg").exists());
+        std::fs::remove_dir_all(dir).ok();
     }
 
     /// A short run: every method on both toys, the files are written, and the Bayesian
