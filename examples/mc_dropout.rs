@@ -203,5 +203,10 @@ fn classification() -> Result<(), Box<dyn Error>> {
             auroc(i, o)
         );
     }
+    println!(
+        "(AUROC: the chance that a far input scores higher than a test point; 0.5 is no \
+         separation. A ReLU net's logits grow linearly away from the data, so far out most \
+         dropout masks agree on a class.)"
+    );
     Ok(())
 }
