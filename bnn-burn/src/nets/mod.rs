@@ -202,7 +202,10 @@ impl<B: Body, L: Likelihood> NetDraw<B, L> {
             .squeeze_dim(0)
     }
 
-    /// The likelihood's prediction under the fixed weights (one draw).
+    /// The likelihood's prediction under the fixed weights (one draw). Unlike
+    /// [`Predict::predict`] it does not look for NaN or infinities in `input` first (a
+    /// roll-out calls it at every step, and the check reads the input back): a non-finite
+    /// input row gives a non-finite prediction for that row.
     pub fn predict(&self, input: B::Input) -> L::Prediction {
         let out = self.model.forward(input, &mut Pass::fixed(&self.draws));
         self.model.likelihood.predict(out)
