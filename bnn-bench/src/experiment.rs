@@ -181,6 +181,21 @@ pub fn check_finite(row: &str, field: &str, value: f64) -> Result<(), String> {
     }
 }
 
+/// Refuses a name given twice to a repeatable flag (up to case): `--dataset boston --dataset
+/// Boston` would run the same rows twice.
+pub fn refuse_repeats<'a>(
+    flag: &str,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), String> {
+    let names: Vec<&str> = names.into_iter().collect();
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].iter().any(|o| o.eq_ignore_ascii_case(n)) {
+            return Err(format!("{flag} {n:?} is given twice; give each once"));
+        }
+    }
+    Ok(())
+}
+
 /// The entries of `all` named by `names` (case-insensitive), in the order given; all of them
 /// when `names` is empty. Two entries of one name (a user's catalogue beside the built-in
 /// one) are an error, as is an unknown name (listing the known ones).

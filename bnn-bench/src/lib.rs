@@ -19,6 +19,7 @@
 //!     data_dir: None,
 //!     jobs: 1,
 //!     resume: false,
+//!     worker: None,
 //! };
 //! let rows = uci::run(&options)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -40,7 +41,9 @@ pub mod perf;
 pub mod perf_models;
 pub mod perf_pool;
 pub mod perf_predict;
+pub mod plots;
 pub mod quickstart;
+pub mod runner;
 pub mod toy;
 pub mod uci;
 pub mod uci_published;

@@ -22,6 +22,26 @@ struct Cli {
     command: Command,
 }
 
+/// What makes a process a worker of another run (set by the runner, hidden from `--help`).
+#[derive(clap::Args, Debug, Clone, Default)]
+struct WorkerArgs {
+    /// The one task this worker runs.
+    #[arg(long, hide = true, requires = "worker_parent")]
+    worker_task: Option<String>,
+    /// The process whose folder it writes into.
+    #[arg(long, hide = true, requires = "worker_task")]
+    worker_parent: Option<u32>,
+}
+
+impl WorkerArgs {
+    fn worker(self) -> Option<bnn_bench::runner::Worker> {
+        Some(bnn_bench::runner::Worker {
+            task: self.worker_task?,
+            parent: self.worker_parent?,
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Train mean-field, radial and MC-dropout nets on the built-in heteroscedastic toy
@@ -151,14 +171,16 @@ enum Command {
         /// not depend on it (every split has its own seed).
         #[arg(long, default_value_t = 1)]
         jobs: usize,
-        /// Reuse the finished rows in --out (uci.json, and an interrupted run's
-        /// uci.partial.json) that have the same seed, budget and split count; rows there of
-        /// other data sets or methods are kept in the new report.
+        /// Reuse the finished rows in --out/rows (and an interrupted row's finished splits)
+        /// computed under the same seed, budget, split count and data; rows there of other
+        /// data sets or methods are kept in the new report.
         #[arg(long)]
         resume: bool,
         /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        worker: WorkerArgs,
     },
     /// BNN+LV on MNIST with the amortised encoder (Depeweg 2019 §6.1): a standard model (and
     /// rotated test images), labels 1↔7 swapped with p = 1/3, and 75 % of classes 0, 6, 8, 9
@@ -246,9 +268,8 @@ enum Command {
         #[arg(long)]
         report_only: bool,
     },
-    /// One UCI report from the rows of several `uci` runs (uci.json or uci.partial.json), with
-    /// no training: a later record's row replaces the same (data set, method) row of an earlier
-    /// one.
+    /// One UCI report from the rows of several `uci` run records (uci.json), with no training:
+    /// a later record's row replaces the same (data set, method) row of an earlier one.
     UciReport {
         /// Output folder for uci.md, uci.json and uci.svg.
         #[arg(long)]
@@ -297,10 +318,10 @@ enum Command {
         /// [default: BNN_DATA_DIR, then ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// Reuse the finished rows in --out (mnist.json, and an interrupted run's
-        /// mnist.partial.json) with the same seed, epochs, samples and data size; rows there of
-        /// other architectures or methods are kept in the new report; a row stopped part-way
-        /// continues from its last saved epoch (--out/train-state/, saved every minute).
+        /// Reuse the finished rows in --out/rows computed under the same seed, epochs, samples,
+        /// batch size and data; rows there of other architectures or methods are kept in the
+        /// new report; a row stopped part-way continues from its last saved epoch
+        /// (--out/state/, saved every minute).
         #[arg(long)]
         resume: bool,
         /// The set trained and tested on: mnist or fashion-mnist (the other is the first OOD
@@ -310,6 +331,12 @@ enum Command {
         /// https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz).
         #[arg(long, default_value = "mnist")]
         train_set: String,
+        /// Worker processes, each training one (architecture, method) row at a time; the
+        /// numbers do not depend on it (every row has its own seed).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        #[command(flatten)]
+        worker: WorkerArgs,
     },
     /// The decomposition pictures: every method on the heteroscedastic and bimodal toys of
     /// Depeweg (2019) §6.1.3, predictive mean with ±2σ aleatoric and total bands, one figure.
@@ -358,7 +385,7 @@ fn main() {
     // frees, step after step (on naval's BNN+LV step it was a third of the wall time).
     bnn_burn::device::keep_freed_memory();
     // `uci --jobs N` starts this binary as its workers, and this command line runs their rows.
-    uci::allow_worker_processes();
+    bnn_bench::runner::allow_worker_processes();
     let result = match cli.command {
         Command::Quickstart { out, seed, epochs } => quickstart::run(&out, seed, epochs),
         Command::PerfPredict {
@@ -438,6 +465,7 @@ fn main() {
             data_dir,
             jobs,
             resume,
+            worker,
         } => datasets
             .iter()
             .map(|d| uci::DataSet::parse(d))
@@ -460,6 +488,7 @@ fn main() {
                     data_dir,
                     jobs,
                     resume,
+                    worker: worker.worker(),
                 })
                 .map(|_| ())
             }),
@@ -531,6 +560,8 @@ fn main() {
             data_dir,
             resume,
             train_set,
+            jobs,
+            worker,
         } => archs
             .iter()
             .map(|a| a.parse::<mnist::Arch>())
@@ -550,6 +581,8 @@ fn main() {
                     data_dir,
                     resume,
                     family,
+                    jobs,
+                    worker: worker.worker(),
                 })
                 .map(|_| ())
             }),

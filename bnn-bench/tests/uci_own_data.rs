@@ -55,38 +55,59 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
         "{md}"
     );
 
-    // An interrupted row resumes from its finished splits: a progress line for split 1 (with
-    // a marker value) is reused, split 2 is run again and gives the same numbers. (Without
-    // the finished record: `--resume` would reuse its whole row.)
+    // An interrupted row resumes from its finished splits: a run killed after its first
+    // split leaves it in the task's state folder; planted there with a marker value (sealed
+    // again, as the runner writes it), it is reused; split 2 runs again and gives the same
+    // numbers.
     let first_run = result["splits"].clone();
-    std::fs::remove_file(out.join("uci.json")).unwrap();
-    let progress = serde_json::json!({
-        "seed": 0,
-        "budget": result["budget"],
-        "k": 0,
+    let interrupted = base.join("interrupted");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
+        .args(["uci", "--dataset"])
+        .arg(&set)
+        .args([
+            "--method", "MFVI", "--splits", "2", "--epochs", "400", "--out",
+        ])
+        .arg(&interrupted)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let part = loop {
+        let found = std::fs::read_dir(interrupted.join("state"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("split-0.json"))
+            .find(|p| p.is_file());
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended first");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!interrupted.join("uci.json").exists());
+    let planted = serde_json::json!({ "part": {
         "outcome": { "test_ll": 123.0, "test_rmse": 0.5, "detail": "" },
         "seconds": 1000.0,
         "revision": "0ldbu1d",
-    });
-    std::fs::write(
-        out.join("myLinearSet-MFVI.splits.jsonl"),
-        format!("{progress}\n{{\"cut off"),
-    )
-    .unwrap();
+    }});
+    std::fs::write(&part, bnn_burn::integrity::seal_json(&planted)).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
         .args(["uci", "--dataset"])
         .arg(&set)
         .args([
             "--method", "MFVI", "--splits", "2", "--epochs", "400", "--resume", "--out",
         ])
-        .arg(&out)
+        .arg(&interrupted)
         .output()
         .expect("bnn-bench runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("1 finished splits reused"), "{stderr}");
     let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("uci.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(interrupted.join("uci.json")).unwrap())
+            .unwrap();
     let resumed = &record["results"][0]["splits"];
     assert_eq!(resumed[0]["test_ll"], 123.0);
     assert_eq!(resumed[1], first_run[1]);
@@ -98,12 +119,12 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
         record["results"][0]["revisions"],
         serde_json::json!(["0ldbu1d", built])
     );
-    let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
+    let md = std::fs::read_to_string(interrupted.join("uci.md")).unwrap();
     assert!(
         md.contains(&format!("`0ldbu1d` then `{built}`: myLinearSet / MFVI")),
         "{md}"
     );
-    assert!(!out.join("myLinearSet-MFVI.splits.jsonl").exists());
+    assert!(!interrupted.join("state").exists());
 
     // A folder that is not in the layout is an error naming it, before any training.
     let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))

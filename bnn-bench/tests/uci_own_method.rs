@@ -70,6 +70,7 @@ fn a_users_own_method_runs_under_the_protocol() {
         data_dir: None,
         jobs: 1,
         resume: false,
+        worker: None,
     };
     let rows = uci::run_with(&options, vec![Box::new(Constant)]).unwrap();
     assert_eq!(rows.len(), 1);

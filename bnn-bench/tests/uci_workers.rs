@@ -57,33 +57,31 @@ fn workers_and_resume_give_the_same_numbers() {
     assert_eq!(serial.len(), 2);
     let (parallel, _) = run(&base.join("parallel"), &["--jobs", "2"]);
     assert_eq!(serial, parallel);
-    assert!(!base.join("parallel/workers").exists());
+    assert!(!base.join("parallel/state").exists());
 
-    // An interrupted run that finished only its first row.
+    // An interrupted run that finished only its first row: the second row's record is gone.
     let resumed_dir = base.join("resumed");
-    std::fs::create_dir_all(&resumed_dir).unwrap();
-    let mut record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(base.join("serial/uci.json")).unwrap())
-            .unwrap();
-    record["results"].as_array_mut().unwrap().truncate(1);
-    std::fs::write(
-        resumed_dir.join("uci.partial.json"),
-        serde_json::to_string(&record).unwrap(),
-    )
-    .unwrap();
+    run(&resumed_dir, &[]);
+    let radial: Vec<_> = std::fs::read_dir(resumed_dir.join("rows"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("Radial"))
+        .collect();
+    assert_eq!(radial.len(), 1, "{radial:?}");
+    std::fs::remove_file(&radial[0]).unwrap();
     let (resumed, stderr) = run(&resumed_dir, &["--resume"]);
-    assert!(stderr.contains("1 of 2 rows reused"), "{stderr}");
+    assert!(stderr.contains("1 of 2 tasks finished before"), "{stderr}");
     assert!(
         !stderr.contains("[yacht] MAP split"),
         "MAP was rerun:\n{stderr}"
     );
     assert_eq!(serial, resumed);
-    assert!(!resumed_dir.join("uci.partial.json").exists());
 
     // A resumed run of one row in that finished folder reuses it and keeps the other row.
     let (again, stderr) = run_methods(&resumed_dir, &["Radial"], &["--resume"]);
     assert!(
-        stderr.contains("1 of 1 rows reused, 1 other rows kept"),
+        stderr.contains("1 of 1 tasks finished before")
+            && stderr.contains("1 rows of other tasks in the folder kept"),
         "{stderr}"
     );
     assert_eq!(again, serial, "the MAP row was dropped or changed");

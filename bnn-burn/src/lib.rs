@@ -19,6 +19,7 @@
 //! | [`train`] | `train` / `Trainer`: data sources, optimisers, parameter groups, callbacks |
 //! | [`fused`] | fused training-step kernels with hand-written backward passes (backend extensions) |
 //! | [`device`](mod@device), [`host`], [`error`] | the backend a cargo feature selects; host vectors ↔ tensors; configuration errors |
+//! | [`integrity`] | checksums, files sealed with them, atomic writes: checkpoints and saved states that survive crashes |
 //! | [`metrics`], [`special`], [`linalg`], [`reduce`] | host metrics; lgamma, digamma, normal cdf; small SPD algebra; long-axis reductions exact on every backend |
 
 #![warn(missing_docs)]
@@ -28,6 +29,7 @@ pub mod dist;
 pub mod error;
 pub mod fused;
 pub mod host;
+pub mod integrity;
 pub mod latent;
 pub mod layers;
 pub mod likelihood;

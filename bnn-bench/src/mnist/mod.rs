@@ -27,12 +27,15 @@ use burn::tensor::{Device, Int, Tensor};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+mod harness;
 mod plots;
 mod report;
 #[cfg(test)]
 mod tests;
+
+pub use harness::MnistTask;
 
 use plots::*;
 pub use report::*;
@@ -45,6 +48,45 @@ pub const ENTROPY_BINS: usize = 40;
 
 /// Images per prediction chunk (bounds memory at `S × chunk × activations`).
 const CHUNK: usize = 500;
+
+/// Activations a prediction chunk may hold of its widest layer (`S × images × width`, 400 MB
+/// of `f32`): a chunk of [`CHUNK`] images shrinks to stay below it.
+const PREDICT_ELEMENTS: usize = 100_000_000;
+
+/// The widest layer's activations per image of `arch` on `[c, h, w]` images, an upper bound
+/// (a convolution's outputs at most its channels × the input's pixels).
+fn widest_activation(arch: Arch, [c, h, w]: [usize; 3]) -> usize {
+    let first_channels = match (arch, c) {
+        (Arch::Mlp, _) => return (c * h * w).max(400),
+        (Arch::Conv96, _) => 96,
+        (Arch::LeNet5, 3) => 192,
+        _ => 20,
+    };
+    (first_channels * h * w).max(c * h * w).max(1000)
+}
+
+/// Images per prediction chunk for `samples` draws of `arch`: [`CHUNK`], fewer where the
+/// draws' activations would pass [`PREDICT_ELEMENTS`].
+fn images_per_chunk(samples: usize, widest: usize) -> usize {
+    CHUNK
+        .min(PREDICT_ELEMENTS / samples.saturating_mul(widest).max(1))
+        .max(1)
+}
+
+/// Refuses a sample count whose draws of one image's widest layer alone pass
+/// [`PREDICT_ELEMENTS`] (a prediction holds every draw at once), before any work.
+fn check_prediction_memory(samples: usize, widest: usize) -> Result<(), String> {
+    let most = PREDICT_ELEMENTS / widest.max(1);
+    if samples > most {
+        return Err(format!(
+            "--samples {samples}: a prediction holds every draw of an image's activations at \
+             once ({widest} per draw here), and more than {most} draws would pass {} MB; give \
+             at most {most}",
+            PREDICT_ELEMENTS * 4 / 1_000_000
+        ));
+    }
+    Ok(())
+}
 
 /// The network shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -156,12 +198,18 @@ pub struct MnistOptions {
     pub out: PathBuf,
     /// Data folder (default search when `None`).
     pub data_dir: Option<PathBuf>,
-    /// Reuse the finished rows in `out` (`mnist.json`, replaced by an interrupted run's
-    /// `mnist.partial.json`) with the same seed, epochs, prediction samples and data size;
-    /// rows there of other architectures or methods are kept in the new records.
+    /// Reuse the finished rows in `out/rows` computed under the same seed, epochs, prediction
+    /// samples, batch size and data (and continue a row's saved training state); rows there of
+    /// other architectures or methods are kept in the new records.
     pub resume: bool,
     /// The set trained and tested on; its first OOD set is [`TrainSet::ood_name`]'s.
     pub family: TrainSet,
+    /// Worker processes, each training one (architecture, method) row at a time (see
+    /// [`crate::runner::allow_worker_processes`]).
+    pub jobs: usize,
+    /// Set in a worker process: the one row it runs for its parent ([`crate::runner`]).
+    #[serde(skip)]
+    pub worker: Option<crate::runner::Worker>,
 }
 
 impl MnistOptions {
@@ -308,6 +356,8 @@ impl MnistResult {
 struct Trained {
     net: Box<dyn Predict<Input = Tensor<4>, Prediction = ClassPrediction>>,
     mode: PredictMode,
+    /// Images per prediction ([`images_per_chunk`]).
+    chunk: usize,
 }
 
 impl Trained {
@@ -486,7 +536,7 @@ fn predict_set(
         mi: Vec::with_capacity(set.len()),
     };
     let indices: Vec<usize> = (0..set.len()).collect();
-    for chunk in indices.chunks(CHUNK) {
+    for chunk in indices.chunks(model.chunk) {
         let batch = set.batch(chunk, norm, device);
         let pred = model.predict(batch.images)?;
         let mean = pred.mean();
@@ -796,7 +846,15 @@ pub fn run_one(
     } else {
         PredictMode::Samples(samples)
     };
-    let model = Trained { net, mode };
+    let draws = match mode {
+        PredictMode::Samples(s) => s,
+        PredictMode::Moments => 1,
+    };
+    let model = Trained {
+        net,
+        mode,
+        chunk: images_per_chunk(draws, widest_activation(arch, data.train.shape())),
+    };
     let plain = device.inner();
     let inn = predict_set(&model, &data.test, &norm, &plain)?;
     let out = predict_set(&model, &data.ood, &data.family.ood_normalization(), &plain)?;
@@ -892,14 +950,19 @@ pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
 /// `options.methods` selects among them by name (case-insensitive; empty: all).
 ///
 /// # Errors
-/// Before any work: two methods of one name, a name in `options.methods` that none has, bad
-/// options or data; then a method's training error.
+/// Before any work: two methods of one name, a name in `options.methods` that none has, a
+/// name or architecture given twice, bad options or data, an output folder that cannot be
+/// written or that another run holds; then a method's training error (the rows finished so far
+/// stay in `out`; `--resume` continues).
 pub fn run_with(
     options: &MnistOptions,
     methods: Vec<Method>,
 ) -> Result<Vec<MnistResult>, Box<dyn Error>> {
-    let start = Instant::now();
+    let runner = options.runner();
+    runner.check()?;
     let all = methods;
+    experiment::refuse_repeats("--method", options.methods.iter().map(String::as_str))?;
+    experiment::refuse_repeats("--arch", options.archs.iter().map(|a| a.name()))?;
     let selected = experiment::select(&all, &options.methods, |m| m.name)?;
     let archs = match (options.archs.is_empty(), options.family) {
         (true, TrainSet::Cifar5) => vec![Arch::LeNet5],
@@ -922,183 +985,28 @@ pub fn run_with(
     if options.epochs == Some(0) {
         return Err("--epochs must be at least 1".into());
     }
-    experiment::prepare_out(&options.out)?;
     let root = DataRoot::new(options.data_dir.as_deref());
     let data = MnistData::load(&root, options.quick, options.family)?;
-    let epochs = options.epochs();
-    let partial = options.out.join("mnist.partial.json");
-    let earlier: Vec<MnistResult> = if options.resume {
-        resumable(&options.out, options, &data)?
-    } else {
-        Vec::new()
-    };
-    // Finished rows of other architectures or methods already in `out` stay in its records.
-    let names: Vec<&str> = selected.iter().map(|m| m.name).collect();
-    let kept = other_rows(&earlier, &archs, &names);
-    if options.resume && !kept.is_empty() {
-        eprintln!("[mnist] {} other rows in the folder kept", kept.len());
-    }
-    let mut results: Vec<MnistResult> = kept;
     for &arch in &archs {
-        for method in &selected {
-            let seed = experiment::derive(options.seed, &[arch.name(), method.name], 0);
-            if let Some(r) = earlier
-                .iter()
-                .find(|r| r.arch == arch && r.method == method.name && r.seed == seed)
-            {
-                eprintln!("[mnist] {} / {}: reused", arch.name(), method.name);
-                results.push(r.clone());
-                continue;
-            }
-            // The row's training state, saved every minute: `--resume` continues an
-            // interrupted row from its last saved epoch; without it the row starts afresh.
-            let state = options.out.join("train-state").join(format!(
-                "{}__{}__e{epochs}",
-                experiment::slug(arch.name()),
-                experiment::slug(method.name)
-            ));
-            if !options.resume && state.exists() {
-                std::fs::remove_dir_all(&state).map_err(|e| format!("{}: {e}", state.display()))?;
-            }
-            eprintln!(
-                "[mnist] {} / {}: training {} epochs on {} images{}",
-                arch.name(),
-                method.name,
-                epochs,
-                data.train.len(),
-                match state.join("state.json").is_file() {
-                    true => " (resuming its saved training state)",
-                    false => "",
-                }
-            );
-            let budget = RowBudget {
-                epochs,
-                batch_size: options.batch_size,
-                samples: options.prediction_samples,
-                seed,
-            };
-            let r = run_one(arch, method, &data, budget, Some(&state))?;
-            eprintln!(
-                "[mnist] {} / {}: error {:.2} %, NLL {:.4}, ECE {:.4}, AUROC(H) {:.3}, \
-                 AUROC(MI) {:.3}, ECDF area {:.3} ({:.0} s)",
-                arch.name(),
-                method.name,
-                r.error_pct,
-                r.nll,
-                r.ece,
-                r.auroc_entropy,
-                r.auroc_mi,
-                r.ecdf_area,
-                r.train_seconds
-            );
-            results.push(r);
-            // Rows finished so far survive an interrupted run; the report replaces this file.
-            std::fs::write(
-                &partial,
-                serde_json::to_string_pretty(&run_key(options, &data, &results))?,
-            )
-            .map_err(|e| format!("{}: {e}", partial.display()))?;
-            // The row is in the record now: its training state is no longer needed.
-            let _ = std::fs::remove_dir_all(&state);
+        check_prediction_memory(
+            options.prediction_samples,
+            widest_activation(arch, data.train.shape()),
+        )?;
+    }
+    let harness = harness::MnistHarness::new(options, selected, archs, data);
+    let rows = crate::runner::run(&harness, &runner)?;
+    Ok(rows.into_iter().map(|f| f.row).collect())
+}
+
+impl MnistOptions {
+    /// How the runner carries the run out.
+    pub fn runner(&self) -> crate::runner::RunnerOptions {
+        crate::runner::RunnerOptions {
+            out: self.out.clone(),
+            resume: self.resume,
+            jobs: self.jobs,
+            worker: self.worker.clone(),
+            report_only: false,
         }
     }
-    let _ = std::fs::remove_dir(options.out.join("train-state"));
-    let wall = start.elapsed().as_secs_f64();
-    write_report(options, &data, &results, wall)?;
-    let _ = std::fs::remove_file(&partial);
-    Ok(results)
-}
-
-/// What makes rows of two runs interchangeable, with the rows.
-fn run_key(options: &MnistOptions, data: &MnistData, rows: &[MnistResult]) -> serde_json::Value {
-    serde_json::json!({
-        "seed": options.seed,
-        "family": options.family,
-        "epochs": options.epochs(),
-        "prediction_samples": options.prediction_samples,
-        "batch_size": options.batch_size,
-        "n_train": data.train.len(),
-        "n_test": data.test.len(),
-        "n_ood": data.ood.len(),
-        "results": rows,
-    })
-}
-
-/// The finished rows in `out` that this run can reuse or must keep: those of a finished run
-/// (`mnist.json`), replaced by those of an interrupted one (`mnist.partial.json`) for the same
-/// architecture and method; each record only under this run's seed, epochs, samples and data
-/// sizes.
-fn resumable(
-    out: &Path,
-    options: &MnistOptions,
-    data: &MnistData,
-) -> Result<Vec<MnistResult>, Box<dyn Error>> {
-    let mut rows: Vec<MnistResult> = Vec::new();
-    for name in ["mnist.json", "mnist.partial.json"] {
-        for row in record_rows(&out.join(name), options, data)? {
-            experiment::replace_or_push(&mut rows, row, |a, b| {
-                a.arch == b.arch && a.method == b.method
-            });
-        }
-    }
-    Ok(rows)
-}
-
-/// The rows of the record at `path`; none when it is missing or was written under other
-/// settings.
-fn record_rows(
-    path: &Path,
-    options: &MnistOptions,
-    data: &MnistData,
-) -> Result<Vec<MnistResult>, Box<dyn Error>> {
-    let Some(text) = experiment::read_if_exists(path)? else {
-        return Ok(Vec::new());
-    };
-    let record: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not an mnist record ({e})", path.display()))?;
-    let key = run_key(options, data, &[]);
-    let same = [
-        "seed",
-        "family",
-        "epochs",
-        "prediction_samples",
-        "batch_size",
-        "n_train",
-        "n_test",
-        "n_ood",
-    ]
-    .iter()
-    // A finished record (`mnist.json`) keeps the seed and sample count under its options.
-    .all(|k| {
-        let value = if record[k].is_null() {
-            &record["options"][k]
-        } else {
-            &record[k]
-        };
-        // Records from before the family (the batch size) was recorded trained on MNIST (in
-        // batches of 100).
-        let mnist = serde_json::json!(TrainSet::Mnist);
-        let batch = serde_json::json!(BATCH_SIZE);
-        let value = match (k, value.is_null()) {
-            (&"family", true) => &mnist,
-            (&"batch_size", true) => &batch,
-            _ => value,
-        };
-        *value == key[k]
-    });
-    if !same {
-        eprintln!("{}: other settings; not reused", path.display());
-        return Ok(Vec::new());
-    }
-    Ok(serde_json::from_value(record["results"].clone())
-        .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?)
-}
-
-/// The rows of `earlier` whose (architecture, method) this run does not select.
-fn other_rows(earlier: &[MnistResult], archs: &[Arch], methods: &[&str]) -> Vec<MnistResult> {
-    earlier
-        .iter()
-        .filter(|r| !(archs.contains(&r.arch) && methods.contains(&r.method.as_str())))
-        .cloned()
-        .collect()
 }

@@ -335,13 +335,12 @@ pub(crate) fn write_report(
     data: &MnistData,
     results: &[MnistResult],
     wall: f64,
+    out: &crate::runner::OutFolder,
 ) -> Result<(), Box<dyn Error>> {
     for r in results {
         r.check()?;
     }
-    std::fs::create_dir_all(&options.out)?;
     let md = markdown(options, data, results, wall);
-    std::fs::write(options.out.join("mnist.md"), &md)?;
     let record = experiment::record(
         "mnist",
         options,
@@ -356,13 +355,14 @@ pub(crate) fn write_report(
             "rotation_angles": ROTATION_ANGLES,
         }),
     );
-    std::fs::write(
-        options.out.join("mnist.json"),
-        serde_json::to_string_pretty(&record)?,
-    )?;
-    plot_reliability(&options.out.join("reliability.svg"), results)?;
-    plot_entropy(&options.out.join("entropy.svg"), results, data)?;
-    plot_rotation(&options.out.join("rotation.svg"), results, data.n_classes())?;
+    out.write_record("mnist.json", &record)?;
+    out.write("mnist.md", md.as_bytes())?;
+    use crate::plots::write_svg;
+    write_svg(out, "reliability.svg", |p| plot_reliability(p, results))?;
+    write_svg(out, "entropy.svg", |p| plot_entropy(p, results, data))?;
+    write_svg(out, "rotation.svg", |p| {
+        plot_rotation(p, results, data.n_classes())
+    })?;
     println!("{md}");
     Ok(())
 }

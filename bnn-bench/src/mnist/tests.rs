@@ -74,6 +74,8 @@ fn a_small_run_writes_its_table_and_figures() {
         data_dir: None,
         resume: false,
         family: TrainSet::Mnist,
+        jobs: 1,
+        worker: None,
     };
     let mut results = Vec::new();
     for arch in Arch::ALL {
@@ -210,64 +212,8 @@ fn a_small_run_writes_its_table_and_figures() {
             r.rotations[2]
         );
     }
-    // An interrupted run's rows are reused only under the same settings.
-    std::fs::create_dir_all(&dir).unwrap();
-    let partial = dir.join("mnist.partial.json");
-    let key = run_key(&options, &data, &results[..2]);
-    std::fs::write(&partial, serde_json::to_string(&key).unwrap()).unwrap();
-    let back = resumable(&dir, &options, &data).unwrap();
-    assert_eq!(back.len(), 2);
-    assert_eq!(
-        (
-            back[1].method.as_str(),
-            back[1].error_pct,
-            back[1].rotations.len()
-        ),
-        (results[1].method.as_str(), results[1].error_pct, 8)
-    );
-    let other = MnistOptions {
-        seed: 1,
-        ..options.clone()
-    };
-    assert!(resumable(&dir, &other, &data).unwrap().is_empty());
-    // Rows trained in other batches are not reused; a record from before the batch size was
-    // recorded trained in the protocol's batches of 100.
-    let bigger = MnistOptions {
-        batch_size: 1000,
-        ..options.clone()
-    };
-    assert!(resumable(&dir, &bigger, &data).unwrap().is_empty());
-    let mut older = key.clone();
-    older.as_object_mut().unwrap().remove("batch_size");
-    std::fs::write(&partial, serde_json::to_string(&older).unwrap()).unwrap();
-    assert_eq!(resumable(&dir, &options, &data).unwrap().len(), 2);
-    assert!(resumable(&dir, &bigger, &data).unwrap().is_empty());
-    // Rows trained on the other family are not reused either.
-    let fashion = MnistOptions {
-        family: TrainSet::FashionMnist,
-        ..options.clone()
-    };
-    assert!(resumable(&dir, &fashion, &data).unwrap().is_empty());
-    // A run of one of those rows keeps the other; a finished record's rows are reused too,
-    // an interrupted run's replacing them.
-    let kept = other_rows(&back, &[back[0].arch], &[back[0].method.as_str()]);
-    assert_eq!(kept.len(), 1);
-    assert_eq!(kept[0].method, back[1].method);
-    std::fs::remove_file(&partial).unwrap();
-    write_report(&options, &data, &results[..3], 1.0).unwrap();
-    let mut newer = results[0].clone();
-    newer.error_pct += 1.0;
-    std::fs::write(
-        &partial,
-        serde_json::to_string(&run_key(&options, &data, &[newer])).unwrap(),
-    )
-    .unwrap();
-    let both = resumable(&dir, &options, &data).unwrap();
-    assert_eq!(both.len(), 3);
-    assert_eq!(both[2].error_pct, results[0].error_pct + 1.0);
-    std::fs::remove_file(&partial).unwrap();
-    std::fs::remove_file(dir.join("mnist.json")).unwrap();
-    write_report(&options, &data, &results, 1.0).unwrap();
+    let folder = crate::runner::OutFolder::open(&dir, "--out").unwrap();
+    write_report(&options, &data, &results, 1.0, &folder).unwrap();
     let md = std::fs::read_to_string(dir.join("mnist.md")).unwrap();
     assert!(md.contains("| LeNet5 (strided) | Radial |") && md.contains("BEDL-PAC"));
     // Every row trained by this build.
@@ -409,6 +355,8 @@ fn cifar5_runs_end_to_end_on_generated_batches() {
         data_dir: Some(root.clone()),
         resume: false,
         family: TrainSet::Cifar5,
+        jobs: 1,
+        worker: None,
     };
     let results = run(&options).unwrap();
     assert_eq!(results.len(), 2);

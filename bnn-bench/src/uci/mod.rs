@@ -24,18 +24,17 @@ use bnn_datasets::{DataRoot, RegressionData, Standardizer};
 use burn::module::{Initializer, Module};
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+mod harness;
 mod methods;
 mod plot;
 mod report;
-mod workers;
 
+pub use harness::UciTask;
 pub use methods::*;
 use plot::*;
 pub use report::*;
-use workers::*;
 
 /// Posterior samples used for test predictions.
 pub const PREDICTION_SAMPLES: usize = 200;
@@ -206,10 +205,13 @@ pub struct UciOptions {
     /// [`allow_worker_processes`] (the `bnn-bench` binary; a user crate that calls [`run`] or
     /// [`run_with`] keeps `jobs = 1`, or gets an error before any work).
     pub jobs: usize,
-    /// Reuse the finished rows in `out` (those of `uci.json`, replaced by an interrupted run's
-    /// `uci.partial.json`) that have this run's seed, budget and split count; rows there of
-    /// other data sets or methods are kept in the new records.
+    /// Reuse the finished rows in `out` (and an interrupted row's finished splits) computed
+    /// under this run's seed, budget, split count and data; rows there of other data sets or
+    /// methods are kept in the new records.
     pub resume: bool,
+    /// Set in a worker process: the one row it runs for its parent ([`crate::runner`]).
+    #[serde(skip)]
+    pub worker: Option<crate::runner::Worker>,
 }
 
 /// Minibatch size per data set (Haußmann 2021 §3.3, the PBP-protocol batch sizes); a user's
@@ -348,19 +350,7 @@ pub fn prepare<'a>(
     })
 }
 
-/// Whether this program runs one row when started as `<exe> uci …` ([`allow_worker_processes`]).
-static WORKER_PROCESSES: AtomicBool = AtomicBool::new(false);
-
-/// Lets [`run`] and [`run_with`] start worker processes (`jobs` above 1). A worker is the
-/// running executable started as `<exe> uci --dataset D --method M --splits S --epochs E
-/// --seed N --out DIR [--quick] [--resume] [--data-dir P]`, which must run that one row with the
-/// same methods and write its `uci.json` to `DIR`: the `bnn-bench` binary calls this first. A
-/// program whose command line does not do that leaves it uncalled, and `jobs` above 1 is then
-/// an error before any work (it would start the program itself, with arguments it does not
-/// know).
-pub fn allow_worker_processes() {
-    WORKER_PROCESSES.store(true, Ordering::Relaxed);
-}
+pub use crate::runner::allow_worker_processes;
 
 /// Runs the protocol on the built-in methods ([`registry`]) and writes `uci.json`, `uci.md` and
 /// `uci.svg` to `options.out` ([`run_with`]).
@@ -415,6 +405,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
 ///     data_dir: None,
 ///     jobs: 1,
 ///     resume: false,
+///     worker: None,
 /// };
 /// let rows = uci::run_with(&options, methods)?;
 /// # Ok::<(), Box<dyn Error>>(())
@@ -429,164 +420,47 @@ pub fn run_with(
     options: &UciOptions,
     methods: Vec<Box<dyn UciMethod>>,
 ) -> Result<Vec<MethodResult>, Box<dyn Error>> {
-    let start = Instant::now();
-    if options.jobs == 0 {
-        return Err("--jobs must be at least 1".into());
-    }
-    if options.jobs > 1 && !WORKER_PROCESSES.load(Ordering::Relaxed) {
-        return Err(format!(
-            "--jobs {}: rows run in worker processes of the bnn-bench binary, and this program \
-             is not one (see uci::allow_worker_processes); use jobs = 1",
-            options.jobs
-        )
-        .into());
-    }
+    let runner = options.runner();
+    runner.check()?;
     if options.epochs == Some(0) {
         return Err("--epochs must be at least 1".into());
     }
+    crate::experiment::refuse_repeats("--dataset", options.datasets.iter().map(|d| d.name()))?;
+    crate::experiment::refuse_repeats("--method", options.methods.iter().map(String::as_str))?;
     let all = methods;
     let methods: Vec<&dyn UciMethod> =
         crate::experiment::select(&all, &options.methods, |m| m.name())?
             .into_iter()
             .map(|m| m.as_ref())
             .collect();
-    crate::experiment::prepare_out(&options.out)?;
     let root = DataRoot::new(options.data_dir.as_deref());
-    // Load everything first: a missing or corrupt file stops the run before any training.
-    let data: Vec<UciData> = options
+    // Every set and every split it runs is read now: a missing or bad file stops the run
+    // before any training.
+    let sets = options
         .datasets
         .iter()
-        .map(|d| d.load(&root))
-        .collect::<Result<_, _>>()?;
-    let mut units = Vec::new();
-    for (dataset, set) in options.datasets.iter().zip(&data) {
-        let n_splits = splits_of(options, dataset, set.meta.n_splits)?;
-        let n_train = set.split_indices(0)?.0.len();
-        for &method in &methods {
-            units.push(Unit {
-                dataset,
-                set,
-                method,
-                n_splits,
-                budget: method.budget(dataset, &set.meta, n_train, options),
-            });
-        }
-    }
-    let earlier = if options.resume {
-        resumable(options)?
-    } else {
-        Vec::new()
+        .map(|d| harness::LoadedSet::load(d, &root, options))
+        .collect::<Result<Vec<_>, _>>()?;
+    let harness = harness::UciHarness {
+        options,
+        methods,
+        sets,
     };
-    let mut done: Vec<Option<MethodResult>> = units
-        .iter()
-        .map(|u| {
-            earlier
-                .iter()
-                .find(|r| {
-                    r.dataset == *u.dataset
-                        && r.method == u.method.name()
-                        && r.budget == u.budget
-                        && r.splits.len() == u.n_splits
-                })
-                .cloned()
-        })
-        .collect();
-    let reused = done.iter().flatten().count();
-    // Finished rows of other data sets or methods already in `out` stay in its records: a
-    // resumed run of a few rows must not drop the folder's others.
-    let kept: Vec<MethodResult> = earlier
-        .into_iter()
-        .filter(|r| {
-            !units
-                .iter()
-                .any(|u| r.dataset == *u.dataset && r.method == u.method.name())
-        })
-        .collect();
-    if options.resume {
-        eprintln!(
-            "resuming: {reused} of {} rows reused, {} other rows kept",
-            units.len(),
-            kept.len()
-        );
-    }
-    std::fs::create_dir_all(&options.out)?;
-    // Rows finished so far survive an interrupted long run; the final report replaces this file.
-    let save_partial = |done: &[Option<MethodResult>]| -> Result<(), Box<dyn Error>> {
-        let rows: Vec<MethodResult> = kept.iter().chain(done.iter().flatten()).cloned().collect();
-        std::fs::write(
-            options.out.join("uci.partial.json"),
-            serde_json::to_string_pretty(&record(options, &rows, start.elapsed().as_secs_f64()))?,
-        )?;
-        Ok(())
-    };
-    let todo: Vec<usize> = (0..units.len()).filter(|&i| done[i].is_none()).collect();
-    if options.jobs == 1 {
-        for i in todo {
-            done[i] = Some(run_unit(
-                &units[i],
-                options.seed,
-                &options.out,
-                options.resume,
-            )?);
-            save_partial(&done)?;
+    let rows = crate::runner::run(&harness, &runner)?;
+    Ok(rows.into_iter().map(|f| f.row).collect())
+}
+
+impl UciOptions {
+    /// How the runner carries the run out.
+    pub fn runner(&self) -> crate::runner::RunnerOptions {
+        crate::runner::RunnerOptions {
+            out: self.out.clone(),
+            resume: self.resume,
+            jobs: self.jobs,
+            worker: self.worker.clone(),
+            report_only: false,
         }
-    } else {
-        let workers = options.out.join("workers");
-        let mut queue = todo.into_iter();
-        let mut running: Vec<(usize, std::process::Child, PathBuf)> = Vec::new();
-        loop {
-            while running.len() < options.jobs {
-                let Some(i) = queue.next() else { break };
-                let dir = workers.join(format!(
-                    "{}-{}",
-                    units[i].dataset.seed_name(),
-                    units[i].method.name().replace(' ', "_")
-                ));
-                let child = spawn_unit(&units[i], options, &dir).map_err(|e| {
-                    format!(
-                        "could not start the worker for {} / {}: {e}",
-                        units[i].dataset,
-                        units[i].method.name()
-                    )
-                })?;
-                running.push((i, child, dir));
-            }
-            if running.is_empty() {
-                break;
-            }
-            let mut k = 0;
-            while k < running.len() {
-                if let Some(status) = running[k].1.try_wait()? {
-                    let (i, _, dir) = running.swap_remove(k);
-                    if !status.success() {
-                        // Stop the other workers rather than leave them running unwatched.
-                        for (_, other, _) in &mut running {
-                            let _ = other.kill();
-                            let _ = other.wait();
-                        }
-                        return Err(format!(
-                            "the worker for {} / {} failed ({status}); rows done so far are in \
-                             uci.partial.json (rerun with --resume)",
-                            units[i].dataset,
-                            units[i].method.name()
-                        )
-                        .into());
-                    }
-                    done[i] = Some(read_unit(&dir)?);
-                    save_partial(&done)?;
-                } else {
-                    k += 1;
-                }
-            }
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-        let _ = std::fs::remove_dir(&workers);
     }
-    let results: Vec<MethodResult> = kept.into_iter().chain(done.into_iter().flatten()).collect();
-    let wall = start.elapsed().as_secs_f64();
-    write_report(options, &results, wall)?;
-    let _ = std::fs::remove_file(options.out.join("uci.partial.json"));
-    Ok(results)
 }
 
 #[cfg(test)]

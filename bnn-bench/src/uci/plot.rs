@@ -2,59 +2,64 @@
 
 use super::*;
 
-/// Test LL per data set (one panel each) and method, with ±1 standard error bars.
-pub(crate) fn plot(path: &Path, results: &[MethodResult]) -> Result<(), Box<dyn Error>> {
+/// Test LL per data set (one panel each) and method, with ±1 standard error bars, as SVG text.
+pub(crate) fn plot(results: &[MethodResult]) -> Result<String, Box<dyn Error>> {
     use plotters::prelude::*;
     let sets = sets_in(results);
     let cols = 3usize;
     let rows = sets.len().div_ceil(cols).max(1);
-    let root = SVGBackend::new(path, (330 * cols as u32, 260 * rows as u32)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let panels = root.split_evenly((rows, cols));
-    for (area, d) in panels.iter().zip(&sets) {
-        let rs: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == *d).collect();
-        // A single split draws its point without a bar.
-        let stats: Vec<(f64, f64)> = rs
-            .iter()
-            .map(|r| {
-                let (m, se) = r.ll();
-                (m, se.unwrap_or(0.0))
-            })
-            .collect();
-        let lo = stats
-            .iter()
-            .map(|(m, s)| m - s)
-            .fold(f64::INFINITY, f64::min);
-        let hi = stats
-            .iter()
-            .map(|(m, s)| m + s)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let pad = ((hi - lo) * 0.15).max(0.05);
-        let mut chart = ChartBuilder::on(area)
-            .caption(format!("{d}: test LL"), ("sans-serif", 15))
-            .margin(8)
-            .x_label_area_size(40)
-            .y_label_area_size(45)
-            .build_cartesian_2d(-0.5..(rs.len() as f64 - 0.5), (lo - pad)..(hi + pad))?;
-        let names: Vec<String> = rs.iter().map(|r| r.method.clone()).collect();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(rs.len())
-            .x_label_formatter(&|x| {
-                let i = x.round() as usize;
-                names.get(i).cloned().unwrap_or_default()
-            })
-            .draw()?;
-        for (i, (m, s)) in stats.iter().enumerate() {
-            let x = i as f64;
-            chart.draw_series(std::iter::once(PathElement::new(
-                vec![(x, m - s), (x, m + s)],
-                BLACK.stroke_width(2),
-            )))?;
-            chart.draw_series(std::iter::once(Circle::new((x, *m), 4, BLUE.filled())))?;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (330 * cols as u32, 260 * rows as u32))
+            .into_drawing_area();
+        root.fill(&WHITE)?;
+        let panels = root.split_evenly((rows, cols));
+        for (area, d) in panels.iter().zip(&sets) {
+            let rs: Vec<&MethodResult> = results.iter().filter(|r| r.dataset == *d).collect();
+            // A single split draws its point without a bar.
+            let stats: Vec<(f64, f64)> = rs
+                .iter()
+                .map(|r| {
+                    let (m, se) = r.ll();
+                    (m, se.unwrap_or(0.0))
+                })
+                .collect();
+            let lo = stats
+                .iter()
+                .map(|(m, s)| m - s)
+                .fold(f64::INFINITY, f64::min);
+            let hi = stats
+                .iter()
+                .map(|(m, s)| m + s)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let y_range = crate::plots::axis_range(lo, hi, 0.15, 0.05)
+                .map_err(|e| format!("uci.svg, {d}: test LL {e}"))?;
+            let mut chart = ChartBuilder::on(area)
+                .caption(format!("{d}: test LL"), ("sans-serif", 15))
+                .margin(8)
+                .x_label_area_size(40)
+                .y_label_area_size(45)
+                .build_cartesian_2d(-0.5..(rs.len() as f64 - 0.5), y_range)?;
+            let names: Vec<String> = rs.iter().map(|r| r.method.clone()).collect();
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(rs.len())
+                .x_label_formatter(&|x| {
+                    let i = x.round() as usize;
+                    names.get(i).cloned().unwrap_or_default()
+                })
+                .draw()?;
+            for (i, (m, s)) in stats.iter().enumerate() {
+                let x = i as f64;
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(x, m - s), (x, m + s)],
+                    BLACK.stroke_width(2),
+                )))?;
+                chart.draw_series(std::iter::once(Circle::new((x, *m), 4, BLUE.filled())))?;
+            }
         }
+        root.present()?;
     }
-    root.present()?;
-    Ok(())
+    Ok(svg)
 }

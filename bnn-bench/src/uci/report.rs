@@ -277,22 +277,18 @@ pub(crate) fn write_report(
     options: &UciOptions,
     results: &[MethodResult],
     wall: f64,
+    out: &crate::runner::OutFolder,
 ) -> Result<(), Box<dyn Error>> {
     check_results(results)?;
-    std::fs::create_dir_all(&options.out)?;
     let md = markdown(options, results, wall);
-    std::fs::write(options.out.join("uci.md"), &md)?;
-    std::fs::write(
-        options.out.join("uci.json"),
-        serde_json::to_string_pretty(&record(options, results, wall))?,
-    )?;
-    plot(&options.out.join("uci.svg"), results)?;
+    out.write_record("uci.json", &record(options, results, wall))?;
+    out.write("uci.md", md.as_bytes())?;
+    out.write("uci.svg", plot(results)?.as_bytes())?;
     println!("{md}");
     Ok(())
 }
 
-/// Combines the rows of several `uci` run records (`uci.json` or `uci.partial.json`) into one
-/// report in `out`, without training: a row (data set, method) of a later record replaces the
+/// Combines the rows of several `uci` run records (`uci.json`) into one report in `out`, without training: a row (data set, method) of a later record replaces the
 /// same row of an earlier one. The options shown are the first record's; the wall time is the
 /// sum of the records'. Every record is read and checked before anything is written.
 ///
@@ -301,17 +297,22 @@ pub(crate) fn write_report(
 /// an unwritable `out`.
 pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     if records.is_empty() {
-        return Err("uci-report: give at least one uci.json or uci.partial.json".into());
+        return Err("uci-report: give at least one uci.json".into());
     }
-    crate::experiment::prepare_out(out)?;
     let mut rows: Vec<MethodResult> = Vec::new();
     let mut wall = 0.0;
     let mut first: Option<serde_json::Value> = None;
     for path in records {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let record: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not JSON ({e})", path.display()))?;
+        // Records written before they carried a checksum still read; a damaged one does not.
+        let record = match crate::runner::read_record(path, true)? {
+            crate::runner::ReadRecord::Intact(v) => v,
+            crate::runner::ReadRecord::Missing => {
+                return Err(format!("{}: no such file", path.display()).into());
+            }
+            crate::runner::ReadRecord::Damaged(why) => {
+                return Err(format!("{}: {why}", path.display()).into());
+            }
+        };
         if record["experiment"] != "uci" {
             return Err(format!("{}: not a uci run record", path.display()).into());
         }
@@ -342,7 +343,9 @@ pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box
         data_dir: None,
         jobs: o["jobs"].as_u64().unwrap_or(1) as usize,
         resume: false,
+        worker: None,
     };
-    write_report(&options, &rows, wall)?;
+    let folder = crate::runner::OutFolder::open(out, "--out")?;
+    write_report(&options, &rows, wall, &folder)?;
     Ok(rows)
 }

@@ -107,6 +107,7 @@ fn protein_options(quick: bool) -> UciOptions {
         data_dir: None,
         jobs: 1,
         resume: false,
+        worker: None,
     }
 }
 

@@ -134,7 +134,7 @@ impl<M: Module> Callback<M> for Checkpointing {
         if (stats.epoch + 1).is_multiple_of(self.every) {
             std::fs::create_dir_all(&self.dir).map_err(|e| CheckpointError {
                 path: self.dir.display().to_string(),
-                source: burn::store::RecordError::Io(e.to_string()),
+                problem: e.into(),
             })?;
             save_checkpoint(
                 model,

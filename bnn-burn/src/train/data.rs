@@ -3,6 +3,7 @@
 //! minibatches that carry their row indices and the training-set size.
 
 use super::TrainError;
+use crate::integrity::Digest;
 use crate::objective::{StepRequest, StepTerms};
 use crate::posterior::Unsupported;
 use burn::data::dataloader::batcher::Batcher;
@@ -30,6 +31,9 @@ pub trait Batch: Clone {
     fn first_non_finite(&self) -> Option<usize> {
         None
     }
+    /// Feeds the examples' content (values, shape and type) to `digest`: what binds a saved
+    /// training state to its data ([`super::Trainer::with_resume`]).
+    fn digest(&self, digest: &mut Digest);
 }
 
 macro_rules! tensor_batch {
@@ -50,6 +54,11 @@ macro_rules! tensor_batch {
             $(fn first_non_finite(&self) -> Option<usize> {
                 $first_non_finite(self)
             })?
+            fn digest(&self, digest: &mut Digest) {
+                let data = self.clone().into_data();
+                digest.text(&format!("{:?} {:?}", data.dtype(), data.shape()));
+                digest.update(data.as_bytes());
+            }
         }
     };
 }
@@ -186,7 +195,30 @@ pub trait TrainData {
         index: &Tensor<1, Int>,
         device: &Device,
     ) -> Result<(Self::Input, Self::Target), TrainError>;
+
+    /// A digest of every example's content, as 16 hex digits: what binds a saved training
+    /// state to its data ([`super::Trainer::with_resume`]). The default reads the data once, in
+    /// batches of [`DIGEST_CHUNK`] rows.
+    ///
+    /// # Errors
+    /// When an example cannot be read.
+    fn digest(&self, device: &Device) -> Result<String, TrainError> {
+        let n = self.len()?;
+        let mut digest = Digest::new();
+        digest.number(n as u64);
+        let rows: Vec<usize> = (0..n).collect();
+        for chunk in rows.chunks(DIGEST_CHUNK) {
+            let index = crate::host::labels(chunk, device);
+            let (input, target) = self.batch(chunk, &index, device)?;
+            input.digest(&mut digest);
+            target.digest(&mut digest);
+        }
+        Ok(digest.hex())
+    }
 }
+
+/// Rows per batch of [`TrainData::digest`]'s default.
+pub const DIGEST_CHUNK: usize = 1024;
 
 impl<I: Batch, T: Batch> TrainData for (I, T) {
     type Input = I;
@@ -211,6 +243,14 @@ impl<I: Batch, T: Batch> TrainData for (I, T) {
 
     fn batch(&self, _: &[usize], index: &Tensor<1, Int>, _: &Device) -> Result<(I, T), TrainError> {
         Ok((self.0.rows(index.clone()), self.1.rows(index.clone())))
+    }
+
+    fn digest(&self, _: &Device) -> Result<String, TrainError> {
+        let mut digest = Digest::new();
+        digest.number(self.len()? as u64);
+        self.0.digest(&mut digest);
+        self.1.digest(&mut digest);
+        Ok(digest.hex())
     }
 }
 

@@ -153,7 +153,8 @@ impl<M: Model> Trainer<M> {
                 request,
             )
         };
-        let mut history = Vec::with_capacity(config.epochs);
+        // Grown epoch by epoch: `epochs` is a bound, never an allocation.
+        let mut history = Vec::new();
         let (mut global_step, mut last) = (0, (0, 0));
         let mut divergence = Divergence::default();
         let mut seconds_before = 0.0;
@@ -171,7 +172,16 @@ impl<M: Model> Trainer<M> {
                             .into(),
                     });
                 }
-                Some(TrainState::new(dir, interval, &config, n, n_val, &model)?)
+                // The data's content binds the state: another set of the same size is refused.
+                let digest = data.digest(&device)?;
+                Some(TrainState::new(
+                    dir,
+                    interval,
+                    &config,
+                    (n, n_val),
+                    &digest,
+                    &model,
+                )?)
             }
         };
         let mut epochs_done = 0;

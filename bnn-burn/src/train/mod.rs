@@ -20,8 +20,8 @@ mod optim;
 mod resume;
 
 pub use callbacks::{Callback, Checkpointing, EarlyStopping, Flow, StepInfo};
-pub use checkpoint::{CheckpointError, load_checkpoint, save_checkpoint};
-pub use data::{Batch, DatasetSource, LocalState, Minibatch, Model, TrainData};
+pub use checkpoint::{CheckpointError, CheckpointProblem, load_checkpoint, save_checkpoint};
+pub use data::{Batch, DIGEST_CHUNK, DatasetSource, LocalState, Minibatch, Model, TrainData};
 pub use error::TrainError;
 pub use fit::Trainer;
 pub use optim::{DecayGroup, LrGroup, OptimizerConfig};

@@ -8,19 +8,23 @@
 //! epoch from `(seed, epoch)` ([`epoch_seed`]), since its state cannot be read back.
 //!
 //! Files in the folder: `model-EEEEE.bpk`, `optim-EEEEE.bpk`, `local-EEEEE.json` for the state
-//! after `EEEEE` epochs, and `state.json`, written last (temp file + rename): it names the
-//! epoch whose files are whole, so a run killed while saving resumes from the state before.
+//! after `EEEEE` epochs, each with a checksum ([`crate::integrity`]), and `state.json`, written
+//! last (temp file + rename): it names the epoch whose files are whole and their checksums, so
+//! a run killed while saving resumes from the state before, and a damaged file is refused by
+//! name. The fingerprint that binds a state to its run includes a digest of the training data's
+//! content, so a state is never continued on other data of the same size.
 
 use super::data::{LocalState, Model};
 use super::{EpochStats, TrainConfig, TrainError, load_checkpoint, save_checkpoint};
+use crate::integrity::{self, Digest};
 use burn::module::{ModuleVisitor, Param, ParamId};
 use burn::optim::ModuleOptimizer;
 use burn::tensor::Tensor;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Version of the state format.
-const FORMAT: u32 = 1;
+/// Version of the state format (2: checksums, and the data's digest in the fingerprint).
+const FORMAT: u32 = 2;
 
 /// The device RNG's seed for `epoch` of a run seeded `seed` (splitmix64 of both).
 pub(super) fn epoch_seed(seed: u64, epoch: usize) -> u64 {
@@ -44,6 +48,8 @@ struct Saved {
     /// Training seconds before this process.
     seconds: f64,
     history: Vec<EpochStats>,
+    /// The checksum of each file of the state, by file name.
+    files: std::collections::BTreeMap<String, String>,
 }
 
 /// Where a run stands after loading its saved state.
@@ -67,8 +73,8 @@ pub(super) struct TrainState {
 }
 
 impl TrainState {
-    /// The state folder of a run with `config` on `n` examples (`n_val` held out) of `model`;
-    /// the folder is created when missing.
+    /// The state folder of a run with `config` on `n` examples (`n_val` held out) of `model`,
+    /// whose data's content has the digest `data`; the folder is created when missing.
     ///
     /// # Errors
     /// [`TrainError::Resume`] when `dir` cannot be created or is a file.
@@ -76,13 +82,13 @@ impl TrainState {
         dir: PathBuf,
         interval: Duration,
         config: &TrainConfig,
-        n: usize,
-        n_val: usize,
+        (n, n_val): (usize, usize),
+        data: &str,
         model: &M,
     ) -> Result<Self, TrainError> {
         std::fs::create_dir_all(&dir).map_err(|e| resume_error(&dir, e))?;
         Ok(Self {
-            fingerprint: fingerprint(config, n, n_val, model),
+            fingerprint: fingerprint(config, n, n_val, data, model),
             dir,
             interval,
             last_save: Instant::now(),
@@ -106,7 +112,8 @@ impl TrainState {
     ) -> Result<Resumed<M>, TrainError> {
         let path = self.dir.join("state.json");
         let text = std::fs::read_to_string(&path).map_err(|e| resume_error(&path, e))?;
-        let saved: Saved = serde_json::from_str(&text).map_err(|e| resume_error(&path, e))?;
+        let value = integrity::open_json(&text).map_err(|e| resume_error(&path, e))?;
+        let saved: Saved = serde_json::from_value(value).map_err(|e| resume_error(&path, e))?;
         if saved.format != FORMAT {
             return Err(resume_error(
                 &path,
@@ -124,23 +131,29 @@ impl TrainState {
             ));
         }
         let e = saved.epochs_done;
+        let model_path = self.file("model", e, "bpk");
+        self.check_listed(&saved, &model_path)?;
         // A record of other parameters is refused by the loader, naming the file.
-        let model = load_checkpoint(model, self.file("model", e, "bpk"))?;
+        let model = load_checkpoint(model, &model_path)?;
         let optim_path = self.file("optim", e, "bpk");
-        let optim = optim
-            .load(&optim_path)
-            .map_err(|err| resume_error(&optim_path, err))?;
+        let optim = self.check_listed(&saved, &optim_path).and_then(|bytes| {
+            let content =
+                integrity::open_bytes(&bytes).map_err(|err| resume_error(&optim_path, err))?;
+            optim
+                .from_bytes(burn::tensor::Bytes::from_bytes_vec(content.to_vec()))
+                .map_err(|err| resume_error(&optim_path, err))
+        })?;
         let local_path = self.file("local", e, "json");
-        let model = match std::fs::read_to_string(&local_path) {
-            Ok(text) => {
+        let model = match saved.files.contains_key(&file_name(&local_path)) {
+            true => {
+                let bytes = self.check_listed(&saved, &local_path)?;
                 let local: LocalState =
-                    serde_json::from_str(&text).map_err(|err| resume_error(&local_path, err))?;
+                    serde_json::from_slice(&bytes).map_err(|err| resume_error(&local_path, err))?;
                 model
                     .with_local_state(local)
                     .map_err(|err| resume_error(&local_path, err))?
             }
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => model,
-            Err(err) => return Err(resume_error(&local_path, err)),
+            false => model,
         };
         self.saved_epoch = Some(e);
         Ok(Resumed {
@@ -175,16 +188,29 @@ impl TrainState {
             return Ok(());
         }
         let e = epochs_done;
-        save_checkpoint(model, self.file("model", e, "bpk"))?;
+        let mut files = std::collections::BTreeMap::new();
+        let model_path = self.file("model", e, "bpk");
+        save_checkpoint(model, &model_path)?;
+        let bytes = std::fs::read(&model_path).map_err(|err| resume_error(&model_path, err))?;
+        files.insert(file_name(&model_path), Digest::new().update(&bytes).hex());
         let optim_path = self.file("optim", e, "bpk");
-        optim
-            .save(&optim_path)
+        let bytes = optim
+            .into_bytes()
             .map_err(|err| resume_error(&optim_path, err))?;
+        let sealed = integrity::seal_bytes(bytes.to_vec());
+        integrity::write_atomic(&optim_path, &sealed)
+            .map_err(|err| resume_error(&optim_path, err))?;
+        files.insert(file_name(&optim_path), Digest::new().update(&sealed).hex());
         let local = model.local_state();
         if !local.is_empty() {
             let path = self.file("local", e, "json");
             let text = serde_json::to_string(&local).map_err(|err| resume_error(&path, err))?;
-            std::fs::write(&path, text).map_err(|err| resume_error(&path, err))?;
+            integrity::write_atomic(&path, text.as_bytes())
+                .map_err(|err| resume_error(&path, err))?;
+            files.insert(
+                file_name(&path),
+                Digest::new().update(text.as_bytes()).hex(),
+            );
         }
         let saved = Saved {
             format: FORMAT,
@@ -194,12 +220,12 @@ impl TrainState {
             initial_loss,
             seconds,
             history: history.to_vec(),
+            files,
         };
         let path = self.dir.join("state.json");
-        let temp = self.dir.join("state.json.tmp");
-        let text = serde_json::to_string_pretty(&saved).map_err(|err| resume_error(&path, err))?;
-        std::fs::write(&temp, text).map_err(|err| resume_error(&temp, err))?;
-        std::fs::rename(&temp, &path).map_err(|err| resume_error(&path, err))?;
+        let value = serde_json::to_value(&saved).map_err(|err| resume_error(&path, err))?;
+        integrity::write_atomic(&path, integrity::seal_json(&value).as_bytes())
+            .map_err(|err| resume_error(&path, err))?;
         if let Some(old) = self.saved_epoch.replace(e).filter(|&old| old != e) {
             for (name, ext) in [("model", "bpk"), ("optim", "bpk"), ("local", "json")] {
                 let _ = std::fs::remove_file(self.file(name, old, ext));
@@ -217,6 +243,35 @@ impl TrainState {
     fn file(&self, name: &str, epochs_done: usize, ext: &str) -> PathBuf {
         self.dir.join(format!("{name}-{epochs_done:05}.{ext}"))
     }
+
+    /// The bytes of `path`, a file `saved` lists, checked against its listed checksum.
+    fn check_listed(&self, saved: &Saved, path: &Path) -> Result<Vec<u8>, TrainError> {
+        let Some(listed) = saved.files.get(&file_name(path)) else {
+            return Err(resume_error(
+                path,
+                "state.json does not list this file: the saved state is incomplete",
+            ));
+        };
+        let bytes = std::fs::read(path).map_err(|err| resume_error(path, err))?;
+        let found = Digest::new().update(&bytes).hex();
+        if &found != listed {
+            return Err(resume_error(
+                path,
+                integrity::IntegrityError::Damaged {
+                    saved: listed.clone(),
+                    found,
+                },
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The file name of `path`, as `state.json` lists it.
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Checks that every learning-rate and weight-decay group selects the same parameters of
@@ -271,8 +326,14 @@ pub(super) fn ids<M: burn::module::Module>(model: &M) -> Vec<ParamId> {
 
 /// What must agree between a saved state and the run resuming it: every setting of the
 /// configuration but the epoch count and the progress bar (a run may be extended), the data's
-/// size and validation split, and the shapes of the model's parameters.
-fn fingerprint<M: Model>(config: &TrainConfig, n: usize, n_val: usize, model: &M) -> String {
+/// size, content (its digest) and validation split, and the shapes of the model's parameters.
+fn fingerprint<M: Model>(
+    config: &TrainConfig,
+    n: usize,
+    n_val: usize,
+    data: &str,
+    model: &M,
+) -> String {
     struct Shapes(Vec<Vec<usize>>);
     impl ModuleVisitor for Shapes {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
@@ -287,7 +348,8 @@ fn fingerprint<M: Model>(config: &TrainConfig, n: usize, n_val: usize, model: &M
     let groups: Vec<f64> = c.param_groups.drain(..).map(|g| g.learning_rate).collect();
     let decays: Vec<f64> = c.decay_groups.drain(..).map(|g| g.weight_decay).collect();
     format!(
-        "{c:?}; groups {groups:?}; decays {decays:?}; n {n}; validation {n_val}; parameters {:?}",
+        "{c:?}; groups {groups:?}; decays {decays:?}; n {n}; data {data}; validation {n_val}; \
+         parameters {:?}",
         shapes.0
     )
 }

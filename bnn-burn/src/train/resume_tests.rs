@@ -171,11 +171,13 @@ fn a_state_of_another_run_or_a_stateful_callback_is_refused_before_training() {
     let dir = TempDir::new("refused");
     run(3, Some(&dir.0), 1);
     let device = test_device().autodiff();
-    let _guard = seeded(&device, 3);
+    // The data `run` trained on (the state binds their content).
+    let _guard = seeded(&device, 1);
+    let fixed = data(&device);
     let fit = |config: TrainConfig| {
         Trainer::new(config)
             .with_resume(&dir.0, Duration::ZERO)
-            .fit(regressor(&device), data(&device))
+            .fit(regressor(&device), fixed.clone())
     };
     let err = resume_error(fit(config(6).with_batch_size(16)));
     assert!(
@@ -203,7 +205,7 @@ fn a_state_of_another_run_or_a_stateful_callback_is_refused_before_training() {
             let group = ParamGroup::ids_from_module(model.likelihood.clone());
             Trainer::new(with_group(config(epochs), group))
                 .with_resume(&grouped.0, Duration::ZERO)
-                .fit(model, data(&device))
+                .fit(model, fixed.clone())
         };
         fit_grouped(1).unwrap();
         let err = resume_error(fit_grouped(2));
@@ -222,7 +224,71 @@ fn a_state_of_another_run_or_a_stateful_callback_is_refused_before_training() {
     let err = resume_error(
         Trainer::new(config(2))
             .with_resume(&file, Duration::ZERO)
-            .fit(regressor(&device), data(&device)),
+            .fit(regressor(&device), fixed.clone()),
     );
     assert!(err.contains("state.json"), "{err}");
+}
+
+/// Another data set of the same size (one target changed) is refused: the state binds the
+/// data's content, not only its size.
+#[test]
+fn a_state_is_not_continued_on_other_data_of_the_same_size() {
+    let dir = TempDir::new("other-data");
+    run(2, Some(&dir.0), 1);
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 1);
+    let (x, y) = data(&device);
+    let mut values = y.clone().into_data().try_into_vec::<f32>().unwrap();
+    values[17] += 1.0;
+    let y = Tensor::<2>::from_data(burn::tensor::TensorData::new(values, [96, 1]), &device);
+    let err = resume_error(
+        Trainer::new(config(4))
+            .with_resume(&dir.0, Duration::ZERO)
+            .fit(regressor(&device), (x, y)),
+    );
+    assert!(
+        err.contains("another run") && err.contains("data "),
+        "{err}"
+    );
+}
+
+/// A flipped bit in any file of a saved state, or a file missing, is refused by name before
+/// any training; an intact state still resumes.
+#[test]
+fn a_damaged_saved_state_is_refused_naming_the_file() {
+    let dir = TempDir::new("damaged");
+    run(2, Some(&dir.0), 1);
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 1);
+    let fixed = data(&device);
+    let fit = || {
+        Trainer::new(config(4))
+            .with_resume(&dir.0, Duration::ZERO)
+            .fit(regressor(&device), fixed.clone())
+    };
+    for name in ["model-00002.bpk", "optim-00002.bpk", "state.json"] {
+        let path = dir.0.join(name);
+        let good = std::fs::read(&path).unwrap();
+        // A bit in the middle of the file (the tensors' bytes, or a digit of the history).
+        let mut bad = good.clone();
+        let at = bad.len() / 2;
+        bad[at] ^= 0x04;
+        std::fs::write(&path, &bad).unwrap();
+        let err = resume_error(fit());
+        assert!(
+            err.contains(name) && (err.contains("damaged") || err.contains("checksum")),
+            "{name}: {err}"
+        );
+        // A file state.json lists but the folder lacks (without state.json itself there is
+        // no saved state, and training starts afresh).
+        if name != "state.json" {
+            std::fs::remove_file(&path).unwrap();
+            let err = resume_error(fit());
+            assert!(err.contains(name), "{name} missing: {err}");
+        }
+        std::fs::write(&path, &good).unwrap();
+    }
+    drop(_guard);
+    // Intact again: it resumes.
+    let _ = run(4, Some(&dir.0), 1);
 }

@@ -136,8 +136,38 @@ fn checkpoint_round_trip_is_bit_exact() {
             .collect::<Vec<_>>()
     };
     assert_eq!(bits(&model), bits(&loaded));
-    let err = load_checkpoint(model, dir.join("missing.bpk")).unwrap_err();
+    // burn's own loader reads the file too (it ignores the checksum trailer).
+    let plain = regressor(mfvi(), 5, &device).try_load_file(&path).unwrap();
+    assert_eq!(bits(&model), bits(&plain));
+    let err = load_checkpoint(model.clone(), dir.join("missing.bpk")).unwrap_err();
     assert!(err.to_string().contains("missing.bpk"), "{err}");
+    // A flipped bit anywhere in the tensors' bytes is refused, naming the file.
+    let good = std::fs::read(&path).unwrap();
+    for at in [good.len() / 2, good.len() - 30] {
+        let mut bad = good.clone();
+        bad[at] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        let err = load_checkpoint(model.clone(), &path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("model.bpk") && err.contains("damaged"),
+            "{err}"
+        );
+    }
+    // Cut short, or a plain burnpack file without a checksum: refused, saying why.
+    std::fs::write(&path, &good[..good.len() - 10]).unwrap();
+    let err = load_checkpoint(model.clone(), &path)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no checksum"), "{err}");
+    std::fs::remove_file(&path).unwrap();
+    model.clone().save_file(&path).unwrap();
+    let err = load_checkpoint(model, &path).unwrap_err().to_string();
+    assert!(
+        err.contains("no checksum") && err.contains("model.bpk"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

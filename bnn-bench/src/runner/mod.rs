@@ -1,0 +1,437 @@
+//! One runner for every harness: the output folder and its lock, a record per finished task
+//! (sealed with a checksum, bound to what decides its numbers), resuming, worker processes and
+//! the report. A harness says what its tasks are, how to run one and how to report the rows
+//! ([`Harness`]); [`run`] does the rest the same way for all of them.
+//!
+//! What a run leaves in its folder:
+//! - `rows/<task>.json`: one finished task each, written whole. It carries its key: the
+//!   harness, the row format, the run's settings ([`Harness::run_key`]) and the task's own
+//!   ([`Harness::task_key`], with the digest of its data). `--resume` reuses a row only when
+//!   the key is this run's; a damaged row is set aside (`.damaged`) and its task runs again.
+//! - `state/<task>-<key>/`: the training state of a task in progress; the key is in the name,
+//!   so a run of other settings or data never continues it.
+//! - the report files of the harness, written whole after the last task.
+//! - `.bnn-bench.lock`: held while a run writes; a second run into the folder is refused,
+//!   naming the holder. The system releases it when the process ends, however it ends.
+
+mod folder;
+mod workers;
+
+pub use folder::{LOCK_FILE, OutFolder, ReadRecord, read_record, set_aside};
+pub use workers::{Worker, allow_worker_processes, worker_processes_allowed};
+
+use bnn_burn::integrity::Digest;
+use serde::{Serialize, de::DeserializeOwned};
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// A set of experiments the runner can run: its tasks, how one runs, and its report.
+pub trait Harness {
+    /// One unit of work: a method on a data set's split, an architecture and a method.
+    type Task: Clone + Serialize + DeserializeOwned;
+    /// What a task measured.
+    type Row: Clone + Serialize + DeserializeOwned;
+
+    /// Its name: the subcommand, and the stem of its record files.
+    fn name(&self) -> &'static str;
+
+    /// The version of its rows' format: a row of another version is never reused.
+    fn format(&self) -> u32;
+
+    /// This run's tasks, in the order they run. Everything they need was checked and loaded
+    /// when the harness was built, so a bad input fails before the first task.
+    fn tasks(&self) -> Vec<Self::Task>;
+
+    /// A task's id: unique within a run and the same in every run (its files are named by it).
+    fn task_id(&self, task: &Self::Task) -> String;
+
+    /// What every row of this run shares, and a row of an earlier run in the folder must share
+    /// to be reported beside them (the seed, budget settings, prediction samples).
+    fn run_key(&self) -> serde_json::Value;
+
+    /// What else decides a task's numbers: its budget, seed, and the digest of its data.
+    fn task_key(&self, task: &Self::Task) -> serde_json::Value;
+
+    /// Runs one task. `context` gives its training-state folder.
+    ///
+    /// # Errors
+    /// The task's own errors (a fit that diverges), naming the task.
+    fn run_task(
+        &self,
+        task: &Self::Task,
+        context: &TaskContext,
+    ) -> Result<Self::Row, Box<dyn Error>>;
+
+    /// The line logged when a task finishes.
+    fn describe(&self, finished: &Finished<Self::Task, Self::Row>) -> String;
+
+    /// Writes the report of `rows` (earlier runs' kept rows first, then this run's in task
+    /// order) into `out`.
+    ///
+    /// # Errors
+    /// A row the report cannot show (a non-finite number), a file that cannot be written.
+    fn report(
+        &self,
+        rows: &[Finished<Self::Task, Self::Row>],
+        out: &OutFolder,
+        wall_seconds: f64,
+    ) -> Result<(), Box<dyn Error>>;
+
+    /// Disk room the run needs for its records and training states, checked before any work.
+    fn room(&self) -> u64 {
+        64 << 20
+    }
+}
+
+/// Where a task keeps what survives an interruption.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    /// The task's training-state folder (created by whoever saves into it; removed by the
+    /// runner when the task's row is written).
+    pub state: PathBuf,
+    /// Whether a state found there may be continued (`--resume`).
+    pub resume: bool,
+}
+
+impl TaskContext {
+    /// A part of the task finished by an interrupted run (a UCI split), saved by
+    /// [`TaskContext::save_part`]; `None` without `--resume`, when there is none, or when its
+    /// file is damaged (set aside with a warning).
+    ///
+    /// # Errors
+    /// A file that exists but cannot be read.
+    pub fn part<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, String> {
+        if !self.resume {
+            return Ok(None);
+        }
+        let path = self.state.join(format!("{name}.json"));
+        match read_record(&path, false)? {
+            ReadRecord::Missing => Ok(None),
+            ReadRecord::Damaged(why) => {
+                let aside = set_aside(&path);
+                eprintln!("{}: {why}; moved to {}", path.display(), aside.display());
+                Ok(None)
+            }
+            ReadRecord::Intact(v) => Ok(serde_json::from_value(v["part"].clone()).ok()),
+        }
+    }
+
+    /// Saves a finished part of the task (whole, with a checksum), so that a resumed run
+    /// skips it.
+    ///
+    /// # Errors
+    /// A file that cannot be written (named).
+    pub fn save_part<T: Serialize>(&self, name: &str, part: &T) -> Result<(), String> {
+        std::fs::create_dir_all(&self.state)
+            .map_err(|e| format!("{}: cannot create the folder: {e}", self.state.display()))?;
+        let record = serde_json::json!({ "part": part });
+        let path = self.state.join(format!("{name}.json"));
+        bnn_burn::integrity::write_atomic(&path, bnn_burn::integrity::seal_json(&record).as_bytes())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A finished task, as its record keeps it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Finished<T, R> {
+    /// The task's id.
+    pub id: String,
+    /// The task.
+    pub task: T,
+    /// What it measured.
+    pub row: R,
+    /// Wall time of the process that finished it, s (a harness that resumes training states
+    /// keeps the whole training time in its row).
+    pub seconds: f64,
+    /// The revisions of the builds that ran it, oldest first.
+    pub revisions: Vec<String>,
+}
+
+/// A harness's finished task.
+pub type Done<H> = Finished<<H as Harness>::Task, <H as Harness>::Row>;
+
+/// How a run is carried out.
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    /// The output folder.
+    pub out: PathBuf,
+    /// Reuse the finished rows in `out` whose key is this run's; continue training states.
+    pub resume: bool,
+    /// Worker processes (1: every task in this process).
+    pub jobs: usize,
+    /// Set in a worker process: the one task it runs for its parent.
+    pub worker: Option<Worker>,
+    /// Run nothing: report the finished rows in `out` whose key is this run's (and, as with
+    /// `resume`, the folder's rows of other tasks under this run's settings).
+    pub report_only: bool,
+}
+
+impl RunnerOptions {
+    /// Checks the counts before any work (the error names the flag).
+    ///
+    /// # Errors
+    /// `jobs` 0, or above 1 in a program that cannot start workers.
+    pub fn check(&self) -> Result<(), String> {
+        if self.jobs == 0 {
+            return Err("--jobs must be at least 1".into());
+        }
+        if self.jobs > 1 && !worker_processes_allowed() {
+            return Err(format!(
+                "--jobs {}: tasks run in worker processes of the bnn-bench binary, and this \
+                 program is not one (see runner::allow_worker_processes); use jobs = 1",
+                self.jobs
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A row's record: the finished task and the key it was computed under.
+fn row_record<H: Harness>(
+    harness: &H,
+    key: &serde_json::Value,
+    finished: &Finished<H::Task, H::Row>,
+) -> Result<serde_json::Value, Box<dyn Error>> {
+    let mut record = serde_json::to_value(finished)?;
+    let object = record.as_object_mut().ok_or("a row record is an object")?;
+    object.insert("harness".into(), harness.name().into());
+    object.insert("format".into(), harness.format().into());
+    object.insert("key".into(), key.clone());
+    Ok(record)
+}
+
+/// The key a task's row is computed under.
+fn key_of<H: Harness>(harness: &H, task: &H::Task) -> serde_json::Value {
+    serde_json::json!({
+        "harness": harness.name(),
+        "format": harness.format(),
+        "run": harness.run_key(),
+        "task": harness.task_key(task),
+    })
+}
+
+/// A file-name form of `id` that stays unique: its slug and a digest of the id itself.
+fn file_stem(id: &str) -> String {
+    let slug: String = crate::experiment::slug(id).chars().take(80).collect();
+    format!("{slug}-{:08x}", Digest::new().text(id).value() as u32)
+}
+
+/// The record of task `id` in `out`.
+pub fn row_path(out: &Path, id: &str) -> PathBuf {
+    out.join("rows").join(format!("{}.json", file_stem(id)))
+}
+
+/// The training-state folder of task `id` under `key`.
+pub fn state_path(out: &Path, id: &str, key: &serde_json::Value) -> PathBuf {
+    let key = Digest::new().text(&key.to_string()).hex();
+    out.join("state")
+        .join(format!("{}-{}", file_stem(id), &key[..12]))
+}
+
+/// The finished row in `path` when its record is intact and was computed under `key`; a
+/// damaged record is set aside (with a warning) and counts as missing.
+fn stored<H: Harness>(
+    harness: &H,
+    path: &Path,
+    key: Option<&serde_json::Value>,
+) -> Result<Option<Done<H>>, Box<dyn Error>> {
+    match read_record(path, false)? {
+        ReadRecord::Missing => Ok(None),
+        ReadRecord::Damaged(why) => {
+            let aside = set_aside(path);
+            eprintln!(
+                "[{}] {}: {why}; moved to {} and its task runs again",
+                harness.name(),
+                path.display(),
+                aside.display()
+            );
+            Ok(None)
+        }
+        ReadRecord::Intact(record) => {
+            let fits = match key {
+                Some(key) => record["key"] == *key,
+                None => {
+                    record["harness"] == harness.name()
+                        && record["format"] == harness.format()
+                        && record["key"]["run"] == harness.run_key()
+                }
+            };
+            if !fits {
+                return Ok(None);
+            }
+            match serde_json::from_value(record) {
+                Ok(f) => Ok(Some(f)),
+                Err(e) => {
+                    eprintln!(
+                        "[{}] {}: not a row of this build ({e}); not reused",
+                        harness.name(),
+                        path.display()
+                    );
+                    Ok(None)
+                }
+            }
+        }
+    }
+}
+
+/// Runs `harness`'s tasks into `options.out`: those finished before are reused with
+/// `--resume`, the others run here or in worker processes, each row written as it finishes,
+/// then the report. Returns every row reported. In a worker process (`options.worker`), runs
+/// its one task and returns nothing.
+///
+/// # Errors
+/// Before any work: bad options, a folder that cannot be written, is held by another run or
+/// lacks room, tasks with one id. Then a task's error (the rows finished so far stay in the
+/// folder; `--resume` continues), or the report's.
+pub fn run<H: Harness>(
+    harness: &H,
+    options: &RunnerOptions,
+) -> Result<Vec<Done<H>>, Box<dyn Error>> {
+    let start = Instant::now();
+    options.check()?;
+    let tasks = harness.tasks();
+    let ids: Vec<String> = tasks.iter().map(|t| harness.task_id(t)).collect();
+    for (i, id) in ids.iter().enumerate() {
+        if ids[..i].contains(id) {
+            return Err(format!("{}: the task {id:?} is asked for twice", harness.name()).into());
+        }
+    }
+    if let Some(worker) = &options.worker {
+        let out = OutFolder::held_by_parent(&options.out)?;
+        worker.watch_parent();
+        let i = ids
+            .iter()
+            .position(|id| *id == worker.task)
+            .ok_or_else(|| format!("worker: no task {:?} in this run", worker.task))?;
+        run_here(harness, &out, &tasks[i], &ids[i], options.resume)?;
+        return Ok(Vec::new());
+    }
+    let out = OutFolder::open(&options.out, "--out")?;
+    out.check_room(harness.room())?;
+    let keys: Vec<serde_json::Value> = tasks.iter().map(|t| key_of(harness, t)).collect();
+    let mut done: Vec<Option<Done<H>>> = Vec::with_capacity(tasks.len());
+    for (id, key) in ids.iter().zip(&keys) {
+        done.push(match options.resume || options.report_only {
+            true => stored(harness, &row_path(out.path(), id), Some(key))?,
+            false => None,
+        });
+    }
+    let reused = done.iter().flatten().count();
+    if options.report_only {
+        eprintln!(
+            "[{}] report only: {reused} of {} tasks finished in the folder",
+            harness.name(),
+            tasks.len()
+        );
+    } else if options.resume {
+        eprintln!(
+            "[{}] resuming: {reused} of {} tasks finished before",
+            harness.name(),
+            tasks.len()
+        );
+    }
+    let todo: Vec<usize> = match options.report_only {
+        true => Vec::new(),
+        false => (0..tasks.len()).filter(|&i| done[i].is_none()).collect(),
+    };
+    if options.jobs == 1 {
+        for i in todo {
+            done[i] = Some(run_here(harness, &out, &tasks[i], &ids[i], options.resume)?);
+        }
+    } else {
+        let mut read_back = |i: usize| -> Result<(), Box<dyn Error>> {
+            let path = row_path(out.path(), &ids[i]);
+            done[i] = Some(stored(harness, &path, Some(&keys[i]))?.ok_or_else(|| {
+                format!(
+                    "{}: the worker for {} ended without its row",
+                    path.display(),
+                    ids[i]
+                )
+            })?);
+            Ok(())
+        };
+        workers::run_in_workers(&ids, &todo, options, harness.name(), &mut read_back)?;
+    }
+    // Rows of other tasks in the folder, under this run's settings, stay in the report.
+    let mut rows: Vec<Done<H>> = Vec::new();
+    if options.resume || options.report_only {
+        rows = kept(harness, &out, &ids)?;
+        if !rows.is_empty() {
+            eprintln!(
+                "[{}] {} rows of other tasks in the folder kept in the report",
+                harness.name(),
+                rows.len()
+            );
+        }
+    }
+    rows.extend(done.into_iter().flatten());
+    harness.report(&rows, &out, start.elapsed().as_secs_f64())?;
+    let _ = std::fs::remove_dir(out.join("state"));
+    Ok(rows)
+}
+
+/// Runs one task in this process and writes its row; its training state is removed after.
+fn run_here<H: Harness>(
+    harness: &H,
+    out: &OutFolder,
+    task: &H::Task,
+    id: &str,
+    resume: bool,
+) -> Result<Done<H>, Box<dyn Error>> {
+    let key = key_of(harness, task);
+    let state = state_path(out.path(), id, &key);
+    if !resume && state.exists() {
+        std::fs::remove_dir_all(&state).map_err(|e| format!("{}: {e}", state.display()))?;
+    }
+    // Noted before the work, so a task interrupted and resumed by another build names both.
+    let revisions = crate::experiment::note_revision(&state)?;
+    let t0 = Instant::now();
+    let context = TaskContext {
+        state: state.clone(),
+        resume,
+    };
+    let row = harness
+        .run_task(task, &context)
+        .map_err(|e| format!("{id}: {e}"))?;
+    let finished = Finished {
+        id: id.to_string(),
+        task: task.clone(),
+        row,
+        seconds: t0.elapsed().as_secs_f64(),
+        revisions,
+    };
+    let record = row_record(harness, &key, &finished)?;
+    out.write_record(row_path(Path::new(""), id), &record)?;
+    eprintln!("{}", harness.describe(&finished));
+    let _ = std::fs::remove_dir_all(&state);
+    Ok(finished)
+}
+
+/// The intact rows in `out/rows` of tasks other than `ids`, of this harness and run key.
+fn kept<H: Harness>(
+    harness: &H,
+    out: &OutFolder,
+    ids: &[String],
+) -> Result<Vec<Done<H>>, Box<dyn Error>> {
+    let dir = out.join("rows");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mine: Vec<PathBuf> = ids.iter().map(|id| row_path(out.path(), id)).collect();
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && !mine.contains(p))
+        .collect();
+    paths.sort();
+    let mut rows = Vec::new();
+    for path in paths {
+        if let Some(f) = stored(harness, &path, None)? {
+            rows.push(f);
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests;
