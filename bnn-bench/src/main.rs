@@ -260,13 +260,19 @@ enum Command {
         /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// Reuse the finished splits in --out/rows with the same budget and seed.
+        /// Reuse the finished splits in --out/rows with the same budget, seed and data.
         #[arg(long)]
         resume: bool,
         /// Write depeweg.md and depeweg.json from the finished rows in --out (this budget and
         /// seed) and train nothing.
         #[arg(long)]
         report_only: bool,
+        /// Worker processes, each running one split at a time; the numbers do not depend on it
+        /// (every split has its own seed).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        #[command(flatten)]
+        worker: WorkerArgs,
     },
     /// One UCI report from the rows of several `uci` run records (uci.json), with no training:
     /// a later record's row replaces the same (data set, method) row of an earlier one.
@@ -507,6 +513,8 @@ fn main() {
             data_dir,
             resume,
             report_only,
+            jobs,
+            worker,
         } => depeweg::run(&depeweg::DepewegOptions {
             datasets,
             models,
@@ -523,6 +531,8 @@ fn main() {
             data_dir,
             resume,
             report_only,
+            jobs,
+            worker: worker.worker(),
         })
         .map(|_| ()),
         Command::LvMnist {

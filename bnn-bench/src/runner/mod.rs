@@ -4,10 +4,11 @@
 //! ([`Harness`]); [`run`] does the rest the same way for all of them.
 //!
 //! What a run leaves in its folder:
-//! - `rows/<task>.json`: one finished task each, written whole. It carries its key: the
+//! - `rows/<task>-<key>.json`: one finished task each, written whole. It carries its key: the
 //!   harness, the row format, the run's settings ([`Harness::run_key`]) and the task's own
-//!   ([`Harness::task_key`], with the digest of its data). `--resume` reuses a row only when
-//!   the key is this run's; a damaged row is set aside (`.damaged`) and its task runs again.
+//!   ([`Harness::task_key`], with the digest of its data); runs of other settings keep their
+//!   rows beside it. `--resume` reuses a row only when the key is this run's; a damaged row is
+//!   set aside (`.damaged`) and its task runs again.
 //! - `state/<task>-<key>/`: the training state of a task in progress; the key is in the name,
 //!   so a run of other settings or data never continues it.
 //! - the report files of the harness, written whole after the last task.
@@ -217,16 +218,21 @@ fn file_stem(id: &str) -> String {
     format!("{slug}-{:08x}", Digest::new().text(id).value() as u32)
 }
 
-/// The record of task `id` in `out`.
-pub fn row_path(out: &Path, id: &str) -> PathBuf {
-    out.join("rows").join(format!("{}.json", file_stem(id)))
+/// The first 12 hex digits of `key`'s digest.
+fn key_hex(key: &serde_json::Value) -> String {
+    Digest::new().text(&key.to_string()).hex()[..12].to_string()
+}
+
+/// The record of task `id` under `key` in `out`.
+pub fn row_path(out: &Path, id: &str, key: &serde_json::Value) -> PathBuf {
+    out.join("rows")
+        .join(format!("{}-{}.json", file_stem(id), key_hex(key)))
 }
 
 /// The training-state folder of task `id` under `key`.
 pub fn state_path(out: &Path, id: &str, key: &serde_json::Value) -> PathBuf {
-    let key = Digest::new().text(&key.to_string()).hex();
     out.join("state")
-        .join(format!("{}-{}", file_stem(id), &key[..12]))
+        .join(format!("{}-{}", file_stem(id), key_hex(key)))
 }
 
 /// The finished row in `path` when its record is intact and was computed under `key`; a
@@ -313,7 +319,7 @@ pub fn run<H: Harness>(
     let mut done: Vec<Option<Done<H>>> = Vec::with_capacity(tasks.len());
     for (id, key) in ids.iter().zip(&keys) {
         done.push(match options.resume || options.report_only {
-            true => stored(harness, &row_path(out.path(), id), Some(key))?,
+            true => stored(harness, &row_path(out.path(), id, key), Some(key))?,
             false => None,
         });
     }
@@ -341,7 +347,7 @@ pub fn run<H: Harness>(
         }
     } else {
         let mut read_back = |i: usize| -> Result<(), Box<dyn Error>> {
-            let path = row_path(out.path(), &ids[i]);
+            let path = row_path(out.path(), &ids[i], &keys[i]);
             done[i] = Some(stored(harness, &path, Some(&keys[i]))?.ok_or_else(|| {
                 format!(
                     "{}: the worker for {} ended without its row",
@@ -402,13 +408,27 @@ fn run_here<H: Harness>(
         revisions,
     };
     let record = row_record(harness, &key, &finished)?;
-    out.write_record(row_path(Path::new(""), id), &record)?;
+    out.write_record(row_path(Path::new(""), id, &key), &record)?;
     eprintln!("{}", harness.describe(&finished));
     let _ = std::fs::remove_dir_all(&state);
     Ok(finished)
 }
 
-/// The intact rows in `out/rows` of tasks other than `ids`, of this harness and run key.
+/// Whether `name` is a row record's file name (`<stem>-<8 hex>-<12 hex>.json`): other files in
+/// `rows/` (a harness's records from before the runner) are left alone.
+fn is_row_file(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".json") else {
+        return false;
+    };
+    let mut parts = stem.rsplitn(3, '-');
+    let hex = |p: Option<&str>, n: usize| {
+        p.is_some_and(|p| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    hex(parts.next(), 12) && hex(parts.next(), 8) && parts.next().is_some()
+}
+
+/// The intact rows in `out/rows` of tasks other than `ids`, of this harness and run key; of
+/// several rows of one task (its data changed between runs), the last written.
 fn kept<H: Harness>(
     harness: &H,
     out: &OutFolder,
@@ -418,18 +438,26 @@ fn kept<H: Harness>(
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Ok(Vec::new());
     };
-    let mine: Vec<PathBuf> = ids.iter().map(|id| row_path(out.path(), id)).collect();
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && !mine.contains(p))
+    let mut paths: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| is_row_file(&e.file_name().to_string_lossy()))
+        .map(|e| {
+            let written = e.metadata().and_then(|m| m.modified());
+            (written.unwrap_or(std::time::UNIX_EPOCH), e.path())
+        })
         .collect();
-    paths.sort();
-    let mut rows = Vec::new();
-    for path in paths {
-        if let Some(f) = stored(harness, &path, None)? {
+    // Newest first, so that the first row of a task is its last written.
+    paths.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut rows: Vec<Done<H>> = Vec::new();
+    for (_, path) in paths {
+        if let Some(f) = stored(harness, &path, None)?
+            && !ids.contains(&f.id)
+            && !rows.iter().any(|r| r.id == f.id)
+        {
             rows.push(f);
         }
     }
+    rows.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(rows)
 }
 

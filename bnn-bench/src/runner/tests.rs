@@ -91,6 +91,21 @@ fn reported(h: &Fake) -> Vec<(String, usize)> {
     h.reported.borrow().clone()
 }
 
+/// The one record of task `id` in `out`.
+fn record_of(out: &Path, id: &str) -> PathBuf {
+    let stem = file_stem(id);
+    let found: Vec<PathBuf> = std::fs::read_dir(out.join("rows"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(&stem) && name.ends_with(".json")
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].clone()
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("bnn-runner-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -139,9 +154,17 @@ fn resume_reuses_only_rows_of_the_same_key_and_keeps_the_others() {
     let all = fake(&["a", "bb", "ccc", "dddd"]);
     let rows = run(&all, &report).unwrap();
     assert!(ran(&all).is_empty());
-    // "a" was last written under seed 1 and "bb" on other data: only "ccc" is this key's.
-    assert_eq!(reported(&all), [("ccc".into(), 3)]);
-    assert_eq!(rows.len(), 1);
+    // Rows of other keys stay beside a task's: "a" under seed 0 and "bb" on the first data are
+    // still there; "dddd" never ran.
+    assert_eq!(
+        reported(&all),
+        [("a".into(), 1), ("bb".into(), 2), ("ccc".into(), 3)]
+    );
+    assert_eq!(rows.len(), 3);
+    // Files in rows/ that are not row records are left alone.
+    std::fs::write(out.join("rows/notes.json"), "{}").unwrap();
+    run(&all, &report).unwrap();
+    assert!(out.join("rows/notes.json").is_file());
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -151,7 +174,7 @@ fn a_damaged_row_is_set_aside_and_its_task_runs_again() {
     let h = fake(&["a", "bb"]);
     run(&h, &options(&out, false)).unwrap();
     ran(&h);
-    let path = row_path(&out, "bb");
+    let path = record_of(&out, "bb");
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replace("\"row\": 2", "\"row\": 3")).unwrap();
     run(&h, &options(&out, true)).unwrap();
@@ -191,7 +214,8 @@ fn bad_runs_are_refused_before_work_and_a_failed_task_keeps_the_rows_before_it()
         .unwrap_err()
         .to_string();
     assert!(err.contains("bb: it failed"), "{err}");
-    assert!(row_path(&out, "a").is_file() && !row_path(&out, "bb").exists());
+    let key = key_of(&failing, &"bb".to_string());
+    assert!(record_of(&out, "a").is_file() && !row_path(&out, "bb", &key).exists());
     let h = fake(&["a", "bb", "ccc"]);
     run(&h, &options(&out, true)).unwrap();
     assert_eq!(ran(&h), ["bb", "ccc"]);
@@ -213,11 +237,21 @@ fn bad_runs_are_refused_before_work_and_a_failed_task_keeps_the_rows_before_it()
 #[test]
 fn task_files_are_named_apart_even_when_their_names_read_alike() {
     let out = Path::new("out");
-    assert_ne!(row_path(out, "MFVI, x"), row_path(out, "MFVI_ x"));
     let key = serde_json::json!({ "seed": 0 });
     let other = serde_json::json!({ "seed": 1 });
+    assert_ne!(
+        row_path(out, "MFVI, x", &key),
+        row_path(out, "MFVI_ x", &key)
+    );
+    assert_ne!(row_path(out, "a", &key), row_path(out, "a", &other));
     assert_ne!(state_path(out, "a", &key), state_path(out, "a", &other));
     let long = "x".repeat(500);
-    let name = row_path(out, &long);
+    let name = row_path(out, &long, &key);
     assert!(name.file_name().unwrap().len() < 120, "{name:?}");
+    for path in [name, row_path(out, "MFVI, x", &key)] {
+        assert!(is_row_file(&path.file_name().unwrap().to_string_lossy()));
+    }
+    for other in ["notes.json", "boston__MAP__e40__1.json", "a-1234-abc.json"] {
+        assert!(!is_row_file(other), "{other}");
+    }
 }

@@ -1,0 +1,151 @@
+//! One fit: a BNN or BNN+LV by black-box α on a split, scored by its test mixture.
+
+use super::*;
+
+/// The test mixture of [`run`]'s second LL estimate has this many times the budget's draws.
+pub const WIDE_DRAWS_FACTOR: usize = 25;
+
+/// One fit's scores, in original units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitScores {
+    /// Test LL per point of the budget's `test_draws`-draw mixture.
+    pub test_ll: f64,
+    /// Test RMSE of the predictive mean (the same draws).
+    pub test_rmse: f64,
+    /// Learned noise std `√Σ`.
+    pub noise_std: f64,
+    /// `Some((T, LL))`: the test LL of the mixture of `T` draws of the same trained net, its
+    /// first `test_draws` those of `test_ll` (`ln (1/T) Σ_t p_t(y)` is biased low by an amount
+    /// that shrinks with `T`, most for spiky predictives such as wine's).
+    pub wide: Option<(usize, f64)>,
+}
+
+/// Fits `model` on one split and scores the test rows. `train`, `test` are in original units;
+/// the standardisation is fitted here on `train` ([`fit_standardised`]); `wide_draws > 0` adds
+/// the LL of a mixture of that many draws ([`FitScores::wide`]).
+///
+/// # Errors
+/// Shapes, a diverged fit (the trainer's check), a non-finite score.
+pub fn fit_and_score(
+    model: &DepewegModel,
+    hidden: &[usize],
+    train: &RegressionData,
+    test: &RegressionData,
+    budget: &DepewegBudget,
+    seed: u64,
+    wide_draws: usize,
+) -> Result<FitScores, Box<dyn Error>> {
+    let (sx, sy) = train.fit_standardizers()?;
+    fit_standardised(
+        model,
+        hidden,
+        &train.standardized(&sx, &sy)?,
+        &sx.transform(&test.x),
+        &sy.transform(&test.y),
+        sy.std[0],
+        budget,
+        seed,
+        wide_draws,
+    )
+}
+
+/// Fits `model` (a 2-layer-or-other MLP of `hidden` ReLU units with Depeweg's weights,
+/// [`depeweg_weights`]; with a latent input when `model.latent`) by black-box α on standardised
+/// training rows, and scores standardised test rows by the `budget.test_draws`-draw mixture.
+/// `y_std` is the target's training std: LL, RMSE and noise std come back in original units.
+/// `wide_draws > budget.test_draws` adds the LL of the mixture of `wide_draws` draws, the first
+/// `budget.test_draws` of them the budget's, the rest drawn after in chunks.
+///
+/// # Errors
+/// Shapes, a diverged fit (the trainer's check), a non-finite score.
+#[allow(clippy::too_many_arguments)]
+pub fn fit_standardised(
+    model: &DepewegModel,
+    hidden: &[usize],
+    train: &RegressionData,
+    test_x: &[f64],
+    test_y: &[f64],
+    y_std: f64,
+    budget: &DepewegBudget,
+    seed: u64,
+    wide_draws: usize,
+) -> Result<FitScores, Box<dyn Error>> {
+    let d = train.n_features;
+    let device = training_device();
+    device.seed(seed);
+    let x = matrix(&train.x, d, &device);
+    let y = matrix(&train.y, 1, &device);
+    let plain = device.clone().inner();
+    let xt = matrix(test_x, d, &plain);
+    let yt = matrix(test_y, 1, &plain);
+    let n = train.len();
+    let config = TrainConfig::new(budget.epochs)
+        .with_batch_size(n.div_ceil(budget.batches).max(1))
+        .with_learning_rate(budget.learning_rate)
+        .with_train_samples(budget.train_samples)
+        .with_seed(seed)
+        .with_progress(false);
+    let objective = AlphaConfig::new().with_alpha(model.alpha).init()?;
+    let mlp = MlpConfig::new(d, hidden.to_vec(), 1).with_weights(depeweg_weights(1.0));
+    let draws = budget.test_draws;
+    // The budget's mixture, then (when asked) the wide one: its first draws those, the rest
+    // drawn after in chunks and accumulated.
+    type Scores = (RegressionScores, Option<(usize, f64)>);
+    let score = |net: &dyn Predict<Input = Tensor<2>, Prediction = GaussianPrediction>|
+     -> Result<Scores, Box<dyn Error>> {
+        let first = net.predict(xt.clone(), PredictMode::Samples(draws))?;
+        let scores = first.scores(yt.clone(), &[y_std]);
+        let chunks: Vec<usize> = wide_chunks(wide_draws, draws, test_y.len(), hidden, d).collect();
+        if chunks.is_empty() {
+            return Ok((scores, None));
+        }
+        let mut acc = MixtureAccumulator::new(yt.clone());
+        let rest = chunks
+            .into_iter()
+            .map(|k| net.predict(xt.clone(), PredictMode::Samples(k)));
+        for p in std::iter::once(Ok(first)).chain(rest) {
+            let GaussianPrediction::Samples(s) = p? else {
+                return Err("a sampled prediction returned moments".into());
+            };
+            acc.add(&s);
+        }
+        Ok((scores, Some((acc.draws(), acc.scores(&[y_std]).log_likelihood))))
+    };
+    let ((scores, wide), noise) = if model.latent {
+        let net = BnnLvConfig::new(mlp).init_regressor(n, &device)?;
+        let (net, _) = Trainer::new(config)
+            .with_objective(objective)
+            .fit(net, (x, y))?;
+        let net = net.valid();
+        (score(&net)?, to_vec(net.net.likelihood.noise_std())[0])
+    } else {
+        let net = mlp.init_regressor(&device)?;
+        let (net, _) = Trainer::new(config)
+            .with_objective(objective)
+            .fit(net, (x, y))?;
+        let net = net.valid();
+        (score(&net)?, to_vec(net.likelihood.noise_std())[0])
+    };
+    Ok(FitScores {
+        test_ll: scores.log_likelihood,
+        test_rmse: scores.rmse,
+        noise_std: noise * y_std,
+        wide,
+    })
+}
+
+/// The chunk sizes of the draws after the first `first` up to `wide` in all, each holding at
+/// most `PASS_CHUNK_ELEMENTS` activations of the widest layer over `rows` test rows
+/// ([`crate::uci::draws_per_chunk`]).
+fn wide_chunks(
+    wide: usize,
+    first: usize,
+    rows: usize,
+    hidden: &[usize],
+    d: usize,
+) -> impl Iterator<Item = usize> {
+    let widest = hidden.iter().copied().chain([d]).max().unwrap_or(1);
+    let chunk = crate::uci::draws_per_chunk(widest, rows);
+    let rest = wide.saturating_sub(first);
+    (0..rest.div_ceil(chunk)).map(move |i| chunk.min(rest - i * chunk))
+}

@@ -1,0 +1,249 @@
+//! The tables: every (set, model) over its finished splits, beside the published cells.
+
+use super::*;
+use std::path::Path;
+
+/// A table row: one (data set, model) over its finished splits.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableRow {
+    /// Data set name.
+    pub dataset: String,
+    /// Model name.
+    pub model: String,
+    /// Finished splits.
+    pub splits: usize,
+    /// Test LL, mean ± s.e. over splits (no s.e. for a single split).
+    pub ll: MeanSe,
+    /// Test RMSE, mean ± s.e.
+    pub rmse: MeanSe,
+    /// Published LL and RMSE.
+    pub published_ll: Option<(f64, f64)>,
+    /// Published RMSE.
+    pub published_rmse: Option<(f64, f64)>,
+    /// z of the LL against the published (higher is better; combined s.e.).
+    pub z_ll: Option<f64>,
+    /// z of the RMSE against the published (positive: ours lower).
+    pub z_rmse: Option<f64>,
+    /// `(T, LL mean ± s.e., z)` of the `T`-draw mixtures, when every split measured one of `T`.
+    pub wide: Option<(usize, MeanSe, Option<f64>)>,
+    /// Sum of the splits' seconds.
+    pub seconds: f64,
+}
+
+/// The table rows of `rows` (every (set, model) present, in table order).
+pub fn table(rows: &[SplitRow]) -> Result<Vec<TableRow>, String> {
+    let mut out = Vec::new();
+    for set in SETS {
+        for model in MODELS {
+            let mine: Vec<&SplitRow> = rows
+                .iter()
+                .filter(|r| r.dataset == set.name() && r.model == model.name)
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let label = format!("{} / {}", set.name(), model.name);
+            for r in &mine {
+                experiment::check_finite(&label, "test LL", r.test_ll)?;
+                experiment::check_finite(&label, "test RMSE", r.test_rmse)?;
+            }
+            let ll = mean_and_standard_error(&mine.iter().map(|r| r.test_ll).collect::<Vec<_>>());
+            let rmse =
+                mean_and_standard_error(&mine.iter().map(|r| r.test_rmse).collect::<Vec<_>>());
+            let p = published(set, &model);
+            let wide = match mine.iter().map(|r| r.wide).collect::<Option<Vec<_>>>() {
+                Some(w) if w.iter().all(|&(t, _)| t == w[0].0) => {
+                    let lls: Vec<f64> = w.iter().map(|&(_, ll)| ll).collect();
+                    experiment::check_finite(&label, "wide test LL", lls.iter().sum())?;
+                    let ll = mean_and_standard_error(&lls);
+                    Some((w[0].0, ll, p.and_then(|p| z_score(ll, p.ll, true))))
+                }
+                _ => None,
+            };
+            out.push(TableRow {
+                wide,
+                dataset: set.name().into(),
+                model: model.name.into(),
+                splits: mine.len(),
+                ll,
+                rmse,
+                published_ll: p.map(|p| p.ll),
+                published_rmse: p.map(|p| p.rmse),
+                z_ll: p.and_then(|p| z_score(ll, p.ll, true)),
+                z_rmse: p.and_then(|p| z_score(rmse, p.rmse, false)),
+                seconds: mine.iter().map(|r| r.seconds).sum(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The target of the issue: BNN+LV (α = 1, Table 5.1's column) at or above the published test
+/// LL within one combined s.e. (`z ≥ −1`): (met, finished rows with a z). A row counts once
+/// all `splits` of its splits are finished.
+pub fn targets_met(rows: &[TableRow], splits: usize) -> (usize, usize) {
+    count_met(rows, splits, |r| r.z_ll)
+}
+
+/// [`targets_met`] with each row's z of its wide mixture ([`TableRow::wide`]) where it has one.
+pub fn targets_met_wide(rows: &[TableRow], splits: usize) -> (usize, usize) {
+    count_met(rows, splits, |r| r.wide.and_then(|w| w.2).or(r.z_ll))
+}
+
+fn count_met(
+    rows: &[TableRow],
+    splits: usize,
+    z: impl Fn(&TableRow) -> Option<f64>,
+) -> (usize, usize) {
+    let zs: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.model == MODELS[3].name && r.splits >= splits)
+        .filter_map(z)
+        .collect();
+    (zs.iter().filter(|&&z| z >= -1.0).count(), zs.len())
+}
+
+fn cell(v: MeanSe, digits: usize) -> String {
+    crate::uci::fmt_mean_se(v.0, v.1, digits)
+}
+
+fn opt_cell(v: Option<(f64, f64)>, digits: usize) -> String {
+    v.map_or_else(|| "–".into(), |v| cell((v.0, Some(v.1)), digits))
+}
+
+fn z_cell(z: Option<f64>) -> String {
+    z.map_or_else(|| "–".into(), |z| format!("{z:+.2}"))
+}
+
+/// The Markdown report of `rows` under `options`.
+pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
+    let b = &options.budget;
+    let mut s = format!(
+        "# Depeweg (2019) Tables 5.1 / 5.2: BNN and BNN+LV under black-box α\n\n\
+         Random 90/10 splits (mean ± standard error over the finished splits, `± –` and no z \
+         for a single one; the thesis: 5, its ± also s.e.); 2 hidden ReLU layers (50 units, 20 \
+         for the toys and wet-chicken); {} epochs (the thesis: 5 000), Adam {}, minibatch N/{}, \
+         K = {} draws per step, test mixture of {} draws. z = (ours − published) / √(s.e.² + \
+         s.e.² + rounding²), signed so that positive is better. Naval RMSE ×100 as printed.\n\n",
+        b.epochs, b.learning_rate, b.batches, b.train_samples, b.test_draws
+    );
+    let (met, of) = targets_met(rows, options.splits);
+    s.push_str(&format!(
+        "BNN+LV α = 1 at or above Table 5.1's BNN+LV test LL within one combined s.e.: {met} \
+         of {of} sets with all {} split{} finished (the issue's target: 7 of 10). Rows with \
+         fewer splits are marked *.\n\n",
+        options.splits,
+        if options.splits == 1 { "" } else { "s" }
+    ));
+    s.push_str(
+        "| data set | model | splits | test LL | published | z | test RMSE | published | z | s |\n",
+    );
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in rows {
+        let scale = if r.dataset == "naval" { 100.0 } else { 1.0 };
+        let sc = |v: (f64, f64)| (v.0 * scale, v.1 * scale);
+        let sc_ours = |v: MeanSe| (v.0 * scale, v.1.map(|se| se * scale));
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |\n",
+            r.dataset,
+            r.model,
+            if r.splits < options.splits {
+                format!("{}*", r.splits)
+            } else {
+                r.splits.to_string()
+            },
+            cell(r.ll, 3),
+            opt_cell(r.published_ll, 2),
+            z_cell(r.z_ll),
+            cell(sc_ours(r.rmse), 3),
+            opt_cell(r.published_rmse.map(sc), 2),
+            z_cell(r.z_rmse),
+            r.seconds
+        ));
+    }
+    let wide: Vec<_> = rows.iter().filter_map(|r| r.wide.map(|w| (r, w))).collect();
+    if !wide.is_empty() {
+        s.push_str(
+            "\nThe same nets' test LL under wider mixtures (the first draws those above; the \
+             estimate `ln (1/T) Σ_t p_t(y)` is biased low by an amount that shrinks with `T`, \
+             most where the predictive is spiky). Rows whose every split measured it:\n\n\
+             | data set | model | splits | T | test LL | published | z |\n\
+             |---|---|---:|---:|---:|---:|---:|\n",
+        );
+        for (r, (t, ll, z)) in wide {
+            s.push_str(&format!(
+                "| {} | {} | {} | {t} | {} | {} | {} |\n",
+                r.dataset,
+                r.model,
+                r.splits,
+                cell(ll, 3),
+                opt_cell(r.published_ll, 2),
+                z_cell(z)
+            ));
+        }
+        let (met, of) = targets_met_wide(rows, options.splits);
+        s.push_str(&format!(
+            "\nWith these estimates where a row has one (else the {}-draw one): {met} of {of} sets \
+             at or above Table 5.1's BNN+LV test LL within one combined s.e.\n",
+            b.test_draws
+        ));
+    }
+    s
+}
+
+/// The rows in `out/rows` written before rows were records of the bench's runner (a file
+/// per split named by set, model, budget, seed and split, without a checksum), under this
+/// run's budget and seed: reported beside the runner's, never resumed (they name no data).
+pub fn legacy_rows(out: &Path, options: &DepewegOptions) -> Result<Vec<SplitRow>, String> {
+    let dir = out.join("rows");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    let mut rows = Vec::new();
+    for p in paths {
+        if let crate::runner::ReadRecord::Intact(v) = crate::runner::read_record(&p, true)?
+            && v.get("harness").is_none()
+            && let Ok(row) = serde_json::from_value::<SplitRow>(v)
+            && row.budget == options.budget
+            && row.seed == options.seed
+        {
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Writes `depeweg.md` and `depeweg.json` from `rows` (and the folder's legacy rows of other
+/// splits, [`legacy_rows`]); returns the table.
+pub(crate) fn write_report(
+    options: &DepewegOptions,
+    mut rows: Vec<SplitRow>,
+    wall: f64,
+    out: &crate::runner::OutFolder,
+) -> Result<Vec<TableRow>, Box<dyn Error>> {
+    for old in legacy_rows(out.path(), options)? {
+        let same =
+            |r: &SplitRow| r.dataset == old.dataset && r.model == old.model && r.split == old.split;
+        if !rows.iter().any(same) {
+            rows.push(old);
+        }
+    }
+    let table = table(&rows)?;
+    let md = markdown(options, &table);
+    let record = experiment::record(
+        "depeweg",
+        options,
+        wall,
+        &table,
+        serde_json::json!({ "splits_finished": rows }),
+    );
+    out.write_record("depeweg.json", &record)?;
+    out.write("depeweg.md", md.as_bytes())?;
+    println!("{md}");
+    Ok(table)
+}
