@@ -22,7 +22,7 @@ use std::path::Path;
 pub const PRED_SAMPLES: usize = 200;
 
 /// One fit's test metrics.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     /// Method.
     pub method: String,
@@ -35,6 +35,7 @@ pub struct Row {
 }
 
 /// Curves for a figure panel, in original units.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Curves {
     /// Grid of inputs.
     pub x: Vec<f64>,

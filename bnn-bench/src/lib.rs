@@ -33,7 +33,6 @@ pub mod decomposition;
 pub mod depeweg;
 pub mod experiment;
 pub mod lv_mnist;
-pub mod lv_toy;
 pub mod methods;
 pub mod mnist;
 pub mod mnist_published;

@@ -363,6 +363,15 @@ enum Command {
         /// Output folder for toy.md, toy.json and toy.svg.
         #[arg(long, default_value = "runs/toy")]
         out: PathBuf,
+        /// Reuse the finished fits in --out/rows of the same seed and budget.
+        #[arg(long)]
+        resume: bool,
+        /// Worker processes, each running one fit at a time; the numbers do not depend on it
+        /// (every fit has its own seed).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+        #[command(flatten)]
+        worker: WorkerArgs,
     },
     /// Wall time and peak heap of loading every real data set (MNIST, Fashion-MNIST from gzip
     /// IDX; the 9 UCI sets with a split), beside the size of the data itself.
@@ -602,12 +611,18 @@ fn main() {
             seed,
             quick,
             out,
+            resume,
+            jobs,
+            worker,
         } => toy::run(&toy::ToyOptions {
             methods,
             epochs,
             seed,
             quick,
             out,
+            resume,
+            jobs,
+            worker: worker.worker(),
         })
         .map(|_| ()),
         Command::Data {

@@ -1,7 +1,8 @@
 //! The quick start: three posterior families on the heteroscedastic toy, one table, one figure.
 
-use crate::decomposition::{self, Fit, Panel};
+use crate::decomposition::{self, Curves, Fit, Panel, Row};
 use crate::methods::Method;
+use crate::runner::{Finished, Harness, OutFolder, RunnerOptions, TaskContext};
 use bnn_burn::layers::Estimator;
 use bnn_datasets::toy;
 use std::error::Error;
@@ -22,79 +23,150 @@ fn methods() -> Vec<Method> {
 /// on 1 000 points of the heteroscedastic toy `y = 7 sin x + 3|cos(x/2)|·ε` (Depeweg 2019
 /// eq. 4.1; data `seed`), and writes to `out` the test LL and RMSE on 1 000 fresh points beside
 /// the true model's (`results.md`, `results.json`) and the predictive mean with its aleatoric
-/// and epistemic ±2σ bands (`quickstart.svg`).
+/// and epistemic ±2σ bands (`quickstart.svg`). Each fit is a task of the bench's runner
+/// ([`crate::runner`]): the folder is locked while it runs, and every file is written whole.
 ///
 /// # Errors
-/// `epochs` 0, an `out` that cannot be written, or a fit that fails.
+/// `epochs` 0, an `out` that cannot be written or that another run holds, or a fit that fails.
 pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
     if epochs == 0 {
         return Err("--epochs must be at least 1".into());
     }
-    crate::experiment::prepare_out(out)?;
-    let train_set = toy::heteroscedastic(N_TRAIN, seed);
-    let test_set = toy::heteroscedastic(N_TEST, seed + 1);
-    let grid: Vec<f64> = (0..241).map(|i| -6.0 + 12.0 * i as f64 / 240.0).collect();
+    let harness = Quickstart {
+        seed,
+        epochs,
+        train_set: toy::heteroscedastic(N_TRAIN, seed),
+        test_set: toy::heteroscedastic(N_TEST, seed + 1),
+        methods: methods(),
+    };
+    let runner = RunnerOptions {
+        out: out.to_path_buf(),
+        resume: false,
+        jobs: 1,
+        worker: None,
+        report_only: false,
+    };
+    crate::runner::run(&harness, &runner)?;
+    Ok(())
+}
 
-    let mut rows = Vec::new();
-    let mut curves = Vec::new();
-    for (i, method) in methods().iter().enumerate() {
+/// The quick start's three fits.
+struct Quickstart {
+    seed: u64,
+    epochs: usize,
+    train_set: toy::Regression1d,
+    test_set: toy::Regression1d,
+    methods: Vec<Method>,
+}
+
+/// The x grid of the figure.
+fn grid() -> Vec<f64> {
+    (0..241).map(|i| -6.0 + 12.0 * i as f64 / 240.0).collect()
+}
+
+impl Harness for Quickstart {
+    type Task = usize;
+    type Row = (Row, Curves);
+
+    fn name(&self) -> &'static str {
+        "quickstart"
+    }
+
+    fn format(&self) -> u32 {
+        1
+    }
+
+    fn tasks(&self) -> Vec<usize> {
+        (0..self.methods.len()).collect()
+    }
+
+    fn task_id(&self, i: &usize) -> String {
+        self.methods[*i].name.to_string()
+    }
+
+    fn run_key(&self) -> serde_json::Value {
+        serde_json::json!({ "seed": self.seed, "epochs": self.epochs })
+    }
+
+    fn task_key(&self, _: &usize) -> serde_json::Value {
+        serde_json::json!({})
+    }
+
+    fn run_task(&self, &i: &usize, _: &TaskContext) -> Result<(Row, Curves), Box<dyn Error>> {
         let fit = Fit {
             hidden: [50, 50],
-            epochs,
-            seed: seed + i as u64,
+            epochs: self.epochs,
+            seed: self.seed + i as u64,
         };
-        let (row, c) = decomposition::fit_and_draw(method, &train_set, &test_set, &grid, fit)?;
-        rows.push(row);
-        curves.push(c);
+        decomposition::fit_and_draw(
+            &self.methods[i],
+            &self.train_set,
+            &self.test_set,
+            &grid(),
+            fit,
+        )
     }
 
-    let oracle = toy::heteroscedastic_oracle_log_likelihood(&test_set);
-    let mut table = String::from(
-        "| method | test log-likelihood | test RMSE | train time (s) |\n|---|---|---|---|\n",
-    );
-    for r in &rows {
-        table += &format!(
-            "| {} | {:.3} | {:.3} | {:.1} |\n",
+    fn describe(&self, f: &Finished<usize, (Row, Curves)>) -> String {
+        let r = &f.row.0;
+        format!(
+            "[quickstart] {}: test LL {:.3}, RMSE {:.3} ({:.1} s)",
             r.method, r.test_ll, r.test_rmse, r.train_seconds
-        );
+        )
     }
-    table += &format!("| true model (oracle) | {oracle:.3} | – | – |\n");
-    println!("{table}");
-    std::fs::write(out.join("results.md"), &table)?;
-    let record = serde_json::json!({
-        "experiment": "quickstart",
-        "dataset": "heteroscedastic toy (Depeweg 2019 eq. 4.1), x ~ U[-4, 4]",
-        "n_train": N_TRAIN, "n_test": N_TEST, "seed": seed, "epochs": epochs,
-        "backend": bnn_burn::backend_name(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "prediction_samples": decomposition::PRED_SAMPLES,
-        "oracle_test_ll": oracle,
-        "results": rows,
-    });
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&record)?,
-    )?;
-    let figure = out.join("quickstart.svg");
-    let panels: Vec<Panel> = rows
-        .iter()
-        .zip(&curves)
-        .map(|(r, c)| Panel {
-            title: r.method.clone(),
-            data: &train_set,
-            curves: c,
-            x_range: (-6.0, 6.0),
-            y_range: (-20.0, 20.0),
-        })
-        .collect();
-    decomposition::plot(&figure, &panels, panels.len())?;
-    eprintln!(
-        "wrote {}, {} and {}",
-        out.join("results.md").display(),
-        out.join("results.json").display(),
-        figure.display()
-    );
-    Ok(())
+
+    fn report(
+        &self,
+        finished: &[Finished<usize, (Row, Curves)>],
+        out: &OutFolder,
+        _: f64,
+    ) -> Result<(), Box<dyn Error>> {
+        let rows: Vec<&Row> = finished.iter().map(|f| &f.row.0).collect();
+        let oracle = toy::heteroscedastic_oracle_log_likelihood(&self.test_set);
+        let mut table = String::from(
+            "| method | test log-likelihood | test RMSE | train time (s) |\n|---|---|---|---|\n",
+        );
+        for r in &rows {
+            table += &format!(
+                "| {} | {:.3} | {:.3} | {:.1} |\n",
+                r.method, r.test_ll, r.test_rmse, r.train_seconds
+            );
+        }
+        table += &format!("| true model (oracle) | {oracle:.3} | – | – |\n");
+        println!("{table}");
+        let record = serde_json::json!({
+            "experiment": "quickstart",
+            "dataset": "heteroscedastic toy (Depeweg 2019 eq. 4.1), x ~ U[-4, 4]",
+            "n_train": N_TRAIN, "n_test": N_TEST, "seed": self.seed, "epochs": self.epochs,
+            "backend": bnn_burn::backend_name(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "prediction_samples": decomposition::PRED_SAMPLES,
+            "oracle_test_ll": oracle,
+            "results": rows,
+        });
+        out.write_record("results.json", &record)?;
+        out.write("results.md", table.as_bytes())?;
+        let panels: Vec<Panel> = finished
+            .iter()
+            .map(|f| Panel {
+                title: f.row.0.method.clone(),
+                data: &self.train_set,
+                curves: &f.row.1,
+                x_range: (-6.0, 6.0),
+                y_range: (-20.0, 20.0),
+            })
+            .collect();
+        crate::plots::write_svg(out, "quickstart.svg", |p| {
+            decomposition::plot(p, &panels, panels.len())
+        })?;
+        eprintln!(
+            "wrote {}, {} and {}",
+            out.join("results.md").display(),
+            out.join("results.json").display(),
+            out.join("quickstart.svg").display()
+        );
+        Ok(())
+    }
 }
 
 #[cfg(test)]

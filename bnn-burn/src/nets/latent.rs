@@ -262,7 +262,7 @@ impl<L: Likelihood> Predict for BnnLv<L> {
 
 /// The uncertainty decomposition of one input's regression predictive (Depeweg 2019 §3.2):
 /// `W ~ q(W)` carries the epistemic part, `z* ~ N(0, γ)` and `ε ~ N(0, Σ)` the aleatoric one.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Decomposition {
     /// `E[y*]`, the predictive mean (the mean of the conditional means).
     pub mean: f64,

@@ -23,7 +23,7 @@ pub const BNN_LV: &str = "BNN+LV";
 
 /// Draws of the decomposition: weight draws, latent draws per weight draw, and the k-NN
 /// neighbour (the thesis: 500 × 500 or 250 joint draws, `k = 25`).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Draws {
     /// Weight draws `n_w`.
     pub n_w: usize,
@@ -152,7 +152,7 @@ impl LvFit {
 }
 
 /// The curves of one toy's decomposition on a grid, original units.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LvCurves {
     /// Toy.
     pub toy: String,
@@ -160,7 +160,7 @@ pub struct LvCurves {
     pub x: Vec<f64>,
     /// Decomposition per grid point.
     pub parts: Vec<Decomposition>,
-    /// Training inputs (for the density rug).
+    /// Training inputs (for the density rug; not in records: the toy's seed gives them).
     #[serde(skip)]
     pub train_x: Vec<f64>,
 }
@@ -271,7 +271,7 @@ pub fn plot_curves(path: &Path, curves: &[LvCurves]) -> Result<(), Box<dyn Error
 
 /// The wet-chicken maps: the decomposition of the next y-coordinate over a grid of states at
 /// `a = (0, 0)`.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct WetChickenMaps {
     /// Transitions trained on.
     pub n_train: usize,
