@@ -64,7 +64,7 @@ pub fn run(root: &DataRoot, rounds: usize, out: &Path) -> Result<Vec<LoadRow>, B
     if rounds == 0 {
         return Err("--rounds must be at least 1".into());
     }
-    crate::experiment::prepare_out(out)?;
+    let folder = crate::runner::OutFolder::open(out, "--out")?;
     let mut rows = Vec::new();
     for family in [MnistFamily::Mnist, MnistFamily::FashionMnist] {
         for split in [Split::Train, Split::Test] {
@@ -91,7 +91,6 @@ pub fn run(root: &DataRoot, rounds: usize, out: &Path) -> Result<Vec<LoadRow>, B
             },
         )?);
     }
-    std::fs::create_dir_all(out)?;
     let mib = |b: usize| b as f64 / (1 << 20) as f64;
     let mut md = format!(
         "# Data loading\n\nMedian of {rounds} loads (release build); heap from the first load: the most \
@@ -109,7 +108,7 @@ pub fn run(root: &DataRoot, rounds: usize, out: &Path) -> Result<Vec<LoadRow>, B
             mib(r.held_bytes)
         ));
     }
-    std::fs::write(out.join("data.md"), &md)?;
+    folder.write("data.md", md.as_bytes())?;
     let record = serde_json::json!({
         "experiment": "data",
         "rounds": rounds,
@@ -117,10 +116,7 @@ pub fn run(root: &DataRoot, rounds: usize, out: &Path) -> Result<Vec<LoadRow>, B
         "rows": rows,
         "library_version": env!("CARGO_PKG_VERSION"),
     });
-    std::fs::write(
-        out.join("data.json"),
-        serde_json::to_string_pretty(&record)?,
-    )?;
+    folder.write_record("data.json", &record)?;
     println!("{md}");
     Ok(rows)
 }

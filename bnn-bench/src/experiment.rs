@@ -131,25 +131,6 @@ pub fn record(
     record
 }
 
-/// Creates the output folder `out` (with its parents) and checks that a file can be written in
-/// it, before any long work starts: the error names the path. Nothing already in `out` is
-/// touched (the probe is a file of its own, removed again).
-pub fn prepare_out(out: &Path) -> Result<(), String> {
-    if out.exists() && !out.is_dir() {
-        return Err(format!(
-            "--out {}: is a file, not a folder; give a folder for the results",
-            out.display()
-        ));
-    }
-    std::fs::create_dir_all(out)
-        .map_err(|e| format!("--out {}: cannot create the folder: {e}", out.display()))?;
-    let probe = out.join(format!(".bnn-bench-write-check-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .map_err(|e| format!("--out {}: cannot write in the folder: {e}", out.display()))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
 /// The text of `path`, or `None` when it does not exist (a run with nothing to resume); any
 /// other read error names the file.
 pub fn read_if_exists(path: &Path) -> Result<Option<String>, String> {
@@ -300,49 +281,6 @@ mod tests {
         assert_ne!(a, derive(0, &["boston", "MFVI"], 4));
         // The separator keeps ("ab", "c") and ("a", "bc") apart.
         assert_ne!(derive(0, &["ab", "c"], 0), derive(0, &["a", "bc"], 0));
-    }
-
-    #[test]
-    fn the_output_folder_is_checked_before_work() {
-        let dir = std::env::temp_dir().join(format!("bnn-bench-out-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        // A missing folder (and its parents) is created; what is in it stays.
-        let out = dir.join("a/b");
-        prepare_out(&out).unwrap();
-        std::fs::write(out.join("kept.md"), "x").unwrap();
-        prepare_out(&out).unwrap();
-        assert_eq!(std::fs::read_to_string(out.join("kept.md")).unwrap(), "x");
-        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
-        // A file in place of the folder.
-        let file = dir.join("file");
-        std::fs::write(&file, "x").unwrap();
-        let err = prepare_out(&file).unwrap_err();
-        assert!(
-            err.contains("--out")
-                && err.contains(&file.display().to_string())
-                && err.contains("is a file"),
-            "{err}"
-        );
-        // A folder under a file cannot be created.
-        let err = prepare_out(&file.join("sub")).unwrap_err();
-        assert!(
-            err.contains("cannot create") && err.contains("file/sub"),
-            "{err}"
-        );
-        // A read-only folder (root ignores permissions: checked only when they bite).
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let ro = dir.join("ro");
-            std::fs::create_dir(&ro).unwrap();
-            std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
-            if std::fs::write(ro.join("probe"), b"").is_err() {
-                let err = prepare_out(&ro).unwrap_err();
-                assert!(err.contains("cannot write") && err.contains("ro"), "{err}");
-            }
-            std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

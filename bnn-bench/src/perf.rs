@@ -255,7 +255,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
 /// Runs the benchmark and writes `perf.md` and `perf.json` to `options.out`.
 pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
     validate(options)?;
-    crate::experiment::prepare_out(&options.out)?;
+    let folder = crate::runner::OutFolder::open(&options.out, "--out")?;
     let start = Instant::now();
     let kept = bnn_burn::device::keep_freed_memory();
     let device = bnn_burn::training_device();
@@ -496,7 +496,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
     }
 
     let wall_seconds = start.elapsed().as_secs_f64();
-    write_report(options, &rows, &peer_notes, kept, wall_seconds)?;
+    write_report(&folder, options, &rows, &peer_notes, kept, wall_seconds)?;
     Ok(rows)
 }
 
@@ -552,6 +552,7 @@ fn peer_round(python: &Path, peer: &Peer, threads: usize) -> Result<f64, String>
 /// `perf.md`: one table per architecture, each row's ratio to both deterministic baselines and
 /// (MLP) to bayesian-torch; and `perf.json` with every round.
 fn write_report(
+    folder: &crate::runner::OutFolder,
     options: &PerfOptions,
     rows: &[PerfRow],
     notes: &[String],
@@ -619,7 +620,7 @@ fn write_report(
     for note in notes {
         table.push_str(&format!("\n{note}\n"));
     }
-    std::fs::write(options.out.join("perf.md"), &table)?;
+    folder.write("perf.md", table.as_bytes())?;
     let extra = serde_json::json!({
         "warmup": WARMUP,
         "interleaved_rounds": true,
@@ -627,10 +628,7 @@ fn write_report(
         "notes": notes,
     });
     let record = crate::experiment::record("perf", options, wall_seconds, &rows, extra);
-    std::fs::write(
-        options.out.join("perf.json"),
-        serde_json::to_string_pretty(&record)?,
-    )?;
+    folder.write_record("perf.json", &record)?;
     println!("{table}");
     Ok(())
 }

@@ -91,7 +91,7 @@ fn rel_diff(a: &[f64], b: &[f64]) -> f64 {
 /// Bad options (before any work), an unwritable `--out`, non-finite results.
 pub fn run(o: &PoolOptions) -> Result<Vec<PoolRow>, Box<dyn Error>> {
     validate(o)?;
-    crate::experiment::prepare_out(&o.out)?;
+    let folder = crate::runner::OutFolder::open(&o.out, "--out")?;
     let start = Instant::now();
     let device = bnn_burn::training_device();
     device.seed(o.seed);
@@ -154,11 +154,16 @@ pub fn run(o: &PoolOptions) -> Result<Vec<PoolRow>, Box<dyn Error>> {
         );
         rows.push(row);
     }
-    write_report(o, &rows, start.elapsed().as_secs_f64())?;
+    write_report(&folder, o, &rows, start.elapsed().as_secs_f64())?;
     Ok(rows)
 }
 
-fn write_report(o: &PoolOptions, rows: &[PoolRow], wall: f64) -> Result<(), Box<dyn Error>> {
+fn write_report(
+    folder: &crate::runner::OutFolder,
+    o: &PoolOptions,
+    rows: &[PoolRow],
+    wall: f64,
+) -> Result<(), Box<dyn Error>> {
     let mut md = format!(
         "# Max pooling by moments: fused kernel vs composition of burn ops\n\n\
          Forward and backward of Clark's max over each window (the loss `Σ E + ½ Σ Var`, the \
@@ -186,12 +191,9 @@ fn write_report(o: &PoolOptions, rows: &[PoolRow], wall: f64) -> Result<(), Box<
             k = r.kernel,
         );
     }
-    std::fs::write(o.out.join("perf-pool.md"), &md)?;
+    folder.write("perf-pool.md", md.as_bytes())?;
     let record = crate::experiment::record("perf-pool", o, wall, &rows, serde_json::json!({}));
-    std::fs::write(
-        o.out.join("perf-pool.json"),
-        serde_json::to_string_pretty(&record)?,
-    )?;
+    folder.write_record("perf-pool.json", &record)?;
     println!("{md}");
     Ok(())
 }

@@ -78,7 +78,7 @@ fn validate(o: &PredictOptions) -> Result<(), Box<dyn Error>> {
 /// Bad options (before any work), an unwritable `--out`, a failed fit, a non-finite score.
 pub fn run(o: &PredictOptions) -> Result<Vec<PredictRow>, Box<dyn Error>> {
     validate(o)?;
-    crate::experiment::prepare_out(&o.out)?;
+    let folder = crate::runner::OutFolder::open(&o.out, "--out")?;
     let start = Instant::now();
     let train_raw: RegressionData = toy::cubic(N_TRAIN, o.seed).into();
     let test_raw: RegressionData = toy::cubic(N_TEST, o.seed + 1).into();
@@ -151,7 +151,7 @@ pub fn run(o: &PredictOptions) -> Result<Vec<PredictRow>, Box<dyn Error>> {
         );
         rows.push(row);
     }
-    write_report(o, &rows, start.elapsed().as_secs_f64())?;
+    write_report(&folder, o, &rows, start.elapsed().as_secs_f64())?;
     Ok(rows)
 }
 
@@ -181,6 +181,7 @@ fn fit(
 }
 
 fn write_report(
+    folder: &crate::runner::OutFolder,
     o: &PredictOptions,
     rows: &[PredictRow],
     wall_seconds: f64,
@@ -216,13 +217,10 @@ fn write_report(
             r.samples_rmse
         );
     }
-    std::fs::write(o.out.join("perf-predict.md"), &md)?;
+    folder.write("perf-predict.md", md.as_bytes())?;
     let extra = serde_json::json!({ "n_train": N_TRAIN, "n_test": N_TEST, "hidden": HIDDEN });
     let record = crate::experiment::record("perf-predict", o, wall_seconds, &rows, extra);
-    std::fs::write(
-        o.out.join("perf-predict.json"),
-        serde_json::to_string_pretty(&record)?,
-    )?;
+    folder.write_record("perf-predict.json", &record)?;
     println!("{md}");
     Ok(())
 }

@@ -255,3 +255,47 @@ fn task_files_are_named_apart_even_when_their_names_read_alike() {
         assert!(!is_row_file(other), "{other}");
     }
 }
+
+#[test]
+fn the_output_folder_is_checked_before_work() {
+    let dir = std::env::temp_dir().join(format!("bnn-bench-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // A missing folder (and its parents) is created; what is in it stays.
+    let out = dir.join("a/b");
+    drop(OutFolder::open(&out, "--out").unwrap());
+    std::fs::write(out.join("kept.md"), "x").unwrap();
+    drop(OutFolder::open(&out, "--out").unwrap());
+    assert_eq!(std::fs::read_to_string(out.join("kept.md")).unwrap(), "x");
+    // The folder holds what it held and the lock file.
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 2);
+    // A file in place of the folder.
+    let file = dir.join("file");
+    std::fs::write(&file, "x").unwrap();
+    let err = OutFolder::open(&file, "--out").unwrap_err();
+    assert!(
+        err.contains("--out")
+            && err.contains(&file.display().to_string())
+            && err.contains("is a file"),
+        "{err}"
+    );
+    // A folder under a file cannot be created.
+    let err = OutFolder::open(&file.join("sub"), "--out").unwrap_err();
+    assert!(
+        err.contains("cannot create") && err.contains("file/sub"),
+        "{err}"
+    );
+    // A read-only folder (root ignores permissions: checked only when they bite).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let ro = dir.join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+        if std::fs::write(ro.join("probe"), b"").is_err() {
+            let err = OutFolder::open(&ro, "--out").unwrap_err();
+            assert!(err.contains("cannot write") && err.contains("ro"), "{err}");
+        }
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
