@@ -15,11 +15,8 @@
 //!     epochs: None,
 //!     seed: 0,
 //!     quick: true,
-//!     out: "runs/my-uci".into(),
 //!     data_dir: None,
-//!     jobs: 1,
-//!     resume: false,
-//!     worker: None,
+//!     run: bnn_bench::runner::RunnerOptions::new("runs/my-uci"),
 //! };
 //! let rows = uci::run(&options)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -28,7 +25,6 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
-pub mod data_load;
 pub mod decomposition;
 pub mod depeweg;
 pub mod experiment;
@@ -37,9 +33,6 @@ pub mod methods;
 pub mod mnist;
 pub mod mnist_published;
 pub mod perf;
-pub mod perf_models;
-pub mod perf_pool;
-pub mod perf_predict;
 pub mod plots;
 pub mod quickstart;
 pub mod runner;

@@ -19,6 +19,33 @@ fn methods() -> Vec<Method> {
     ]
 }
 
+/// Options of the quick start (the `bnn-bench quickstart` command line).
+#[derive(Debug, Clone, serde::Serialize, clap::Args)]
+pub struct QuickstartOptions {
+    /// Seed for data, initialisation and training.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Training epochs per method.
+    #[arg(long, default_value_t = 1500)]
+    pub epochs: usize,
+    /// The output folder (resuming and workers as every harness).
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub run: RunnerOptions,
+}
+
+/// [`run_with`] into a fresh `out`, with `seed` and `epochs`.
+///
+/// # Errors
+/// As [`run_with`].
+pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
+    run_with(&QuickstartOptions {
+        seed,
+        epochs,
+        run: RunnerOptions::new(out),
+    })
+}
+
 /// Trains MFVI (local reparameterisation), radial and MC dropout (2 × 50 ReLU, `epochs` each)
 /// on 1 000 points of the heteroscedastic toy `y = 7 sin x + 3|cos(x/2)|·ε` (Depeweg 2019
 /// eq. 4.1; data `seed`), and writes to `out` the test LL and RMSE on 1 000 fresh points beside
@@ -28,7 +55,9 @@ fn methods() -> Vec<Method> {
 ///
 /// # Errors
 /// `epochs` 0, an `out` that cannot be written or that another run holds, or a fit that fails.
-pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
+pub fn run_with(options: &QuickstartOptions) -> Result<(), Box<dyn Error>> {
+    let QuickstartOptions { seed, epochs, .. } = *options;
+    options.run.check()?;
     if epochs == 0 {
         return Err("--epochs must be at least 1".into());
     }
@@ -39,14 +68,7 @@ pub fn run(out: &Path, seed: u64, epochs: usize) -> Result<(), Box<dyn Error>> {
         test_set: toy::heteroscedastic(N_TEST, seed + 1),
         methods: methods(),
     };
-    let runner = RunnerOptions {
-        out: out.to_path_buf(),
-        resume: false,
-        jobs: 1,
-        worker: None,
-        report_only: false,
-    };
-    crate::runner::run(&harness, &runner)?;
+    crate::runner::run(&harness, &options.run)?;
     Ok(())
 }
 

@@ -66,11 +66,8 @@ fn a_users_own_method_runs_under_the_protocol() {
         epochs: None,
         seed: 0,
         quick: false,
-        out: out.clone(),
         data_dir: None,
-        jobs: 1,
-        resume: false,
-        worker: None,
+        run: bnn_bench::runner::RunnerOptions::new(&out),
     };
     let rows = uci::run_with(&options, vec![Box::new(Constant)]).unwrap();
     assert_eq!(rows.len(), 1);
@@ -94,7 +91,7 @@ fn a_users_own_method_runs_under_the_protocol() {
     // methods of one name, and worker processes from a program that is not the bnn-bench
     // binary. None of them creates the output folder.
     let fresh = base.join("never");
-    options.out = fresh.clone();
+    options.run.out = fresh.clone();
     let refused = |options: &UciOptions, methods: Vec<Box<dyn UciMethod>>, wanted: &[&str]| {
         let err = uci::run_with(options, methods).unwrap_err().to_string();
         assert!(wanted.iter().all(|w| err.contains(w)), "{err}");
@@ -108,7 +105,7 @@ fn a_users_own_method_runs_under_the_protocol() {
     options.methods = vec![];
     let twice: Vec<Box<dyn UciMethod>> = vec![Box::new(Constant), Box::new(Constant)];
     refused(&options, twice, &["two methods are named \"Constant\""]);
-    options.jobs = 2;
+    options.run.jobs = 2;
     refused(
         &options,
         vec![Box::new(Constant)],

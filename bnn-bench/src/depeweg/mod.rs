@@ -203,6 +203,74 @@ pub struct DepewegBudget {
     pub test_draws: usize,
 }
 
+/// The `bnn-bench depeweg` command line ([`DepewegArgs::options`] resolves its defaults).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DepewegArgs {
+    /// Data sets (boston, power, concrete, energy, kin8nm, naval, wine, heteroscedastic,
+    /// bimodal, wet-chicken); repeatable [default: the 10].
+    #[arg(long = "dataset")]
+    pub datasets: Vec<String>,
+    /// Models ("BNN", "BNN+LV VB", "BNN+LV alpha=0.5", "BNN+LV alpha=1"; `α` for `alpha`);
+    /// repeatable [default: the 4].
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// Random 90/10 splits per set [default: 5; 2 with --quick].
+    #[arg(long)]
+    pub splits: Option<usize>,
+    /// Training epochs [default: the thesis's 5000; 100 with --quick].
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Adam's learning rate (the thesis: 1e-3).
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Minibatches per epoch: the batch is ⌈N/batches⌉ (the thesis's code: 25).
+    #[arg(long, default_value_t = 25)]
+    pub batches: usize,
+    /// Joint draws of weights and latents per training step (K of the energy; the thesis's
+    /// code advises at least 15, 25 on CPUs, and uses 50).
+    #[arg(long, default_value_t = 25)]
+    pub train_samples: usize,
+    /// Draws of the test predictive mixture [default: 200; 100 with --quick]; each split also
+    /// scores the same net under 25 times as many (a second, less biased LL estimate).
+    #[arg(long)]
+    pub test_draws: Option<usize>,
+    /// Seed of data, splits and training.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// 2 splits, 100 epochs, 100 test draws.
+    #[arg(long)]
+    pub quick: bool,
+    /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The output folder (depeweg.md, depeweg.json and rows/), resuming, reporting only and
+    /// worker processes.
+    #[command(flatten)]
+    pub run: crate::runner::RunnerOptions,
+}
+
+impl DepewegArgs {
+    /// The options, `--quick`'s defaults filled in.
+    pub fn options(self) -> DepewegOptions {
+        let quick = self.quick;
+        DepewegOptions {
+            datasets: self.datasets,
+            models: self.models,
+            splits: self.splits.unwrap_or(if quick { 2 } else { 5 }),
+            budget: DepewegBudget {
+                epochs: self.epochs.unwrap_or(if quick { 100 } else { 5000 }),
+                learning_rate: self.lr,
+                batches: self.batches,
+                train_samples: self.train_samples,
+                test_draws: self.test_draws.unwrap_or(if quick { 100 } else { 200 }),
+            },
+            seed: self.seed,
+            data_dir: self.data_dir,
+            run: self.run,
+        }
+    }
+}
+
 /// Options of one `depeweg` run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DepewegOptions {
@@ -216,19 +284,13 @@ pub struct DepewegOptions {
     pub budget: DepewegBudget,
     /// Seed of data, splits and training.
     pub seed: u64,
-    /// Output folder.
-    pub out: PathBuf,
     /// Data folder (default search when `None`).
     pub data_dir: Option<PathBuf>,
-    /// Reuse the finished splits in `out/rows` with this budget, seed and data.
-    pub resume: bool,
-    /// Write the report from the finished rows in `out` and train nothing.
-    pub report_only: bool,
-    /// Worker processes, each running one split at a time.
-    pub jobs: usize,
-    /// Set in a worker process: the one split it runs for its parent ([`crate::runner`]).
-    #[serde(skip)]
-    pub worker: Option<crate::runner::Worker>,
+    /// The output folder, resuming (the finished splits in `out/rows` with this budget, seed
+    /// and data), reporting only (from the finished rows, training nothing) and worker
+    /// processes (one split each at a time).
+    #[serde(flatten)]
+    pub run: crate::runner::RunnerOptions,
 }
 
 impl DepewegOptions {
@@ -328,13 +390,7 @@ pub fn random_split(n: usize, seed: u64, set: DepewegSet, k: usize) -> (Vec<usiz
 /// (the rows finished so far stay; `--resume` continues).
 pub fn run(options: &DepewegOptions) -> Result<Vec<TableRow>, Box<dyn Error>> {
     options.check()?;
-    let runner = crate::runner::RunnerOptions {
-        out: options.out.clone(),
-        resume: options.resume,
-        jobs: options.jobs,
-        worker: options.worker.clone(),
-        report_only: options.report_only,
-    };
+    let runner = &options.run;
     runner.check()?;
     experiment::refuse_repeats("--dataset", options.datasets.iter().map(String::as_str))?;
     experiment::refuse_repeats("--model", options.models.iter().map(String::as_str))?;
@@ -368,6 +424,6 @@ pub fn run(options: &DepewegOptions) -> Result<Vec<TableRow>, Box<dyn Error>> {
         .map(|&s| Ok((s, s.load(&root, options.seed)?)))
         .collect::<Result<Vec<_>, Box<dyn Error>>>()?;
     let harness = harness::DepewegHarness::new(options, data, models);
-    crate::runner::run(&harness, &runner)?;
+    crate::runner::run(&harness, runner)?;
     Ok(harness.table.take())
 }

@@ -118,12 +118,10 @@ fn bad_options_are_refused_before_work() {
             test_draws: 100,
         },
         seed: 0,
-        out: std::env::temp_dir().join("bnn-depeweg-never-written"),
         data_dir: None,
-        resume: false,
-        report_only: false,
-        jobs: 1,
-        worker: None,
+        run: crate::runner::RunnerOptions::new(
+            std::env::temp_dir().join("bnn-depeweg-never-written"),
+        ),
     };
     assert!(o.check().unwrap_err().contains("--train-samples 1"));
     o.budget.train_samples = 8;
@@ -137,7 +135,7 @@ fn bad_options_are_refused_before_work() {
     let err = run(&o).unwrap_err().to_string();
     assert!(err.contains("--dataset \"nope\""), "{err}");
     assert!(
-        !o.out.exists(),
+        !o.run.out.exists(),
         "nothing is written before the options are checked"
     );
 }
@@ -163,12 +161,11 @@ fn finished_splits_are_reused_and_reported() {
             test_draws: 10,
         },
         seed: 3,
-        out: out.clone(),
         data_dir: None,
-        resume: true,
-        report_only: false,
-        jobs: 1,
-        worker: None,
+        run: crate::runner::RunnerOptions {
+            resume: true,
+            ..crate::runner::RunnerOptions::new(&out)
+        },
     };
     let table = run(&options).unwrap();
     assert_eq!(table.len(), 1);
@@ -213,9 +210,13 @@ fn finished_splits_are_reused_and_reported() {
     assert!(md.contains("0 of 0 sets with all 1 split finished"), "{md}");
     assert!(std::fs::read_to_string(&path).unwrap().contains("12345"));
     // The report alone, from the rows: nothing is trained (no row of split 3).
+    let report_only = crate::runner::RunnerOptions {
+        report_only: true,
+        ..options.run.clone()
+    };
     let report = run(&DepewegOptions {
         splits: 3,
-        report_only: true,
+        run: report_only.clone(),
         ..options.clone()
     })
     .unwrap();
@@ -233,13 +234,13 @@ fn finished_splits_are_reused_and_reported() {
     .unwrap();
     let three = DepewegOptions {
         splits: 3,
-        report_only: true,
+        run: report_only,
         ..options.clone()
     };
     let report = run(&three).unwrap();
     assert_eq!(report[0].splits, 3);
     let resumed = run(&DepewegOptions {
-        report_only: false,
+        run: options.run.clone(),
         ..three
     })
     .unwrap();

@@ -51,27 +51,39 @@ pub const SWAPPED: (u8, u8, f64) = (1, 7, 1.0 / 3.0);
 /// The classes the subsampled model sees less of, and the fraction of their images removed.
 pub const SUBSAMPLED: ([u8; 4], f64) = ([0, 6, 8, 9], 0.75);
 
-/// Options of one `lv-mnist` run.
-#[derive(Debug, Clone, serde::Serialize)]
+/// Options of one `lv-mnist` run (the `bnn-bench lv-mnist` command line; its defaults are
+/// [`LvMnistOptions::quick`]'s budget).
+#[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct LvMnistOptions {
-    /// Training epochs per model.
+    /// Training epochs per model (the thesis: 150).
+    #[arg(long, default_value_t = 3)]
     pub epochs: usize,
-    /// Training images (the first ones of the training split) before any subsampling.
+    /// Training images (the first ones), before any subsampling.
+    #[arg(long, default_value_t = 10_000)]
     pub train_images: usize,
-    /// Test images (the first ones of the test split).
+    /// Test images (the first ones).
+    #[arg(long, default_value_t = 2_000)]
     pub test_images: usize,
-    /// Joint draws of weights and latents per step (`K` of the energy).
+    /// Joint draws of weights and latents per step (K of the energy).
+    #[arg(long, default_value_t = 5)]
     pub train_samples: usize,
     /// Weight draws of the decomposition.
+    #[arg(long, default_value_t = 10)]
     pub n_w: usize,
     /// Prior-latent draws per weight draw.
+    #[arg(long, default_value_t = 10)]
     pub n_z: usize,
     /// Seed.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Output folder.
-    pub out: PathBuf,
-    /// Data folder (default search when `None`).
+    /// Folder holding mnist/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
+    #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// The output folder, resuming (the finished models in `out/rows` of this budget and
+    /// data) and worker processes (one model each at a time).
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub run: crate::runner::RunnerOptions,
 }
 
 impl LvMnistOptions {
@@ -86,8 +98,8 @@ impl LvMnistOptions {
             n_w: 10,
             n_z: 10,
             seed: 0,
-            out,
             data_dir: None,
+            run: crate::runner::RunnerOptions::new(out),
         }
     }
 
@@ -252,15 +264,9 @@ pub fn run_on(
             train.with_classes_subsampled(&classes, drop, seed("subsample"))?,
         ),
     ];
+    options.run.check()?;
     let harness = harness::LvMnistHarness::new(&ran, sets, test);
-    let runner = crate::runner::RunnerOptions {
-        out: options.out.clone(),
-        resume: false,
-        jobs: 1,
-        worker: None,
-        report_only: false,
-    };
-    crate::runner::run(&harness, &runner)?;
+    crate::runner::run(&harness, &options.run)?;
     harness
         .report
         .take()

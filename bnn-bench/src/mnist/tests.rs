@@ -70,12 +70,9 @@ fn a_small_run_writes_its_table_and_figures() {
         quick: true,
         prediction_samples: 4,
         batch_size: BATCH_SIZE,
-        out: dir.clone(),
         data_dir: None,
-        resume: false,
         family: TrainSet::Mnist,
-        jobs: 1,
-        worker: None,
+        run: crate::runner::RunnerOptions::new(&dir),
     };
     let mut results = Vec::new();
     for arch in Arch::ALL {
@@ -351,12 +348,9 @@ fn cifar5_runs_end_to_end_on_generated_batches() {
         quick: false,
         prediction_samples: 4,
         batch_size: BATCH_SIZE,
-        out: out.clone(),
         data_dir: Some(root.clone()),
-        resume: false,
         family: TrainSet::Cifar5,
-        jobs: 1,
-        worker: None,
+        run: crate::runner::RunnerOptions::new(&out),
     };
     let results = run(&options).unwrap();
     assert_eq!(results.len(), 2);
@@ -384,7 +378,7 @@ fn cifar5_runs_end_to_end_on_generated_batches() {
     };
     let own = MnistOptions {
         methods: vec![],
-        out: root.join("own"),
+        run: crate::runner::RunnerOptions::new(root.join("own")),
         ..options.clone()
     };
     let rows = run_with(&own, vec![mine()]).unwrap();

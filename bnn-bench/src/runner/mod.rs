@@ -152,23 +152,45 @@ pub struct Finished<T, R> {
 /// A harness's finished task.
 pub type Done<H> = Finished<<H as Harness>::Task, <H as Harness>::Row>;
 
-/// How a run is carried out.
-#[derive(Debug, Clone)]
+/// How a run is carried out: the part of every harness's options the runner reads, and the
+/// command-line flags every harness shares.
+#[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct RunnerOptions {
-    /// The output folder.
+    /// Output folder: the report, its record and figures, and rows/ with a record per
+    /// finished task.
+    #[arg(long)]
     pub out: PathBuf,
-    /// Reuse the finished rows in `out` whose key is this run's; continue training states.
+    /// Reuse the finished rows in the output folder computed under the same settings and data
+    /// (and continue a task stopped part-way from its saved state); rows there of other
+    /// tasks under the same settings are kept in the report.
+    #[arg(long)]
     pub resume: bool,
-    /// Worker processes (1: every task in this process).
+    /// Worker processes, each running one task at a time; the numbers do not depend on it
+    /// (every task has its own seed).
+    #[arg(long, default_value_t = 1)]
     pub jobs: usize,
-    /// Set in a worker process: the one task it runs for its parent.
+    /// Set in a worker process: the one task it runs for its parent (`PID:TASK`).
+    #[serde(skip)]
+    #[arg(long, hide = true, value_parser = Worker::parse)]
     pub worker: Option<Worker>,
-    /// Run nothing: report the finished rows in `out` whose key is this run's (and, as with
-    /// `resume`, the folder's rows of other tasks under this run's settings).
+    /// Train nothing: write the report from the finished rows in the output folder computed
+    /// under the same settings and data.
+    #[arg(long)]
     pub report_only: bool,
 }
 
 impl RunnerOptions {
+    /// A fresh run into `out`: no resuming, one process.
+    pub fn new(out: impl Into<PathBuf>) -> Self {
+        Self {
+            out: out.into(),
+            resume: false,
+            jobs: 1,
+            worker: None,
+            report_only: false,
+        }
+    }
+
     /// Checks the counts before any work (the error names the flag).
     ///
     /// # Errors

@@ -1,5 +1,5 @@
 //! Worker processes: the running executable started again with its own arguments and one task
-//! to run (`--worker-task ID --worker-parent PID`). A worker writes its row into the parent's
+//! to run (`--worker PID:TASK`). A worker writes its row into the parent's
 //! folder under the parent's lock, and ends when its parent is gone.
 
 use super::RunnerOptions;
@@ -8,12 +8,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Whether this program runs a task when started with `--worker-task`.
+/// Whether this program runs a task when started with `--worker`.
 static ALLOWED: AtomicBool = AtomicBool::new(false);
 
 /// Lets [`super::run`] start worker processes (`jobs` above 1). A worker is the running
 /// executable started with the arguments this process was started with, plus
-/// `--worker-task ID --worker-parent PID`: its command line must then run that one task with
+/// `--worker PID:TASK`: its command line must then run that one task with
 /// the same options ([`Worker`]). The `bnn-bench` binary calls this first; a program whose
 /// command line does not do that leaves it uncalled, and `jobs` above 1 is an error before any
 /// work.
@@ -26,7 +26,8 @@ pub fn worker_processes_allowed() -> bool {
     ALLOWED.load(Ordering::Relaxed)
 }
 
-/// What a worker process was started to do.
+/// What a worker process was started to do: the hidden flag `--worker PID:TASK` the runner
+/// adds to a worker's command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worker {
     /// The id of its one task.
@@ -36,6 +37,23 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// `PID:TASK`, as the runner writes it.
+    ///
+    /// # Errors
+    /// Text that is not a process id, a colon and a task id.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (pid, task) = s
+            .split_once(':')
+            .ok_or_else(|| format!("--worker {s:?}: expected PID:TASK"))?;
+        let parent = pid
+            .parse()
+            .map_err(|_| format!("--worker {s:?}: {pid:?} is not a process id"))?;
+        Ok(Self {
+            task: task.to_string(),
+            parent,
+        })
+    }
+
     /// Ends this process as soon as its parent is gone (a run killed with `kill -9` leaves no
     /// worker behind): checked now, then every quarter second on a thread of its own.
     pub fn watch_parent(&self) {
@@ -128,10 +146,8 @@ pub(super) fn run_in_workers(
 fn spawn(task: &str) -> std::io::Result<Child> {
     Command::new(std::env::current_exe()?)
         .args(std::env::args_os().skip(1))
-        .arg("--worker-task")
-        .arg(task)
-        .arg("--worker-parent")
-        .arg(std::process::id().to_string())
+        .arg("--worker")
+        .arg(format!("{}:{task}", std::process::id()))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()

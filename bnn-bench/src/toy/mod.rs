@@ -13,7 +13,6 @@ use bnn_datasets::RegressionData;
 use bnn_datasets::toy::{self, Regression1d};
 use lv::{BNN_LV, Draws, LvCurves};
 use std::error::Error;
-use std::path::PathBuf;
 
 mod harness;
 pub mod lv;
@@ -81,26 +80,27 @@ pub fn toys(seed: u64) -> Vec<Toy> {
     ]
 }
 
-/// Options of one `toy` run.
-#[derive(Debug, Clone, serde::Serialize)]
+/// Options of one `toy` run (the `bnn-bench toy` command line).
+#[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct ToyOptions {
-    /// Method names (empty: all).
+    /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, BNN+LV: also its entropy-form figure
+    /// toy-lv.svg and the wet-chicken maps wet-chicken.svg); repeatable [default: all].
+    #[arg(long = "method")]
     pub methods: Vec<String>,
-    /// Epochs (default 2000; 300 with `--quick`).
+    /// Training epochs [default: 2000; 300 with --quick].
+    #[arg(long)]
     pub epochs: Option<usize>,
     /// Seed.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Quick mode: fewer epochs.
+    /// 300 epochs per fit.
+    #[arg(long)]
     pub quick: bool,
-    /// Output folder.
-    pub out: PathBuf,
-    /// Reuse the finished fits in `out/rows` of this seed and budget.
-    pub resume: bool,
-    /// Worker processes, each running one fit at a time.
-    pub jobs: usize,
-    /// Set in a worker process: the one fit it runs for its parent ([`crate::runner`]).
-    #[serde(skip)]
-    pub worker: Option<crate::runner::Worker>,
+    /// The output folder, resuming (the finished fits in `out/rows` of this seed and budget)
+    /// and worker processes (one fit each at a time).
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub run: crate::runner::RunnerOptions,
 }
 
 /// One (toy, method) result: test metrics and where the epistemic band is wide.
@@ -170,7 +170,7 @@ pub fn run_with(
     options: &ToyOptions,
     methods: Vec<Method>,
 ) -> Result<Vec<ToyResult>, Box<dyn Error>> {
-    let runner = options.runner();
+    let runner = &options.run;
     runner.check()?;
     let all = methods;
     if let Some(m) = all.iter().find(|m| m.name.eq_ignore_ascii_case(BNN_LV)) {
@@ -201,7 +201,7 @@ pub fn run_with(
         return Err("--epochs must be at least 1".into());
     }
     let harness = harness::ToyHarness::new(options, selected, want_lv);
-    crate::runner::run(&harness, &runner)?;
+    crate::runner::run(&harness, runner)?;
     Ok(harness.results.take())
 }
 
@@ -224,17 +224,6 @@ impl ToyOptions {
                 n_z: 100,
                 k: 25,
             },
-        }
-    }
-
-    /// How the runner carries the run out.
-    pub fn runner(&self) -> crate::runner::RunnerOptions {
-        crate::runner::RunnerOptions {
-            out: self.out.clone(),
-            resume: self.resume,
-            jobs: self.jobs,
-            worker: self.worker.clone(),
-            report_only: false,
         }
     }
 }

@@ -42,10 +42,7 @@ fn a_users_methods_run_alone_and_bad_catalogues_are_refused() {
         epochs: Some(20),
         seed: 0,
         quick: true,
-        out: dir.clone(),
-        resume: false,
-        jobs: 1,
-        worker: None,
+        run: crate::runner::RunnerOptions::new(&dir),
     };
     for (methods, names, expected) in [
         (
@@ -119,10 +116,7 @@ fn every_method_draws_both_toys_and_epistemic_grows_away_from_data() {
         epochs: Some(150),
         seed: 0,
         quick: true,
-        out: dir.clone(),
-        resume: false,
-        jobs: 1,
-        worker: None,
+        run: crate::runner::RunnerOptions::new(&dir),
     };
     let results = run(&options).unwrap();
     assert_eq!(results.len(), 2 * (methods().len() + 1));

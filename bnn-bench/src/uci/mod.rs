@@ -181,37 +181,46 @@ pub struct SplitOutcome {
     pub detail: String,
 }
 
-/// Options of one `uci` run.
-#[derive(Debug, Clone, serde::Serialize)]
+/// Options of one `uci` run (the `bnn-bench uci` command line).
+#[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct UciOptions {
-    /// Data sets.
+    /// Data sets: a name (boston, concrete, energy, kin8nm, naval, power, protein, wine,
+    /// yacht) or the path of a folder of your own in the UCI_Datasets layout (its table has
+    /// no published columns); repeatable [default: the 9].
+    #[arg(long = "dataset", value_parser = DataSet::parse)]
     pub datasets: Vec<DataSet>,
-    /// Method names (empty: all registered).
+    /// Methods (MAP, "MC dropout", MFVI, MFVI-LRT, Radial, Low-rank, VBP, CLT, DVI, BEDL,
+    /// BEDL-PAC, BEDL-Hyper, BNN, "BNN+LV VB", "BNN+LV alpha=0.5", "BNN+LV alpha=1");
+    /// repeatable [default: all].
+    #[arg(long = "method")]
     pub methods: Vec<String>,
-    /// Splits per data set (default: all of the protocol's).
+    /// Splits per data set [default: the protocol's 20 (5 for protein); 3 with --quick].
+    #[arg(long)]
     pub splits: Option<usize>,
-    /// Epochs (default: see [`budget`]).
+    /// Training epochs [default: the protocol's n_epochs, raised to 8000 optimiser steps, at
+    /// most 10 × n_epochs; MC dropout: Gal's 100 × n_epochs; capped at ~1500 steps with
+    /// --quick].
+    #[arg(long)]
     pub epochs: Option<usize>,
     /// Seed.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Quick mode: 3 splits and at most ~1500 optimiser steps per fit.
+    /// 3 splits and at most ~1500 optimiser steps per fit.
+    #[arg(long)]
     pub quick: bool,
-    /// Output folder.
-    pub out: PathBuf,
-    /// Data folder (default search when `None`).
+    /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
+    #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Worker processes; each runs one (data set, method) row at a time. Workers are the
-    /// running executable started as `<exe> uci …`: above 1 only in a program that has called
+    /// The output folder, resuming and worker processes. Workers are the running executable
+    /// started again with one task: `jobs` above 1 only in a program that has called
     /// [`allow_worker_processes`] (the `bnn-bench` binary; a user crate that calls [`run`] or
-    /// [`run_with`] keeps `jobs = 1`, or gets an error before any work).
-    pub jobs: usize,
-    /// Reuse the finished rows in `out` (and an interrupted row's finished splits) computed
-    /// under this run's seed, budget, split count and data; rows there of other data sets or
-    /// methods are kept in the new records.
-    pub resume: bool,
-    /// Set in a worker process: the one row it runs for its parent ([`crate::runner`]).
-    #[serde(skip)]
-    pub worker: Option<crate::runner::Worker>,
+    /// [`run_with`] keeps `jobs = 1`, or gets an error before any work). With `resume`, the
+    /// finished rows in `out/rows` (and an interrupted row's finished splits) computed under
+    /// this run's seed, budget, split count and data are reused; rows there of other data sets
+    /// or methods are kept in the new records.
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub run: crate::runner::RunnerOptions,
 }
 
 /// Minibatch size per data set (Haußmann 2021 §3.3, the PBP-protocol batch sizes); a user's
@@ -401,11 +410,8 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
 ///     epochs: None,
 ///     seed: 0,
 ///     quick: true,
-///     out: "runs/my-method".into(),
 ///     data_dir: None,
-///     jobs: 1,
-///     resume: false,
-///     worker: None,
+///     run: bnn_bench::runner::RunnerOptions::new("runs/my-method"),
 /// };
 /// let rows = uci::run_with(&options, methods)?;
 /// # Ok::<(), Box<dyn Error>>(())
@@ -420,7 +426,7 @@ pub fn run_with(
     options: &UciOptions,
     methods: Vec<Box<dyn UciMethod>>,
 ) -> Result<Vec<MethodResult>, Box<dyn Error>> {
-    let runner = options.runner();
+    let runner = &options.run;
     runner.check()?;
     if options.epochs == Some(0) {
         return Err("--epochs must be at least 1".into());
@@ -434,10 +440,14 @@ pub fn run_with(
             .map(|m| m.as_ref())
             .collect();
     let root = DataRoot::new(options.data_dir.as_deref());
+    let all_sets = UciDataset::ALL.map(DataSet::Builtin);
+    let datasets = match options.datasets.is_empty() {
+        true => &all_sets[..],
+        false => &options.datasets[..],
+    };
     // Every set and every split it runs is read now: a missing or bad file stops the run
     // before any training.
-    let sets = options
-        .datasets
+    let sets = datasets
         .iter()
         .map(|d| harness::LoadedSet::load(d, &root, options))
         .collect::<Result<Vec<_>, _>>()?;
@@ -446,21 +456,8 @@ pub fn run_with(
         methods,
         sets,
     };
-    let rows = crate::runner::run(&harness, &runner)?;
+    let rows = crate::runner::run(&harness, runner)?;
     Ok(rows.into_iter().map(|f| f.row).collect())
-}
-
-impl UciOptions {
-    /// How the runner carries the run out.
-    pub fn runner(&self) -> crate::runner::RunnerOptions {
-        crate::runner::RunnerOptions {
-            out: self.out.clone(),
-            resume: self.resume,
-            jobs: self.jobs,
-            worker: self.worker.clone(),
-            report_only: false,
-        }
-    }
 }
 
 #[cfg(test)]

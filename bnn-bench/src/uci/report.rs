@@ -92,8 +92,8 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         options.seed,
         bnn_burn::backend_name(),
         wall,
-        options.jobs,
-        if options.jobs == 1 { "" } else { "es" },
+        options.run.jobs,
+        if options.run.jobs == 1 { "" } else { "es" },
         results.iter().map(|r| r.seconds).sum::<f64>()
     );
     let provenance: Vec<(String, Vec<String>)> = results
@@ -288,6 +288,17 @@ pub(crate) fn write_report(
     Ok(())
 }
 
+/// The `bnn-bench uci-report` command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UciReportArgs {
+    /// Output folder for uci.md, uci.json and uci.svg.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Run records, in order of precedence (later wins).
+    #[arg(required = true)]
+    pub records: Vec<PathBuf>,
+}
+
 /// Combines the rows of several `uci` run records (`uci.json`) into one report in `out`, without training: a row (data set, method) of a later record replaces the
 /// same row of an earlier one. The options shown are the first record's; the wall time is the
 /// sum of the records'. Every record is read and checked before anything is written.
@@ -339,11 +350,11 @@ pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box
         epochs: None,
         seed: o["seed"].as_u64().unwrap_or(0),
         quick: o["quick"].as_bool().unwrap_or(false),
-        out: out.to_path_buf(),
         data_dir: None,
-        jobs: o["jobs"].as_u64().unwrap_or(1) as usize,
-        resume: false,
-        worker: None,
+        run: crate::runner::RunnerOptions {
+            jobs: o["jobs"].as_u64().unwrap_or(1) as usize,
+            ..crate::runner::RunnerOptions::new(out)
+        },
     };
     let folder = crate::runner::OutFolder::open(out, "--out")?;
     write_report(&options, &rows, wall, &folder)?;

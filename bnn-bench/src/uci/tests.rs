@@ -103,11 +103,8 @@ fn protein_options(quick: bool) -> UciOptions {
         epochs: None,
         seed: 0,
         quick,
-        out: PathBuf::from("x"),
         data_dir: None,
-        jobs: 1,
-        resume: false,
-        worker: None,
+        run: crate::runner::RunnerOptions::new("x"),
     }
 }
 

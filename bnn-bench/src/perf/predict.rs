@@ -24,17 +24,22 @@ const N_TEST: usize = 5_000;
 const HIDDEN: [usize; 2] = [200, 200];
 
 /// Settings of one run.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct PredictOptions {
     /// Output folder for perf-predict.md and perf-predict.json.
+    #[arg(long, default_value = "runs/perf-predict")]
     pub out: PathBuf,
     /// Seed of data, initialisation and training.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Training epochs per method.
+    #[arg(long, default_value_t = 300)]
     pub epochs: usize,
-    /// Monte Carlo draws of the sampled predictive.
+    /// Monte Carlo draws of the sampled prediction.
+    #[arg(long, default_value_t = 100)]
     pub samples: usize,
     /// Timed repetitions of each prediction (the median is reported).
+    #[arg(long, default_value_t = 11)]
     pub rounds: usize,
 }
 

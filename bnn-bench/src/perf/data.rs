@@ -59,6 +59,35 @@ fn measure<T>(
     })
 }
 
+/// The `bnn-bench data` command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataArgs {
+    /// Output folder for data.md and data.json.
+    #[arg(long, default_value = "runs/data")]
+    pub out: std::path::PathBuf,
+    /// Folder holding mnist/, fashion-mnist/ and uci/ [default: BNN_DATA_DIR, then
+    /// ../shared/data, then the user cache].
+    #[arg(long)]
+    pub data_dir: Option<std::path::PathBuf>,
+    /// Loads per data set; the median time is reported.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+}
+
+impl DataArgs {
+    /// [`run`] with these arguments.
+    ///
+    /// # Errors
+    /// As [`run`].
+    pub fn run(&self) -> Result<Vec<LoadRow>, Box<dyn Error>> {
+        run(
+            &DataRoot::new(self.data_dir.as_deref()),
+            self.rounds,
+            &self.out,
+        )
+    }
+}
+
 /// Measures every data set found under `root` and writes `data.md` and `data.json` to `out`.
 pub fn run(root: &DataRoot, rounds: usize, out: &Path) -> Result<Vec<LoadRow>, Box<dyn Error>> {
     if rounds == 0 {

@@ -19,15 +19,19 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// Settings of one run.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct PoolOptions {
     /// Output folder for perf-pool.md and perf-pool.json.
+    #[arg(long, default_value = "runs/perf-pool")]
     pub out: PathBuf,
-    /// Timed repetitions of each path per workload (the median is reported).
+    /// Timed repetitions of each path per pooling (the median is reported).
+    #[arg(long, default_value_t = 9)]
     pub rounds: usize,
     /// Seed of the inputs.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Batch size of the maps (the pooled LeNet5 trains with 100).
+    #[arg(long, default_value_t = 100)]
     pub batch: usize,
 }
 

@@ -12,17 +12,27 @@
 
 use crate::alloc;
 use crate::methods::Method;
-use crate::perf_models::{Bayesian, Deterministic, MomentNet, Net, inputs};
 use bnn_burn::fused::Kernels;
 use bnn_burn::layers::Estimator;
 use bnn_burn::train::OptimizerConfig;
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
+use models::{Bayesian, Deterministic, MomentNet, Net, inputs};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
+
+pub mod data;
+pub mod models;
+pub mod pool;
+pub mod predict;
+mod report;
+#[cfg(test)]
+mod tests;
+
+use report::write_report;
 
 const WARMUP: usize = 5;
 
@@ -51,6 +61,74 @@ pub struct PerfOptions {
     pub nets: Vec<Net>,
     /// The kernel paths of the Bayesian rows (fused: the training loop's default).
     pub kernels: Vec<Kernels>,
+}
+
+/// The `bnn-bench perf` command line ([`PerfArgs::options`] resolves it).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PerfArgs {
+    /// Output folder for perf.md and perf.json.
+    #[arg(long, default_value = "runs/perf")]
+    pub out: PathBuf,
+    /// Timed steps per round (after 5 warm-up steps).
+    #[arg(long, default_value_t = 100)]
+    pub steps: usize,
+    /// Rounds, interleaved across workloads; the median round and the median per-round ratios
+    /// are reported.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Seed of the device RNG.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Python with torch and bayesian-torch for the peer programs
+    /// [default: $HOME/.venvs/peer/bin/python].
+    #[arg(long)]
+    pub peer_python: Option<PathBuf>,
+    /// Folder of the MLP peer programs [default: ../shared/peer beside the workspace].
+    #[arg(long)]
+    pub peer_dir: Option<PathBuf>,
+    /// Threads given to the peers (match the cores burn uses).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Only these posterior families (MFVI, MFVI-LRT, MFVI-Flipout, Radial, "MC dropout",
+    /// DropConnect, "DropConnect, Gaussian masks", Low-rank, "MFVI, scale-mixture prior",
+    /// "Radial, scale-mixture prior", "MAP (point weights)", "MAP, train-time dropout 0.5",
+    /// "MFVI black-box alpha = 1, K = 4", "BEDL-PAC (CLT moments)", "DVI (CLT moments, ELBO)",
+    /// "MFVI, posterior as prior (VCL)", "Low-rank, posterior as prior (VCL)"); repeatable.
+    /// The deterministic baselines always run.
+    #[arg(long = "method")]
+    pub methods: Vec<String>,
+    /// Architectures (mlp, lenet5); repeatable [default: both].
+    #[arg(long = "net")]
+    pub nets: Vec<String>,
+    /// Kernel paths of the Bayesian rows: fused (the training loop's default), reference (burn
+    /// ops and burn's Adam) or both.
+    #[arg(long, default_value = "fused")]
+    pub kernels: String,
+}
+
+impl PerfArgs {
+    /// The options: architectures and kernel paths parsed, the peers' defaults filled in.
+    ///
+    /// # Errors
+    /// An unknown architecture or kernel path, naming the flag.
+    pub fn options(self) -> Result<PerfOptions, Box<dyn Error>> {
+        Ok(PerfOptions {
+            nets: models::parse_nets(&self.nets)?,
+            kernels: models::parse_kernels(&self.kernels)?,
+            steps: self.steps,
+            rounds: self.rounds,
+            seed: self.seed,
+            out: self.out,
+            peer_python: self.peer_python.or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peer/bin/python"))
+            }),
+            peer_dir: self.peer_dir.unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer")
+            }),
+            threads: self.threads,
+            methods: self.methods,
+        })
+    }
 }
 
 /// One measured workload.
@@ -547,184 +625,4 @@ fn peer_round(python: &Path, peer: &Peer, threads: usize) -> Result<f64, String>
         .find_map(|part| part.trim().strip_suffix("ms/step"))
         .and_then(|v| v.trim().parse::<f64>().ok())
         .ok_or_else(|| format!("no 'ms/step' in the output of {}: {text}", script.display()))
-}
-
-/// `perf.md`: one table per architecture, each row's ratio to both deterministic baselines and
-/// (MLP) to bayesian-torch; and `perf.json` with every round.
-fn write_report(
-    folder: &crate::runner::OutFolder,
-    options: &PerfOptions,
-    rows: &[PerfRow],
-    notes: &[String],
-    kept_freed_memory: bool,
-    wall_seconds: f64,
-) -> Result<(), Box<dyn Error>> {
-    let mut table = format!(
-        "# Training-step benchmark\n\nAdam, one posterior sample per step, loss = mean squared error \
-         + KL/60000, random inputs and targets; the black-box α rows: Depeweg's weights, {} joint \
-         weight draws per step with their ln q − ln p, black-box α = 1 with ℓ = −Σ(o − y)², \
-         N = 60000; the MAP rows: bnn-burn's layers with point weights (the KL term is the \
-         N(0, 1) prior's negative log density), one with train-time dropout of half the dense \
-         layers' hidden units; the BEDL-PAC row: the evidential head trained by CLT moments under the \
-         PAC-Bayes bound of eq. 5.10 (5 draws of the logits' moments), random labels, fused Adam; \
-         the DVI row: the categorical head trained by CLT moments under the ELBO (Taylor logits, \
-         Haußmann's moment weights, whose KL clamps ln σ², prior precision 100), random labels; \
-         the VCL rows: MFVI and the low-rank Gaussian (rank 2) whose prior is a posterior, a mean \
-         and a standard deviation per weight (the initial posterior's, as variational continual \
-         learning takes the last task's). \
-         Backend `{}`, built from revision `{}`; {} rounds of {} steps after \
-         {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
-         peers included). ms/step: the median round; each ratio: the median over rounds of the two \
-         times measured in the same round. Bayesian rows run the fused kernels and fused Adam (the \
-         training loop's default) unless marked reference (burn ops, burn's Adam). Peak heap: the \
-         most bytes live at once while the model was built and warmed up, above those live \
-         before. {}\n",
-        BLACK_BOX_DRAWS,
-        bnn_burn::backend_name(),
-        crate::experiment::git_revision(),
-        options.rounds,
-        options.steps,
-        if kept_freed_memory {
-            "glibc's heap trimming is off in this process (freed memory is kept, not faulted in \
-             again each step)."
-        } else {
-            "The allocator runs with its defaults."
-        }
-    );
-    let ratio = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.2}"));
-    for &net in &options.nets {
-        table.push_str(&format!(
-            "\n## {}\n\n| method | ms/step | × det. (burn Adam) | × det. (fused Adam) | \
-             × bayesian-torch | × PyTorch BEDL-PAC | peak heap (MiB) |\n\
-             |---|---:|---:|---:|---:|---:|---:|\n",
-            net.name()
-        ));
-        let of_net = rows.iter().filter(|r| r.net == net);
-        for r in of_net {
-            let heap = r
-                .peak_heap_bytes
-                .map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
-                .unwrap_or_else(|| "–".into());
-            table.push_str(&format!(
-                "| {} | {:.2} | {} | {} | {} | {} | {} |\n",
-                r.method,
-                r.ms_per_step,
-                ratio(r.vs_deterministic),
-                ratio(r.vs_deterministic_fused_adam),
-                ratio(r.vs_bayesian_torch),
-                ratio(r.vs_torch_bedl_pac),
-                heap
-            ));
-        }
-    }
-    for note in notes {
-        table.push_str(&format!("\n{note}\n"));
-    }
-    folder.write("perf.md", table.as_bytes())?;
-    let extra = serde_json::json!({
-        "warmup": WARMUP,
-        "interleaved_rounds": true,
-        "glibc_trimming_off": kept_freed_memory,
-        "notes": notes,
-    });
-    let record = crate::experiment::record("perf", options, wall_seconds, &rows, extra);
-    folder.write_record("perf.json", &record)?;
-    println!("{table}");
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn perf_measures_every_method_and_writes_its_report() {
-        // The heap counter is process-wide: hold the lock every training test holds, so no
-        // other test allocates or frees inside the measurement.
-        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
-        let dir = std::env::temp_dir().join(format!("bnn-perf-test-{}", std::process::id()));
-        let options = PerfOptions {
-            steps: 1,
-            rounds: 1,
-            seed: 0,
-            out: dir.clone(),
-            peer_python: None,
-            peer_dir: dir.clone(),
-            threads: 2,
-            methods: vec![],
-            nets: vec![Net::Mlp],
-            kernels: vec![Kernels::Fused, Kernels::Reference],
-        };
-        let rows = run(&options).unwrap();
-        // The baselines, then every family, the continual-learning rows, the two point-weight
-        // rows, the black-box α row and the DVI row on both kernels, and the BEDL-PAC row (fused
-        // only).
-        let on_both =
-            bayesian_methods().len() + continual_methods().len() + point_methods().len() + 2;
-        assert_eq!(rows.len(), 2 + 2 * on_both + 1);
-        for r in &rows {
-            assert!(r.ms_per_step > 0.0 && r.ms_per_step.is_finite(), "{r:?}");
-            // Three weight matrices alone are 1.4 MiB of f32; Adam keeps two more copies.
-            assert!(r.peak_heap_bytes.unwrap() > 1 << 20, "{r:?}");
-        }
-        let table = std::fs::read_to_string(dir.join("perf.md")).unwrap();
-        assert!(table.contains("MFVI-LRT (reference)") && table.contains(BASELINE));
-        assert!(table.contains(&format!("{MAP_DROPOUT} (reference)")) && table.contains(MAP));
-        assert!(
-            table.contains(&format!("{BLACK_BOX} (reference)")) && table.contains(BEDL_PAC),
-            "{table}"
-        );
-        assert!(
-            table.contains(&format!("{DVI_MOMENTS} (reference)"))
-                && table.contains(&format!("{CONTINUAL} (reference)"))
-                && table.contains(&format!("{CONTINUAL_LOW_RANK} (reference)")),
-            "{table}"
-        );
-        // Both the table and the record name the build's revision.
-        let revision = crate::experiment::git_revision();
-        assert!(table.contains(&format!("revision `{revision}`")), "{table}");
-        let json = std::fs::read_to_string(dir.join("perf.json")).unwrap();
-        let record: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(record["git_revision"], revision.as_str());
-        assert_eq!(record["results"].as_array().unwrap().len(), rows.len());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn the_lenet5_workload_runs_and_bad_options_are_refused_before_any_work() {
-        let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 0);
-        let dir = std::env::temp_dir().join(format!("bnn-perf-lenet-{}", std::process::id()));
-        let mut options = PerfOptions {
-            steps: 1,
-            rounds: 1,
-            seed: 0,
-            out: dir.clone(),
-            peer_python: None,
-            peer_dir: dir.clone(),
-            threads: 2,
-            methods: vec!["mfvi".into(), BEDL_PAC.to_lowercase()],
-            nets: vec![Net::LeNet5],
-            kernels: vec![Kernels::Fused],
-        };
-        let rows = run(&options).unwrap();
-        assert_eq!(rows.len(), 4);
-        assert!(
-            rows.iter()
-                .all(|r| r.net == Net::LeNet5 && r.ms_per_step > 0.0)
-        );
-        options.methods = vec!["MFVI".into(), "Bogus".into()];
-        let err = run(&options).unwrap_err().to_string();
-        assert!(err.contains("'Bogus'") && err.contains("MFVI-LRT"), "{err}");
-        options.methods = vec!["MFVI".into()];
-        options.threads = 0;
-        let err = run(&options).unwrap_err().to_string();
-        assert!(err.contains("--threads"), "{err}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn median_of_even_and_odd_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-    }
 }
