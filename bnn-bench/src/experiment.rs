@@ -170,26 +170,35 @@ pub fn refuse_repeats<'a>(
 ) -> Result<(), String> {
     let names: Vec<&str> = names.into_iter().collect();
     for (i, n) in names.iter().enumerate() {
-        if names[..i].iter().any(|o| o.eq_ignore_ascii_case(n)) {
+        if names[..i].iter().any(|o| same_name(o, n)) {
             return Err(format!("{flag} {n:?} is given twice; give each once"));
         }
     }
     Ok(())
 }
 
-/// The entries of `all` named by `names` (case-insensitive), in the order given; all of them
-/// when `names` is empty. Two entries of one name (a user's catalogue beside the built-in
-/// one) are an error, as is an unknown name (listing the known ones).
+/// Whether two method names are the same on a command line: up to case, spaces, `-` and
+/// `_`, with `alpha` for `α` (`"BNN+LV alpha=0.5"` is `"BNN+LV α=0.5"`, `mc-dropout` is
+/// `"MC dropout"`).
+pub fn same_name(a: &str, b: &str) -> bool {
+    let norm = |s: &str| {
+        s.to_lowercase()
+            .replace("alpha", "α")
+            .replace([' ', '-', '_'], "")
+    };
+    norm(a) == norm(b)
+}
+
+/// The entries of `all` named by `names` ([`same_name`]), in the order given; all of them when
+/// `names` is empty. Two entries of one name (a user's catalogue beside the built-in one) are
+/// an error, as is an unknown name (listing the known ones).
 pub fn select<'a, T>(
     all: &'a [T],
     names: &[String],
     name_of: impl Fn(&T) -> &str,
 ) -> Result<Vec<&'a T>, String> {
     for (i, m) in all.iter().enumerate() {
-        if all[..i]
-            .iter()
-            .any(|o| name_of(o).eq_ignore_ascii_case(name_of(m)))
-        {
+        if all[..i].iter().any(|o| same_name(name_of(o), name_of(m))) {
             return Err(format!("two methods are named {:?}", name_of(m)));
         }
     }
@@ -200,7 +209,7 @@ pub fn select<'a, T>(
         .iter()
         .map(|name| {
             all.iter()
-                .find(|m| name_of(m).eq_ignore_ascii_case(name))
+                .find(|m| same_name(name_of(m), name))
                 .ok_or_else(|| {
                     let known: Vec<_> = all.iter().map(&name_of).collect();
                     format!("unknown method {name:?}; known: {}", known.join(", "))
@@ -304,6 +313,10 @@ mod tests {
             err.contains("\"VBP\"") && err.contains("MAP, MC dropout, Radial"),
             "{err}"
         );
+        // ASCII for α, and spaces or hyphens as the user types them.
+        let greek = ["BNN+LV α=0.5", "MC dropout"];
+        let picked = select(&greek, &names(&["bnn+lv alpha=0.5", "mc-dropout"]), |s| s).unwrap();
+        assert_eq!(picked, vec![&"BNN+LV α=0.5", &"MC dropout"]);
         // Names are unique up to case, selected or not.
         let twice = ["MAP", "Radial", "map"];
         let err = select(&twice, &names(&["Radial"]), |s| s).unwrap_err();

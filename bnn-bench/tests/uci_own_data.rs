@@ -29,16 +29,11 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
         .lines()
         .find(|l| l.starts_with("| myLinearSet |"))
         .unwrap_or_else(|| panic!("no row for the set:\n{md}"));
-    // Our MFVI cell, then only "–" in the published columns.
+    // Our MFVI cell and no published columns (a user's set has none), nor their sources.
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     assert!(cells[3].contains('±'), "{row}");
-    assert!(
-        cells[4..]
-            .iter()
-            .filter(|c| !c.is_empty())
-            .all(|c| *c == "–"),
-        "{row}"
-    );
+    assert_eq!(cells.len(), 5, "{row}");
+    assert!(!md.contains("Sources:") && !md.contains("PBP"), "{md}");
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("uci.json")).unwrap()).unwrap();
     let result = &record["results"][0];
@@ -139,6 +134,84 @@ fn the_protocol_runs_on_a_users_folder_without_published_columns() {
     assert!(
         stderr.contains(&base.display().to_string()) && stderr.contains("data/data.txt"),
         "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Runs `bnn-bench uci` on `set` with `args`; returns (success, stderr).
+fn uci(set: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
+        .args(["uci", "--dataset"])
+        .arg(set)
+        .args(args)
+        .output()
+        .expect("bnn-bench runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// A method needs only the files it uses: without Gal's grid files the other methods run and
+/// MC dropout is refused before any work, naming the files; a τ grid written for other units
+/// (a noise std far below the targets') is run, and the report says so.
+#[test]
+fn mc_dropout_alone_needs_the_grid_and_a_grid_in_other_units_is_reported() {
+    let base = std::env::temp_dir().join(format!("bnn-uci-grid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let set = base.join("noGrid");
+    write_set(&set);
+    std::fs::remove_file(set.join("data/tau_values.txt")).unwrap();
+    let out = base.join("out");
+    let out_arg = out.to_str().unwrap();
+    let (ok, err) = uci(
+        &set,
+        &[
+            "--method", "MFVI", "--splits", "1", "--epochs", "2", "--out", out_arg,
+        ],
+    );
+    assert!(ok, "{err}");
+    let dropout_out = base.join("dropout");
+    let (ok, err) = uci(
+        &set,
+        &[
+            "--method",
+            "mc-dropout",
+            "--out",
+            dropout_out.to_str().unwrap(),
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("tau_values.txt") && err.contains("noGrid") && err.contains("precision"),
+        "{err}"
+    );
+    assert!(!dropout_out.exists(), "work started: {err}");
+    // τ from 10¹⁰ to 10¹²: noise stds of 10⁻⁵ to 10⁻⁶ for targets of spread ≈ 2.6.
+    std::fs::write(set.join("data/tau_values.txt"), "1e10\n1e12\n").unwrap();
+    let (ok, err) = uci(
+        &set,
+        &[
+            "--method",
+            "MC dropout",
+            "--splits",
+            "1",
+            "--epochs",
+            "1",
+            "--quick",
+            "--out",
+            out_arg,
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("warning: noGrid: MC dropout's τ grid"),
+        "{err}"
+    );
+    let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
+    assert!(
+        md.contains("## Warnings") && md.contains("targets' original units"),
+        "{md}"
     );
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -83,7 +83,7 @@ fn a_users_own_method_runs_under_the_protocol() {
     let mean = (expected_ll(&set, 0) + expected_ll(&set, 1)) / 2.0;
     let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
     assert!(
-        md.contains("| Constant |") && md.contains(&format!("| {mean:.2} ± ")),
+        md.contains("| Constant |") && md.contains(&format!("| {mean:.3} ± ")),
         "{md}"
     );
 

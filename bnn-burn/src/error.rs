@@ -102,3 +102,55 @@ impl Check {
         }
     }
 }
+
+/// Data that does not fit a model, named by its part (inputs or targets) and, where there is
+/// one, its row. Returned before any work by training ([`crate::train::TrainError::Mismatch`])
+/// and prediction ([`crate::predict::PredictError::Mismatch`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataMismatch {
+    /// No rows.
+    #[error("the {part} have no rows: give at least one")]
+    Empty {
+        /// `"inputs"` or `"targets"`.
+        part: &'static str,
+    },
+    /// Rows of another shape than the model takes.
+    #[error(
+        "the {part} have rows of shape {found:?}, and the model takes rows of shape {expected:?}"
+    )]
+    Shape {
+        /// `"inputs"` or `"targets"`.
+        part: &'static str,
+        /// The shape of a row the model takes.
+        expected: Vec<usize>,
+        /// The shape of the rows given.
+        found: Vec<usize>,
+    },
+    /// A class label outside the model's classes.
+    #[error(
+        "target row {row} (0-based) holds the class label {label}, and the model has {classes} \
+         classes (labels 0 to {})",
+        classes.saturating_sub(1)
+    )]
+    Label {
+        /// The first such row.
+        row: usize,
+        /// Its label.
+        label: i64,
+        /// The model's classes.
+        classes: usize,
+    },
+    /// Another number of rows than a per-row table holds (BNN+LV's latents).
+    #[error(
+        "the {part} have {found} rows, and the model's per-row latent table holds {expected}: \
+         build the model for this training set (BnnLvConfig::init with {found} rows)"
+    )]
+    Rows {
+        /// `"inputs"`.
+        part: &'static str,
+        /// Rows of the table.
+        expected: usize,
+        /// Rows given.
+        found: usize,
+    },
+}

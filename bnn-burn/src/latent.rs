@@ -242,6 +242,15 @@ pub enum LatentPosterior {
 }
 
 impl LatentPosterior {
+    /// Rows of a table (the training set it was built for); `None` for the encoder, which
+    /// takes any rows.
+    pub fn table_rows(&self) -> Option<usize> {
+        match self {
+            Self::Table(t) => Some(t.rows()),
+            Self::Encoder(_) => None,
+        }
+    }
+
     /// Latent dimensions `d_z`.
     pub fn d_latent(&self) -> usize {
         match self {

@@ -149,9 +149,11 @@ pub struct UciMeta {
     pub n_hidden: usize,
     /// Training epochs of Gal's experiments (× 10 in the paper's long runs).
     pub n_epochs: usize,
-    /// Gal's dropout-rate grid.
+    /// Gal's dropout-rate grid (empty without `dropout_rates.txt`: MC dropout's alone).
     pub dropout_rates: Vec<f64>,
-    /// Gal's model-precision (τ) grid.
+    /// Gal's model-precision grid: τ is the precision of the Gaussian noise in the targets'
+    /// original units (1/σ², σ in target units), as Gal's code reads it (empty without
+    /// `tau_values.txt`: MC dropout's alone).
     pub tau_values: Vec<f64>,
 }
 
@@ -236,12 +238,29 @@ fn lines<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<(usize, &'a str)>, Data
 
 fn parse_number(field: &str, path: &Path, line: usize, column: usize) -> Result<f64, DataError> {
     match field.parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(v),
+        // Beyond f32's range a value becomes infinite in a tensor: refused here, by name.
+        Ok(v) if v.is_finite() && v.abs() <= f64::from(f32::MAX) => Ok(v),
         _ => Err(parse_error(
             path,
             line,
-            format!("a finite number in field {column}"),
+            format!("a finite number within f32's range (±3.4e38) in field {column}"),
             excerpt(field),
+        )),
+    }
+}
+
+/// Refuses a file whose last line does not end: a file cut short ends inside its last row,
+/// which would still parse (a number cut to fewer digits).
+fn require_final_newline(bytes: &[u8], path: &Path) -> Result<(), DataError> {
+    match bytes.is_empty() || bytes.ends_with(b"\n") {
+        true => Ok(()),
+        false => Err(parse_error(
+            path,
+            bytes.split(|&b| b == b'\n').count(),
+            "a newline at the end of the last line (a file cut short ends inside it; if the \
+             line is whole, end the file with a newline)"
+                .into(),
+            "the file's end".into(),
         )),
     }
 }
@@ -381,9 +400,9 @@ impl UciData {
 
     /// Loads a data set of the user's in the `UciDataset` layout: `dir` is the set's folder
     /// (holding `data/`) or its `data/` folder itself, with `data.txt`, `index_features.txt`,
-    /// `index_target.txt`, `n_splits.txt`, `n_hidden.txt`, `n_epochs.txt`,
-    /// `dropout_rates.txt`, `tau_values.txt` and `index_{train,test}_k.txt`. Its name in tables
-    /// is the set's folder name.
+    /// `index_target.txt`, `n_splits.txt`, `n_hidden.txt`, `n_epochs.txt` and
+    /// `index_{train,test}_k.txt` (and for MC dropout's grid `dropout_rates.txt` and
+    /// `tau_values.txt`). Its name in tables is the set's folder name.
     ///
     /// # Errors
     /// [`DataError::NotADataSet`] when `dir` has neither `data.txt` nor `data/data.txt` (the
@@ -409,8 +428,8 @@ impl UciData {
                 expected: format!(
                     "data.txt or data/data.txt with the other files of the UCI_Datasets layout \
                      (index_features.txt, index_target.txt, n_splits.txt, n_hidden.txt, \
-                     n_epochs.txt, dropout_rates.txt, tau_values.txt, index_train_0.txt, …; \
-                     see {UCI_URL})"
+                     n_epochs.txt, index_train_0.txt, …, and for MC dropout \
+                     dropout_rates.txt and tau_values.txt; see {UCI_URL})"
                 ),
             });
         };
@@ -433,7 +452,9 @@ impl UciData {
     fn read_dir(dataset: Option<UciDataset>, name: String, dir: &Path) -> Result<Self, DataError> {
         let file = |name: &str| dir.join(name);
         let data_path = file("data.txt");
-        let (table, width) = parse_table(&read(&data_path)?, &data_path)?;
+        let data_bytes = read(&data_path)?;
+        require_final_newline(&data_bytes, &data_path)?;
+        let (table, width) = parse_table(&data_bytes, &data_path)?;
         let n_rows = table.len() / width;
 
         let feat_path = file("index_features.txt");
@@ -469,20 +490,41 @@ impl UciData {
         }
         let data = RegressionData::new(x, y, feature_columns.len(), 1)?;
 
+        // Each count at least 1, naming its file.
         let scalar = |name: &str| {
             let p = file(name);
-            parse_scalar(&read(&p)?, &p)
+            match parse_scalar(&read(&p)?, &p)? {
+                0 => Err(parse_error(&p, 1, "a positive integer".into(), "0".into())),
+                n => Ok(n),
+            }
         };
-        let list = |name: &str| {
+        // Gal's grids are MC dropout's alone: a folder without them is a data set for the
+        // other methods (empty grids), and each value is checked against its range.
+        let grid = |name: &str, ok: fn(f64) -> bool, range: &str| {
             let p = file(name);
-            parse_list(&read(&p)?, &p)
+            if !p.exists() {
+                return Ok(Vec::new());
+            }
+            let values = parse_list(&read(&p)?, &p)?;
+            match values.iter().position(|&v| !ok(v)) {
+                None => Ok(values),
+                Some(i) => Err(parse_error(&p, i + 1, range.into(), values[i].to_string())),
+            }
         };
         let meta = UciMeta {
             n_splits: scalar("n_splits.txt")?,
             n_hidden: scalar("n_hidden.txt")?,
             n_epochs: scalar("n_epochs.txt")?,
-            dropout_rates: list("dropout_rates.txt")?,
-            tau_values: list("tau_values.txt")?,
+            dropout_rates: grid(
+                "dropout_rates.txt",
+                |p| (0.0..1.0).contains(&p),
+                "a dropout rate in [0, 1)",
+            )?,
+            tau_values: grid(
+                "tau_values.txt",
+                |t| t > 0.0,
+                "a model precision τ > 0 (in 1 / the targets' units squared)",
+            )?,
         };
         Ok(Self {
             dataset,
@@ -525,6 +567,7 @@ impl UciData {
         for (which, name) in [(0, "train"), (1, "test")] {
             let path = self.dir.join(format!("index_{name}_{k}.txt"));
             let bytes = read(&path)?;
+            require_final_newline(&bytes, &path)?;
             for (line, text) in lines(&bytes, &path)? {
                 let i = parse_index(text, &path, line, n)?;
                 if let Some((f, l)) = seen[i] {
@@ -688,7 +731,40 @@ pub(crate) mod tests {
     /// Each corruption names the file, the line, what was expected and what was found.
     #[test]
     fn bad_files_are_errors_with_file_line_expected_and_found() {
-        let cases: [(&str, &str, &str, &[&str]); 7] = [
+        let cases: [(&str, &str, &str, &[&str]); 14] = [
+            // Cut short inside the last row's last field: it would parse as another number.
+            (
+                "data.txt",
+                "1 2 3 4\n5 6 7 8",
+                "data.txt",
+                &["line 2", "newline at the end", "cut short"],
+            ),
+            (
+                "data.txt",
+                "1 2 3 4\n5 6 7e39 8\n",
+                "data.txt",
+                &["line 2", "field 3", "f32's range", "'7e39'"],
+            ),
+            (
+                "n_hidden.txt",
+                "0\n",
+                "n_hidden.txt",
+                &["positive integer", "0"],
+            ),
+            ("n_epochs.txt", "0\n", "n_epochs.txt", &["positive integer"]),
+            ("n_splits.txt", "0\n", "n_splits.txt", &["positive integer"]),
+            (
+                "dropout_rates.txt",
+                "0.05\n1.5\n",
+                "dropout_rates.txt",
+                &["line 2", "[0, 1)", "1.5"],
+            ),
+            (
+                "tau_values.txt",
+                "0.1\n-2\n",
+                "tau_values.txt",
+                &["line 2", "τ > 0", "-2"],
+            ),
             (
                 "data.txt",
                 "1 2 3 4\n5 6 x 8\n",
@@ -755,8 +831,20 @@ pub(crate) mod tests {
             e.ends_with("line 2: expected 4 fields (as in the first row), found 1 field"),
             "{e}"
         );
-        // Split files: past the end, not a number, listed twice, in both files.
-        let split_cases: [(&str, &str, &[&str]); 4] = [
+        // Without Gal's grid files the set loads, its grids empty (MC dropout's alone).
+        let t = TempDir::new("uci-grids");
+        write_fixture(&t.0);
+        std::fs::remove_file(t.0.join("tau_values.txt")).unwrap();
+        std::fs::remove_file(t.0.join("dropout_rates.txt")).unwrap();
+        let d = UciData::load_dir(UciDataset::Boston, &t.0).unwrap();
+        assert!(d.meta.tau_values.is_empty() && d.meta.dropout_rates.is_empty());
+        // Split files: cut short, past the end, not a number, listed twice, in both files.
+        let split_cases: [(&str, &str, &[&str]); 5] = [
+            (
+                "index_test_0.txt",
+                "8\n9",
+                &["line 2", "newline at the end"],
+            ),
             ("index_test_0.txt", "8\n10\n", &["line 2", "below 10", "10"]),
             ("index_test_0.txt", "8\n-1\n", &["line 2", "'-1'"]),
             ("index_test_0.txt", "8\n8\n", &["line 2", "row 8"]),

@@ -316,7 +316,7 @@ fn validate(options: &PerfOptions) -> Result<(), Box<dyn Error>> {
     known.push(DVI_MOMENTS);
     known.extend(continual_methods().map(|(name, _)| name));
     for m in &options.methods {
-        if !known.iter().any(|k| k.eq_ignore_ascii_case(m)) {
+        if !known.iter().any(|k| crate::experiment::same_name(k, m)) {
             return Err(format!(
                 "perf: unknown --method '{m}'; known methods: {}",
                 known.join(", ")
@@ -344,7 +344,11 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         options.steps
     );
     let wanted = |name: &str| {
-        options.methods.is_empty() || options.methods.iter().any(|m| m.eq_ignore_ascii_case(name))
+        options.methods.is_empty()
+            || options
+                .methods
+                .iter()
+                .any(|m| crate::experiment::same_name(m, name))
     };
     let python = match &options.peer_python {
         Some(python) if python.exists() => Some(python.clone()),

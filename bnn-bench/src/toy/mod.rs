@@ -173,7 +173,7 @@ pub fn run_with(
     let runner = &options.run;
     runner.check()?;
     let all = methods;
-    if let Some(m) = all.iter().find(|m| m.name.eq_ignore_ascii_case(BNN_LV)) {
+    if let Some(m) = all.iter().find(|m| experiment::same_name(m.name, BNN_LV)) {
         return Err(format!(
             "a method is named {:?}, the name of the toy's own {BNN_LV} fit: rename it",
             m.name
@@ -182,7 +182,7 @@ pub fn run_with(
     }
     experiment::refuse_repeats("--method", options.methods.iter().map(String::as_str))?;
     // BNN+LV is fitted by its own path (lv): picked by name beside the catalogue's methods.
-    let is_lv = |m: &String| m.eq_ignore_ascii_case(BNN_LV);
+    let is_lv = |m: &String| experiment::same_name(m, BNN_LV);
     let want_lv = options.methods.is_empty() || options.methods.iter().any(is_lv);
     let others: Vec<String> = options
         .methods

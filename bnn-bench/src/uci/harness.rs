@@ -84,6 +84,8 @@ pub(crate) struct UciHarness<'a> {
     pub(crate) options: &'a UciOptions,
     pub(crate) methods: Vec<&'a dyn UciMethod>,
     pub(crate) sets: Vec<LoadedSet>,
+    /// What the report should say about settings that look wrong for the data.
+    pub(crate) warnings: Vec<String>,
 }
 
 impl UciHarness<'_> {
@@ -232,6 +234,6 @@ impl Harness for UciHarness<'_> {
         wall_seconds: f64,
     ) -> Result<(), Box<dyn Error>> {
         let results: Vec<MethodResult> = rows.iter().map(|f| f.row.clone()).collect();
-        write_report(self.options, &results, wall_seconds, out)
+        write_report(self.options, &results, wall_seconds, &self.warnings, out)
     }
 }

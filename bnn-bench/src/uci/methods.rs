@@ -13,6 +13,23 @@ pub trait UciMethod {
     fn budget(&self, d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions) -> Budget {
         budget(d, meta, n_train, options)
     }
+
+    /// Checks, before any work, that `data` holds what the method needs beyond the rows and
+    /// splits (MC dropout: Gal's grid files). The default needs nothing more.
+    ///
+    /// # Errors
+    /// What is missing, naming the folder and files.
+    fn check(&self, data: &UciData) -> Result<(), String> {
+        let _ = data;
+        Ok(())
+    }
+
+    /// What the report should say about this method on `data` (settings that look wrong for
+    /// the data, such as a noise grid far from the targets' scale): one line each.
+    fn warnings(&self, data: &UciData) -> Vec<String> {
+        let _ = data;
+        Vec::new()
+    }
 }
 
 /// Every registered method, in table order.
@@ -351,6 +368,14 @@ pub const GAL_TEST_PASSES: usize = 10_000;
 pub const GAL_EPOCH_MULTIPLIER: usize = 100;
 
 impl GalDropout {
+    /// The noise standard deviations `1/√τ` of the τ grid, smallest first, in the targets'
+    /// original units (Gal's τ is a precision in those units, not in standardised ones).
+    pub fn grid_noise_stds(meta: &UciMeta) -> Vec<f64> {
+        let mut stds: Vec<f64> = meta.tau_values.iter().map(|t| 1.0 / t.sqrt()).collect();
+        stds.sort_by(f64::total_cmp);
+        stds
+    }
+
     /// Fits one (p, τ) on `eval.train` and scores it on `eval`'s test rows.
     fn fit_and_score(
         &self,
@@ -393,6 +418,51 @@ pub fn on_grid_edge(value: f64, grid: &[f64]) -> bool {
 impl UciMethod for GalDropout {
     fn name(&self) -> &'static str {
         "MC dropout"
+    }
+
+    fn check(&self, data: &UciData) -> Result<(), String> {
+        if data.meta.dropout_rates.is_empty() || data.meta.tau_values.is_empty() {
+            return Err(format!(
+                "{}: MC dropout searches Gal's grid of dropout rates and model precisions, and \
+                 {} has no {}; add them (one value per line; τ is a precision in 1 / the \
+                 targets' units squared) or run the other methods",
+                data.name,
+                data.dir.display(),
+                match (
+                    data.meta.dropout_rates.is_empty(),
+                    data.meta.tau_values.is_empty()
+                ) {
+                    (true, true) => "dropout_rates.txt or tau_values.txt",
+                    (true, false) => "dropout_rates.txt",
+                    _ => "tau_values.txt",
+                }
+            ));
+        }
+        Ok(())
+    }
+
+    fn warnings(&self, data: &UciData) -> Vec<String> {
+        // The scale the grid should reach: the targets' spread (all rows, original units).
+        let y = &data.data.y;
+        let n = y.len().max(1) as f64;
+        let mean = y.iter().sum::<f64>() / n;
+        let spread = (y.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let stds = Self::grid_noise_stds(&data.meta);
+        let (Some(&lo), Some(&hi)) = (stds.first(), stds.last()) else {
+            return Vec::new();
+        };
+        // A noise std within 1/1000 to 10 times the targets' spread is plausible; a grid
+        // wholly outside it was written for other units (standardised targets, most often).
+        if hi >= spread / 1000.0 && lo <= spread * 10.0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "{}: MC dropout's τ grid implies noise standard deviations 1/√τ from {lo:.3e} to \
+             {hi:.3e} in the targets' units, where the targets' standard deviation is \
+             {spread:.3e}: τ is a precision in the targets' original units (tau_values.txt), \
+             and this grid looks written for other units; its test LL is not comparable",
+            data.name
+        )]
     }
 
     /// [`GAL_EPOCH_MULTIPLIER`] × the protocol's epochs at batch 128, Adam at 10⁻³, 10 000

@@ -451,10 +451,22 @@ pub fn run_with(
         .iter()
         .map(|d| harness::LoadedSet::load(d, &root, options))
         .collect::<Result<Vec<_>, _>>()?;
+    // What a method needs beyond rows and splits, and settings that look wrong for the data.
+    let mut warnings = Vec::new();
+    for set in &sets {
+        for m in &methods {
+            m.check(&set.data)?;
+            warnings.extend(m.warnings(&set.data));
+        }
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     let harness = harness::UciHarness {
         options,
         methods,
         sets,
+        warnings,
     };
     let rows = crate::runner::run(&harness, runner)?;
     Ok(rows.into_iter().map(|f| f.row).collect())

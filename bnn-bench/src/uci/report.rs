@@ -75,8 +75,12 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         }
         m
     };
-    let published = uci_published::all();
     let sets = sets_in(results);
+    // Published columns only where a row is one of the 9 sets: a user's own sets have none.
+    let published = match sets.iter().any(|d| d.builtin().is_some()) {
+        true => uci_published::all(),
+        false => Vec::new(),
+    };
     let splits = options
         .splits
         .map(|s| s.to_string())
@@ -148,7 +152,7 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         "Test log-likelihood (higher is better)",
         &|r| r.ll(),
         &|p, i| p.test_ll[i],
-        2,
+        3,
     );
     md += &table(
         "Test RMSE (lower is better)",
@@ -219,6 +223,9 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         );
         md += &ztable("Test RMSE:", &|r| r.rmse(), &|p, i| p.test_rmse[i], false);
     }
+    if published.is_empty() {
+        return md;
+    }
     md += "\nSources: ";
     md += &published
         .iter()
@@ -277,10 +284,17 @@ pub(crate) fn write_report(
     options: &UciOptions,
     results: &[MethodResult],
     wall: f64,
+    warnings: &[String],
     out: &crate::runner::OutFolder,
 ) -> Result<(), Box<dyn Error>> {
     check_results(results)?;
-    let md = markdown(options, results, wall);
+    let mut md = markdown(options, results, wall);
+    if !warnings.is_empty() {
+        md += "\n## Warnings\n\n";
+        for w in warnings {
+            md += &format!("- {w}\n");
+        }
+    }
     out.write_record("uci.json", &record(options, results, wall))?;
     out.write("uci.md", md.as_bytes())?;
     out.write("uci.svg", plot(results)?.as_bytes())?;
@@ -357,6 +371,6 @@ pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box
         },
     };
     let folder = crate::runner::OutFolder::open(out, "--out")?;
-    write_report(&options, &rows, wall, &folder)?;
+    write_report(&options, &rows, wall, &[], &folder)?;
     Ok(rows)
 }

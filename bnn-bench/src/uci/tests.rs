@@ -204,7 +204,7 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
     assert!(!md.contains(" ep.)"), "{md}");
     // A row trained for another epoch count than the set's other rows says so in its cell.
     let md = markdown(&o, &[vbp_long, map.clone(), map], 1.0);
-    assert!(md.contains("-1.00 ± 0.00 (4000 ep.)"), "{md}");
+    assert!(md.contains("-1.000 ± 0.000 (4000 ep.)"), "{md}");
 }
 
 #[test]
@@ -330,16 +330,19 @@ fn a_single_split_has_no_standard_error_and_no_z_score() {
     let md = markdown(&o, &[row("MC dropout", &[-2.3])], 1.0);
     assert!(md.contains("1 split per set,"), "{md}");
     assert!(
-        md.contains("| -2.30 ± – |") && md.contains("| 3.000 ± – |"),
+        md.contains("| -2.300 ± – |") && md.contains("| 3.000 ± – |"),
         "{md}"
     );
-    assert!(!md.contains("± 0.00 |"), "{md}");
+    assert!(
+        !md.contains("± 0.00 |") && !md.contains("± 0.000 |"),
+        "{md}"
+    );
     // No z for the row, so no z table at all; two splits bring it back.
     assert!(!md.contains("vs MC dropout (Gal, updated)"), "{md}");
     o.splits = Some(2);
     let md = markdown(&o, &[boston_row(&o, "MC dropout", &[-2.3, -2.5])], 1.0);
     assert!(
-        md.contains("2 splits per set,") && md.contains("| -2.40 ± 0.10 |"),
+        md.contains("2 splits per set,") && md.contains("| -2.400 ± 0.100 |"),
         "{md}"
     );
     assert!(
@@ -423,7 +426,7 @@ fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
     let rows = combine(&[a.clone(), b], &out).unwrap();
     assert_eq!(rows.len(), 2);
     let md = std::fs::read_to_string(out.join("uci.md")).unwrap();
-    assert!(md.contains("-2.50 ± –") && !md.contains("-9.00"), "{md}");
+    assert!(md.contains("-2.500 ± –") && !md.contains("-9.000"), "{md}");
     // Each row keeps the build that produced it.
     assert!(
         md.contains("`r1`: boston / MAP; `r2`: boston / MC dropout."),

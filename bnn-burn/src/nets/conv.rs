@@ -6,7 +6,7 @@
 
 use super::{Bnn, Body, MlpBody, MlpConfig};
 use crate::dist::Moments;
-use crate::error::{Check, ConfigError};
+use crate::error::{Check, ConfigError, DataMismatch};
 use crate::layers::{
     BayesianConv2d, BayesianConv2dConfig, Conv2dGeometry, LayerDraw, Pass, Pool, WeightConfig,
 };
@@ -259,7 +259,8 @@ impl ConvNetConfig {
 }
 
 impl ConvBody {
-    fn check_input(&self, x: &Tensor<4>) {
+    /// Inside a forward pass, a shape the entry points' checks let through is a bug.
+    fn assert_input(&self, x: &Tensor<4>) {
         let [_, c, h, w] = x.dims();
         assert!(
             [c, h, w] == self.input,
@@ -276,7 +277,7 @@ impl Body for ConvBody {
     type Input = Tensor<4>;
 
     fn features(&self, x: Tensor<4>, pass: &mut Pass) -> Tensor<3> {
-        self.check_input(&x);
+        self.assert_input(&x);
         let b = x.dims()[0];
         let s = pass.samples();
         let mut z = x.unsqueeze::<5>().repeat_dim(0, s);
@@ -291,7 +292,7 @@ impl Body for ConvBody {
     }
 
     fn feature_moments(&self, x: Tensor<4>, pass: &mut Pass) -> Result<Moments<3>, Unsupported> {
-        self.check_input(&x);
+        self.assert_input(&x);
         let b = x.dims()[0];
         let mut m = Moments::deterministic(x.unsqueeze::<5>());
         for block in &self.blocks {
@@ -310,6 +311,18 @@ impl Body for ConvBody {
 
     fn feature_dim(&self) -> usize {
         self.dense.feature_dim()
+    }
+
+    fn check_input(&self, x: &Tensor<4>) -> Result<(), DataMismatch> {
+        let [_, c, h, w] = x.dims();
+        match [c, h, w] == self.input {
+            true => Ok(()),
+            false => Err(DataMismatch::Shape {
+                part: "inputs",
+                expected: self.input.to_vec(),
+                found: vec![c, h, w],
+            }),
+        }
     }
 
     fn draw(&self) -> Vec<LayerDraw> {

@@ -13,7 +13,7 @@
 //! `logsumexp` beside the weights' ratio (eq. 3.15, one tied site per row).
 
 use super::{Bnn, MlpBody, MlpConfig};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, DataMismatch};
 use crate::latent::{LatentConfig, LatentPosterior, TargetFeatures};
 use crate::layers::{Pass, WeightConfig};
 use crate::likelihood::{GaussianLikelihood, Likelihood};
@@ -179,6 +179,27 @@ where
     type Input = Tensor<2>;
     type Target = L::Target;
 
+    fn check_data(&self, x: &Tensor<2>, target: &L::Target) -> Result<(), DataMismatch> {
+        if x.dims()[1] != self.d_input() {
+            return Err(DataMismatch::Shape {
+                part: "inputs",
+                expected: vec![self.d_input()],
+                found: vec![x.dims()[1]],
+            });
+        }
+        if let Some(rows) = self.latents.table_rows()
+            && rows != x.dims()[0]
+        {
+            return Err(DataMismatch::Rows {
+                part: "inputs",
+                expected: rows,
+                found: x.dims()[0],
+            });
+        }
+        let [_, outputs] = self.net.head.shape();
+        target.check_as_target(outputs / self.net.likelihood.outputs_per_target().max(1))
+    }
+
     fn step(
         &self,
         batch: Minibatch<Tensor<2>, L::Target>,
@@ -239,6 +260,17 @@ impl<L: Likelihood> Predict for BnnLv<L> {
     /// `K` joint draws of the weights and of `z* ~ N(0, γ)`: the mixture predictive.
     fn predict(&self, x: Tensor<2>, mode: PredictMode) -> Result<L::Prediction, PredictError> {
         let _flushed = crate::device::SubnormalsFlushed::enter();
+        if x.dims()[0] == 0 {
+            return Err(DataMismatch::Empty { part: "inputs" }.into());
+        }
+        if x.dims()[1] != self.d_input() {
+            return Err(DataMismatch::Shape {
+                part: "inputs",
+                expected: vec![self.d_input()],
+                found: vec![x.dims()[1]],
+            }
+            .into());
+        }
         if let Some(row) = x.first_non_finite() {
             return Err(PredictError::NonFiniteInput { row });
         }
@@ -256,6 +288,7 @@ impl<L: Likelihood> Predict for BnnLv<L> {
         };
         let z = self.prior_latents(samples, x.dims()[0], &x.device());
         let out = self.forward(x, z, &mut Pass::predict(samples));
+        super::check_outputs_finite(out.clone())?;
         Ok(self.net.likelihood.predict(out))
     }
 }

@@ -2,7 +2,7 @@
 
 use super::{Bnn, Body};
 use crate::dist::Moments;
-use crate::error::{Check, ConfigError};
+use crate::error::{Check, ConfigError, DataMismatch};
 use crate::fused::Kernels;
 use crate::layers::{
     Activation, BayesianLinear, BayesianLinearConfig, LayerDraw, Pass, WeightConfig,
@@ -189,7 +189,8 @@ impl MlpBody {
         Ok(m)
     }
 
-    fn check_input(&self, dims: [usize; 2]) {
+    /// Inside a forward pass, a shape the entry points' checks let through is a bug.
+    fn assert_input(&self, dims: [usize; 2]) {
         let [b, d] = dims;
         assert!(
             d == self.d_input,
@@ -203,17 +204,28 @@ impl Body for MlpBody {
     type Input = Tensor<2>;
 
     fn features(&self, x: Tensor<2>, pass: &mut Pass) -> Tensor<3> {
-        self.check_input(x.dims());
+        self.assert_input(x.dims());
         self.propagate(x.unsqueeze::<3>().repeat_dim(0, pass.samples()), pass)
     }
 
     fn feature_moments(&self, x: Tensor<2>, pass: &mut Pass) -> Result<Moments<3>, Unsupported> {
-        self.check_input(x.dims());
+        self.assert_input(x.dims());
         self.propagate_moments(Moments::deterministic(x.unsqueeze::<3>()), pass)
     }
 
     fn feature_dim(&self) -> usize {
         self.layers.last().map_or(self.d_input, |l| l.shape()[1])
+    }
+
+    fn check_input(&self, x: &Tensor<2>) -> Result<(), DataMismatch> {
+        match x.dims()[1] == self.d_input {
+            true => Ok(()),
+            false => Err(DataMismatch::Shape {
+                part: "inputs",
+                expected: vec![self.d_input],
+                found: vec![x.dims()[1]],
+            }),
+        }
     }
 
     fn draw(&self) -> Vec<LayerDraw> {

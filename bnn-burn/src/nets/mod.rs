@@ -19,7 +19,7 @@ pub use mlp::{MlpBody, MlpConfig};
 pub use moments::{MomentConfig, NoiseRefit, VBP_KL_LOG_VAR_RANGE, moment_weights};
 
 use crate::dist::Moments;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, DataMismatch};
 use crate::layers::{BayesianLinear, LayerDraw, Pass};
 use crate::likelihood::{Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood};
 use crate::objective::{StepRequest, StepTerms};
@@ -55,6 +55,15 @@ pub trait Body: Module + ModuleDisplay + 'static {
 
     /// Feature width `F`.
     fn feature_dim(&self) -> usize;
+
+    /// Checks that `input` has rows of the shape the body takes. The default accepts anything.
+    ///
+    /// # Errors
+    /// [`DataMismatch::Shape`] naming the shapes.
+    fn check_input(&self, input: &Self::Input) -> Result<(), DataMismatch> {
+        let _ = input;
+        Ok(())
+    }
 
     /// One fixed draw of every layer, in the order [`Body::features`] uses them.
     fn draw(&self) -> Vec<LayerDraw>;
@@ -229,6 +238,10 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
         // Subnormals flushed to zero (see `device::flush_subnormals`): the moment pass
         // multiplies small variances together.
         let _flushed = crate::device::SubnormalsFlushed::enter();
+        if input.is_empty() {
+            return Err(DataMismatch::Empty { part: "inputs" }.into());
+        }
+        self.body.check_input(&input)?;
         if let Some(row) = input.first_non_finite() {
             return Err(PredictError::NonFiniteInput { row });
         }
@@ -243,6 +256,8 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
                     reason: why.what,
                 };
                 let m = self.predictive_moments(input).map_err(unsupported)?;
+                let rows = Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1);
+                check_outputs_finite(rows.unsqueeze::<3>())?;
                 return self
                     .likelihood
                     .predict_moments(m, self.moments.predict_logits)
@@ -250,13 +265,34 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
             }
         };
         let out = self.forward(input, &mut Pass::predict(samples));
+        check_outputs_finite(out.clone())?;
         Ok(self.likelihood.predict(out))
+    }
+}
+
+/// Refuses outputs `[S, B, k]` with a NaN or an infinity from finite inputs (an overflow),
+/// naming the first such row.
+pub(crate) fn check_outputs_finite(out: Tensor<3>) -> Result<(), PredictError> {
+    let [s, b, k] = out.dims();
+    let per_row = out.swap_dims(0, 1).reshape([b, s * k]);
+    match crate::host::non_finite_per_row(per_row)
+        .iter()
+        .position(|&n| n > 0.0)
+    {
+        None => Ok(()),
+        Some(row) => Err(PredictError::NonFiniteOutput { row }),
     }
 }
 
 impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
     type Input = B::Input;
     type Target = L::Target;
+
+    fn check_data(&self, input: &B::Input, target: &L::Target) -> Result<(), DataMismatch> {
+        self.body.check_input(input)?;
+        let [_, outputs] = self.head.shape();
+        target.check_as_target(outputs / self.likelihood.outputs_per_target().max(1))
+    }
 
     fn step(
         &self,
@@ -336,3 +372,7 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "bad_input_tests.rs"]
+mod bad_input_tests;

@@ -65,6 +65,20 @@ pub enum PredictError {
         /// The first such row.
         row: usize,
     },
+    /// The inputs do not fit the model (no rows, or rows of another shape).
+    #[error("the inputs do not fit the model: {0}")]
+    Mismatch(#[from] crate::error::DataMismatch),
+    /// A finite input gave a prediction that is not: the network's `f32` arithmetic
+    /// overflowed on it.
+    #[error(
+        "input row {row} (0-based) is finite, but the network's outputs for it are not: its \
+         values overflow the network's f32 arithmetic; standardise the inputs as the training \
+         inputs were"
+    )]
+    NonFiniteOutput {
+        /// The first such row.
+        row: usize,
+    },
     /// The model cannot predict in this mode.
     #[error("{model} cannot predict in mode {mode:?}: {reason}")]
     Unsupported {
@@ -88,8 +102,9 @@ pub trait Predict {
     ///
     /// # Errors
     /// [`PredictError::NoSamples`] for `Samples(0)`; [`PredictError::NonFiniteInput`] for an
-    /// input with NaN or an infinity; [`PredictError::Unsupported`] for a mode the model cannot
-    /// do.
+    /// input with NaN or an infinity; [`PredictError::Mismatch`] for inputs without rows or of
+    /// another shape than the model takes; [`PredictError::NonFiniteOutput`] for finite inputs
+    /// whose outputs overflow; [`PredictError::Unsupported`] for a mode the model cannot do.
     fn predict(
         &self,
         input: Self::Input,

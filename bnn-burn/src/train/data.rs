@@ -3,6 +3,7 @@
 //! minibatches that carry their row indices and the training-set size.
 
 use super::TrainError;
+use crate::error::DataMismatch;
 use crate::integrity::Digest;
 use crate::objective::{StepRequest, StepTerms};
 use crate::posterior::Unsupported;
@@ -34,10 +35,26 @@ pub trait Batch: Clone {
     /// Feeds the examples' content (values, shape and type) to `digest`: what binds a saved
     /// training state to its data ([`super::Trainer::with_resume`]).
     fn digest(&self, digest: &mut Digest);
+
+    /// The largest magnitude among the values (`None` for integer data).
+    fn max_abs(&self) -> Option<f64> {
+        None
+    }
+
+    /// Checks the examples as a model's targets of `size` per row: float rows of that width,
+    /// integer rows class labels below it. The default accepts anything.
+    ///
+    /// # Errors
+    /// [`DataMismatch::Shape`] for rows of another width, [`DataMismatch::Label`] for a label
+    /// outside `0..size` (naming the first such row).
+    fn check_as_target(&self, size: usize) -> Result<(), DataMismatch> {
+        let _ = size;
+        Ok(())
+    }
 }
 
 macro_rules! tensor_batch {
-    ($kind:ty $(, $first_non_finite:ident)?) => {
+    ($kind:ty, $check_as_target:ident $(, $first_non_finite:ident, $max_abs:ident)?) => {
         impl<const D: usize> Batch for Tensor<D, $kind> {
             fn len(&self) -> usize {
                 self.dims()[0]
@@ -59,11 +76,67 @@ macro_rules! tensor_batch {
                 digest.text(&format!("{:?} {:?}", data.dtype(), data.shape()));
                 digest.update(data.as_bytes());
             }
+            fn check_as_target(&self, size: usize) -> Result<(), DataMismatch> {
+                $check_as_target(self, size)
+            }
+            $(fn max_abs(&self) -> Option<f64> {
+                $max_abs(self)
+            })?
         }
     };
 }
-tensor_batch!(burn::tensor::Float, first_non_finite_row);
-tensor_batch!(Int);
+tensor_batch!(
+    burn::tensor::Float,
+    target_width,
+    first_non_finite_row,
+    largest_magnitude
+);
+
+/// The largest `|x|` of a float tensor.
+fn largest_magnitude<const D: usize>(x: &Tensor<D>) -> Option<f64> {
+    crate::host::to_vec(x.clone().abs().max()).first().copied()
+}
+tensor_batch!(Int, class_labels);
+
+/// Float targets: rows of `width` values.
+fn target_width<const D: usize>(y: &Tensor<D>, width: usize) -> Result<(), DataMismatch> {
+    let dims = y.dims();
+    match D == 2 && dims[1] == width {
+        true => Ok(()),
+        false => Err(DataMismatch::Shape {
+            part: "targets",
+            expected: vec![width],
+            found: dims[1..].to_vec(),
+        }),
+    }
+}
+
+/// Integer targets: one class label per row, below `classes`.
+fn class_labels<const D: usize>(y: &Tensor<D, Int>, classes: usize) -> Result<(), DataMismatch> {
+    if D != 1 {
+        return Err(DataMismatch::Shape {
+            part: "targets",
+            expected: vec![],
+            found: y.dims()[1..].to_vec(),
+        });
+    }
+    let labels = y
+        .clone()
+        .into_data()
+        .try_into_vec_as::<i64>()
+        .unwrap_or_default();
+    match labels
+        .iter()
+        .position(|&l| l < 0 || l as u64 >= classes as u64)
+    {
+        None => Ok(()),
+        Some(row) => Err(DataMismatch::Label {
+            row,
+            label: labels[row],
+            classes,
+        }),
+    }
+}
 
 /// The first row (index on axis 0) of `x` with a NaN or an infinity.
 fn first_non_finite_row<const D: usize>(x: &Tensor<D>) -> Option<usize> {
@@ -92,6 +165,16 @@ pub trait Model: Module + 'static {
     type Input: Batch;
     /// Targets.
     type Target: Batch;
+
+    /// Checks that `input` and `target` fit the model (their widths, class labels, rows):
+    /// training calls it before the first step. The default accepts anything.
+    ///
+    /// # Errors
+    /// The first mismatch, naming the part and the row where there is one.
+    fn check_data(&self, input: &Self::Input, target: &Self::Target) -> Result<(), DataMismatch> {
+        let _ = (input, target);
+        Ok(())
+    }
 
     /// The log-likelihoods, KL and any requested extra terms of one minibatch.
     ///
@@ -177,6 +260,13 @@ pub trait TrainData {
     where
         Self: Sized;
 
+    /// All examples at once, where they are held as tensors (checked against the model once
+    /// before training, [`Model::check_data`]); `None` for data read lazily, whose minibatches
+    /// are checked one by one.
+    fn whole(&self) -> Option<(Self::Input, Self::Target)> {
+        None
+    }
+
     /// The first example whose inputs or targets hold NaN or an infinity, as the part's name
     /// (`"inputs"` or `"targets"`) and its row, checked once before the first step. `None`
     /// when all are finite, and for data read lazily (a [`DatasetSource`]: the loss of every
@@ -234,6 +324,10 @@ impl<I: Batch, T: Batch> TrainData for (I, T) {
 
     fn into_device(self, device: &Device) -> Self {
         (self.0.to(device), self.1.to(device))
+    }
+
+    fn whole(&self) -> Option<(I, T)> {
+        Some((self.0.clone(), self.1.clone()))
     }
 
     fn first_non_finite(&self) -> Option<(&'static str, usize)> {

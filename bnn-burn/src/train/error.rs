@@ -14,8 +14,8 @@ pub enum TrainError {
     Empty,
     /// A training example holds NaN or an infinity (found before the first step).
     #[error(
-        "the training {part} hold NaN or infinity in row {row} (0-based): remove or impute such \
-         rows before training"
+        "the training {part} hold NaN or infinity in row {row} (0-based; a value beyond f32's \
+         range, ±3.4e38, becomes infinity): remove, rescale or impute such rows before training"
     )]
     NonFiniteData {
         /// `"inputs"` or `"targets"`.
@@ -75,6 +75,23 @@ pub enum TrainError {
     /// An example could not be read.
     #[error("could not read a training example: {0}")]
     Data(String),
+    /// The data do not fit the model (a width, a class label, a row count), found before the
+    /// first step.
+    #[error("the training data do not fit the model: {0}")]
+    Mismatch(#[from] crate::error::DataMismatch),
+    /// The untrained model's objective is not finite on the first training rows: the data
+    /// overflow the network's `f32` arithmetic (or its initial parameters are not finite).
+    #[error(
+        "before any training step, the objective on the first training rows is {value} \
+         (largest |input| {max_input:.2e}): the data overflow the network's f32 arithmetic; \
+         standardise the inputs and targets"
+    )]
+    Overflow {
+        /// The objective per point found.
+        value: f64,
+        /// The largest magnitude among the inputs of those rows (`NaN` when unknown).
+        max_input: f64,
+    },
     /// A checkpoint could not be written.
     #[error(transparent)]
     Checkpoint(#[from] super::CheckpointError),

@@ -110,6 +110,14 @@ impl<M: Model> Trainer<M> {
         if let Some((part, row)) = data.first_non_finite() {
             return Err(TrainError::NonFiniteData { part, row });
         }
+        // Widths, class labels and rows against the model, before any work: at once where the
+        // data are tensors, minibatch by minibatch where they are read lazily.
+        let whole = data.whole();
+        if let Some((x, y)) = &whole {
+            model.check_data(x, y)?;
+        }
+        let lazy = whole.is_none();
+        drop(whole);
         let mut rng = StdRng::seed_from_u64(config.seed);
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut rng);
@@ -214,8 +222,17 @@ impl<M: Model> Trainer<M> {
             // value is left to the first step, which refuses it.
             crate::device::uses_generator();
             device.seed(resume::epoch_seed(config.seed, config.epochs));
-            if let Ok(initial) = check_on_rows(&model) {
-                divergence.start(initial);
+            match check_on_rows(&model) {
+                Ok(initial) => divergence.start(initial),
+                // Not finite before any step: no learning rate helps; the data overflow.
+                Err(Unusable::Objective(value)) => {
+                    return Err(TrainError::Overflow {
+                        value,
+                        max_input: largest_input(&data, &check_rows, n_train, &device),
+                    });
+                }
+                // Left to the first step, which refuses it.
+                Err(Unusable::Other(_)) => {}
             }
         }
         let bar = progress_bar(&config);
@@ -233,6 +250,9 @@ impl<M: Model> Trainer<M> {
             let mut sums = Vec::new();
             for (step, rows) in train_rows.chunks(config.batch_size).enumerate() {
                 let batch = minibatch(&data, rows, n_train, &device)?;
+                if lazy {
+                    model.check_data(&batch.input, &batch.target)?;
+                }
                 let context = StepContext {
                     epoch,
                     n_train,
@@ -344,7 +364,9 @@ impl<M: Model> Trainer<M> {
         crate::device::uses_generator();
         device.seed(resume::epoch_seed(config.seed, history.len()));
         // The last update was never followed by a loss: check what it left.
-        let check = check_on_rows(&model).and_then(|per_point| divergence.check_final(per_point));
+        let check = check_on_rows(&model)
+            .map_err(|u| u.to_string())
+            .and_then(|per_point| divergence.check_final(per_point));
         if let Err(detail) = check {
             return Err(TrainError::Diverged {
                 epoch: last.0,
@@ -459,6 +481,32 @@ impl Divergence {
     }
 }
 
+/// Why [`checked_loss`] found a model unusable.
+enum Unusable {
+    /// The objective on the rows is this non-finite value.
+    Objective(f64),
+    /// A parameter is not finite, or the step failed.
+    Other(String),
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Objective(v) => write!(f, "the objective on a training minibatch is {v}"),
+            Self::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The largest magnitude among the inputs of `rows` (`NaN` when they are not float tensors
+/// that read back).
+fn largest_input<D: TrainData>(data: &D, rows: &[usize], n_train: usize, device: &Device) -> f64 {
+    let Ok(batch) = plain_minibatch(data, rows, n_train, device) else {
+        return f64::NAN;
+    };
+    batch.input.max_abs().unwrap_or(f64::NAN)
+}
+
 /// Finite parameters and objective on the rows `rows` (the divergence check's, before training
 /// and after the last update); returns the objective's loss there (at epoch 0's context).
 fn checked_loss<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
@@ -468,16 +516,21 @@ fn checked_loss<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     rows: &[usize],
     n_train: usize,
     request: StepRequest,
-) -> Result<f64, String> {
+) -> Result<f64, Unusable> {
     let mut finite = FiniteParams(Ok(()));
     model.visit(&mut finite);
-    finite.0?;
-    let device = model.devices().into_iter().next().ok_or("no parameters")?;
-    let batch = plain_minibatch(data, rows, n_train, &device).map_err(|e| e.to_string())?;
+    finite.0.map_err(Unusable::Other)?;
+    let device = model
+        .devices()
+        .into_iter()
+        .next()
+        .ok_or_else(|| Unusable::Other("no parameters".into()))?;
+    let batch = plain_minibatch(data, rows, n_train, &device)
+        .map_err(|e| Unusable::Other(e.to_string()))?;
     let terms = model
         .valid()
         .step(batch, request)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Unusable::Other(e.to_string()))?;
     let context = StepContext {
         epoch: 0,
         n_train,
@@ -487,10 +540,7 @@ fn checked_loss<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     let value = crate::host::to_vec(Tensor::cat(vec![loss.loss, loss.nll, loss.kl], 0));
     match value[0].is_finite() {
         true => Ok(value[0]),
-        false => Err(format!(
-            "the objective on a training minibatch is {}",
-            value[0]
-        )),
+        false => Err(Unusable::Objective(value[0])),
     }
 }
 
