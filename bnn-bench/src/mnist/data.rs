@@ -31,7 +31,25 @@ pub const ROTATION_ANGLES: [f64; 8] = [0.0, 45.0, 90.0, 135.0, 180.0, 225.0, 270
 impl MnistData {
     /// The sets of a run from MNIST train/test and the Fashion-MNIST OOD images; noise and
     /// inverted images are derived (noise: as many as `ood`, shaped like `test`).
+    ///
+    /// # Errors
+    /// Test or OOD images of another size than the training images (a net trained on one size
+    /// cannot score the other: refused before any training), or none of one set.
     pub fn new(train: ImageSet, test: ImageSet, ood: ImageSet) -> Result<Self, Box<dyn Error>> {
+        for (name, set) in [("training", &train), ("test", &test), ("OOD", &ood)] {
+            if set.is_empty() {
+                return Err(format!("the {name} images: none (at least one is needed)").into());
+            }
+            if set.shape() != train.shape() {
+                return Err(format!(
+                    "the {name} images are {:?} (channels, height, width), the training images \
+                     {:?}: a net trained on one size cannot score the other",
+                    set.shape(),
+                    train.shape()
+                )
+                .into());
+            }
+        }
         let noise = ImageSet::uniform_noise(ood.len(), test.shape(), test.n_classes, NOISE_SEED)?;
         let inverted = test.inverted();
         Ok(Self {

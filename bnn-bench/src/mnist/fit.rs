@@ -133,15 +133,7 @@ where
             (Box::new(Flattened(m)), report.seconds, pac)
         }
         Arch::LeNet5 | Arch::LeNet5Pooled | Arch::LeNet5Sensoy | Arch::Conv96 => {
-            // The thesis's strided LeNet5: 20/50/500 on grey images, 192/192/1000 on colour;
-            // the pooled ones 20/50/500 on either; Table 5.3's 96/96 on either.
-            let shape = match (arch, c) {
-                (Arch::Conv96, _) => ConvNetConfig::conv96([c, h, w], classes),
-                (Arch::LeNet5Pooled, _) => ConvNetConfig::lenet5_pooled([c, h, w], classes),
-                (Arch::LeNet5Sensoy, _) => ConvNetConfig::lenet5_sensoy([c, h, w], classes),
-                (_, 1) => ConvNetConfig::lenet5([c, h, w], classes),
-                _ => ConvNetConfig::lenet5_cifar([c, h, w], classes),
-            };
+            let shape = conv_shape(arch, [c, h, w], classes);
             let mut weights = method.weights.clone();
             if arch == Arch::LeNet5Sensoy {
                 // Sensoy's initialiser comes with his net.

@@ -54,20 +54,33 @@ pub const ENTROPY_BINS: usize = 40;
 /// Images per prediction chunk (bounds memory at `S × chunk × activations`).
 const CHUNK: usize = 500;
 
-/// Activations a prediction chunk may hold of its widest layer (`S × images × width`, 400 MB
-/// of `f32`): a chunk of [`CHUNK`] images shrinks to stay below it.
-const PREDICT_ELEMENTS: usize = 100_000_000;
+/// Activations a prediction chunk may hold of its widest layer (`S × images × width`, 1.6 GB
+/// of `f32`): a chunk of [`CHUNK`] images shrinks to stay below it. Every architecture keeps
+/// [`CHUNK`] at the protocol's 20 samples (the CIFAR LeNet5's 37 632 values per image the
+/// widest), so such runs draw as they always did.
+const PREDICT_ELEMENTS: usize = 400_000_000;
 
-/// The widest layer's activations per image of `arch` on `[c, h, w]` images, an upper bound
-/// (a convolution's outputs at most its channels × the input's pixels).
+/// The convolutional net of `arch` on `[c, h, w]` images of `classes` classes: the thesis's
+/// strided LeNet5 (20/50/500 on grey images, 192/192/1000 on colour), the pooled ones
+/// (20/50/500 on either), Table 5.3's 96/96 on either.
+pub(crate) fn conv_shape(arch: Arch, [c, h, w]: [usize; 3], classes: usize) -> ConvNetConfig {
+    match (arch, c) {
+        (Arch::Conv96, _) => ConvNetConfig::conv96([c, h, w], classes),
+        (Arch::LeNet5Pooled, _) => ConvNetConfig::lenet5_pooled([c, h, w], classes),
+        (Arch::LeNet5Sensoy, _) => ConvNetConfig::lenet5_sensoy([c, h, w], classes),
+        (_, 1) => ConvNetConfig::lenet5([c, h, w], classes),
+        _ => ConvNetConfig::lenet5_cifar([c, h, w], classes),
+    }
+}
+
+/// The most values one image holds in any layer of `arch` on `[c, h, w]` images.
 fn widest_activation(arch: Arch, [c, h, w]: [usize; 3]) -> usize {
-    let first_channels = match (arch, c) {
-        (Arch::Mlp, _) => return (c * h * w).max(400),
-        (Arch::Conv96, _) => 96,
-        (Arch::LeNet5, 3) => 192,
-        _ => 20,
-    };
-    (first_channels * h * w).max(c * h * w).max(1000)
+    match arch {
+        Arch::Mlp => (c * h * w).max(400),
+        _ => conv_shape(arch, [c, h, w], 10)
+            .widest_activation()
+            .unwrap_or(c * h * w),
+    }
 }
 
 /// Images per prediction chunk for `samples` draws of `arch`: [`CHUNK`], fewer where the

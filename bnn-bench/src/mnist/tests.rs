@@ -445,3 +445,33 @@ fn table_5_2_dvi_trains_by_the_sampled_softmax_under_precision_10() {
     };
     assert_eq!(moments(&sampled), moments(&taylor));
 }
+
+/// OOD or test images of another size than the training images are refused when the run's
+/// data are assembled, before any training; so is a set without images.
+#[test]
+fn images_of_another_size_are_refused_before_training() {
+    let set = |n: usize, side: usize| {
+        ImageSet::new(vec![0; n * side * side], vec![0; n], [1, side, side], 10).unwrap()
+    };
+    let err = MnistData::new(set(4, 28), set(2, 28), set(2, 32))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("OOD images are [1, 32, 32]") && err.contains("[1, 28, 28]"),
+        "{err}"
+    );
+    let err = MnistData::new(set(4, 28), set(0, 28), set(2, 28))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("test images: none"), "{err}");
+    assert!(MnistData::new(set(4, 28), set(2, 28), set(2, 28)).is_ok());
+    // The prediction memory follows the real layers: the strided LeNet5's widest are its first
+    // maps (20 × 12 × 12), the padded one's (20 × 28 × 28); 20 samples keep 500 images.
+    assert_eq!(widest_activation(Arch::LeNet5, [1, 28, 28]), 2880);
+    assert_eq!(widest_activation(Arch::LeNet5Sensoy, [1, 28, 28]), 15_680);
+    assert_eq!(images_per_chunk(20, 37_632), CHUNK);
+    assert!(images_per_chunk(100_000, 2880) < 10);
+    assert!(check_prediction_memory(1_000_000, 2880).is_err());
+}

@@ -200,6 +200,30 @@ impl ConvNetConfig {
         conv_features(self.input, &self.convs)
     }
 
+    /// The most values one image holds in any layer: the input, each convolution's output
+    /// before its pooling, each dense layer's. What a prediction's memory grows with, per
+    /// image and draw.
+    ///
+    /// # Errors
+    /// As [`ConvNetConfig::feature_shape`].
+    pub fn widest_activation(&self) -> Result<usize, ConfigError> {
+        let [c, h, w] = self.input;
+        let mut widest = c * h * w;
+        for i in 0..self.convs.len() {
+            let mut upto: Vec<ConvSpec> = self.convs[..=i].to_vec();
+            upto[i].pool = None;
+            let [c, h, w] = conv_features(self.input, &upto)?;
+            widest = widest.max(c * h * w);
+        }
+        let dense = self
+            .dense
+            .hidden
+            .iter()
+            .copied()
+            .chain([self.dense.d_output]);
+        Ok(dense.fold(widest, usize::max))
+    }
+
     /// An [`ImageClassifier`](super::ImageClassifier) over the dense part's `d_output`
     /// classes (softmax likelihood).
     pub fn init_classifier(&self, device: &Device) -> Result<super::ImageClassifier, ConfigError> {
