@@ -93,21 +93,39 @@ pub fn fit_standardised(
     type Scores = (RegressionScores, Option<(usize, f64)>);
     let score = |net: &dyn Predict<Input = Tensor<2>, Prediction = GaussianPrediction>|
      -> Result<Scores, Box<dyn Error>> {
-        let first = net.predict(xt.clone(), PredictMode::Samples(draws))?;
-        let scores = first.scores(yt.clone(), &[y_std]);
-        let chunks: Vec<usize> = wide_chunks(wide_draws, draws, test_y.len(), hidden, d).collect();
-        if chunks.is_empty() {
-            return Ok((scores, None));
-        }
         let mut acc = MixtureAccumulator::new(yt.clone());
-        let rest = chunks
-            .into_iter()
-            .map(|k| net.predict(xt.clone(), PredictMode::Samples(k)));
-        for p in std::iter::once(Ok(first)).chain(rest) {
-            let GaussianPrediction::Samples(s) = p? else {
+        let add = |k: usize, acc: &mut MixtureAccumulator| -> Result<(), Box<dyn Error>> {
+            let GaussianPrediction::Samples(s) = net.predict(xt.clone(), PredictMode::Samples(k))?
+            else {
                 return Err("a sampled prediction returned moments".into());
             };
             acc.add(&s);
+            Ok(())
+        };
+        let rest: Vec<usize> = wide_chunks(wide_draws, draws, test_y.len(), hidden, d).collect();
+        // The budget's mixture in one pass where it fits (as it always ran), else in chunks.
+        let chunks: Vec<usize> = wide_chunks(draws, 0, test_y.len(), hidden, d).collect();
+        let scores = if chunks.len() == 1 {
+            let first = net.predict(xt.clone(), PredictMode::Samples(draws))?;
+            let scores = first.scores(yt.clone(), &[y_std]);
+            if !rest.is_empty() {
+                let GaussianPrediction::Samples(s) = first else {
+                    return Err("a sampled prediction returned moments".into());
+                };
+                acc.add(&s);
+            }
+            scores
+        } else {
+            for k in chunks {
+                add(k, &mut acc)?;
+            }
+            acc.scores(&[y_std])
+        };
+        if rest.is_empty() {
+            return Ok((scores, None));
+        }
+        for k in rest {
+            add(k, &mut acc)?;
         }
         Ok((scores, Some((acc.draws(), acc.scores(&[y_std]).log_likelihood))))
     };

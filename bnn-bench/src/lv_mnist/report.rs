@@ -130,14 +130,14 @@ pub(crate) fn plot(path: &std::path::Path, report: &LvMnistReport) -> Result<(),
                      part: fn(&ClassRow) -> f64,
                      other: &ScenarioResult|
      -> Result<(), Box<dyn Error>> {
-        let top = s[0]
+        let most = s[0]
             .classes
             .iter()
             .chain(&other.classes)
             .map(part)
-            .fold(0.0f64, f64::max)
-            .max(1e-3)
-            * 1.1;
+            .fold(0.0f64, f64::max);
+        let top = crate::plots::axis_top(most, 0.1, 1.1e-3)
+            .map_err(|e| format!("lv-mnist.svg, {title}: {e}"))?;
         let mut chart = ChartBuilder::on(area)
             .caption(title, ("sans-serif", 15))
             .margin(8)
@@ -186,12 +186,12 @@ pub(crate) fn plot(path: &std::path::Path, report: &LvMnistReport) -> Result<(),
         &s[2],
     )?;
     let rot = &s[0].rotations;
-    let top = rot
+    let most = rot
         .iter()
         .map(|r| r.aleatoric.max(r.epistemic))
-        .fold(0.0f64, f64::max)
-        .max(1e-3)
-        * 1.1;
+        .fold(0.0f64, f64::max);
+    let top = crate::plots::axis_top(most, 0.1, 1.1e-3)
+        .map_err(|e| format!("lv-mnist.svg, rotated test images: {e}"))?;
     let mut chart = ChartBuilder::on(&panels[2])
         .caption("rotated test images", ("sans-serif", 15))
         .margin(8)

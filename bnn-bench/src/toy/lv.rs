@@ -231,8 +231,9 @@ pub fn plot_curves(path: &Path, curves: &[LvCurves]) -> Result<(), Box<dyn Error
                 .iter()
                 .flat_map(|(_, v)| v.iter().copied())
                 .fold(f64::NEG_INFINITY, f64::max);
-            let pad = 0.05 * (hi - lo).max(1e-6);
-            let (lo, hi) = (lo - pad, hi + pad);
+            let axis = crate::plots::axis_range(lo, hi, 0.05, 0.05e-6)
+                .map_err(|e| format!("toy-lv.svg, {}: {e}", c.toy))?;
+            let (lo, hi) = (axis.start, axis.end);
             let mut chart = ChartBuilder::on(&areas[2 * r + j])
                 .caption(format!("{}: {BNN_LV}, {label}", c.toy), ("sans-serif", 16))
                 .margin(10)

@@ -32,8 +32,16 @@ pub(crate) fn plot(results: &[MethodResult]) -> Result<String, Box<dyn Error>> {
                 .iter()
                 .map(|(m, s)| m + s)
                 .fold(f64::NEG_INFINITY, f64::max);
-            let y_range = crate::plots::axis_range(lo, hi, 0.15, 0.05)
-                .map_err(|e| format!("uci.svg, {d}: test LL {e}"))?;
+            // A panel whose numbers cannot be drawn says so in place of its chart (the record
+            // and the tables keep them).
+            let y_range = match crate::plots::axis_range(lo, hi, 0.15, 0.05) {
+                Ok(r) => r,
+                Err(why) => {
+                    eprintln!("uci.svg, {d}: test LL {why}");
+                    area.titled(&format!("{d}: test LL {why}"), ("sans-serif", 11))?;
+                    continue;
+                }
+            };
             let mut chart = ChartBuilder::on(area)
                 .caption(format!("{d}: test LL"), ("sans-serif", 15))
                 .margin(8)

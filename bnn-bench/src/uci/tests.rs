@@ -442,3 +442,16 @@ fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
     assert!(!out2.join("uci.md").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Finite numbers too far apart for an axis (a fit that ran away to −1e308) do not hang the
+/// figure: its panel says it cannot be drawn, and the tables and record keep the numbers.
+#[test]
+fn a_figure_refuses_finite_numbers_it_cannot_draw() {
+    let o = protein_options(false);
+    let mut far = boston_row(&o, "MAP", &[-1e308, 1e308]);
+    far.splits[1].test_rmse = 1.0;
+    let t0 = std::time::Instant::now();
+    let svg = plot(&[far, boston_row(&o, "MC dropout", &[-2.5, -2.4])]).unwrap();
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+    assert!(svg.contains("cannot be drawn"), "{svg}");
+}

@@ -69,6 +69,30 @@ impl<M: Model> Trainer<M> {
         self
     }
 
+    /// Builds the model with `build` on the training device ([`crate::training_device`]),
+    /// after seeding the device's generator from `config.seed`, and trains it
+    /// ([`Trainer::fit`]): one seed fixes the initial parameters as well as the minibatches and
+    /// every draw. ([`Trainer::fit`] takes a model built before, whose initial parameters came
+    /// from the generator in whatever state it was.)
+    ///
+    /// # Errors
+    /// `build`'s error, then [`Trainer::fit`]'s.
+    pub fn build_and_fit<D, E>(
+        self,
+        build: impl FnOnce(&Device) -> Result<M, E>,
+        data: D,
+    ) -> Result<(M, TrainReport), TrainError>
+    where
+        D: TrainData<Input = M::Input, Target = M::Target>,
+        E: Into<TrainError>,
+    {
+        let device = crate::training_device();
+        crate::device::uses_generator();
+        device.seed(resume::init_seed(self.config.seed));
+        let model = build(&device).map_err(Into::into)?;
+        self.fit(model, data)
+    }
+
     /// Trains `model` on `data`; see [`super::train`].
     ///
     /// # Errors

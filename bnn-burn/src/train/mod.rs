@@ -69,7 +69,8 @@ pub struct TrainConfig {
     /// KL weight schedule of the default objective (the ELBO).
     #[config(default = "KlSchedule::Constant { weight: 1.0 }")]
     pub kl_schedule: KlSchedule,
-    /// Seed for shuffling, the validation split and the device RNG.
+    /// Seed for shuffling, the validation split and the device RNG while training; with
+    /// [`train_built`] / [`Trainer::build_and_fit`] also of the initial parameters.
     #[config(default = 0)]
     pub seed: u64,
     /// Early stopping; `None` trains for all epochs.
@@ -138,7 +139,8 @@ pub struct TrainReport {
 /// optimiser: [`Trainer::new`]`(config).fit(model, data)`.
 ///
 /// The model must live on an autodiff device ([`crate::training_device`]); the data is moved
-/// there. Everything random follows `config.seed`.
+/// there. Everything random in training follows `config.seed`; the model's initial parameters
+/// were drawn when it was built: [`train_built`] builds it from the same seed.
 ///
 /// # Errors
 /// A [`TrainError`] for a bad configuration, empty or mismatched data, a model without
@@ -149,6 +151,25 @@ pub fn train<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     config: &TrainConfig,
 ) -> Result<(M, TrainReport), TrainError> {
     Trainer::new(config.clone()).fit(model, data)
+}
+
+/// Builds the model with `build` after seeding the device's generator from `config.seed`, then
+/// trains it ([`Trainer::build_and_fit`]): one seed fixes the whole run, the initial
+/// parameters included.
+///
+/// # Errors
+/// `build`'s error, then those of [`train`].
+pub fn train_built<M, D, E>(
+    build: impl FnOnce(&burn::tensor::Device) -> Result<M, E>,
+    data: D,
+    config: &TrainConfig,
+) -> Result<(M, TrainReport), TrainError>
+where
+    M: Model,
+    D: TrainData<Input = M::Input, Target = M::Target>,
+    E: Into<TrainError>,
+{
+    Trainer::new(config.clone()).build_and_fit(build, data)
 }
 
 #[cfg(test)]
