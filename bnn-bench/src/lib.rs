@@ -13,8 +13,7 @@
 //!     methods: vec!["MC dropout".into()],
 //!     splits: Some(2),
 //!     epochs: None,
-//!     seed: 0,
-//!     quick: true,
+//!     exp: bnn_bench::runner::ExperimentArgs { seed: 0, quick: true },
 //!     data_dir: None,
 //!     run: bnn_bench::runner::RunnerOptions::new("runs/my-uci"),
 //! };

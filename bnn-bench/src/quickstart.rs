@@ -90,13 +90,8 @@ impl Harness for Quickstart {
     type Task = usize;
     type Row = (Row, Curves);
 
-    fn name(&self) -> &'static str {
-        "quickstart"
-    }
-
-    fn format(&self) -> u32 {
-        1
-    }
+    const NAME: &'static str = "quickstart";
+    const FORMAT: u32 = 1;
 
     fn tasks(&self) -> Vec<usize> {
         (0..self.methods.len()).collect()

@@ -64,8 +64,10 @@ fn a_users_own_method_runs_under_the_protocol() {
         methods: vec![],
         splits: Some(2),
         epochs: None,
-        seed: 0,
-        quick: false,
+        exp: bnn_bench::runner::ExperimentArgs {
+            seed: 0,
+            quick: false,
+        },
         data_dir: None,
         run: bnn_bench::runner::RunnerOptions::new(&out),
     };

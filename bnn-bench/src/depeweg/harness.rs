@@ -67,13 +67,8 @@ impl Harness for DepewegHarness<'_> {
     type Task = DepewegTask;
     type Row = SplitRow;
 
-    fn name(&self) -> &'static str {
-        "depeweg"
-    }
-
-    fn format(&self) -> u32 {
-        FORMAT
-    }
+    const NAME: &'static str = "depeweg";
+    const FORMAT: u32 = FORMAT;
 
     fn tasks(&self) -> Vec<DepewegTask> {
         let mut tasks = Vec::new();

@@ -234,12 +234,9 @@ pub struct DepewegArgs {
     /// scores the same net under 25 times as many (a second, less biased LL estimate).
     #[arg(long)]
     pub test_draws: Option<usize>,
-    /// Seed of data, splits and training.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// 2 splits, 100 epochs, 100 test draws.
-    #[arg(long)]
-    pub quick: bool,
+    /// The seed, and `quick`: the small budget (see the command's help).
+    #[command(flatten)]
+    pub exp: crate::runner::ExperimentArgs,
     /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -252,7 +249,7 @@ pub struct DepewegArgs {
 impl DepewegArgs {
     /// The options, `--quick`'s defaults filled in.
     pub fn options(self) -> DepewegOptions {
-        let quick = self.quick;
+        let quick = self.exp.quick;
         DepewegOptions {
             datasets: self.datasets,
             models: self.models,
@@ -264,7 +261,7 @@ impl DepewegArgs {
                 train_samples: self.train_samples,
                 test_draws: self.test_draws.unwrap_or(if quick { 100 } else { 200 }),
             },
-            seed: self.seed,
+            seed: self.exp.seed,
             data_dir: self.data_dir,
             run: self.run,
         }

@@ -43,13 +43,8 @@ impl Harness for LvMnistHarness<'_> {
     type Task = usize;
     type Row = ScenarioResult;
 
-    fn name(&self) -> &'static str {
-        "lv-mnist"
-    }
-
-    fn format(&self) -> u32 {
-        1
-    }
+    const NAME: &'static str = "lv-mnist";
+    const FORMAT: u32 = 1;
 
     fn tasks(&self) -> Vec<usize> {
         (0..self.sets.len()).collect()

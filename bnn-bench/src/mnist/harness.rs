@@ -72,13 +72,8 @@ impl Harness for MnistHarness<'_> {
     type Task = MnistTask;
     type Row = MnistResult;
 
-    fn name(&self) -> &'static str {
-        "mnist"
-    }
-
-    fn format(&self) -> u32 {
-        FORMAT
-    }
+    const NAME: &'static str = "mnist";
+    const FORMAT: u32 = FORMAT;
 
     fn tasks(&self) -> Vec<MnistTask> {
         let mut tasks = Vec::new();
@@ -99,7 +94,7 @@ impl Harness for MnistHarness<'_> {
 
     fn run_key(&self) -> serde_json::Value {
         serde_json::json!({
-            "seed": self.options.seed,
+            "seed": self.options.exp.seed,
             "family": self.options.family,
             "epochs": self.options.epochs(),
             "prediction_samples": self.options.prediction_samples,
@@ -122,7 +117,7 @@ impl Harness for MnistHarness<'_> {
     ) -> Result<MnistResult, Box<dyn Error>> {
         let method = self.method(&task.method);
         let (arch, epochs) = (task.arch, self.options.epochs());
-        let seed = experiment::derive(self.options.seed, &[arch.name(), method.name], 0);
+        let seed = experiment::derive(self.options.exp.seed, &[arch.name(), method.name], 0);
         eprintln!(
             "[mnist] {} / {}: training {} epochs on {} images{}",
             arch.name(),

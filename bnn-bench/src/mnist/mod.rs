@@ -212,12 +212,10 @@ pub struct MnistOptions {
     /// Training epochs [default: 10; 2 with --quick].
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Seed.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// 10 000 training, 2 000 test and 2 000 OOD images, 2 epochs.
-    #[arg(long)]
-    pub quick: bool,
+    /// The seed, and `quick`: the small budget (see the command's help).
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub exp: crate::runner::ExperimentArgs,
     /// Posterior samples per prediction.
     #[arg(long = "samples", default_value_t = 20)]
     pub prediction_samples: usize,
@@ -246,7 +244,7 @@ pub struct MnistOptions {
 
 impl MnistOptions {
     fn epochs(&self) -> usize {
-        self.epochs.unwrap_or(if self.quick { 2 } else { 10 })
+        self.epochs.unwrap_or(if self.exp.quick { 2 } else { 10 })
     }
 }
 
@@ -484,7 +482,7 @@ pub fn run_with(
         return Err("--epochs must be at least 1".into());
     }
     let root = DataRoot::new(options.data_dir.as_deref());
-    let data = MnistData::load(&root, options.quick, options.family)?;
+    let data = MnistData::load(&root, options.exp.quick, options.family)?;
     for &arch in &archs {
         check_prediction_memory(
             options.prediction_samples,

@@ -35,10 +35,10 @@ pub trait Harness {
     type Row: Clone + Serialize + DeserializeOwned;
 
     /// Its name: the subcommand, and the stem of its record files.
-    fn name(&self) -> &'static str;
+    const NAME: &'static str;
 
     /// The version of its rows' format: a row of another version is never reused.
-    fn format(&self) -> u32;
+    const FORMAT: u32;
 
     /// This run's tasks, in the order they run. Everything they need was checked and loaded
     /// when the harness was built, so a bad input fails before the first task.
@@ -149,6 +149,19 @@ pub struct Finished<T, R> {
     pub revisions: Vec<String>,
 }
 
+/// What every experiment harness takes besides the runner's options: the seed, and the
+/// switch to its small budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::Args)]
+pub struct ExperimentArgs {
+    /// Seed of data, splits, initialisation and training: every task derives its own from it,
+    /// so a row reproduces alone.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The command's small budget (what it shrinks, the command's help says).
+    #[arg(long)]
+    pub quick: bool,
+}
+
 /// A harness's finished task.
 pub type Done<H> = Finished<<H as Harness>::Task, <H as Harness>::Row>;
 
@@ -212,14 +225,13 @@ impl RunnerOptions {
 
 /// A row's record: the finished task and the key it was computed under.
 fn row_record<H: Harness>(
-    harness: &H,
     key: &serde_json::Value,
     finished: &Finished<H::Task, H::Row>,
 ) -> Result<serde_json::Value, Box<dyn Error>> {
     let mut record = serde_json::to_value(finished)?;
     let object = record.as_object_mut().ok_or("a row record is an object")?;
-    object.insert("harness".into(), harness.name().into());
-    object.insert("format".into(), harness.format().into());
+    object.insert("harness".into(), H::NAME.into());
+    object.insert("format".into(), H::FORMAT.into());
     object.insert("key".into(), key.clone());
     Ok(record)
 }
@@ -227,8 +239,8 @@ fn row_record<H: Harness>(
 /// The key a task's row is computed under.
 fn key_of<H: Harness>(harness: &H, task: &H::Task) -> serde_json::Value {
     serde_json::json!({
-        "harness": harness.name(),
-        "format": harness.format(),
+        "harness": H::NAME,
+        "format": H::FORMAT,
         "run": harness.run_key(),
         "task": harness.task_key(task),
     })
@@ -270,7 +282,7 @@ fn stored<H: Harness>(
             let aside = set_aside(path);
             eprintln!(
                 "[{}] {}: {why}; moved to {} and its task runs again",
-                harness.name(),
+                H::NAME,
                 path.display(),
                 aside.display()
             );
@@ -280,8 +292,8 @@ fn stored<H: Harness>(
             let fits = match key {
                 Some(key) => record["key"] == *key,
                 None => {
-                    record["harness"] == harness.name()
-                        && record["format"] == harness.format()
+                    record["harness"] == H::NAME
+                        && record["format"] == H::FORMAT
                         && record["key"]["run"] == harness.run_key()
                 }
             };
@@ -293,7 +305,7 @@ fn stored<H: Harness>(
                 Err(e) => {
                     eprintln!(
                         "[{}] {}: not a row of this build ({e}); not reused",
-                        harness.name(),
+                        H::NAME,
                         path.display()
                     );
                     Ok(None)
@@ -322,7 +334,7 @@ pub fn run<H: Harness>(
     let ids: Vec<String> = tasks.iter().map(|t| harness.task_id(t)).collect();
     for (i, id) in ids.iter().enumerate() {
         if ids[..i].contains(id) {
-            return Err(format!("{}: the task {id:?} is asked for twice", harness.name()).into());
+            return Err(format!("{}: the task {id:?} is asked for twice", H::NAME).into());
         }
     }
     if let Some(worker) = &options.worker {
@@ -349,13 +361,13 @@ pub fn run<H: Harness>(
     if options.report_only {
         eprintln!(
             "[{}] report only: {reused} of {} tasks finished in the folder",
-            harness.name(),
+            H::NAME,
             tasks.len()
         );
     } else if options.resume {
         eprintln!(
             "[{}] resuming: {reused} of {} tasks finished before",
-            harness.name(),
+            H::NAME,
             tasks.len()
         );
     }
@@ -379,7 +391,7 @@ pub fn run<H: Harness>(
             })?);
             Ok(())
         };
-        workers::run_in_workers(&ids, &todo, options, harness.name(), &mut read_back)?;
+        workers::run_in_workers(&ids, &todo, options, H::NAME, &mut read_back)?;
     }
     // Rows of other tasks in the folder, under this run's settings, stay in the report.
     let mut rows: Vec<Done<H>> = Vec::new();
@@ -388,7 +400,7 @@ pub fn run<H: Harness>(
         if !rows.is_empty() {
             eprintln!(
                 "[{}] {} rows of other tasks in the folder kept in the report",
-                harness.name(),
+                H::NAME,
                 rows.len()
             );
         }
@@ -429,7 +441,7 @@ fn run_here<H: Harness>(
         seconds: t0.elapsed().as_secs_f64(),
         revisions,
     };
-    let record = row_record(harness, &key, &finished)?;
+    let record = row_record::<H>(&key, &finished)?;
     out.write_record(row_path(Path::new(""), id, &key), &record)?;
     eprintln!("{}", harness.describe(&finished));
     let _ = std::fs::remove_dir_all(&state);

@@ -32,12 +32,8 @@ impl Harness for Fake {
     type Task = String;
     type Row = usize;
 
-    fn name(&self) -> &'static str {
-        "fake"
-    }
-    fn format(&self) -> u32 {
-        1
-    }
+    const NAME: &'static str = "fake";
+    const FORMAT: u32 = 1;
     fn tasks(&self) -> Vec<String> {
         self.tasks.iter().map(|t| t.to_string()).collect()
     }

@@ -65,7 +65,7 @@ pub(crate) struct ToyHarness<'a> {
 
 impl<'a> ToyHarness<'a> {
     pub(crate) fn new(options: &'a ToyOptions, methods: Vec<&'a Method>, want_lv: bool) -> Self {
-        let toys = toys(options.seed);
+        let toys = toys(options.exp.seed);
         let digests = toys
             .iter()
             .map(|t| {
@@ -105,7 +105,7 @@ impl<'a> ToyHarness<'a> {
 
     /// Wet-chicken's transitions and grid side (fewer with `--quick`).
     fn wet_chicken_size(&self) -> (usize, usize) {
-        match self.options.quick {
+        match self.options.exp.quick {
             true => (2500, 11),
             false => (7500, 21),
         }
@@ -116,13 +116,8 @@ impl Harness for ToyHarness<'_> {
     type Task = ToyTask;
     type Row = ToyRow;
 
-    fn name(&self) -> &'static str {
-        "toy"
-    }
-
-    fn format(&self) -> u32 {
-        FORMAT
-    }
+    const NAME: &'static str = "toy";
+    const FORMAT: u32 = FORMAT;
 
     fn tasks(&self) -> Vec<ToyTask> {
         let mut tasks = Vec::new();
@@ -153,7 +148,7 @@ impl Harness for ToyHarness<'_> {
 
     fn run_key(&self) -> serde_json::Value {
         serde_json::json!({
-            "seed": self.options.seed,
+            "seed": self.options.exp.seed,
             "epochs": self.options.epochs(),
             "draws": self.options.draws(),
             "n_train": N_TRAIN,
@@ -171,7 +166,7 @@ impl Harness for ToyHarness<'_> {
     }
 
     fn run_task(&self, task: &ToyTask, _: &TaskContext) -> Result<ToyRow, Box<dyn Error>> {
-        let (seed, epochs) = (self.options.seed, self.options.epochs());
+        let (seed, epochs) = (self.options.exp.seed, self.options.epochs());
         match task {
             ToyTask::Fit { toy, method } => {
                 let t = self.toy(toy).0;

@@ -90,12 +90,10 @@ pub struct ToyOptions {
     /// Training epochs [default: 2000; 300 with --quick].
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Seed.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// 300 epochs per fit.
-    #[arg(long)]
-    pub quick: bool,
+    /// The seed, and `quick`: the small budget (see the command's help).
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub exp: crate::runner::ExperimentArgs,
     /// The output folder, resuming (the finished fits in `out/rows` of this seed and budget)
     /// and worker processes (one fit each at a time).
     #[serde(flatten)]
@@ -208,12 +206,13 @@ pub fn run_with(
 impl ToyOptions {
     /// Training epochs of every fit (2000; 300 with `--quick`; `--epochs` when given).
     pub fn epochs(&self) -> usize {
-        self.epochs.unwrap_or(if self.quick { 300 } else { 2000 })
+        self.epochs
+            .unwrap_or(if self.exp.quick { 300 } else { 2000 })
     }
 
     /// The draws of BNN+LV's decomposition.
     pub fn draws(&self) -> Draws {
-        match self.quick {
+        match self.exp.quick {
             true => Draws {
                 n_w: 50,
                 n_z: 50,

@@ -46,8 +46,8 @@ pub(crate) fn markdown(
          | toy | method | test LL | oracle LL | test RMSE | epistemic std dense | epistemic std \
          sparse | aleatoric std dense | train s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
         decomposition::PRED_SAMPLES,
-        options.seed,
-        if options.quick { " (--quick)" } else { "" },
+        options.exp.seed,
+        if options.exp.quick { " (--quick)" } else { "" },
         bnn_burn::backend_name(),
     );
     for r in results {

@@ -40,8 +40,10 @@ fn a_users_methods_run_alone_and_bad_catalogues_are_refused() {
     let options = ToyOptions {
         methods: vec!["point, SD 3".into(), "Dropout 0.2".into()],
         epochs: Some(20),
-        seed: 0,
-        quick: true,
+        exp: crate::runner::ExperimentArgs {
+            seed: 0,
+            quick: true,
+        },
         run: crate::runner::RunnerOptions::new(&dir),
     };
     for (methods, names, expected) in [
@@ -114,8 +116,10 @@ fn every_method_draws_both_toys_and_epistemic_grows_away_from_data() {
     let options = ToyOptions {
         methods: vec![],
         epochs: Some(150),
-        seed: 0,
-        quick: true,
+        exp: crate::runner::ExperimentArgs {
+            seed: 0,
+            quick: true,
+        },
         run: crate::runner::RunnerOptions::new(&dir),
     };
     let results = run(&options).unwrap();

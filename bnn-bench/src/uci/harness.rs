@@ -109,13 +109,8 @@ impl Harness for UciHarness<'_> {
     type Task = UciTask;
     type Row = MethodResult;
 
-    fn name(&self) -> &'static str {
-        "uci"
-    }
-
-    fn format(&self) -> u32 {
-        FORMAT
-    }
+    const NAME: &'static str = "uci";
+    const FORMAT: u32 = FORMAT;
 
     fn tasks(&self) -> Vec<UciTask> {
         let mut tasks = Vec::new();
@@ -138,7 +133,7 @@ impl Harness for UciHarness<'_> {
 
     fn run_key(&self) -> serde_json::Value {
         serde_json::json!({
-            "seed": self.options.seed,
+            "seed": self.options.exp.seed,
             "prediction_samples": PREDICTION_SAMPLES,
         })
     }
@@ -169,7 +164,7 @@ impl Harness for UciHarness<'_> {
                 continue;
             }
             let t0 = Instant::now();
-            let seed = split_seed(self.options.seed, dataset, method.name(), k);
+            let seed = split_seed(self.options.exp.seed, dataset, method.name(), k);
             let prepared = prepare(dataset, &set.data, k, task.budget, seed)?;
             let outcome = method.run(&prepared)?;
             let seconds = t0.elapsed().as_secs_f64();

@@ -474,7 +474,7 @@ impl UciMethod for GalDropout {
             epochs: run_epochs(full, steps_per_epoch, options),
             batch_size: GAL_BATCH,
             learning_rate: 1e-3,
-            test_passes: if options.quick {
+            test_passes: if options.exp.quick {
                 GAL_TEST_PASSES / 10
             } else {
                 GAL_TEST_PASSES

@@ -202,12 +202,10 @@ pub struct UciOptions {
     /// --quick].
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Seed.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// 3 splits and at most ~1500 optimiser steps per fit.
-    #[arg(long)]
-    pub quick: bool,
+    /// The seed, and `quick`: the small budget (see the command's help).
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub exp: crate::runner::ExperimentArgs,
     /// Folder holding uci/ [default: BNN_DATA_DIR, then ../shared/data, then the cache].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -269,7 +267,7 @@ pub fn budget(d: &DataSet, meta: &UciMeta, n_train: usize, options: &UciOptions)
 pub fn run_epochs(full: usize, steps_per_epoch: usize, options: &UciOptions) -> usize {
     match options.epochs {
         Some(e) => e,
-        None if options.quick => full.min((1500 / steps_per_epoch).max(4)),
+        None if options.exp.quick => full.min((1500 / steps_per_epoch).max(4)),
         None => full,
     }
 }
@@ -287,7 +285,7 @@ pub fn splits_of(
             "--splits {k}: {dataset} has {available} splits; allowed: 1 to {available}"
         )),
         Some(k) => Ok(k),
-        None if options.quick => Ok(3.min(available)),
+        None if options.exp.quick => Ok(3.min(available)),
         None => Ok(available),
     }
 }
@@ -408,8 +406,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
 ///     methods: vec!["Constant".into(), "MFVI".into()],
 ///     splits: Some(3),
 ///     epochs: None,
-///     seed: 0,
-///     quick: true,
+///     exp: bnn_bench::runner::ExperimentArgs { seed: 0, quick: true },
 ///     data_dir: None,
 ///     run: bnn_bench::runner::RunnerOptions::new("runs/my-method"),
 /// };

@@ -84,7 +84,7 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
     let splits = options
         .splits
         .map(|s| s.to_string())
-        .unwrap_or_else(|| if options.quick { "3" } else { "all" }.into());
+        .unwrap_or_else(|| if options.exp.quick { "3" } else { "all" }.into());
     let mut md = format!(
         "# UCI regression\n\n{splits} split{} per set{}, seed {}, backend `{}`, wall time {:.0} s \
          ({} worker process{}; the rows' own times sum to {:.0} s). Mean ± standard error over \
@@ -92,8 +92,8 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
          published columns (sources below). `epochs`: the training epochs of most of a set's \
          rows; a cell trained for another count says so.\n",
         if options.splits == Some(1) { "" } else { "s" },
-        if options.quick { " (--quick)" } else { "" },
-        options.seed,
+        if options.exp.quick { " (--quick)" } else { "" },
+        options.exp.seed,
         bnn_burn::backend_name(),
         wall,
         options.run.jobs,
@@ -362,8 +362,10 @@ pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box
         methods,
         splits: o["splits"].as_u64().map(|s| s as usize),
         epochs: None,
-        seed: o["seed"].as_u64().unwrap_or(0),
-        quick: o["quick"].as_bool().unwrap_or(false),
+        exp: crate::runner::ExperimentArgs {
+            seed: o["seed"].as_u64().unwrap_or(0),
+            quick: o["quick"].as_bool().unwrap_or(false),
+        },
         data_dir: None,
         run: crate::runner::RunnerOptions {
             jobs: o["jobs"].as_u64().unwrap_or(1) as usize,

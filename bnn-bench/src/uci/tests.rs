@@ -101,8 +101,7 @@ fn protein_options(quick: bool) -> UciOptions {
         methods: vec![],
         splits: None,
         epochs: None,
-        seed: 0,
-        quick,
+        exp: crate::runner::ExperimentArgs { seed: 0, quick },
         data_dir: None,
         run: crate::runner::RunnerOptions::new("x"),
     }
@@ -118,7 +117,7 @@ fn gal_protocol_budget_and_grid_edges() {
         (b.epochs, b.batch_size, b.learning_rate, b.test_passes),
         (4_000, 128, 1e-3, 10_000)
     );
-    o.quick = true;
+    o.exp.quick = true;
     let b = GalDropout.budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
     assert_eq!((b.epochs, b.test_passes), (4, 1_000));
     o.epochs = Some(7);
@@ -140,7 +139,7 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
     let b = budget(&UciDataset::Protein.into(), &meta, 41_157, &o);
     assert_eq!(b.batch_size, 256);
     assert!(b.epochs * 41_157usize.div_ceil(256) <= 1500 || b.epochs == 4);
-    o.quick = false;
+    o.exp.quick = false;
     // 161 steps per epoch: 50 epochs reach 8000 steps, above n_epochs = 40.
     assert_eq!(
         budget(&UciDataset::Protein.into(), &meta, 41_157, &o).epochs,
@@ -211,7 +210,7 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
 fn splits_outside_the_data_sets_range_are_errors_naming_the_flag() {
     let mut o = protein_options(false);
     assert_eq!(splits_of(&o, &UciDataset::Boston.into(), 20), Ok(20));
-    o.quick = true;
+    o.exp.quick = true;
     assert_eq!(splits_of(&o, &UciDataset::Boston.into(), 20), Ok(3));
     assert_eq!(splits_of(&o, &UciDataset::Protein.into(), 2), Ok(2));
     o.splits = Some(5);
