@@ -30,14 +30,13 @@ pub mod experiment;
 pub mod lv_mnist;
 pub mod methods;
 pub mod mnist;
-pub mod mnist_published;
 pub mod perf;
 pub mod plots;
+pub mod published;
 pub mod quickstart;
 pub mod runner;
 pub mod toy;
 pub mod uci;
-pub mod uci_published;
 
 // The library's own tests measure heap use too (`perf`, `data`).
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! reliability diagrams, entropy histograms and the rotation curves.
 use crate::experiment;
 use crate::methods::{ClassLikelihood, Method, TrainObjective};
-use crate::mnist_published;
 use bnn_burn::host::to_vec;
 use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{Categorical, Likelihood, MultiLabelProbit};

@@ -106,7 +106,7 @@ pub fn markdown(
 }
 
 /// The published rows of the run's training family, each beside our row of the method trained
-/// as the published one was ([`mnist_published::PublishedMnist::counterpart`]) on the
+/// as the published one was ([`crate::published::mnist::PublishedMnist::counterpart`]) on the
 /// published net where we have one (for the strided LeNet5's rows: the strided one, else
 /// Sensoy's, else the pooled one).
 pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
@@ -130,7 +130,7 @@ pub fn published_table(data: &MnistData, results: &[MnistResult]) -> String {
         v.map(|v| format!("{v:.digits$}"))
             .unwrap_or_else(|| "–".into())
     };
-    for p in mnist_published::all()
+    for p in crate::published::mnist::all()
         .into_iter()
         .filter(|p| p.family == data.family)
     {

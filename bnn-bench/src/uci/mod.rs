@@ -2,14 +2,14 @@
 //! Ghahramani 2016). For every data set and fixed split: inputs and targets standardised with
 //! training statistics, one hidden layer of 50 ReLU units (100 for protein), test RMSE and test
 //! log-likelihood in original units; mean ± standard error over splits, beside the published
-//! columns of [`crate::uci_published`].
+//! columns of [`crate::published::uci`].
 //!
 //! A method is one [`UciMethod`] implementation: the built-in ones are registered by name in
 //! [`registry`] and run by [`run`]; a user crate runs its own, alone or beside those, through
 //! [`run_with`].
 
 use crate::methods::{Method, TrainObjective};
-use crate::uci_published::{self, PublishedColumn};
+use crate::published::uci::{self as uci_published, PublishedColumn};
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit, NoiseModel};

@@ -114,7 +114,7 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
             t += &format!(" {m} |");
         }
         for p in &published {
-            t += &format!(" {} |", p.name);
+            t += &format!(" {} |", p.column.name);
         }
         t += "\n|---|---:|";
         t += &"---:|".repeat(methods.len() + published.len());
@@ -164,10 +164,11 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
     let pairs: Vec<(&str, &PublishedColumn)> = published
         .iter()
         .flat_map(|p| {
-            p.counterparts
+            p.column
+                .counterparts
                 .iter()
-                .filter(|m| methods.contains(m))
-                .map(move |m| (*m, *p))
+                .filter(|m| methods.contains(&m.as_str()))
+                .map(move |m| (m.as_str(), p))
         })
         .collect();
     if !pairs.is_empty() {
@@ -198,7 +199,7 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
             }
             let mut t = format!("\n{title}\n\n| data set |");
             for (m, p) in &shown {
-                t += &format!(" {m} vs {} |", p.name);
+                t += &format!(" {m} vs {} |", p.column.name);
             }
             t += "\n|---|";
             t += &"---:|".repeat(shown.len());
@@ -229,7 +230,14 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
     md += "\nSources: ";
     md += &published
         .iter()
-        .map(|p| format!("{}: {} ({})", p.name, p.source, p.spread.describe()))
+        .map(|p| {
+            format!(
+                "{}: {} ({})",
+                p.column.name,
+                p.column.source,
+                p.describe_spread()
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ");
     md += ".\n";

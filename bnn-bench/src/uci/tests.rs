@@ -1,7 +1,7 @@
 //! Tests of the protocol, the methods, the report and the CLI checks.
 
 use super::*;
-use crate::uci_published::Spread;
+use crate::published::Spread;
 use bnn_datasets::toy;
 
 fn meta() -> UciMeta {
@@ -356,9 +356,9 @@ fn a_single_split_has_no_standard_error_and_no_z_score() {
 fn published_standard_deviations_are_converted_and_labelled() {
     let gal16 = uci_published::all()
         .into_iter()
-        .find(|p| p.name == "MC dropout (Gal 2016)")
+        .find(|p| p.column.name == "MC dropout (Gal 2016)")
         .expect("the 2016 column");
-    assert_eq!(gal16.spread, Spread::ConvertedFromStandardDeviation);
+    assert_eq!(gal16.column.spread, Spread::StandardDeviation);
     let (m, se) = gal16.test_ll[0].unwrap();
     assert_eq!(m, -2.46);
     assert!((se - 0.25 / 20f64.sqrt()).abs() < 1e-12);
