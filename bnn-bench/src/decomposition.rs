@@ -3,7 +3,7 @@
 //! mean with its ±2σ aleatoric band inside the ±2σ total band (law of total variance,
 //! `Var[y] = E_w[σ²] + Var_w[μ]`; Depeweg 2019 §3.2).
 
-use crate::methods::Method;
+use crate::catalogue::Method;
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::likelihood::HeteroscedasticGaussian;
 use bnn_burn::nets::{HeteroscedasticRegressor, MlpConfig};

@@ -1,4 +1,4 @@
-//! The experiments of bnn-burn as a library: the method catalogue ([`methods::Method`]), the UCI
+//! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the UCI
 //! protocol ([`uci`]: the [`uci::UciMethod`] trait, [`uci::PreparedSplit`], [`uci::evaluate`],
 //! the report writers), MNIST with OOD sets ([`mnist`]), the toy decomposition pictures
 //! ([`toy`]), the quick start and the performance benchmark. The `bnn-bench` binary is a thin
@@ -24,11 +24,11 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+pub mod catalogue;
 pub mod decomposition;
 pub mod depeweg;
 pub mod experiment;
 pub mod lv_mnist;
-pub mod methods;
 pub mod mnist;
 pub mod perf;
 pub mod plots;

@@ -1,7 +1,7 @@
 //! The quick start: three posterior families on the heteroscedastic toy, one table, one figure.
 
+use crate::catalogue::Method;
 use crate::decomposition::{self, Curves, Fit, Panel, Row};
-use crate::methods::Method;
 use crate::runner::{Finished, Harness, OutFolder, RunnerOptions, TaskContext};
 use bnn_burn::layers::Estimator;
 use bnn_datasets::toy;

@@ -5,8 +5,8 @@
 //! of mutual information per OOD set, the entropy-ECDF area of Haußmann §5 (Table 5.2), the
 //! misclassification-detection AUROC of entropy, and error and entropy per rotation angle, with
 //! reliability diagrams, entropy histograms and the rotation curves.
+use crate::catalogue::{ClassLikelihood, Method, TrainObjective};
 use crate::experiment;
-use crate::methods::{ClassLikelihood, Method, TrainObjective};
 use bnn_burn::host::to_vec;
 use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{Categorical, Likelihood, MultiLabelProbit};

@@ -11,7 +11,7 @@
 //! the median round is reported.
 
 use crate::alloc;
-use crate::methods::Method;
+use crate::catalogue::Method;
 use bnn_burn::fused::Kernels;
 use bnn_burn::layers::Estimator;
 use bnn_burn::train::OptimizerConfig;
@@ -437,8 +437,8 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
         if bedl_pac {
             device.seed(options.seed);
             let labels = y.clone().argmax(1).squeeze_dim::<1>(1);
-            let objective = match crate::methods::Method::bedl_pac().objective {
-                crate::methods::TrainObjective::PacBayes(pac) => pac.init()?,
+            let objective = match crate::catalogue::Method::bedl_pac().objective {
+                crate::catalogue::TrainObjective::PacBayes(pac) => pac.init()?,
                 _ => unreachable!("BEDL-PAC's objective is the PAC-Bayes bound"),
             };
             let build = || MomentNet::bedl_pac(net, &device);

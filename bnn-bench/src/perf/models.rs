@@ -277,9 +277,9 @@ fn forward<B: Body>(model: &Bnn<B, Categorical>, x: B::Input, pass: &mut Pass) -
 }
 
 /// A network of either architecture trained by moments as the bench trains BEDL-PAC
-/// ([`crate::methods::Method::bedl_pac`]: the evidential head, `α = exp(f)`, CLT moments through
+/// ([`crate::catalogue::Method::bedl_pac`]: the evidential head, `α = exp(f)`, CLT moments through
 /// the body, 5 draws of the logits' moments, the PAC-Bayes objective of eq. 5.10) or DVI
-/// ([`crate::methods::Method::dvi`] with MNIST's prior precision 100: the categorical head, CLT
+/// ([`crate::catalogue::Method::dvi`] with MNIST's prior precision 100: the categorical head, CLT
 /// moments, Taylor logits, the ELBO over the thesis's moment weights, whose KL clamps `ln σ²`).
 #[derive(Module, Debug)]
 pub enum MomentNet {
@@ -296,7 +296,7 @@ pub enum MomentNet {
 impl MomentNet {
     /// `net` with BEDL-PAC's weights, head and moment configuration.
     pub fn bedl_pac(net: Net, device: &Device) -> Result<Self, bnn_burn::error::ConfigError> {
-        let method = crate::methods::Method::bedl_pac();
+        let method = crate::catalogue::Method::bedl_pac();
         let head = || {
             method
                 .class_likelihood
@@ -325,7 +325,7 @@ impl MomentNet {
     /// `net` with DVI's weights and moment configuration and the categorical head (MNIST's
     /// prior precision, 100).
     pub fn dvi(net: Net, device: &Device) -> Result<Self, bnn_burn::error::ConfigError> {
-        let method = crate::methods::Method::dvi(100.0);
+        let method = crate::catalogue::Method::dvi(100.0);
         Ok(match net {
             Net::Mlp => MomentNet::DviMlp(
                 method.with_moments(

@@ -7,7 +7,7 @@
 //! predicted both ways, each timed as the median of `rounds` repetitions. The ratio is
 //! Monte Carlo's time over the moments' time in the same run.
 
-use crate::methods::Method;
+use crate::catalogue::Method;
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::Estimator;
 use bnn_burn::nets::{MlpConfig, Regressor};

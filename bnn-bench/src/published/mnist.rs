@@ -10,7 +10,7 @@ pub struct PublishedMnist {
     /// Method as printed.
     pub method: String,
     /// Our catalogue's method trained as the published one was (usually `method`; Table 5.2's
-    /// DVI is [`crate::methods::Method::dvi_sampled`]).
+    /// DVI is [`crate::catalogue::Method::dvi_sampled`]).
     pub counterpart: String,
     /// The task trained and tested on.
     pub family: TrainSet,

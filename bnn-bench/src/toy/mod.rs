@@ -5,9 +5,9 @@
 //! (`y = 10 cos x` or `10 sin x` with equal odds, plus N(0, 1); `x = −0.5 + Exp(2)`, truncated at
 //! 2), 750 points each. One figure, one row per toy and one panel per method.
 
+use crate::catalogue::Method;
 use crate::decomposition::{self, Curves, Fit, Panel, Row};
 use crate::experiment;
-use crate::methods::Method;
 use bnn_burn::layers::Estimator;
 use bnn_datasets::RegressionData;
 use bnn_datasets::toy::{self, Regression1d};

@@ -297,7 +297,7 @@ fn pac_report(
     };
     let device = model.devices()[0].clone();
     let d = split.train.n_features;
-    let objective = crate::methods::regression_pac(pac).init()?;
+    let objective = crate::catalogue::regression_pac(pac).init()?;
     let tight = pac
         .clone()
         .with_complexity(PacComplexity::LogN)

@@ -8,7 +8,7 @@
 //! [`registry`] and run by [`run`]; a user crate runs its own, alone or beside those, through
 //! [`run_with`].
 
-use crate::methods::{Method, TrainObjective};
+use crate::catalogue::{Method, TrainObjective};
 use crate::published::uci::{self as uci_published, PublishedColumn};
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::layers::Estimator;

@@ -152,7 +152,7 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
     );
     // Methods trained by moments: 10 × n_epochs at Haußmann's learning rate, one pass to test.
     let vbp = BayesianFit {
-        method: crate::methods::Method::vbp(HAUSSMANN_REGRESSION_ALPHA),
+        method: crate::catalogue::Method::vbp(HAUSSMANN_REGRESSION_ALPHA),
         train_samples: 1,
         early_stopping: None,
     };
