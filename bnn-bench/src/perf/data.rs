@@ -31,7 +31,7 @@ fn measure<T>(
     size: impl Fn(&T) -> usize,
     load: impl Fn() -> Result<T, DataError>,
 ) -> Result<LoadRow, DataError> {
-    let mut times = Vec::with_capacity(rounds);
+    let mut times = Vec::new();
     let mut row = None;
     for _ in 0..rounds.max(1) {
         let before = alloc::live_bytes();

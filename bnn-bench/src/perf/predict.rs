@@ -100,7 +100,7 @@ pub fn run(o: &PredictOptions) -> Result<Vec<PredictRow>, Box<dyn Error>> {
         let x = matrix(&test.x, 1, &device);
         let y = matrix(&test.y, 1, &device);
         let time = |mode: PredictMode| -> Result<(f64, GaussianPrediction), Box<dyn Error>> {
-            let mut times = Vec::with_capacity(o.rounds);
+            let mut times = Vec::new();
             let mut last = None;
             // One untimed call first: allocations and kernels warm up.
             model.predict(x.clone(), mode)?;
