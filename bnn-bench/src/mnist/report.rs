@@ -50,7 +50,15 @@ pub fn markdown(
         data.ood.len(),
         if options.exp.quick { " (--quick)" } else { "" },
         options.epochs(),
-        options.batch_size,
+        // What ran: a batch larger than the training set is the whole set.
+        match options.batch_size > data.train.len() {
+            true => format!(
+                "{} (--batch-size {} is more than the training images)",
+                data.train.len(),
+                options.batch_size
+            ),
+            false => options.batch_size.to_string(),
+        },
         options.prediction_samples,
         moment_methods(),
         moment_prediction(),
