@@ -642,3 +642,23 @@ fn one_seed_fixes_the_initial_parameters_of_a_built_run() {
     assert_eq!(a, run(3, 200), "the same seed gave another model");
     assert_ne!(a, run(4, 100), "another seed gave the same model");
 }
+
+/// An epoch count is a bound, never an allocation: 10¹² epochs stopped by a callback after the
+/// first return at once (the history was once reserved for every epoch, which aborted).
+#[test]
+fn a_huge_epoch_count_allocates_nothing_up_front() {
+    struct StopAfterOne;
+    impl<M> Callback<M> for StopAfterOne {
+        fn on_epoch_end(&mut self, _: &M, _: &EpochStats) -> Result<Flow, TrainError> {
+            Ok(Flow::Stop)
+        }
+    }
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 8);
+    let data = linear_data(&device, 32);
+    let (_, report) = Trainer::new(quiet(1_000_000_000_000))
+        .with_callback(StopAfterOne)
+        .fit(regressor(mfvi(), 4, &device), data)
+        .unwrap();
+    assert_eq!(report.history.len(), 1);
+}
