@@ -71,19 +71,15 @@ impl Harness for DepewegHarness<'_> {
     const FORMAT: u32 = FORMAT;
 
     fn tasks(&self) -> Vec<DepewegTask> {
-        let mut tasks = Vec::new();
-        for (set, _, _) in &self.data {
-            for model in &self.models {
-                for split in 0..self.options.splits {
-                    tasks.push(DepewegTask {
-                        dataset: set.name().into(),
-                        model: model.name.into(),
-                        split,
-                    });
-                }
-            }
-        }
-        tasks
+        let splits: Vec<usize> = (0..self.options.splits).collect();
+        let pairs = crate::runner::grid(&self.data, &self.models, |(set, ..), model| {
+            (set.name(), model.name)
+        });
+        crate::runner::grid(&pairs, &splits, |&(dataset, model), &split| DepewegTask {
+            dataset: dataset.into(),
+            model: model.into(),
+            split,
+        })
     }
 
     fn task_id(&self, task: &DepewegTask) -> String {
@@ -168,7 +164,7 @@ impl Harness for DepewegHarness<'_> {
         out: &OutFolder,
         wall_seconds: f64,
     ) -> Result<(), Box<dyn Error>> {
-        let rows = rows.iter().map(|f| f.row.clone()).collect();
+        let rows = crate::runner::rows_of(rows);
         let table = write_report(self.options, rows, wall_seconds, out)?;
         *self.table.borrow_mut() = table;
         Ok(())

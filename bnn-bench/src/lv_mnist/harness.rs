@@ -89,7 +89,7 @@ impl Harness for LvMnistHarness<'_> {
         out: &OutFolder,
         wall_seconds: f64,
     ) -> Result<(), Box<dyn Error>> {
-        let scenarios: Vec<ScenarioResult> = rows.iter().map(|f| f.row.clone()).collect();
+        let scenarios = crate::runner::rows_of(rows);
         let report = LvMnistReport {
             options: self.options.clone(),
             findings: findings(&scenarios),

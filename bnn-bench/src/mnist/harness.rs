@@ -76,16 +76,10 @@ impl Harness for MnistHarness<'_> {
     const FORMAT: u32 = FORMAT;
 
     fn tasks(&self) -> Vec<MnistTask> {
-        let mut tasks = Vec::new();
-        for &arch in &self.archs {
-            for method in &self.methods {
-                tasks.push(MnistTask {
-                    arch,
-                    method: method.name.to_string(),
-                });
-            }
-        }
-        tasks
+        crate::runner::grid(&self.archs, &self.methods, |&arch, m| MnistTask {
+            arch,
+            method: m.name.to_string(),
+        })
     }
 
     fn task_id(&self, task: &MnistTask) -> String {
@@ -161,7 +155,7 @@ impl Harness for MnistHarness<'_> {
         out: &OutFolder,
         wall_seconds: f64,
     ) -> Result<(), Box<dyn Error>> {
-        let results: Vec<MnistResult> = rows.iter().map(|f| f.row.clone()).collect();
+        let results = crate::runner::rows_of(rows);
         write_report(self.options, &self.data, &results, wall_seconds, out)
     }
 

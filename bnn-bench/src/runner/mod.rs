@@ -162,6 +162,20 @@ pub struct ExperimentArgs {
     pub quick: bool,
 }
 
+/// Every pair of `outer` and `inner`, `outer` by `outer`, made into a task by `task`: the
+/// task lists of the harnesses (data set × method, architecture × method).
+pub fn grid<A, B, T>(outer: &[A], inner: &[B], task: impl Fn(&A, &B) -> T) -> Vec<T> {
+    outer
+        .iter()
+        .flat_map(|a| inner.iter().map(|b| task(a, b)).collect::<Vec<_>>())
+        .collect()
+}
+
+/// The rows of `finished`, in order.
+pub fn rows_of<T, R: Clone>(finished: &[Finished<T, R>]) -> Vec<R> {
+    finished.iter().map(|f| f.row.clone()).collect()
+}
+
 /// A harness's finished task.
 pub type Done<H> = Finished<<H as Harness>::Task, <H as Harness>::Row>;
 

@@ -113,18 +113,12 @@ impl Harness for UciHarness<'_> {
     const FORMAT: u32 = FORMAT;
 
     fn tasks(&self) -> Vec<UciTask> {
-        let mut tasks = Vec::new();
-        for set in &self.sets {
-            for method in &self.methods {
-                tasks.push(UciTask {
-                    dataset: set.dataset.clone(),
-                    method: method.name().to_string(),
-                    n_splits: set.n_splits,
-                    budget: method.budget(&set.dataset, &set.data.meta, set.n_train, self.options),
-                });
-            }
-        }
-        tasks
+        crate::runner::grid(&self.sets, &self.methods, |set, method| UciTask {
+            dataset: set.dataset.clone(),
+            method: method.name().to_string(),
+            n_splits: set.n_splits,
+            budget: method.budget(&set.dataset, &set.data.meta, set.n_train, self.options),
+        })
     }
 
     fn task_id(&self, task: &UciTask) -> String {
@@ -228,7 +222,7 @@ impl Harness for UciHarness<'_> {
         out: &OutFolder,
         wall_seconds: f64,
     ) -> Result<(), Box<dyn Error>> {
-        let results: Vec<MethodResult> = rows.iter().map(|f| f.row.clone()).collect();
+        let results = crate::runner::rows_of(rows);
         write_report(self.options, &results, wall_seconds, &self.warnings, out)
     }
 }
