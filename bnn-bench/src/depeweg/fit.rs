@@ -103,9 +103,11 @@ pub fn fit_standardised(
             Ok(())
         };
         let rest: Vec<usize> = wide_chunks(wide_draws, draws, test_y.len(), hidden, d).collect();
-        // The budget's mixture in one pass where it fits (as it always ran), else in chunks.
-        let chunks: Vec<usize> = wide_chunks(draws, 0, test_y.len(), hidden, d).collect();
-        let scores = if chunks.len() == 1 {
+        // The budget's mixture in one pass where it fits (as it always ran: one pass draws
+        // otherwise than chunks do), else in chunks.
+        let widest = hidden.iter().copied().chain([d]).max().unwrap_or(1);
+        let one_pass = draws.saturating_mul(test_y.len()).saturating_mul(widest);
+        let scores = if one_pass <= ONE_PASS_ELEMENTS {
             let first = net.predict(xt.clone(), PredictMode::Samples(draws))?;
             let scores = first.scores(yt.clone(), &[y_std]);
             if !rest.is_empty() {
@@ -116,7 +118,7 @@ pub fn fit_standardised(
             }
             scores
         } else {
-            for k in chunks {
+            for k in wide_chunks(draws, 0, test_y.len(), hidden, d) {
                 add(k, &mut acc)?;
             }
             acc.scores(&[y_std])
@@ -151,6 +153,10 @@ pub fn fit_standardised(
         wide,
     })
 }
+
+/// Activations of the widest layer a single test pass of the budget's draws may hold (1.6 GB
+/// of `f32`); above it the draws go through in chunks.
+const ONE_PASS_ELEMENTS: usize = 400_000_000;
 
 /// The chunk sizes of the draws after the first `first` up to `wide` in all, each holding at
 /// most `PASS_CHUNK_ELEMENTS` activations of the widest layer over `rows` test rows
