@@ -228,7 +228,7 @@ pub struct MnistOptions {
     /// The set trained and tested on: mnist or fashion-mnist (the other is the first OOD set),
     /// or cifar5 (CIFAR-10's classes 0–4; OOD: its classes 5–9; the CIFAR LeNet5 192/192/1000
     /// only; the binary files cifar-10-batches-bin/{data_batch_1..5, test_batch}.bin under
-    /// --data-dir, from https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz).
+    /// --data-dir, from <https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz>).
     #[arg(long = "train-set", default_value = "mnist", value_parser = parse_family)]
     pub family: TrainSet,
     /// The output folder, resuming and worker processes. With `resume`, the finished rows in
