@@ -8,7 +8,7 @@ use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::likelihood::HeteroscedasticGaussian;
 use bnn_burn::nets::{HeteroscedasticRegressor, MlpConfig};
 use bnn_burn::predict::{Predict, PredictMode};
-use bnn_burn::train::{TrainConfig, train};
+use bnn_burn::train::TrainConfig;
 use bnn_burn::training_device;
 use bnn_datasets::Standardizer;
 use bnn_datasets::toy::Regression1d;
@@ -84,18 +84,20 @@ pub fn fit_and_draw(
     let x = matrix(&sx.transform(&train_set.x), 1, &device);
     let y = matrix(&sy.transform(&train_set.y), 1, &device);
     let plain = device.clone().inner();
-    // Initialisation draws from the device RNG: seed it so that reruns are identical.
-    device.seed(fit.seed);
-    let model = MlpConfig::new(1, fit.hidden.to_vec(), 1)
-        .with_weights(method.weights.clone())
-        .init(HeteroscedasticGaussian, &device)?;
     let config = TrainConfig::new(fit.epochs)
         .with_batch_size(100)
         .with_learning_rate(3e-3)
         .with_train_samples(1)
         .with_seed(fit.seed);
     eprintln!("training {} ({} epochs)", method.name, fit.epochs);
-    let (model, report) = train(model, (x, y), &config)?;
+    // The seed fixes the initial parameters too.
+    let build = |d: &Device| {
+        let net = MlpConfig::new(1, fit.hidden.to_vec(), 1)
+            .with_weights(method.weights.clone())
+            .init(HeteroscedasticGaussian, d)?;
+        method.with_moments(net)
+    };
+    let (model, report) = method.trainer(&config)?.build_and_fit(build, (x, y))?;
     let model = model.valid();
     let (test_ll, test_rmse) = evaluate(&model, test_set, (&sx, &sy), &plain)?;
     let grid_x = matrix(&sx.transform(grid), 1, &plain);

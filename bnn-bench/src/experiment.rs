@@ -218,6 +218,24 @@ pub fn select<'a, T>(
         .collect()
 }
 
+/// [`select`], where no name picks the entries `is_default` keeps (a harness's catalogue
+/// defaults) rather than all of them.
+///
+/// # Errors
+/// As [`select`].
+pub fn select_or_defaults<'a, T>(
+    all: &'a [T],
+    names: &[String],
+    name_of: impl Fn(&T) -> &str,
+    is_default: impl Fn(&T) -> bool,
+) -> Result<Vec<&'a T>, String> {
+    let picked = select(all, names, name_of)?;
+    Ok(match names.is_empty() {
+        true => picked.into_iter().filter(|m| is_default(m)).collect(),
+        false => picked,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +339,11 @@ mod tests {
         let twice = ["MAP", "Radial", "map"];
         let err = select(&twice, &names(&["Radial"]), |s| s).unwrap_err();
         assert_eq!(err, "two methods are named \"map\"");
+        // No name: the defaults; a name: any entry.
+        let short = |s: &&str| s.len() <= 3;
+        let picked = select_or_defaults(&all, &[], |s| s, short).unwrap();
+        assert_eq!(picked, vec![&"MAP"]);
+        let picked = select_or_defaults(&all, &names(&["radial"]), |s| s, short).unwrap();
+        assert_eq!(picked, vec![&"Radial"]);
     }
 }

@@ -2,8 +2,7 @@
 
 use crate::catalogue::Method;
 use crate::decomposition::{self, Curves, Fit, Panel, Row};
-use crate::runner::{Finished, Harness, OutFolder, RunnerOptions, TaskContext};
-use bnn_burn::layers::Estimator;
+use crate::runner::{Finished, Harness, ReportInput, RunnerOptions, TaskContext};
 use bnn_datasets::toy;
 use std::error::Error;
 use std::path::Path;
@@ -11,12 +10,16 @@ use std::path::Path;
 const N_TRAIN: usize = 1000;
 const N_TEST: usize = 1000;
 
+/// The three families the quick start shows, in its order (each fit's seed is the run's plus
+/// its position), from the catalogue at the toys' settings.
+const METHODS: [&str; 3] = ["MFVI-LRT", "Radial", "MC dropout"];
+
 fn methods() -> Vec<Method> {
-    vec![
-        Method::mean_field(Estimator::LocalReparameterization),
-        Method::radial(),
-        Method::mc_dropout(0.05, 0.1),
-    ]
+    METHODS
+        .iter()
+        .map(|name| crate::catalogue::named(name, &crate::toy::SETTINGS))
+        .collect::<Option<_>>()
+        .expect("the quick start's methods are in the catalogue")
 }
 
 /// Options of the quick start (the `bnn-bench quickstart` command line).
@@ -132,12 +135,8 @@ impl Harness for Quickstart {
         )
     }
 
-    fn report(
-        &self,
-        finished: &[Finished<usize, (Row, Curves)>],
-        out: &OutFolder,
-        _: f64,
-    ) -> Result<(), Box<dyn Error>> {
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
+        let (finished, out) = (run.rows, run.out);
         let rows: Vec<&Row> = finished.iter().map(|f| &f.row.0).collect();
         let oracle = toy::heteroscedastic_oracle_log_likelihood(&self.test_set);
         let mut table = String::from(

@@ -1,11 +1,14 @@
 //! The method catalogue: named weight models used by every harness (quickstart, toy, uci,
 //! mnist, perf), a name for tables and the command line and the [`WeightConfig`] of every
 //! layer. A name is fixed by its constructor, so the same name is the same posterior family,
-//! estimator and prior everywhere (a harness may set the task's hyperparameters, such as the
-//! drop rate). The settings are the benchmarks' (N(0, 1) priors, ρ₀ = −5, Gal's length-scales).
+//! estimator and prior everywhere (a harness sets the task's hyperparameters, such as the
+//! drop rate: [`Settings`]). The settings are the benchmarks' (N(0, 1) priors, ρ₀ = −5, Gal's
+//! length-scales). [`ENTRIES`] lists every built-in method once, with the harnesses that run
+//! it by default ([`defaults`]).
 
 use bnn_burn::layers::{Estimator, WeightConfig};
 
+mod entries;
 mod evidential;
 mod moments;
 mod variational;
@@ -19,6 +22,9 @@ use bnn_burn::posterior::{DropoutConfig, DropoutMask, DropoutNoise, PosteriorCon
 use bnn_burn::train::{DecayGroup, TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};
+pub use entries::{
+    ENTRIES, Entry, Protocol, Settings, available, defaults, named, runs_by_default,
+};
 
 /// BEDL's fixed observation precision β of the regression head (Haußmann 2021 §4.5: 100).
 pub const BEDL_BETA: f64 = 100.0;

@@ -72,7 +72,6 @@ pub fn fit_standardised(
 ) -> Result<FitScores, Box<dyn Error>> {
     let d = train.n_features;
     let device = training_device();
-    device.seed(seed);
     let x = matrix(&train.x, d, &device);
     let y = matrix(&train.y, 1, &device);
     let plain = device.clone().inner();
@@ -132,17 +131,16 @@ pub fn fit_standardised(
         Ok((scores, Some((acc.draws(), acc.scores(&[y_std]).log_likelihood))))
     };
     let ((scores, wide), noise) = if model.latent {
-        let net = BnnLvConfig::new(mlp).init_regressor(n, &device)?;
+        let build = |d: &burn::tensor::Device| BnnLvConfig::new(mlp).init_regressor(n, d);
         let (net, _) = Trainer::new(config)
             .with_objective(objective)
-            .fit(net, (x, y))?;
+            .build_and_fit(build, (x, y))?;
         let net = net.valid();
         (score(&net)?, to_vec(net.net.likelihood.noise_std())[0])
     } else {
-        let net = mlp.init_regressor(&device)?;
         let (net, _) = Trainer::new(config)
             .with_objective(objective)
-            .fit(net, (x, y))?;
+            .build_and_fit(|d| mlp.init_regressor(d), (x, y))?;
         let net = net.valid();
         (score(&net)?, to_vec(net.likelihood.noise_std())[0])
     };

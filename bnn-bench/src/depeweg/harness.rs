@@ -1,7 +1,7 @@
 //! The tables on the runner: a task is one model on one split of one set.
 
 use super::*;
-use crate::runner::{Finished, Harness, OutFolder, TaskContext};
+use crate::runner::{Finished, Harness, ReportInput, TaskContext};
 use bnn_burn::integrity::Digest;
 use std::cell::RefCell;
 use std::time::Instant;
@@ -56,10 +56,7 @@ impl<'a> DepewegHarness<'a> {
     }
 
     fn set(&self, name: &str) -> &(DepewegSet, RegressionData, String) {
-        self.data
-            .iter()
-            .find(|(s, _, _)| s.name() == name)
-            .expect("a task's set is loaded")
+        crate::runner::of_task(&self.data, "data set", |(s, _, _)| s.name() == name)
     }
 }
 
@@ -97,10 +94,7 @@ impl Harness for DepewegHarness<'_> {
     fn run_task(&self, task: &DepewegTask, _: &TaskContext) -> Result<SplitRow, Box<dyn Error>> {
         let t = Instant::now();
         let (set, all, _) = self.set(&task.dataset);
-        let model = MODELS
-            .iter()
-            .find(|m| m.name == task.model)
-            .expect("a task's model is known");
+        let model = crate::runner::of_task(&MODELS, "model", |m| m.name == task.model);
         let k = task.split;
         let (train_rows, test_rows) = random_split(all.len(), self.options.seed, *set, k);
         let train = all.select(&train_rows)?;
@@ -158,14 +152,8 @@ impl Harness for DepewegHarness<'_> {
         )
     }
 
-    fn report(
-        &self,
-        rows: &[Finished<DepewegTask, SplitRow>],
-        out: &OutFolder,
-        wall_seconds: f64,
-    ) -> Result<(), Box<dyn Error>> {
-        let rows = crate::runner::rows_of(rows);
-        let table = write_report(self.options, rows, wall_seconds, out)?;
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
+        let table = write_report(self.options, run.rows(), run.wall_seconds, run.out)?;
         *self.table.borrow_mut() = table;
         Ok(())
     }

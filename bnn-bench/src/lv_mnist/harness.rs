@@ -1,7 +1,7 @@
 //! The three models on the runner: a task per scenario (standard, label noise, subsampled).
 
 use super::*;
-use crate::runner::{Finished, Harness, OutFolder, TaskContext};
+use crate::runner::{Finished, Harness, ReportInput, TaskContext};
 use bnn_burn::integrity::Digest;
 use std::cell::RefCell;
 
@@ -83,20 +83,15 @@ impl Harness for LvMnistHarness<'_> {
         )
     }
 
-    fn report(
-        &self,
-        rows: &[Finished<usize, ScenarioResult>],
-        out: &OutFolder,
-        wall_seconds: f64,
-    ) -> Result<(), Box<dyn Error>> {
-        let scenarios = crate::runner::rows_of(rows);
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
+        let (scenarios, out) = (run.rows(), run.out);
         let report = LvMnistReport {
             options: self.options.clone(),
             findings: findings(&scenarios),
             scenarios,
             backend: bnn_burn::backend_name().to_string(),
             revision: experiment::git_revision(),
-            wall_seconds,
+            wall_seconds: run.wall_seconds,
         };
         out.write_record("lv-mnist.json", &serde_json::to_value(&report)?)?;
         out.write("lv-mnist.md", markdown(&report).as_bytes())?;

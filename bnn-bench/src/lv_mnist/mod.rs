@@ -312,18 +312,19 @@ fn fit(
     seed: u64,
 ) -> Result<(BnnLv<Categorical>, f64), Box<dyn Error>> {
     let device = training_device();
-    device.seed(seed);
     let n = set.len();
     let all: Vec<usize> = (0..n).collect();
     let x = images(set, &all, &device);
     let ys: Vec<usize> = set.labels.iter().map(|&l| l as usize).collect();
     let y = labels(&ys, &device);
-    let net = BnnLvConfig::new(
-        MlpConfig::new(set.image_size(), vec![150, 150, 150], CLASSES)
-            .with_weights(depeweg_weights(1.0)),
-    )
-    .with_latent(LatentConfig::new().with_encoder(Some(EncoderConfig::new(CLASSES))))
-    .init(Categorical, n, &device)?;
+    let build = |d: &Device| {
+        BnnLvConfig::new(
+            MlpConfig::new(set.image_size(), vec![150, 150, 150], CLASSES)
+                .with_weights(depeweg_weights(1.0)),
+        )
+        .with_latent(LatentConfig::new().with_encoder(Some(EncoderConfig::new(CLASSES))))
+        .init(Categorical, n, d)
+    };
     let config = TrainConfig::new(options.epochs)
         .with_batch_size(250)
         .with_learning_rate(1e-3)
@@ -331,7 +332,7 @@ fn fit(
         .with_seed(seed);
     let (net, report) = Trainer::new(config)
         .with_objective(AlphaConfig::new().with_alpha(1.0).init()?)
-        .fit(net, (x, y))?;
+        .build_and_fit(build, (x, y))?;
     Ok((net.valid(), report.seconds))
 }
 

@@ -89,7 +89,8 @@ struct PacTrain {
 }
 
 /// Trains `method` as `arch` with the class likelihood `likelihood` on `(images, labels)` of
-/// `classes` classes, saving its training state in `state` (and resuming from it) when given ([`Fitted`]).
+/// `classes` classes, built from the training seed ([`Trainer::build_and_fit`]), saving its
+/// training state in `state` (and resuming from it) when given ([`Fitted`]).
 fn fit<L>(
     arch: Arch,
     method: &Method,
@@ -97,7 +98,6 @@ fn fit<L>(
     (images, labels, classes): (Tensor<4>, Tensor<1, Int>, usize),
     config: &TrainConfig,
     state: Option<&Path>,
-    device: &Device,
 ) -> Result<Fitted, Box<dyn Error>>
 where
     L: Likelihood<Target = Tensor<1, Int>, Prediction = ClassPrediction>,
@@ -118,12 +118,15 @@ where
     let plain_labels = labels.clone().without_autodiff();
     Ok(match arch {
         Arch::Mlp => {
-            let net = MlpConfig::new(c * h * w, vec![400, 400], classes)
-                .with_weights(method.weights.clone())
-                .init(likelihood, device)?;
-            let net = method.with_moments(net)?;
+            let build = |d: &Device| {
+                let net = MlpConfig::new(c * h * w, vec![400, 400], classes)
+                    .with_weights(method.weights.clone())
+                    .init(likelihood, d)?;
+                method.with_moments(net)
+            };
             let flat = images.clone().reshape([n, c * h * w]);
-            let (m, report) = trainer(method, config, state)?.fit(net, (flat, labels))?;
+            let (m, report) =
+                trainer(method, config, state)?.build_and_fit(build, (flat, labels))?;
             let m = m.valid();
             let x = |rows: std::ops::Range<usize>| {
                 let b = rows.len();
@@ -139,9 +142,10 @@ where
                 // Sensoy's initialiser comes with his net.
                 weights.tf_truncated_normal = shape.dense.weights.tf_truncated_normal;
             }
-            let net = shape.with_weights(weights).init(likelihood, device)?;
-            let net = method.with_moments(net)?;
-            let (m, report) = trainer(method, config, state)?.fit(net, (images.clone(), labels))?;
+            let build =
+                |d: &Device| method.with_moments(shape.with_weights(weights).init(likelihood, d)?);
+            let data = (images.clone(), labels);
+            let (m, report) = trainer(method, config, state)?.build_and_fit(build, data)?;
             let m = m.valid();
             let x = |rows: std::ops::Range<usize>| plain().slice(rows);
             let pac = pac_bounds(method, &m, x, &plain_labels)?;
@@ -240,7 +244,6 @@ pub fn run_one(
         None => vec![experiment::git_revision()],
     };
     let device = training_device();
-    device.seed(seed);
     // Each set is normalised with its own family's statistics, as in the thesis code.
     let norm = data.family.normalization();
     let classes = data.n_classes();
@@ -254,25 +257,17 @@ pub fn run_one(
         .with_progress(true);
     let data_xy = (batch.images, labels, classes);
     let (net, train_seconds, pac_train) = match method.class_likelihood {
-        ClassLikelihood::Softmax => {
-            fit(arch, method, Categorical, data_xy, &config, state, &device)?
+        ClassLikelihood::Softmax => fit(arch, method, Categorical, data_xy, &config, state)?,
+        ClassLikelihood::MultiLabelProbit => {
+            fit(arch, method, MultiLabelProbit, data_xy, &config, state)?
         }
-        ClassLikelihood::MultiLabelProbit => fit(
-            arch,
-            method,
-            MultiLabelProbit,
-            data_xy,
-            &config,
-            state,
-            &device,
-        )?,
         ClassLikelihood::Evidential { .. } => {
             let head = method
                 .class_likelihood
                 .evidential()
                 .expect("an evidential method")
                 .init();
-            fit(arch, method, head, data_xy, &config, state, &device)?
+            fit(arch, method, head, data_xy, &config, state)?
         }
     };
     let mode = if method.predicts_by_moments() {

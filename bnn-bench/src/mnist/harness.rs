@@ -3,7 +3,7 @@
 //! from its last saved epoch.
 
 use super::*;
-use crate::runner::{Finished, Harness, OutFolder, TaskContext};
+use crate::runner::{Finished, Harness, ReportInput, TaskContext};
 use bnn_burn::integrity::Digest;
 
 /// Version of the rows' format.
@@ -61,10 +61,7 @@ impl<'a> MnistHarness<'a> {
     }
 
     fn method(&self, name: &str) -> &Method {
-        self.methods
-            .iter()
-            .find(|m| m.name == name)
-            .expect("a task's method is selected")
+        crate::runner::of_task::<&Method>(&self.methods, "method", |m| m.name == name)
     }
 }
 
@@ -149,14 +146,14 @@ impl Harness for MnistHarness<'_> {
         )
     }
 
-    fn report(
-        &self,
-        rows: &[Finished<MnistTask, MnistResult>],
-        out: &OutFolder,
-        wall_seconds: f64,
-    ) -> Result<(), Box<dyn Error>> {
-        let results = crate::runner::rows_of(rows);
-        write_report(self.options, &self.data, &results, wall_seconds, out)
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
+        write_report(
+            self.options,
+            &self.data,
+            &run.rows(),
+            run.wall_seconds,
+            run.out,
+        )
     }
 
     fn room(&self) -> u64 {

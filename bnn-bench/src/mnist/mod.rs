@@ -5,10 +5,9 @@
 //! of mutual information per OOD set, the entropy-ECDF area of Haußmann §5 (Table 5.2), the
 //! misclassification-detection AUROC of entropy, and error and entropy per rotation angle, with
 //! reliability diagrams, entropy histograms and the rotation curves.
-use crate::catalogue::{ClassLikelihood, Method, TrainObjective};
+use crate::catalogue::{ClassLikelihood, Method, Protocol, Settings, TrainObjective};
 use crate::experiment;
 use bnn_burn::host::to_vec;
-use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{Categorical, Likelihood, MultiLabelProbit};
 use bnn_burn::metrics::{
     ReliabilityBin, accuracy_of, auroc, brier, class_errors_of, ece_of, entropy_ecdf_area, nll,
@@ -158,30 +157,26 @@ impl FromStr for Arch {
     }
 }
 
-/// Every method, in table order, under its catalogue name ([`Method`]): MAP with a N(0, 1)
-/// prior (the deterministic net); MC dropout with p = 0.2 on every layer input and Gal's
-/// length-scale 10⁻²; mean-field with local reparameterisation (MFVI-LRT) and radial with
-/// N(0, 1) priors and ρ₀ = −5; and the sampling-free methods of Haußmann (2021) Table 3.2 and
-/// ch. 4 with its prior precision α = 100, trained and predicted by moment propagation: VBP
-/// (softmax, Taylor loss, 100 logit draws for the prediction), DVI (the same with exact ReLU
-/// moments) and CLT (multi-label probit, closed-form predictive); DVI as Table 5.2 trains it
-/// (DVI-sampled: the sampled softmax over 20 draws, α = [`TABLE_5_2_DVI_PRIOR_PRECISION`]);
-/// then EDL, BEDL and BEDL-PAC.
+/// Every method the catalogue runs here by default, in table order ([`crate::catalogue::ENTRIES`]),
+/// under the protocol's [`SETTINGS`]: MAP with a N(0, 1) prior (the deterministic net); MC
+/// dropout with p = 0.2 on every layer input and Gal's length-scale 10⁻²; mean-field with local
+/// reparameterisation (MFVI-LRT) and radial with N(0, 1) priors and ρ₀ = −5; and the
+/// sampling-free methods of Haußmann (2021) Table 3.2 and ch. 4 with its prior precision
+/// α = 100, trained and predicted by moment propagation: VBP (softmax, Taylor loss, 100 logit
+/// draws for the prediction), DVI (the same with exact ReLU moments) and CLT (multi-label
+/// probit, closed-form predictive); DVI as Table 5.2 trains it (DVI-sampled: the sampled
+/// softmax over 20 draws, α = [`TABLE_5_2_DVI_PRIOR_PRECISION`]); then EDL, BEDL and BEDL-PAC.
 pub fn methods() -> Vec<Method> {
-    vec![
-        Method::map(1.0),
-        Method::mc_dropout(0.2, 1e-2),
-        Method::mean_field(Estimator::LocalReparameterization),
-        Method::radial(),
-        Method::vbp(MOMENT_PRIOR_PRECISION),
-        Method::dvi(MOMENT_PRIOR_PRECISION),
-        Method::clt(MOMENT_PRIOR_PRECISION),
-        Method::dvi_sampled(TABLE_5_2_DVI_PRIOR_PRECISION),
-        Method::edl(),
-        Method::bedl(),
-        Method::bedl_pac(),
-    ]
+    crate::catalogue::defaults(Protocol::Mnist, &SETTINGS)
 }
+
+/// The protocol's values of the catalogue's task settings.
+pub const SETTINGS: Settings = Settings {
+    drop_rate: 0.2,
+    length_scale: 1e-2,
+    moment_alpha: MOMENT_PRIOR_PRECISION,
+    sampled_dvi_alpha: TABLE_5_2_DVI_PRIOR_PRECISION,
+};
 
 /// The prior precision α of the moment methods on MNIST (Haußmann 2021 §3.5: α = 100 for every
 /// classification method).
@@ -197,9 +192,9 @@ pub const BATCH_SIZE: usize = 100;
 /// Options of one `mnist` run (the `bnn-bench mnist` command line).
 #[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct MnistOptions {
-    /// Methods (MAP, "MC dropout", MFVI-LRT, Radial, VBP, DVI, CLT, DVI-sampled, EDL, BEDL,
-    /// BEDL-PAC); repeatable [default: all]. DVI-sampled is Table 5.2's DVI: the sampled
-    /// softmax over 20 draws, prior precision 10.
+    /// Methods: any of the catalogue's, by name; repeatable [default: MAP, "MC dropout",
+    /// MFVI-LRT, Radial, VBP, DVI, CLT, DVI-sampled, EDL, BEDL, BEDL-PAC]. DVI-sampled is
+    /// Table 5.2's DVI: the sampled softmax over 20 draws, prior precision 10.
     #[arg(long = "method")]
     pub methods: Vec<String>,
     /// Architectures (mlp, lenet5; lenet5-pool: the max-pooling LeNet5 without padding;
@@ -435,7 +430,13 @@ pub fn misclassification_auroc(
 /// # Errors
 /// Those of [`run_with`].
 pub fn run(options: &MnistOptions) -> Result<Vec<MnistResult>, Box<dyn Error>> {
-    run_with(options, methods())
+    // Any catalogue entry by name; without names, those it runs here by default.
+    let is_default = |m: &Method| crate::catalogue::runs_by_default(Protocol::Mnist, m.name);
+    run_among(
+        options,
+        crate::catalogue::available(Protocol::Mnist, &SETTINGS),
+        is_default,
+    )
 }
 
 /// [`run`] on `methods` in place of the built-in ones: a user's own catalogue entries (a
@@ -453,12 +454,21 @@ pub fn run_with(
     options: &MnistOptions,
     methods: Vec<Method>,
 ) -> Result<Vec<MnistResult>, Box<dyn Error>> {
+    run_among(options, methods, |_| true)
+}
+
+/// [`run_with`], where no `--method` runs the methods `is_default` keeps.
+fn run_among(
+    options: &MnistOptions,
+    methods: Vec<Method>,
+    is_default: impl Fn(&Method) -> bool,
+) -> Result<Vec<MnistResult>, Box<dyn Error>> {
     let runner = &options.run;
     runner.check()?;
     let all = methods;
     experiment::refuse_repeats("--method", options.methods.iter().map(String::as_str))?;
     experiment::refuse_repeats("--arch", options.archs.iter().map(|a| a.name()))?;
-    let selected = experiment::select(&all, &options.methods, |m| m.name)?;
+    let selected = experiment::select_or_defaults(&all, &options.methods, |m| m.name, is_default)?;
     let archs = match (options.archs.is_empty(), options.family) {
         (true, TrainSet::Cifar5) => vec![Arch::LeNet5],
         (true, _) => Arch::ALL.to_vec(),

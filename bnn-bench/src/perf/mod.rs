@@ -11,7 +11,7 @@
 //! the median round is reported.
 
 use crate::alloc;
-use crate::catalogue::Method;
+use crate::catalogue::{Method, Protocol, Settings};
 use bnn_burn::fused::Kernels;
 use bnn_burn::layers::Estimator;
 use bnn_burn::train::OptimizerConfig;
@@ -157,21 +157,20 @@ fn time_round(w: &mut Workload, steps: usize) {
         .push(start.elapsed().as_secs_f64() * 1e3 / steps as f64);
 }
 
-/// The posterior families measured, with the settings the benchmarks use.
+/// The posterior families measured: the catalogue's perf methods
+/// ([`crate::catalogue::ENTRIES`]) under [`SETTINGS`].
 pub fn bayesian_methods() -> Vec<Method> {
-    vec![
-        Method::mean_field(Estimator::Reparameterization),
-        Method::mean_field(Estimator::LocalReparameterization),
-        Method::mean_field(Estimator::Flipout),
-        Method::radial(),
-        Method::mc_dropout(0.1, 1.0),
-        Method::drop_connect(0.1, 1.0),
-        Method::gaussian_drop_connect(0.1, 1.0),
-        Method::low_rank(2),
-        Method::mean_field_scale_mixture(),
-        Method::radial_scale_mixture(),
-    ]
+    crate::catalogue::defaults(Protocol::Perf, &SETTINGS)
 }
+
+/// The benchmark's values of the catalogue's task settings: dropout and DropConnect at
+/// p = 0.1 with length-scale 1, the moment methods at α = 10.
+pub const SETTINGS: Settings = Settings {
+    drop_rate: 0.1,
+    length_scale: 1.0,
+    moment_alpha: 10.0,
+    sampled_dvi_alpha: 10.0,
+};
 
 /// The point-weight rows: MAP (bnn-burn's layers with point weights under the benches' `N(0, 1)`
 /// prior) and the same with train-time dropout of half the dense layers' hidden units

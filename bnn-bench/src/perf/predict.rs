@@ -166,8 +166,8 @@ fn fit(
     o: &PredictOptions,
 ) -> Result<Regressor, Box<dyn Error>> {
     let device = bnn_burn::training_device();
-    device.seed(o.seed);
-    let model = method.regressor(MlpConfig::new(1, HIDDEN.to_vec(), 1), 0.5, &device)?;
+    let build =
+        |d: &burn::tensor::Device| method.regressor(MlpConfig::new(1, HIDDEN.to_vec(), 1), 0.5, d);
     let x = matrix(&train.x, 1, &device);
     let y = matrix(&train.y, 1, &device);
     let config = TrainConfig::new(o.epochs)
@@ -181,7 +181,7 @@ fn fit(
         .with_progress(false);
     let (model, _) = method
         .regression_trainer(config, &x, &y)?
-        .fit(model, (x, y))?;
+        .build_and_fit(build, (x, y))?;
     Ok(model.valid())
 }
 

@@ -67,21 +67,32 @@ pub trait Harness {
     /// The line logged when a task finishes.
     fn describe(&self, finished: &Finished<Self::Task, Self::Row>) -> String;
 
-    /// Writes the report of `rows` (earlier runs' kept rows first, then this run's in task
-    /// order) into `out`.
+    /// Writes the report of the run's rows into its output folder ([`ReportInput`]).
     ///
     /// # Errors
     /// A row the report cannot show (a non-finite number), a file that cannot be written.
-    fn report(
-        &self,
-        rows: &[Finished<Self::Task, Self::Row>],
-        out: &OutFolder,
-        wall_seconds: f64,
-    ) -> Result<(), Box<dyn Error>>;
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>>;
 
     /// Disk room the run needs for its records and training states, checked before any work.
     fn room(&self) -> u64 {
         64 << 20
+    }
+}
+
+/// What a harness's report is made of.
+pub struct ReportInput<'a, H: Harness + ?Sized> {
+    /// Earlier runs' kept rows first, then this run's in task order.
+    pub rows: &'a [Done<H>],
+    /// The output folder.
+    pub out: &'a OutFolder,
+    /// The run's wall time.
+    pub wall_seconds: f64,
+}
+
+impl<H: Harness + ?Sized> ReportInput<'_, H> {
+    /// The rows alone, in order.
+    pub fn rows(&self) -> Vec<H::Row> {
+        rows_of(self.rows)
     }
 }
 
@@ -169,6 +180,15 @@ pub fn grid<A, B, T>(outer: &[A], inner: &[B], task: impl Fn(&A, &B) -> T) -> Ve
         .iter()
         .flat_map(|a| inner.iter().map(|b| task(a, b)).collect::<Vec<_>>())
         .collect()
+}
+
+/// The item of `items` a task names (`is`): tasks are made from the harness's own lists, so
+/// a miss is a bug, and the panic names `what` (a method, a data set).
+pub fn of_task<'a, T>(items: &'a [T], what: &str, is: impl Fn(&T) -> bool) -> &'a T {
+    items
+        .iter()
+        .find(|t| is(t))
+        .unwrap_or_else(|| panic!("a task names a {what} that the run does not hold"))
 }
 
 /// The rows of `finished`, in order.
@@ -420,7 +440,11 @@ pub fn run<H: Harness>(
         }
     }
     rows.extend(done.into_iter().flatten());
-    harness.report(&rows, &out, start.elapsed().as_secs_f64())?;
+    harness.report(ReportInput {
+        rows: &rows,
+        out: &out,
+        wall_seconds: start.elapsed().as_secs_f64(),
+    })?;
     let _ = std::fs::remove_dir(out.join("state"));
     Ok(rows)
 }

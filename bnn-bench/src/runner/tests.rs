@@ -57,14 +57,9 @@ impl Harness for Fake {
     fn describe(&self, f: &Finished<String, usize>) -> String {
         format!("[fake] {} = {}", f.id, f.row)
     }
-    fn report(
-        &self,
-        rows: &[Finished<String, usize>],
-        out: &OutFolder,
-        _: f64,
-    ) -> Result<(), Box<dyn Error>> {
-        *self.reported.borrow_mut() = rows.iter().map(|f| (f.id.clone(), f.row)).collect();
-        out.write("fake.md", b"report")?;
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
+        *self.reported.borrow_mut() = run.rows.iter().map(|f| (f.id.clone(), f.row)).collect();
+        run.out.write("fake.md", b"report")?;
         Ok(())
     }
 }

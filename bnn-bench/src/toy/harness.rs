@@ -2,7 +2,7 @@
 //! wet-chicken maps.
 
 use super::*;
-use crate::runner::{Finished, Harness, OutFolder, TaskContext};
+use crate::runner::{Finished, Harness, ReportInput, TaskContext};
 use bnn_burn::integrity::Digest;
 use std::cell::RefCell;
 
@@ -170,11 +170,7 @@ impl Harness for ToyHarness<'_> {
         match task {
             ToyTask::Fit { toy, method } => {
                 let t = self.toy(toy).0;
-                let method = self
-                    .methods
-                    .iter()
-                    .find(|m| m.name == method)
-                    .expect("a task's method is selected");
+                let method = crate::runner::of_task(&self.methods, "method", |m| m.name == method);
                 let fit = Fit {
                     hidden: [50, 50],
                     epochs,
@@ -235,16 +231,11 @@ impl Harness for ToyHarness<'_> {
         }
     }
 
-    fn report(
-        &self,
-        rows: &[Finished<ToyTask, ToyRow>],
-        out: &OutFolder,
-        wall_seconds: f64,
-    ) -> Result<(), Box<dyn Error>> {
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
         // Toy by toy, each toy's rows in the order they came.
         let mut ordered: Vec<&ToyRow> = Vec::new();
         for t in &self.toys {
-            for f in rows {
+            for f in run.rows {
                 if let ToyRow::Fit { result, .. } | ToyRow::Lv { result, .. } = &f.row
                     && result.toy == t.name
                 {
@@ -252,11 +243,11 @@ impl Harness for ToyHarness<'_> {
                 }
             }
         }
-        let wet = rows.iter().find_map(|f| match &f.row {
+        let wet = run.rows.iter().find_map(|f| match &f.row {
             ToyRow::WetChicken(m) => Some(m),
             _ => None,
         });
-        write_report(self, &ordered, wet, out, wall_seconds)
+        write_report(self, &ordered, wet, run.out, run.wall_seconds)
     }
 }
 

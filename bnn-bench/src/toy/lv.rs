@@ -63,7 +63,6 @@ pub fn fit(
     let std = train.standardized(&sx, &sy)?;
     let d = std.n_features;
     let device = training_device();
-    device.seed(seed);
     let x = matrix(&std.x, d, &device);
     let y = matrix(&std.y, 1, &device);
     let n = std.len();
@@ -74,10 +73,9 @@ pub fn fit(
         .with_seed(seed)
         .with_progress(false);
     let mlp = MlpConfig::new(d, vec![hidden, hidden], 1).with_weights(depeweg_weights(1.0));
-    let net = BnnLvConfig::new(mlp).init_regressor(n, &device)?;
     let (net, _) = Trainer::new(config)
         .with_objective(AlphaConfig::new().with_alpha(1.0).init()?)
-        .fit(net, (x, y))?;
+        .build_and_fit(|d| BnnLvConfig::new(mlp).init_regressor(n, d), (x, y))?;
     Ok(LvFit {
         model: net.valid(),
         sx,

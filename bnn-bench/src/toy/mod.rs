@@ -5,10 +5,9 @@
 //! (`y = 10 cos x` or `10 sin x` with equal odds, plus N(0, 1); `x = −0.5 + Exp(2)`, truncated at
 //! 2), 750 points each. One figure, one row per toy and one panel per method.
 
-use crate::catalogue::Method;
+use crate::catalogue::{Method, Protocol, Settings};
 use crate::decomposition::{self, Curves, Fit, Panel, Row};
 use crate::experiment;
-use bnn_burn::layers::Estimator;
 use bnn_datasets::RegressionData;
 use bnn_datasets::toy::{self, Regression1d};
 use lv::{BNN_LV, Draws, LvCurves};
@@ -30,15 +29,21 @@ pub const N_TEST: usize = 2000;
 /// Half-width of the window in which training points are counted around a grid point.
 const WINDOW: f64 = 0.25;
 
-/// Every method, in figure order: the quick start's settings plus a point estimate.
+/// Every method the catalogue runs here by default, in figure order
+/// ([`crate::catalogue::ENTRIES`]), under [`SETTINGS`].
 pub fn methods() -> Vec<Method> {
-    vec![
-        Method::map(1.0),
-        Method::mc_dropout(0.05, 0.1),
-        Method::mean_field(Estimator::LocalReparameterization),
-        Method::radial(),
-    ]
+    crate::catalogue::defaults(Protocol::Toy, &SETTINGS)
 }
+
+/// The toys' (and the quick start's) values of the catalogue's task settings: MC dropout at
+/// p = 0.05 with length-scale 0.1; the moment methods at Haußmann's regression prior
+/// precision α = 10.
+pub const SETTINGS: Settings = Settings {
+    drop_rate: 0.05,
+    length_scale: 0.1,
+    moment_alpha: crate::uci::HAUSSMANN_REGRESSION_ALPHA,
+    sampled_dvi_alpha: crate::uci::HAUSSMANN_REGRESSION_ALPHA,
+};
 
 /// One toy problem.
 pub struct Toy {

@@ -3,7 +3,7 @@
 //! progress.
 
 use super::*;
-use crate::runner::{Finished, Harness, OutFolder, TaskContext};
+use crate::runner::{Finished, Harness, ReportInput, TaskContext};
 use bnn_burn::integrity::Digest;
 
 /// Version of the rows' format.
@@ -90,18 +90,11 @@ pub(crate) struct UciHarness<'a> {
 
 impl UciHarness<'_> {
     fn set(&self, d: &DataSet) -> &LoadedSet {
-        self.sets
-            .iter()
-            .find(|s| s.dataset == *d)
-            .expect("a task's data set is loaded")
+        crate::runner::of_task(&self.sets, "data set", |s| s.dataset == *d)
     }
 
     fn method(&self, name: &str) -> &dyn UciMethod {
-        *self
-            .methods
-            .iter()
-            .find(|m| m.name() == name)
-            .expect("a task's method is selected")
+        *crate::runner::of_task(&self.methods, "method", |m| m.name() == name)
     }
 }
 
@@ -216,13 +209,14 @@ impl Harness for UciHarness<'_> {
         )
     }
 
-    fn report(
-        &self,
-        rows: &[Finished<UciTask, MethodResult>],
-        out: &OutFolder,
-        wall_seconds: f64,
-    ) -> Result<(), Box<dyn Error>> {
-        let results = crate::runner::rows_of(rows);
-        write_report(self.options, &results, wall_seconds, &self.warnings, out)
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
+        let warnings = &self.warnings;
+        write_report(
+            self.options,
+            &run.rows(),
+            run.wall_seconds,
+            warnings,
+            run.out,
+        )
     }
 }

@@ -32,36 +32,55 @@ pub trait UciMethod {
     }
 }
 
-/// Every registered method, in table order.
+/// Every registered method, in table order: the catalogue's UCI methods
+/// ([`crate::catalogue::ENTRIES`], under [`SETTINGS`], each as [`protocol_method`] runs it),
+/// then Depeweg's models ([`DepewegFit`]), which the catalogue does not hold.
 pub fn registry() -> Vec<Box<dyn UciMethod>> {
-    let fit = |method: Method| BayesianFit {
+    with_depeweg(crate::catalogue::defaults(Protocol::Uci, &SETTINGS))
+}
+
+/// Every catalogue entry as the protocol runs it ([`protocol_method`]), then Depeweg's
+/// models: what `--method` picks from.
+pub fn every_method() -> Vec<Box<dyn UciMethod>> {
+    with_depeweg(crate::catalogue::available(Protocol::Uci, &SETTINGS))
+}
+
+/// `methods` as the protocol runs them, then Depeweg's models.
+fn with_depeweg(methods: Vec<Method>) -> Vec<Box<dyn UciMethod>> {
+    let mut all: Vec<Box<dyn UciMethod>> = methods.into_iter().map(protocol_method).collect();
+    for model in crate::depeweg::MODELS {
+        all.push(Box::new(DepewegFit(model)));
+    }
+    all
+}
+
+/// The protocol's values of the catalogue's task settings: Gal's p = 0.05 and length-scale
+/// 10⁻² (MC dropout itself searches his grid: [`GalDropout`]), and Haußmann's prior precision
+/// α = [`HAUSSMANN_REGRESSION_ALPHA`] for the moment methods.
+pub const SETTINGS: Settings = Settings {
+    drop_rate: 0.05,
+    length_scale: GAL_LENGTH_SCALE,
+    moment_alpha: HAUSSMANN_REGRESSION_ALPHA,
+    sampled_dvi_alpha: HAUSSMANN_REGRESSION_ALPHA,
+};
+
+/// A catalogue method under the protocol: MC dropout (masks on the layer inputs) by Gal's grid
+/// search over (p, τ) ([`GalDropout`]); any other by [`BayesianFit`], one posterior draw per
+/// step. A point estimate overfits a 50-unit net within the budget (noise learned far below
+/// the test residuals): it keeps the epoch of best NLL on 10 % of the training rows.
+pub fn protocol_method(method: Method) -> Box<dyn UciMethod> {
+    if let PosteriorConfig::Dropout(c) = &method.weights.posterior
+        && c.mask == DropoutMask::Units
+    {
+        return Box::new(GalDropout);
+    }
+    let early_stopping = matches!(method.weights.posterior, PosteriorConfig::Point(_))
+        .then(|| EarlyStoppingConfig::new().with_patience(20));
+    Box::new(BayesianFit {
         method,
         train_samples: 1,
-        early_stopping: None,
-    };
-    vec![
-        // A point estimate overfits a 50-unit net within the budget (noise learned far below
-        // the test residuals): it keeps the epoch of best NLL on 10 % of the training rows.
-        Box::new(BayesianFit {
-            early_stopping: Some(EarlyStoppingConfig::new().with_patience(20)),
-            ..fit(Method::map(1.0))
-        }),
-        Box::new(GalDropout),
-        Box::new(fit(Method::mean_field(Estimator::Reparameterization))),
-        Box::new(fit(Method::mean_field(Estimator::LocalReparameterization))),
-        Box::new(fit(Method::radial())),
-        Box::new(fit(Method::low_rank(2))),
-        Box::new(fit(Method::vbp(HAUSSMANN_REGRESSION_ALPHA))),
-        Box::new(fit(Method::clt(HAUSSMANN_REGRESSION_ALPHA))),
-        Box::new(fit(Method::dvi(HAUSSMANN_REGRESSION_ALPHA))),
-        Box::new(fit(Method::bedl())),
-        Box::new(fit(Method::bedl_pac())),
-        Box::new(fit(Method::bedl_hyper())),
-        Box::new(DepewegFit(crate::depeweg::MODELS[0])),
-        Box::new(DepewegFit(crate::depeweg::MODELS[1])),
-        Box::new(DepewegFit(crate::depeweg::MODELS[2])),
-        Box::new(DepewegFit(crate::depeweg::MODELS[3])),
-    ]
+        early_stopping,
+    })
 }
 
 /// Depeweg's BNN (α = 1) and BNN+LV (VB, α = ½, α = 1) under the UCI protocol: the protocol's
@@ -183,15 +202,17 @@ pub(crate) fn fit(
     seed: u64,
 ) -> Result<(Regressor, usize), Box<dyn Error>> {
     let device = training_device();
-    device.seed(seed);
     let mlp = MlpConfig::new(data.n_features, vec![split.meta.n_hidden], 1);
-    let mut model = method.regressor(mlp, 0.5, &device)?;
-    if let Some(std) = fixed_noise_std {
-        model.likelihood = GaussianLikelihoodConfig::new()
-            .with_noise_std(std)
-            .with_fit(NoiseFit::Fixed)
-            .init(&device)?;
-    }
+    let build = |device: &burn::tensor::Device| -> Result<Regressor, bnn_burn::ConfigError> {
+        let mut model = method.regressor(mlp, 0.5, device)?;
+        if let Some(std) = fixed_noise_std {
+            model.likelihood = GaussianLikelihoodConfig::new()
+                .with_noise_std(std)
+                .with_fit(NoiseFit::Fixed)
+                .init(device)?;
+        }
+        Ok(model)
+    };
     let config = TrainConfig::new(split.budget.epochs)
         .with_batch_size(split.budget.batch_size)
         .with_learning_rate(split.budget.learning_rate)
@@ -202,7 +223,7 @@ pub(crate) fn fit(
     let x = matrix(&data.x, data.n_features, &device);
     let y = matrix(&data.y, 1, &device);
     let trainer = method.regression_trainer(config, &x, &y)?;
-    let (model, report) = trainer.fit(model, (x, y))?;
+    let (model, report) = trainer.build_and_fit(build, (x, y))?;
     Ok((model.valid(), report.best_epoch))
 }
 

@@ -8,14 +8,14 @@
 //! [`registry`] and run by [`run`]; a user crate runs its own, alone or beside those, through
 //! [`run_with`].
 
-use crate::catalogue::{Method, TrainObjective};
+use crate::catalogue::{Method, Protocol, Settings, TrainObjective};
 use crate::published::uci::{self as uci_published, PublishedColumn};
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::layers::Estimator;
 use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit, NoiseModel};
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{MlpConfig, Regressor};
 use bnn_burn::objective::{PacComplexity, PacKl};
+use bnn_burn::posterior::{DropoutMask, PosteriorConfig};
 use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
 use bnn_burn::train::{EarlyStoppingConfig, TrainConfig};
 use bnn_burn::training_device;
@@ -189,9 +189,9 @@ pub struct UciOptions {
     /// no published columns); repeatable [default: the 9].
     #[arg(long = "dataset", value_parser = DataSet::parse)]
     pub datasets: Vec<DataSet>,
-    /// Methods (MAP, "MC dropout", MFVI, MFVI-LRT, Radial, Low-rank, VBP, CLT, DVI, BEDL,
-    /// BEDL-PAC, BEDL-Hyper, BNN, "BNN+LV VB", "BNN+LV alpha=0.5", "BNN+LV alpha=1");
-    /// repeatable [default: all].
+    /// Methods: any of the catalogue's, by name, and Depeweg's models; repeatable [default:
+    /// MAP, "MC dropout", MFVI, MFVI-LRT, Radial, Low-rank, VBP, DVI, CLT, BEDL, BEDL-PAC,
+    /// BEDL-Hyper, BNN, "BNN+LV VB", "BNN+LV alpha=0.5", "BNN+LV alpha=1"].
     #[arg(long = "method")]
     pub methods: Vec<String>,
     /// Splits per data set [default: the protocol's 20 (5 for protein); 3 with --quick].
@@ -365,7 +365,10 @@ pub use crate::runner::allow_worker_processes;
 /// # Errors
 /// Those of [`run_with`].
 pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
-    run_with(options, registry())
+    // Any catalogue entry by name; without names, the registry's.
+    let defaults: Vec<&str> = registry().iter().map(|m| m.name()).collect();
+    let is_default = |m: &dyn UciMethod| defaults.contains(&m.name());
+    run_among(options, every_method(), is_default)
 }
 
 /// Runs the protocol on `methods` in place of the built-in ones: a user's own [`UciMethod`]s,
@@ -423,6 +426,15 @@ pub fn run_with(
     options: &UciOptions,
     methods: Vec<Box<dyn UciMethod>>,
 ) -> Result<Vec<MethodResult>, Box<dyn Error>> {
+    run_among(options, methods, |_| true)
+}
+
+/// [`run_with`], where no `--method` runs the methods `is_default` keeps.
+fn run_among(
+    options: &UciOptions,
+    methods: Vec<Box<dyn UciMethod>>,
+    is_default: impl Fn(&dyn UciMethod) -> bool,
+) -> Result<Vec<MethodResult>, Box<dyn Error>> {
     let runner = &options.run;
     runner.check()?;
     if options.epochs == Some(0) {
@@ -431,11 +443,15 @@ pub fn run_with(
     crate::experiment::refuse_repeats("--dataset", options.datasets.iter().map(|d| d.name()))?;
     crate::experiment::refuse_repeats("--method", options.methods.iter().map(String::as_str))?;
     let all = methods;
-    let methods: Vec<&dyn UciMethod> =
-        crate::experiment::select(&all, &options.methods, |m| m.name())?
-            .into_iter()
-            .map(|m| m.as_ref())
-            .collect();
+    let methods: Vec<&dyn UciMethod> = crate::experiment::select_or_defaults(
+        &all,
+        &options.methods,
+        |m| m.name(),
+        |m| is_default(m.as_ref()),
+    )?
+    .into_iter()
+    .map(|m| m.as_ref())
+    .collect();
     let root = DataRoot::new(options.data_dir.as_deref());
     let all_sets = UciDataset::ALL.map(DataSet::Builtin);
     let datasets = match options.datasets.is_empty() {

@@ -454,3 +454,57 @@ fn a_figure_refuses_finite_numbers_it_cannot_draw() {
     assert!(t0.elapsed() < std::time::Duration::from_secs(10));
     assert!(svg.contains("cannot be drawn"), "{svg}");
 }
+
+/// The registry is the catalogue's UCI entries then Depeweg's models; `--method` may name any
+/// regression entry (a classifier's alone, such as EDL, is not one); MC dropout runs Gal's
+/// protocol and a point estimate stops early.
+#[test]
+fn the_registry_is_the_catalogues_uci_entries_and_any_regression_entry_runs_by_name() {
+    let names = |v: &[Box<dyn UciMethod>]| v.iter().map(|m| m.name()).collect::<Vec<_>>();
+    let registry = registry();
+    assert_eq!(
+        names(&registry),
+        [
+            "MAP",
+            "MC dropout",
+            "MFVI",
+            "MFVI-LRT",
+            "Radial",
+            "Low-rank",
+            "VBP",
+            "DVI",
+            "CLT",
+            "BEDL",
+            "BEDL-PAC",
+            "BEDL-Hyper",
+            "BNN",
+            "BNN+LV VB",
+            "BNN+LV α=0.5",
+            "BNN+LV α=1",
+        ]
+    );
+    let every = every_method();
+    let every_names = names(&every);
+    for extra in ["MFVI-Flipout", "DropConnect", "MFVI, scale-mixture prior"] {
+        assert!(every_names.contains(&extra), "{extra}");
+    }
+    assert!(!every_names.contains(&"EDL") && !every_names.contains(&"DVI-sampled"));
+    let picked = crate::experiment::select_or_defaults(
+        &every,
+        &[],
+        |m| m.name(),
+        |m| registry.iter().any(|r| r.name() == m.name()),
+    )
+    .unwrap();
+    assert_eq!(picked.len(), registry.len());
+    // MC dropout is Gal's grid protocol: his budget, and his grid files are required.
+    let o = protein_options(false);
+    let budget = |m: &dyn UciMethod| {
+        let b = m.budget(&UciDataset::Protein.into(), &meta(), 41_157, &o);
+        (b.epochs, b.batch_size, b.test_passes)
+    };
+    let gal = protocol_method(Method::mc_dropout(0.05, GAL_LENGTH_SCALE));
+    assert_eq!(budget(gal.as_ref()), budget(&GalDropout));
+    let drop_connect = protocol_method(Method::drop_connect(0.05, GAL_LENGTH_SCALE));
+    assert_ne!(budget(drop_connect.as_ref()), budget(&GalDropout));
+}

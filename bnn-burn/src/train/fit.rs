@@ -70,10 +70,11 @@ impl<M: Model> Trainer<M> {
     }
 
     /// Builds the model with `build` on the training device ([`crate::training_device`]),
-    /// after seeding the device's generator from `config.seed`, and trains it
-    /// ([`Trainer::fit`]): one seed fixes the initial parameters as well as the minibatches and
-    /// every draw. ([`Trainer::fit`] takes a model built before, whose initial parameters came
-    /// from the generator in whatever state it was.)
+    /// after seeding the device's generator with `config.seed` (each epoch then reseeds it from
+    /// its own stream of that seed), and trains it ([`Trainer::fit`]): one seed fixes the
+    /// initial parameters as well as the minibatches and every draw. ([`Trainer::fit`] takes a
+    /// model built before, whose initial parameters came from the generator in whatever state
+    /// it was.)
     ///
     /// # Errors
     /// `build`'s error, then [`Trainer::fit`]'s.
@@ -88,7 +89,7 @@ impl<M: Model> Trainer<M> {
     {
         let device = crate::training_device();
         crate::device::uses_generator();
-        device.seed(resume::init_seed(self.config.seed));
+        device.seed(self.config.seed);
         let model = build(&device).map_err(Into::into)?;
         self.fit(model, data)
     }

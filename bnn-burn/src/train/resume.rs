@@ -34,12 +34,6 @@ pub(super) fn epoch_seed(seed: u64, epoch: usize) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The device RNG's seed for a model's initial parameters in a run seeded `seed`
-/// ([`super::Trainer::build_and_fit`]): apart from every epoch's.
-pub(super) fn init_seed(seed: u64) -> u64 {
-    epoch_seed(seed ^ 0x6e69_7469_616c, usize::MAX - 1)
-}
-
 /// What `state.json` holds.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Saved {
