@@ -211,7 +211,14 @@ pub fn select<'a, T>(
             all.iter()
                 .find(|m| same_name(name_of(m), name))
                 .ok_or_else(|| {
-                    let known: Vec<_> = all.iter().map(&name_of).collect();
+                    // A name that holds a comma is quoted, so that the list reads apart.
+                    let known: Vec<String> = all
+                        .iter()
+                        .map(|m| match name_of(m) {
+                            n if n.contains(',') => format!("{n:?}"),
+                            n => n.to_string(),
+                        })
+                        .collect();
                     format!("unknown method {name:?}; known: {}", known.join(", "))
                 })
         })
@@ -339,6 +346,15 @@ mod tests {
         let twice = ["MAP", "Radial", "map"];
         let err = select(&twice, &names(&["Radial"]), |s| s).unwrap_err();
         assert_eq!(err, "two methods are named \"map\"");
+        let err = select(
+            &["MAP", "DropConnect, Gaussian masks"],
+            &names(&["x"]),
+            |s| s,
+        );
+        assert!(
+            err.unwrap_err()
+                .ends_with("known: MAP, \"DropConnect, Gaussian masks\"")
+        );
         // No name: the defaults; a name: any entry.
         let short = |s: &&str| s.len() <= 3;
         let picked = select_or_defaults(&all, &[], |s| s, short).unwrap();
