@@ -42,3 +42,19 @@ pub mod uci;
 #[cfg(test)]
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
+
+/// The book's benchmark pages, their Rust blocks compiled (and run, but for `no_run` ones that
+/// need the UCI files) as doctests exactly as printed.
+#[cfg(doctest)]
+pub mod book {
+    #[doc = include_str!("../../book/src/benchmarks/uci.md")]
+    pub struct BenchmarksUci;
+    #[doc = include_str!("../../book/src/benchmarks/mnist.md")]
+    pub struct BenchmarksMnist;
+    #[doc = include_str!("../../book/src/benchmarks/toys.md")]
+    pub struct BenchmarksToys;
+    #[doc = include_str!("../../book/src/benchmarks/performance.md")]
+    pub struct BenchmarksPerformance;
+    #[doc = include_str!("../../book/src/examples.md")]
+    pub struct Examples;
+}

@@ -77,3 +77,31 @@ pub use posterior::KlDivergence;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The book's pages on the library, their Rust blocks compiled and run as doctests exactly as
+/// printed (the benchmark pages are bnn-bench's doctests).
+#[cfg(doctest)]
+pub mod book {
+    #[doc = include_str!("../../book/src/introduction.md")]
+    pub struct Introduction;
+    #[doc = include_str!("../../book/src/getting-started.md")]
+    pub struct GettingStarted;
+    #[doc = include_str!("../../book/src/data.md")]
+    pub struct Data;
+    #[doc = include_str!("../../book/src/concepts/overview.md")]
+    pub struct ConceptsOverview;
+    #[doc = include_str!("../../book/src/concepts/backends.md")]
+    pub struct ConceptsBackends;
+    #[doc = include_str!("../../book/src/methods/moment-propagation.md")]
+    pub struct MethodsMomentPropagation;
+    #[doc = include_str!("../../book/src/methods/bnn-lv.md")]
+    pub struct MethodsBnnLv;
+    #[doc = include_str!("../../book/src/methods/evidential.md")]
+    pub struct MethodsEvidential;
+    #[doc = include_str!("../../book/src/contributing/architecture.md")]
+    pub struct ContributingArchitecture;
+    #[doc = include_str!("../../book/src/contributing/ci.md")]
+    pub struct ContributingCi;
+    #[doc = include_str!("../../book/src/contributing/dependencies.md")]
+    pub struct ContributingDependencies;
+}

@@ -1,0 +1,108 @@
+//! The docs' rules: the README is a landing page without commit ids, every book page is in
+//! the book's summary and runs as a doctest, and the book builds where mdbook is installed.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Words of 7 to 40 hex digits with a letter and a digit: what a commit id looks like.
+fn commit_like_ids(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| (7..=40).contains(&w.len()))
+        .filter(|w| {
+            w.chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        })
+        .filter(|w| {
+            w.chars().any(|c| c.is_ascii_digit()) && w.chars().any(|c| c.is_ascii_alphabetic())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_readme_is_a_landing_page_without_commit_ids() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; the landing page keeps to 250"
+    );
+    let ids = commit_like_ids(&readme);
+    assert!(ids.is_empty(), "README.md names commit-like ids: {ids:?}");
+    assert_eq!(
+        commit_like_ids("built at 96b5e2f, seed 1234567"),
+        ["96b5e2f"]
+    );
+}
+
+/// Every page under `book/src` (but the summary and the linked assets).
+fn book_pages() -> Vec<String> {
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path
+                .strip_prefix(base)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if path.is_symlink() {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else if rel.ends_with(".md") && rel != "SUMMARY.md" {
+                out.push(rel);
+            }
+        }
+    }
+    let base = root().join("book/src");
+    let mut pages = Vec::new();
+    walk(&base, &base, &mut pages);
+    pages.sort();
+    pages
+}
+
+#[test]
+fn every_book_page_is_in_the_summary_and_runs_as_a_doctest() {
+    let summary = std::fs::read_to_string(root().join("book/src/SUMMARY.md")).unwrap();
+    let doctests = ["bnn-burn/src/lib.rs", "bnn-bench/src/lib.rs"]
+        .map(|f| std::fs::read_to_string(root().join(f)).unwrap())
+        .concat();
+    let pages = book_pages();
+    assert!(pages.len() >= 10, "{pages:?}");
+    for page in &pages {
+        assert!(
+            summary.contains(&format!("({page})")),
+            "{page} is not in SUMMARY.md"
+        );
+        assert!(
+            doctests.contains(&format!("include_str!(\"../../book/src/{page}\")")),
+            "{page} is not included as a doctest module"
+        );
+    }
+}
+
+/// `mdbook build` where mdbook is installed (`cargo install mdbook`); skipped otherwise.
+#[test]
+fn the_book_builds() {
+    let out = std::env::temp_dir().join(format!("bnn-book-{}", std::process::id()));
+    let status = std::process::Command::new("mdbook")
+        .arg("build")
+        .arg(root().join("book"))
+        .arg("--dest-dir")
+        .arg(&out)
+        .output();
+    match status {
+        Err(e) => eprintln!("SKIPPED: mdbook is not installed ({e})"),
+        Ok(o) => {
+            let log = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "mdbook build failed:\n{log}");
+            assert!(!log.contains("[WARN]") && !log.contains("[ERROR]"), "{log}");
+            assert!(out.join("methods/evidential.html").exists());
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
+}
