@@ -43,10 +43,14 @@ pub mod uci;
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
 
-/// The book's benchmark pages, their Rust blocks compiled (and run, but for `no_run` ones that
-/// need the UCI files) as doctests exactly as printed.
+/// The book's pages that use the data crate or the bench, their Rust blocks compiled (and run,
+/// but for `no_run` ones that need the UCI files) as doctests exactly as printed.
 #[cfg(doctest)]
 pub mod book {
+    #[doc = include_str!("../../book/src/getting-started.md")]
+    pub struct GettingStarted;
+    #[doc = include_str!("../../book/src/data.md")]
+    pub struct Data;
     #[doc = include_str!("../../book/src/benchmarks/uci.md")]
     pub struct BenchmarksUci;
     #[doc = include_str!("../../book/src/benchmarks/mnist.md")]

@@ -62,7 +62,7 @@ pub mod prelude {
     };
     pub use crate::posterior::PosteriorConfig;
     pub use crate::predict::{Predict, PredictMode};
-    pub use crate::train::{TrainConfig, train};
+    pub use crate::train::{TrainConfig, train, train_built};
     pub use crate::{Prior, device, training_device};
     pub use burn::module::Module;
     pub use burn::tensor::{Distribution, Int, Tensor};
@@ -79,15 +79,11 @@ pub use posterior::KlDivergence;
 pub struct ReadmeDoctests;
 
 /// The book's pages on the library, their Rust blocks compiled and run as doctests exactly as
-/// printed (the benchmark pages are bnn-bench's doctests).
+/// printed (pages that use the data crate or the bench are bnn-bench's doctests).
 #[cfg(doctest)]
 pub mod book {
     #[doc = include_str!("../../book/src/introduction.md")]
     pub struct Introduction;
-    #[doc = include_str!("../../book/src/getting-started.md")]
-    pub struct GettingStarted;
-    #[doc = include_str!("../../book/src/data.md")]
-    pub struct Data;
     #[doc = include_str!("../../book/src/concepts/overview.md")]
     pub struct ConceptsOverview;
     #[doc = include_str!("../../book/src/concepts/backends.md")]

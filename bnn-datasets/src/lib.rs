@@ -7,6 +7,7 @@
 //!   Lotka–Volterra and Lorenz systems ([`dynamics`]);
 //! - loaders for the real files: the 9 UCI regression sets with their fixed splits ([`uci`]),
 //!   MNIST and Fashion-MNIST from IDX ([`images`], [`idx`]), CIFAR-10 / CIFAR-5 ([`cifar`]);
+//! - a user's own CSV, TSV or whitespace table, by column name or position ([`delimited`]);
 //! - plain in-memory tables ([`table`]), a training-data [`Standardizer`], and burn `Dataset`
 //!   and `Batcher` implementations ([`burn_data`]): images stay `u8` until they are batched.
 //!
@@ -17,6 +18,7 @@
 
 pub mod burn_data;
 pub mod cifar;
+pub mod delimited;
 pub mod dynamics;
 pub mod error;
 pub mod idx;
@@ -27,6 +29,7 @@ pub mod table;
 pub mod toy;
 pub mod uci;
 
+pub use delimited::{Column, Delimiter, Header, TableReader, TextTable};
 pub use error::DataError;
 pub use images::{ImageSet, MnistFamily, Normalization, Split};
 pub use root::DataRoot;

@@ -198,7 +198,7 @@ fn read(path: &Path) -> Result<Vec<u8>, DataError> {
     })
 }
 
-fn parse_error(path: &Path, line: usize, expected: String, found: String) -> DataError {
+pub(crate) fn parse_error(path: &Path, line: usize, expected: String, found: String) -> DataError {
     DataError::Parse {
         path: path.to_path_buf(),
         line,
@@ -208,7 +208,7 @@ fn parse_error(path: &Path, line: usize, expected: String, found: String) -> Dat
 }
 
 /// A short, printable excerpt of a field for error messages.
-fn excerpt(s: &str) -> String {
+pub(crate) fn excerpt(s: &str) -> String {
     let t: String = s.chars().take(24).collect();
     if t.len() < s.len() {
         format!("'{t}…'")
@@ -218,7 +218,7 @@ fn excerpt(s: &str) -> String {
 }
 
 /// Non-blank lines of `bytes` with their 1-based line numbers; invalid UTF-8 is an error.
-fn lines<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<(usize, &'a str)>, DataError> {
+pub(crate) fn lines<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<(usize, &'a str)>, DataError> {
     let mut out = Vec::new();
     for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
         let text = std::str::from_utf8(raw).map_err(|e| {
@@ -236,7 +236,12 @@ fn lines<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<(usize, &'a str)>, Data
     Ok(out)
 }
 
-fn parse_number(field: &str, path: &Path, line: usize, column: usize) -> Result<f64, DataError> {
+pub(crate) fn parse_number(
+    field: &str,
+    path: &Path,
+    line: usize,
+    column: usize,
+) -> Result<f64, DataError> {
     match field.parse::<f64>() {
         // Beyond f32's range a value becomes infinite in a tensor: refused here, by name.
         Ok(v) if v.is_finite() && v.abs() <= f64::from(f32::MAX) => Ok(v),
@@ -367,7 +372,7 @@ fn parse_list(bytes: &[u8], path: &Path) -> Result<Vec<f64>, DataError> {
 }
 
 /// "1 field", "3 fields".
-fn fields(n: usize) -> String {
+pub(crate) fn fields(n: usize) -> String {
     format!("{n} field{}", if n == 1 { "" } else { "s" })
 }
 
