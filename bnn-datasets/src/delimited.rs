@@ -194,34 +194,58 @@ fn split_fields(
         Delimiter::Tab => '\t',
         Delimiter::Semicolon => ';',
     };
+    quoted_fields(text, sep)
+        .map_err(|(expected, found)| parse_error(path, line, expected.into(), excerpt(&found)))
+}
+
+/// The fields of one comma-separated line: double quotes around a field that holds a comma, a
+/// `""` inside them standing for one quote; spaces around a field are dropped.
+///
+/// # Errors
+/// A quoted field that is not closed.
+pub fn csv_fields(line: &str) -> Result<Vec<String>, String> {
+    quoted_fields(line, ',')
+        .map_err(|(expected, found)| format!("expected {expected}, found {found:?}"))
+}
+
+/// The fields of `text` separated by `sep`, with CSV quoting; the error is what was expected
+/// and the rest of the line from where it was not found.
+fn quoted_fields(text: &str, sep: char) -> Result<Vec<String>, (&'static str, String)> {
     let mut out = Vec::new();
     let mut field = String::new();
-    let mut chars = text.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
+    let mut chars = text.char_indices().peekable();
+    // Inside quotes; after a closing quote (only spaces or the separator may follow).
+    let (mut quoted, mut closed) = (false, false);
+    while let Some((i, c)) = chars.next() {
         match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
+            (true, '"') if chars.peek().map(|p| p.1) == Some('"') => {
                 field.push('"');
                 chars.next();
             }
-            (true, '"') => quoted = false,
+            (true, '"') => (quoted, closed) = (false, true),
+            (true, c) => field.push(c),
+            (false, c) if c == sep => {
+                let f = std::mem::take(&mut field);
+                out.push(if closed { f } else { f.trim().to_string() });
+                closed = false;
+            }
+            (false, c) if closed && !c.is_whitespace() => {
+                return Err(("a separator after a quoted field", text[i..].to_string()));
+            }
             (false, '"') if field.trim().is_empty() => {
                 field.clear();
                 quoted = true;
             }
-            (false, c) if c == sep => out.push(std::mem::take(&mut field).trim().to_string()),
-            (_, c) => field.push(c),
+            (false, c) => field.push(c),
         }
     }
     if quoted {
-        return Err(parse_error(
-            path,
-            line,
-            "a closing double quote".into(),
-            "the line's end".into(),
-        ));
+        return Err(("a closing double quote", "the line's end".into()));
     }
-    out.push(field.trim().to_string());
+    out.push(match closed {
+        true => field,
+        false => field.trim().to_string(),
+    });
     Ok(out)
 }
 
@@ -445,6 +469,18 @@ mod tests {
         assert_eq!(t.columns, ["a", "b"]);
         let err = parse("a,b\n\"1,2\n", TableReader::new()).unwrap_err();
         assert!(err.to_string().contains("line 2") && err.to_string().contains("quote"));
+    }
+
+    #[test]
+    fn csv_fields_split_with_quotes() {
+        assert_eq!(csv_fields("a,b,,c").unwrap(), ["a", "b", "", "c"]);
+        assert_eq!(
+            csv_fields(r#""x, y"," say ""hi"" ", z"#).unwrap(),
+            ["x, y", r#" say "hi" "#, "z"]
+        );
+        assert!(csv_fields(r#""open"#).is_err());
+        let err = csv_fields(r#""a"b,c"#).unwrap_err();
+        assert!(err.contains("separator") && err.contains("b,c"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! numbers as printed. One loader ([`read`]) reads them all; [`uci`], [`depeweg`] and
 //! [`mnist`] give each table its typed view. Adding a published column is a data-file edit.
 
+use bnn_datasets::delimited::csv_fields;
+
 pub mod depeweg;
 pub mod mnist;
 pub mod uci;
@@ -70,12 +72,12 @@ pub fn read(name: &str) -> Vec<Row> {
         .enumerate()
         .filter(|(_, l)| !l.starts_with('#') && !l.trim().is_empty());
     let header = match lines.next() {
-        Some((_, h)) => split(h).unwrap_or_else(|e| panic!("{file} header: {e}")),
+        Some((_, h)) => csv_fields(h).unwrap_or_else(|e| panic!("{file} header: {e}")),
         None => return Vec::new(),
     };
     lines
         .map(|(i, l)| {
-            let values = split(l).unwrap_or_else(|e| panic!("{file} line {}: {e}", i + 1));
+            let values = csv_fields(l).unwrap_or_else(|e| panic!("{file} line {}: {e}", i + 1));
             assert_eq!(
                 values.len(),
                 header.len(),
@@ -91,45 +93,6 @@ pub fn read(name: &str) -> Vec<Row> {
             }
         })
         .collect()
-}
-
-/// The fields of one CSV line.
-fn split(line: &str) -> Result<Vec<String>, String> {
-    let mut fields = Vec::new();
-    let mut chars = line.chars().peekable();
-    loop {
-        let mut field = String::new();
-        if chars.peek() == Some(&'"') {
-            chars.next();
-            loop {
-                match chars.next() {
-                    Some('"') if chars.peek() == Some(&'"') => {
-                        chars.next();
-                        field.push('"');
-                    }
-                    Some('"') => break,
-                    Some(c) => field.push(c),
-                    None => return Err("a quoted field is not closed".into()),
-                }
-            }
-            if !matches!(chars.peek(), None | Some(',')) {
-                return Err("text after a quoted field".into());
-            }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c == ',' {
-                    break;
-                }
-                field.push(c);
-                chars.next();
-            }
-        }
-        fields.push(field);
-        match chars.next() {
-            Some(',') => continue,
-            _ => return Ok(fields),
-        }
-    }
 }
 
 /// What a published `±` is.
@@ -187,17 +150,6 @@ pub fn columns(table: &str) -> Vec<Column> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn csv_fields_split_with_quotes() {
-        assert_eq!(split("a,b,,c").unwrap(), ["a", "b", "", "c"]);
-        assert_eq!(
-            split(r#""x, y","say ""hi""",z"#).unwrap(),
-            ["x, y", r#"say "hi""#, "z"]
-        );
-        assert!(split(r#""open"#).is_err());
-        assert!(split(r#""a"b"#).is_err());
-    }
 
     #[test]
     fn every_data_file_reads_and_every_cell_names_a_described_column() {
