@@ -61,4 +61,6 @@ pub mod book {
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]
     pub struct Examples;
+    #[doc = include_str!("../../book/src/reproducibility.md")]
+    pub struct Reproducibility;
 }

@@ -2,7 +2,7 @@
 //! dispatch only: each command's arguments are its harness's options (`--out`, `--resume`,
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
-use bnn_bench::{alloc, depeweg, lv_mnist, mnist, perf, quickstart, runner, toy, uci};
+use bnn_bench::{alloc, depeweg, lv_mnist, mnist, perf, published, quickstart, runner, toy, uci};
 use clap::{Parser, Subcommand};
 
 #[global_allocator]
@@ -67,6 +67,10 @@ enum Command {
     /// Depeweg (2019) §6.1.3, predictive mean with ±2σ aleatoric and total bands, one figure.
     #[command(mut_arg("out", |a| a.default_value("runs/toy").required(false)))]
     Toy(toy::ToyOptions),
+    /// Every table of the five works, with its status here, the command that runs it and the
+    /// record it comes from (`--list`); `reproduce <table>` runs it (`--quick`: its small
+    /// budget); `--markdown` prints the book's reproducibility page.
+    Reproduce(published::ledger::ReproduceOptions),
     /// Wall time and peak heap of loading every real data set (MNIST, Fashion-MNIST from gzip
     /// IDX; the 9 UCI sets with a split), beside the size of the data itself.
     Data(perf::data::DataArgs),
@@ -96,6 +100,7 @@ fn main() {
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),
         Command::Data(a) => a.run().map(drop),
+        Command::Reproduce(o) => published::ledger::run(&o),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -161,3 +161,36 @@ fn a_bad_backend_variable_is_an_error_naming_it_before_any_work() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "wrote output");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every command of the ledger is a command line the binary takes (its flags and their values
+/// parse: `--help` after them prints the command's help), and `reproduce` refuses a table that
+/// has none, naming its status.
+#[test]
+fn every_ledger_command_parses_and_tables_without_one_are_refused() {
+    for e in bnn_bench::published::ledger::all() {
+        if e.command.is_empty() {
+            continue;
+        }
+        let output = Command::new(env!("CARGO_BIN_EXE_bnn-bench"))
+            .args(&e.command)
+            .arg("--help")
+            .output()
+            .expect("bnn-bench runs");
+        assert!(
+            output.status.success(),
+            "{}: `bnn-bench {}` does not parse: {}",
+            e.table,
+            e.command.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let err = fails(&["reproduce", "brack-5.1"]);
+    assert!(err.contains("not runnable yet"), "{err}");
+    let err = fails(&["reproduce", "no-such-table"]);
+    assert!(
+        err.contains("unknown table") && err.contains("haussmann-3.1"),
+        "{err}"
+    );
+    let err = fails(&["reproduce"]);
+    assert!(err.contains("--list"), "{err}");
+}

@@ -7,12 +7,14 @@
 use bnn_datasets::delimited::csv_fields;
 
 pub mod depeweg;
+pub mod ledger;
 pub mod mnist;
 pub mod uci;
 
 /// The data files, by name.
-const FILES: [(&str, &str); 4] = [
+const FILES: [(&str, &str); 5] = [
     ("columns.csv", include_str!("../../published/columns.csv")),
+    ("ledger.csv", include_str!("../../published/ledger.csv")),
     ("uci.csv", include_str!("../../published/uci.csv")),
     ("depeweg.csv", include_str!("../../published/depeweg.csv")),
     ("mnist.csv", include_str!("../../published/mnist.csv")),
