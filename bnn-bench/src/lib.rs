@@ -35,6 +35,7 @@ pub mod plots;
 pub mod published;
 pub mod quickstart;
 pub mod runner;
+pub mod tables;
 pub mod toy;
 pub mod uci;
 

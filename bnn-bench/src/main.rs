@@ -2,7 +2,9 @@
 //! dispatch only: each command's arguments are its harness's options (`--out`, `--resume`,
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
-use bnn_bench::{alloc, depeweg, lv_mnist, mnist, perf, published, quickstart, runner, toy, uci};
+use bnn_bench::{
+    alloc, depeweg, lv_mnist, mnist, perf, published, quickstart, runner, tables, toy, uci,
+};
 use clap::{Parser, Subcommand};
 
 #[global_allocator]
@@ -71,6 +73,9 @@ enum Command {
     /// record it comes from (`--list`); `reproduce <table>` runs it (`--quick`: its small
     /// budget); `--markdown` prints the book's reproducibility page.
     Reproduce(published::ledger::ReproduceOptions),
+    /// Rewrite every table of the README and the book that is generated from the run records
+    /// in assets/ (`--check`: only list those that differ, and fail if any does).
+    Results(tables::ResultsOptions),
     /// Wall time and peak heap of loading every real data set (MNIST, Fashion-MNIST from gzip
     /// IDX; the 9 UCI sets with a split), beside the size of the data itself.
     Data(perf::data::DataArgs),
@@ -101,6 +106,7 @@ fn main() {
         Command::Toy(o) => toy::run(&o).map(drop),
         Command::Data(a) => a.run().map(drop),
         Command::Reproduce(o) => published::ledger::run(&o),
+        Command::Results(o) => tables::run(&o),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -106,3 +106,13 @@ fn the_book_builds() {
         }
     }
 }
+
+/// The tables generated from the records (`bnn-bench results`) are what the records give.
+#[test]
+fn generated_tables_match_the_records() {
+    let differ = bnn_bench::tables::regenerate(&root(), true).unwrap();
+    assert!(
+        differ.is_empty(),
+        "generated tables differ from the records (run `cargo run -p bnn-bench -- results`): {differ:?}"
+    );
+}
