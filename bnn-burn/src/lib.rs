@@ -88,6 +88,12 @@ pub mod book {
     pub struct ConceptsOverview;
     #[doc = include_str!("../../book/src/concepts/backends.md")]
     pub struct ConceptsBackends;
+    #[doc = include_str!("../../book/src/methods/variational.md")]
+    pub struct MethodsVariational;
+    #[doc = include_str!("../../book/src/methods/mc-dropout.md")]
+    pub struct MethodsMcDropout;
+    #[doc = include_str!("../../book/src/methods/continual.md")]
+    pub struct MethodsContinual;
     #[doc = include_str!("../../book/src/methods/moment-propagation.md")]
     pub struct MethodsMomentPropagation;
     #[doc = include_str!("../../book/src/methods/bnn-lv.md")]
