@@ -271,7 +271,8 @@ fn rewrite(text: &str, assets: &Path) -> Result<(String, Vec<String>), Box<dyn E
 /// `root/assets` (`check`: writes nothing). Returns `page: table` for each that differed.
 ///
 /// # Errors
-/// As [`rewrite`], and a page that cannot be read or written.
+/// A block without its end marker or of an unknown name, a record that cannot be read, a page
+/// that cannot be read or written.
 pub fn regenerate(root: &Path, check: bool) -> Result<Vec<String>, Box<dyn Error>> {
     let assets = root.join("assets");
     let mut differ = Vec::new();
