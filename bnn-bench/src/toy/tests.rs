@@ -63,7 +63,7 @@ fn a_users_methods_run_alone_and_bad_catalogues_are_refused() {
         (
             own(),
             vec!["MFVI".to_string()],
-            "known: Point, sd 3, Dropout 0.2, BNN+LV",
+            "known: \"Point, sd 3\", Dropout 0.2, BNN+LV",
         ),
     ] {
         let err = run_with(
