@@ -3,6 +3,7 @@
 //! `<!-- end generated -->`; `bnn-bench results` rewrites every such block from the records
 //! (`--check`: only says which differ). Nobody edits those blocks by hand.
 
+use crate::mnist::{Arch, TrainSet};
 use crate::uci::{MethodResult, fmt_mean_se};
 use std::error::Error;
 use std::fmt::Write as _;
@@ -18,7 +19,11 @@ struct Generator {
     make: fn(&Path) -> Result<String, Box<dyn Error>>,
 }
 
-const GENERATORS: [Generator; 4] = [
+const GENERATORS: [Generator; 5] = [
+    Generator {
+        name: "mnist-runs",
+        make: mnist_runs,
+    },
     Generator {
         name: "uci-glance",
         make: uci_glance,
@@ -151,6 +156,196 @@ fn mnist_glance(assets: &Path) -> Result<String, Box<dyn Error>> {
             num("nll")?,
             num("ece")?,
             fashion.map_or("–".into(), |a| format!("{a:.3}"))
+        );
+    }
+    Ok(md)
+}
+
+/// A group of full-budget MNIST runs: one method on one net, each run a record folder under
+/// `assets/` (its row of that method and net).
+struct Runs {
+    family: TrainSet,
+    arch: Arch,
+    method: &'static str,
+    folders: &'static [&'static str],
+}
+
+/// Every full-budget run of the evidential and moment-propagation pages, by method and net.
+const MNIST_RUNS: [Runs; 13] = [
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "VBP",
+        folders: &[
+            "mnist-moments-100",
+            "mnist-vbp-seed1-100",
+            "mnist-vbp-seed2-100",
+        ],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "DVI",
+        folders: &["mnist-moments-100"],
+    },
+    Runs {
+        family: TrainSet::FashionMnist,
+        arch: Arch::LeNet5,
+        method: "VBP",
+        folders: &["fashion-moments-100"],
+    },
+    Runs {
+        family: TrainSet::FashionMnist,
+        arch: Arch::LeNet5,
+        method: "DVI",
+        folders: &["fashion-moments-100", "fashion-dvi-seed1-100"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "DVI-sampled",
+        folders: &["mnist-dvi-sampled-e20", "mnist-dvi-sampled-seed1-e20"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5Pooled,
+        method: "DVI-sampled",
+        folders: &[
+            "mnist-dvi-sampled-pool-e20",
+            "mnist-dvi-sampled-pool-seed1-e20",
+            "mnist-dvi-sampled-pool-seed2-e20",
+        ],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "BEDL",
+        folders: &["mnist-bedl-e20", "mnist-bedl-seed1-e20"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5Pooled,
+        method: "BEDL",
+        folders: &["mnist-bedl-pool-e20"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "BEDL-PAC",
+        folders: &[
+            "mnist-bedl-pac-e20",
+            "mnist-bedl-pac-seed1-e20",
+            "mnist-bedl-pac-seed2-e20",
+            "mnist-bedl-pac-seed3-e20",
+            "mnist-bedl-pac-seed4-e20",
+            "mnist-bedl-pac-seed5-e20",
+        ],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5Pooled,
+        method: "BEDL-PAC",
+        folders: &[
+            "mnist-bedl-pac-pool-e20",
+            "mnist-bedl-pac-pool-seed1-e20",
+            "mnist-bedl-pac-pool-seed2-e20",
+            "mnist-bedl-pac-pool-seed3-e20",
+            "mnist-bedl-pac-pool-seed4-e20",
+            "mnist-bedl-pac-pool-seed5-e20",
+            "mnist-bedl-pac-pool-seed6-e20",
+        ],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::Conv96,
+        method: "BEDL",
+        folders: &["mnist-bedl-conv96-e50"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::Conv96,
+        method: "BEDL-PAC",
+        folders: &["mnist-bedl-pac-conv96-e50"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5Sensoy,
+        method: "EDL",
+        folders: &["mnist-edl-sensoy-e50"],
+    },
+];
+
+/// Full-budget MNIST runs grouped by method and net: test error and the first OOD set's
+/// entropy-ECDF area, mean ± standard error over the runs (each its own seed), beside the
+/// published row of that method (on the strided LeNet5 where the run's net is another
+/// LeNet5).
+fn mnist_runs(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let published = crate::published::mnist::all();
+    let mut md = String::from(
+        "| task | net | method | epochs | runs | error % | published | OOD ECDF area ↓ | published |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for g in &MNIST_RUNS {
+        let mut rows = Vec::new();
+        for folder in g.folders {
+            let path = assets.join(folder).join("mnist.json");
+            let record = read_json(&path)?;
+            let row = record["results"]
+                .as_array()
+                .and_then(|rs| {
+                    rs.iter()
+                        .find(|r| r["method"] == g.method && r["arch"] == serde_json::json!(g.arch))
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "{}: no {} row on {}",
+                        path.display(),
+                        g.method,
+                        g.arch.name()
+                    )
+                })?
+                .clone();
+            rows.push(row);
+        }
+        let stat = |k: &str| -> Result<String, Box<dyn Error>> {
+            let v: Vec<f64> = rows
+                .iter()
+                .map(|r| r[k].as_f64().ok_or_else(|| format!("a row without {k}")))
+                .collect::<Result<_, _>>()?;
+            let (m, se) = bnn_burn::metrics::mean_and_standard_error(&v);
+            Ok(fmt_mean_se(m, se, 2 + usize::from(k == "ecdf_area")))
+        };
+        let epochs = rows[0]["epochs"].as_u64().unwrap_or(0);
+        let base = match g.arch {
+            Arch::LeNet5Pooled | Arch::LeNet5Sensoy => Arch::LeNet5,
+            a => a,
+        };
+        let theirs = published
+            .iter()
+            .find(|p| p.counterpart == g.method && p.family == g.family && p.net == base);
+        let (p_err, p_area) = match theirs {
+            Some(p) => (
+                {
+                    // The source's short name: its words before the first parenthesis.
+                    let source = p.source.split(" (").next().unwrap_or(&p.source);
+                    match p.error_std {
+                        Some(sd) => format!("{:.2} ± {sd:.2} sd ({source})", p.error_pct),
+                        None => format!("{:.2} ({source})", p.error_pct),
+                    }
+                },
+                p.ecdf_area.map_or("–".into(), |a| format!("{a:.3}")),
+            ),
+            None => ("–".into(), "–".into()),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {epochs} | {} | {} | {p_err} | {} | {p_area} |",
+            g.family.name(),
+            g.arch.name(),
+            g.method,
+            rows.len(),
+            stat("error_pct")?,
+            stat("ecdf_area")?
         );
     }
     Ok(md)
