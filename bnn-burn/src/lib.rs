@@ -86,6 +86,8 @@ pub mod book {
     pub struct Introduction;
     #[doc = include_str!("../../book/src/concepts/overview.md")]
     pub struct ConceptsOverview;
+    #[doc = include_str!("../../book/src/concepts/prediction.md")]
+    pub struct ConceptsPrediction;
     #[doc = include_str!("../../book/src/concepts/backends.md")]
     pub struct ConceptsBackends;
     #[doc = include_str!("../../book/src/methods/variational.md")]
