@@ -399,6 +399,14 @@ fn toy(assets: &Path) -> Result<String, Box<dyn Error>> {
 
 /// The README and every page of the book, under the workspace `root`.
 fn pages(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.join("README.md")];
+    out.extend(book_pages(root));
+    out
+}
+
+/// Every Markdown file under `root/book/src` (the summary included; the linked assets not),
+/// sorted.
+pub fn book_pages(root: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
@@ -415,7 +423,7 @@ fn pages(root: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    let mut out = vec![root.join("README.md")];
+    let mut out = Vec::new();
     walk(&root.join("book/src"), &mut out);
     out.sort();
     out

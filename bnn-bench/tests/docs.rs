@@ -38,31 +38,19 @@ fn the_readme_is_a_landing_page_without_commit_ids() {
     );
 }
 
-/// Every page under `book/src` (but the summary and the linked assets).
+/// Every page under `book/src` (but the summary and the linked assets), relative to it.
 fn book_pages() -> Vec<String> {
-    fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path
-                .strip_prefix(base)
+    let base = root().join("book/src");
+    bnn_bench::tables::book_pages(&root())
+        .iter()
+        .map(|p| {
+            p.strip_prefix(&base)
                 .unwrap()
                 .to_string_lossy()
-                .replace('\\', "/");
-            if path.is_symlink() {
-                continue;
-            }
-            if path.is_dir() {
-                walk(&path, base, out);
-            } else if rel.ends_with(".md") && rel != "SUMMARY.md" {
-                out.push(rel);
-            }
-        }
-    }
-    let base = root().join("book/src");
-    let mut pages = Vec::new();
-    walk(&base, &base, &mut pages);
-    pages.sort();
-    pages
+                .replace('\\', "/")
+        })
+        .filter(|rel| rel != "SUMMARY.md")
+        .collect()
 }
 
 #[test]
