@@ -73,19 +73,14 @@ fn every_book_page_is_in_the_summary_and_runs_as_a_doctest() {
     }
 }
 
-/// The book's pages whose run histories are still to be moved into the records and
-/// `CHANGELOG.md`; every other page, like the README, names no commit.
-const PAGES_WITH_HISTORY: [&str; 1] = ["benchmarks/performance.md"];
-
+/// Like the README, no page of the book names a commit: run histories live in the records
+/// and `CHANGELOG.md`.
 #[test]
 fn book_pages_name_no_commits() {
     for page in book_pages() {
         let text = std::fs::read_to_string(root().join("book/src").join(&page)).unwrap();
         let ids = commit_like_ids(&text);
-        match PAGES_WITH_HISTORY.contains(&page.as_str()) {
-            true => assert!(!ids.is_empty(), "{page} is clean now: take it off the list"),
-            false => assert!(ids.is_empty(), "{page} names commit-like ids: {ids:?}"),
-        }
+        assert!(ids.is_empty(), "{page} names commit-like ids: {ids:?}");
     }
 }
 

@@ -90,6 +90,8 @@ pub mod book {
     pub struct ConceptsPrediction;
     #[doc = include_str!("../../book/src/concepts/backends.md")]
     pub struct ConceptsBackends;
+    #[doc = include_str!("../../book/src/concepts/fused-kernels.md")]
+    pub struct ConceptsFusedKernels;
     #[doc = include_str!("../../book/src/methods/variational.md")]
     pub struct MethodsVariational;
     #[doc = include_str!("../../book/src/methods/mc-dropout.md")]

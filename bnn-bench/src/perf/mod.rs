@@ -90,7 +90,7 @@ pub struct PerfRow {
     pub vs_torch_bedl_pac: Option<f64>,
 }
 
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();

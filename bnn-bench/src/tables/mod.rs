@@ -1,0 +1,590 @@
+//! Tables generated from the run records in `assets/` into the README and the book. A page
+//! holds a generated table between `<!-- generated: NAME (bnn-bench results) -->` and
+//! `<!-- end generated -->`; `bnn-bench results` rewrites every such block from the records
+//! (`--check`: only says which differ). Nobody edits those blocks by hand.
+
+use crate::mnist::{Arch, TrainSet};
+use crate::uci::{MethodResult, fmt_mean_se};
+use std::error::Error;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+mod perf;
+
+/// The text that closes a generated block.
+const END: &str = "<!-- end generated -->";
+
+/// A generated table: its name in the page's marker and how it is made from the records under
+/// `assets`.
+struct Generator {
+    name: &'static str,
+    make: fn(&Path) -> Result<String, Box<dyn Error>>,
+}
+
+const GENERATORS: &[Generator] = &[
+    Generator {
+        name: "mnist-runs",
+        make: mnist_runs,
+    },
+    Generator {
+        name: "uci-glance",
+        make: uci_glance,
+    },
+    Generator {
+        name: "mnist-glance",
+        make: mnist_glance,
+    },
+    Generator {
+        name: "quickstart",
+        make: quickstart,
+    },
+    Generator {
+        name: "toy",
+        make: toy,
+    },
+    Generator {
+        name: "perf-main",
+        make: perf::main,
+    },
+    Generator {
+        name: "perf-targets",
+        make: perf::targets,
+    },
+    Generator {
+        name: "perf-changes",
+        make: perf::changes,
+    },
+    Generator {
+        name: "perf-bedl-pac",
+        make: perf::bedl_pac,
+    },
+    Generator {
+        name: "perf-flex",
+        make: perf::flex,
+    },
+    Generator {
+        name: "perf-pool",
+        make: perf::pool,
+    },
+    Generator {
+        name: "perf-predict",
+        make: perf::predict,
+    },
+];
+
+/// The marker that opens block `name`.
+fn opening(name: &str) -> String {
+    format!("<!-- generated: {name} (bnn-bench results) -->")
+}
+
+/// A record's JSON (a sealed record, or one written before records carried a checksum).
+fn read_json(path: &Path) -> Result<serde_json::Value, Box<dyn Error>> {
+    match crate::runner::read_record(path, true)? {
+        crate::runner::ReadRecord::Intact(v) => Ok(v),
+        crate::runner::ReadRecord::Missing => {
+            Err(format!("{}: no such record", path.display()).into())
+        }
+        crate::runner::ReadRecord::Damaged(why) => Err(format!("{}: {why}", path.display()).into()),
+    }
+}
+
+/// The methods of the UCI glance table, in its column order.
+const UCI_GLANCE: [&str; 7] = [
+    "MFVI",
+    "MFVI-LRT",
+    "Radial",
+    "Low-rank",
+    "MC dropout",
+    "VBP",
+    "DVI",
+];
+
+/// Test LL per data set of the full protocol's record (`assets/uci/uci.json`), mean ± s.e.
+/// over its splits, beside the best published column of each set.
+fn uci_glance(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("uci/uci.json");
+    let record = read_json(&path)?;
+    let rows: Vec<MethodResult> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?;
+    let published = crate::published::uci::all();
+    let mut md = format!(
+        "| data set | splits | {} | best published |\n|---|---:|{}---|\n",
+        UCI_GLANCE.join(" | "),
+        "---:|".repeat(UCI_GLANCE.len())
+    );
+    for set in crate::uci::sets_in(&rows) {
+        let of = |m: &str| rows.iter().find(|r| r.dataset == set && r.method == m);
+        let splits = UCI_GLANCE
+            .iter()
+            .filter_map(|m| of(m))
+            .map(|r| r.splits.len())
+            .max()
+            .unwrap_or(0);
+        let cells: Vec<String> = UCI_GLANCE
+            .iter()
+            .map(|m| match of(m) {
+                Some(r) => {
+                    let (mean, se) = r.ll();
+                    fmt_mean_se(mean, se, 2)
+                }
+                None => "–".into(),
+            })
+            .collect();
+        let best = crate::uci::published_index(&set).and_then(|i| {
+            published
+                .iter()
+                .filter_map(|c| c.test_ll[i].map(|cell| (cell, &c.column.name)))
+                .max_by(|a, b| a.0.0.total_cmp(&b.0.0))
+        });
+        let best = match best {
+            Some(((mean, se), name)) => format!("{} ({name})", fmt_mean_se(mean, Some(se), 2)),
+            None => "–".into(),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {splits} | {} | {best} |",
+            set.name(),
+            cells.join(" | ")
+        );
+    }
+    Ok(md)
+}
+
+/// The MNIST record's rows (`assets/mnist/mnist.json`): error, NLL, ECE and the Fashion-MNIST
+/// OOD AUROC of the predictive entropy, one run each.
+fn mnist_glance(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("mnist/mnist.json");
+    let record = read_json(&path)?;
+    let results = record["results"]
+        .as_array()
+        .ok_or_else(|| format!("{}: no results", path.display()))?;
+    let mut md = String::from(
+        "| net | method | epochs | error % | NLL | ECE | AUROC, Fashion-MNIST by entropy |\n\
+         |---|---|---:|---:|---:|---:|---:|\n",
+    );
+    for r in results {
+        let num = |k: &str| {
+            r[k].as_f64()
+                .ok_or_else(|| format!("{}: a row without {k}", path.display()))
+        };
+        let fashion = r["ood_sets"]
+            .as_array()
+            .and_then(|s| s.iter().find(|o| o["set"] == "Fashion-MNIST"))
+            .and_then(|o| o["auroc_entropy"].as_f64());
+        let net = match r["arch"].as_str() {
+            Some("Mlp") => "MLP 784-400-400-10",
+            Some("LeNet5") => "LeNet5 (strided)",
+            Some(other) => other,
+            None => "–",
+        };
+        let _ = writeln!(
+            md,
+            "| {net} | {} | {} | {:.2} | {:.3} | {:.3} | {} |",
+            r["method"].as_str().unwrap_or("–"),
+            r["epochs"],
+            num("error_pct")?,
+            num("nll")?,
+            num("ece")?,
+            fashion.map_or("–".into(), |a| format!("{a:.3}"))
+        );
+    }
+    Ok(md)
+}
+
+/// A group of full-budget MNIST runs: one method on one net, each run a record folder under
+/// `assets/` (its row of that method and net).
+struct Runs {
+    family: TrainSet,
+    arch: Arch,
+    method: &'static str,
+    folders: &'static [&'static str],
+}
+
+/// Every full-budget run of the evidential and moment-propagation pages, by method and net.
+const MNIST_RUNS: [Runs; 13] = [
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "VBP",
+        folders: &[
+            "mnist-moments-100",
+            "mnist-vbp-seed1-100",
+            "mnist-vbp-seed2-100",
+        ],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "DVI",
+        folders: &["mnist-moments-100"],
+    },
+    Runs {
+        family: TrainSet::FashionMnist,
+        arch: Arch::LeNet5,
+        method: "VBP",
+        folders: &["fashion-moments-100"],
+    },
+    Runs {
+        family: TrainSet::FashionMnist,
+        arch: Arch::LeNet5,
+        method: "DVI",
+        folders: &["fashion-moments-100", "fashion-dvi-seed1-100"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "DVI-sampled",
+        folders: &["mnist-dvi-sampled-e20", "mnist-dvi-sampled-seed1-e20"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5Pooled,
+        method: "DVI-sampled",
+        folders: &[
+            "mnist-dvi-sampled-pool-e20",
+            "mnist-dvi-sampled-pool-seed1-e20",
+            "mnist-dvi-sampled-pool-seed2-e20",
+        ],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "BEDL",
+        folders: &["mnist-bedl-e20", "mnist-bedl-seed1-e20"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5Pooled,
+        method: "BEDL",
+        folders: &["mnist-bedl-pool-e20"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5,
+        method: "BEDL-PAC",
+        folders: &[
+            "mnist-bedl-pac-e20",
+            "mnist-bedl-pac-seed1-e20",
+            "mnist-bedl-pac-seed2-e20",
+            "mnist-bedl-pac-seed3-e20",
+            "mnist-bedl-pac-seed4-e20",
+            "mnist-bedl-pac-seed5-e20",
+        ],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5Pooled,
+        method: "BEDL-PAC",
+        folders: &[
+            "mnist-bedl-pac-pool-e20",
+            "mnist-bedl-pac-pool-seed1-e20",
+            "mnist-bedl-pac-pool-seed2-e20",
+            "mnist-bedl-pac-pool-seed3-e20",
+            "mnist-bedl-pac-pool-seed4-e20",
+            "mnist-bedl-pac-pool-seed5-e20",
+            "mnist-bedl-pac-pool-seed6-e20",
+        ],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::Conv96,
+        method: "BEDL",
+        folders: &["mnist-bedl-conv96-e50"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::Conv96,
+        method: "BEDL-PAC",
+        folders: &["mnist-bedl-pac-conv96-e50"],
+    },
+    Runs {
+        family: TrainSet::Mnist,
+        arch: Arch::LeNet5Sensoy,
+        method: "EDL",
+        folders: &["mnist-edl-sensoy-e50"],
+    },
+];
+
+/// Full-budget MNIST runs grouped by method and net: test error and the first OOD set's
+/// entropy-ECDF area, mean ± standard error over the runs (each its own seed), beside the
+/// published row of that method (on the strided LeNet5 where the run's net is another
+/// LeNet5).
+fn mnist_runs(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let published = crate::published::mnist::all();
+    let mut md = String::from(
+        "| task | net | method | epochs | runs | error % | published | OOD ECDF area ↓ | published |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for g in &MNIST_RUNS {
+        let mut rows = Vec::new();
+        for folder in g.folders {
+            let path = assets.join(folder).join("mnist.json");
+            let record = read_json(&path)?;
+            let row = record["results"]
+                .as_array()
+                .and_then(|rs| {
+                    rs.iter()
+                        .find(|r| r["method"] == g.method && r["arch"] == serde_json::json!(g.arch))
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "{}: no {} row on {}",
+                        path.display(),
+                        g.method,
+                        g.arch.name()
+                    )
+                })?
+                .clone();
+            rows.push(row);
+        }
+        let stat = |k: &str| -> Result<String, Box<dyn Error>> {
+            let v: Vec<f64> = rows
+                .iter()
+                .map(|r| r[k].as_f64().ok_or_else(|| format!("a row without {k}")))
+                .collect::<Result<_, _>>()?;
+            let (m, se) = bnn_burn::metrics::mean_and_standard_error(&v);
+            Ok(fmt_mean_se(m, se, 2 + usize::from(k == "ecdf_area")))
+        };
+        let epochs = rows[0]["epochs"].as_u64().unwrap_or(0);
+        let base = match g.arch {
+            Arch::LeNet5Pooled | Arch::LeNet5Sensoy => Arch::LeNet5,
+            a => a,
+        };
+        let theirs = published
+            .iter()
+            .find(|p| p.counterpart == g.method && p.family == g.family && p.net == base);
+        let (p_err, p_area) = match theirs {
+            Some(p) => (
+                {
+                    // The source's short name: its words before the first parenthesis.
+                    let source = p.source.split(" (").next().unwrap_or(&p.source);
+                    match p.error_std {
+                        Some(sd) => format!("{:.2} ± {sd:.2} sd ({source})", p.error_pct),
+                        None => format!("{:.2} ({source})", p.error_pct),
+                    }
+                },
+                p.ecdf_area.map_or("–".into(), |a| format!("{a:.3}")),
+            ),
+            None => ("–".into(), "–".into()),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {epochs} | {} | {} | {p_err} | {} | {p_area} |",
+            g.family.name(),
+            g.arch.name(),
+            g.method,
+            rows.len(),
+            stat("error_pct")?,
+            stat("ecdf_area")?
+        );
+    }
+    Ok(md)
+}
+
+/// The quick start's record (`assets/quickstart/results.json`).
+fn quickstart(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("quickstart/results.json");
+    let record = read_json(&path)?;
+    let mut md = String::from("| method | test log-likelihood | test RMSE |\n|---|---:|---:|\n");
+    for r in record["results"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            md,
+            "| {} | {:.3} | {:.3} |",
+            r["method"].as_str().unwrap_or("–"),
+            r["test_ll"].as_f64().unwrap_or(f64::NAN),
+            r["test_rmse"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    let oracle = record["oracle_test_ll"]
+        .as_f64()
+        .ok_or_else(|| format!("{}: no oracle_test_ll", path.display()))?;
+    let _ = writeln!(md, "| true model (oracle) | {oracle:.3} | – |");
+    Ok(md)
+}
+
+/// The toys' record (`assets/toy/toy.json`): test LL and the epistemic std where the training
+/// inputs are dense and where there are none.
+fn toy(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("toy/toy.json");
+    let record = read_json(&path)?;
+    let mut md = String::from(
+        "| toy | method | test LL | oracle LL | epistemic std, dense x | epistemic std, no data |\n\
+         |---|---|---:|---:|---:|---:|\n",
+    );
+    for r in record["results"].as_array().into_iter().flatten() {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            r["toy"].as_str().unwrap_or("–"),
+            r["method"].as_str().unwrap_or("–"),
+            f("test_ll"),
+            f("oracle_ll"),
+            f("epistemic_dense"),
+            f("epistemic_sparse")
+        );
+    }
+    Ok(md)
+}
+
+/// The README and every page of the book, under the workspace `root`.
+fn pages(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.join("README.md")];
+    out.extend(book_pages(root));
+    out
+}
+
+/// Every Markdown file under `root/book/src` (the summary included; the linked assets not),
+/// sorted.
+pub fn book_pages(root: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_symlink() {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root.join("book/src"), &mut out);
+    out.sort();
+    out
+}
+
+/// `text` with every generated block rewritten from the records under `assets`; the names of
+/// the blocks whose content changed.
+///
+/// # Errors
+/// A block without its end marker or of an unknown name, a record that cannot be read.
+fn rewrite(text: &str, assets: &Path) -> Result<(String, Vec<String>), Box<dyn Error>> {
+    let mut out = String::new();
+    let mut changed = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("<!-- generated: ") {
+        let line_end = rest[start..]
+            .find('\n')
+            .map_or(rest.len(), |i| start + i + 1);
+        let marker = rest[start..line_end].trim_end();
+        let name = marker
+            .trim_start_matches("<!-- generated: ")
+            .split(' ')
+            .next()
+            .unwrap_or("");
+        let generator = GENERATORS
+            .iter()
+            .find(|g| g.name == name)
+            .ok_or_else(|| format!("unknown generated table {name:?}"))?;
+        let end = rest[line_end..]
+            .find(END)
+            .map(|i| line_end + i)
+            .ok_or_else(|| format!("generated table {name:?} has no `{END}`"))?;
+        let table = (generator.make)(assets)?;
+        if rest[line_end..end] != table {
+            changed.push(name.to_string());
+        }
+        out.push_str(&rest[..start]);
+        out.push_str(&opening(name));
+        out.push('\n');
+        out.push_str(&table);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    Ok((out, changed))
+}
+
+/// Rewrites every generated table of the README and the book under `root` from the records in
+/// `root/assets` (`check`: writes nothing). Returns `page: table` for each that differed.
+///
+/// # Errors
+/// A block without its end marker or of an unknown name, a record that cannot be read, a page
+/// that cannot be read or written.
+pub fn regenerate(root: &Path, check: bool) -> Result<Vec<String>, Box<dyn Error>> {
+    let assets = root.join("assets");
+    let mut differ = Vec::new();
+    for page in pages(root) {
+        let text =
+            std::fs::read_to_string(&page).map_err(|e| format!("{}: {e}", page.display()))?;
+        let (new, changed) =
+            rewrite(&text, &assets).map_err(|e| format!("{}: {e}", page.display()))?;
+        for name in &changed {
+            differ.push(format!("{}: {name}", page.display()));
+        }
+        if !check && new != text {
+            bnn_burn::integrity::write_atomic(&page, new.as_bytes())
+                .map_err(|e| format!("{}: {e}", page.display()))?;
+        }
+    }
+    Ok(differ)
+}
+
+/// Options of `bnn-bench results`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ResultsOptions {
+    /// Only compare: list the tables that differ from the records, and fail if any does.
+    #[arg(long)]
+    pub check: bool,
+    /// The workspace (README.md, book/, assets/).
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+}
+
+/// `bnn-bench results`.
+///
+/// # Errors
+/// As [`regenerate`]; with `--check`, tables that differ.
+pub fn run(options: &ResultsOptions) -> Result<(), Box<dyn Error>> {
+    let differ = regenerate(&options.root, options.check)?;
+    for d in &differ {
+        println!("{} {d}", if options.check { "differs:" } else { "rewrote" });
+    }
+    if options.check && !differ.is_empty() {
+        return Err(format!(
+            "{} generated table(s) differ from the records: run `bnn-bench results`",
+            differ.len()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_rewritten_and_bad_blocks_are_refused() {
+        let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets");
+        let page = format!(
+            "intro\n{}\nold table\n{END}\nafter\n",
+            opening("quickstart")
+        );
+        let (new, changed) = rewrite(&page, &assets).unwrap();
+        assert_eq!(changed, ["quickstart"]);
+        assert!(new.starts_with("intro\n") && new.ends_with(&format!("{END}\nafter\n")));
+        assert!(new.contains("| true model (oracle) |"), "{new}");
+        let (again, changed) = rewrite(&new, &assets).unwrap();
+        assert!(changed.is_empty() && again == new);
+        let unknown = format!("{}\n{END}\n", opening("nope"));
+        assert!(
+            rewrite(&unknown, &assets)
+                .unwrap_err()
+                .to_string()
+                .contains("nope")
+        );
+        let open = format!("{}\n| a |\n", opening("toy"));
+        assert!(
+            rewrite(&open, &assets)
+                .unwrap_err()
+                .to_string()
+                .contains("end generated")
+        );
+    }
+}

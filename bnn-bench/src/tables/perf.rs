@@ -1,0 +1,394 @@
+//! The performance page's tables, from the `perf`, `perf-pool` and `perf-predict` records and
+//! the before/after studies (`assets/*/study.json`).
+
+use super::read_json;
+use crate::perf::median;
+use serde_json::Value;
+use std::error::Error;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// A `perf` record's rows (`results` in records of the runner, `rows` before it).
+fn rows(path: &Path) -> Result<Vec<Value>, Box<dyn Error>> {
+    let record = read_json(path)?;
+    record
+        .get("results")
+        .or_else(|| record.get("rows"))
+        .and_then(Value::as_array)
+        .cloned()
+        .ok_or_else(|| format!("{}: no rows", path.display()).into())
+}
+
+/// The row of `method` on `net` (`Mlp`, `LeNet5`).
+fn row<'a>(rows: &'a [Value], net: &str, method: &str) -> Option<&'a Value> {
+    rows.iter()
+        .find(|r| r["net"] == net && r["method"] == method)
+}
+
+/// A ratio cell: two decimals, `–` when absent.
+fn ratio(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:.2}"))
+}
+
+/// The net's name in the tables.
+fn net_name(net: &str) -> &str {
+    match net {
+        "Mlp" => "MLP 784-400-400-10, batch 128",
+        "LeNet5" => "LeNet5, batch 100",
+        other => other,
+    }
+}
+
+/// A peer's row name in the tables.
+fn method_name(method: &str) -> String {
+    match method {
+        "peer: torch_mfvi_mlp (2 threads)" => "PyTorch MFVI (2 threads)".into(),
+        "peer: bayesian_torch_mlp (2 threads)" => "bayesian-torch (2 threads)".into(),
+        "peer: torch_bedl_pac (2 threads)" => "PyTorch BEDL-PAC (2 threads)".into(),
+        other => other.into(),
+    }
+}
+
+/// The median over rounds of `a`'s time over `b`'s in the same round.
+fn in_round_ratio(a: &Value, b: &Value) -> Option<f64> {
+    let ra = a["rounds_ms"].as_array()?;
+    let rb = b["rounds_ms"].as_array()?;
+    if ra.len() != rb.len() || ra.is_empty() {
+        return None;
+    }
+    let r: Vec<f64> = ra
+        .iter()
+        .zip(rb)
+        .map(|(x, y)| Some(x.as_f64()? / y.as_f64()?))
+        .collect::<Option<_>>()?;
+    Some(median(&r))
+}
+
+/// The main record (`assets/perf/perf.json`): every workload on both nets, with the reference
+/// (burn-op) time of the `--kernels both` run (`assets/perf/with-reference.json`) and the
+/// reference over the fused time, both from that run.
+pub(super) fn main(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let main = rows(&assets.join("perf/perf.json"))?;
+    let both = rows(&assets.join("perf/with-reference.json"))?;
+    let mut md = String::new();
+    for net in ["Mlp", "LeNet5"] {
+        let of_net: Vec<&Value> = main.iter().filter(|r| r["net"] == net).collect();
+        if of_net.is_empty() {
+            continue;
+        }
+        let torch = of_net.iter().any(|r| r["vs_bayesian_torch"].is_number());
+        if !md.is_empty() {
+            md.push('\n');
+        }
+        let _ = writeln!(
+            md,
+            "| {} | ms/step | × det. burn step | × det. + fused Adam |{} × PyTorch BEDL-PAC | \
+             peak heap (MiB) | reference ms/step | reference ÷ fused |",
+            net_name(net),
+            if torch { " × bayesian-torch |" } else { "" }
+        );
+        let _ = writeln!(
+            md,
+            "|---|---:|---:|---:|{}---:|---:|---:|---:|",
+            if torch { "---:|" } else { "" }
+        );
+        for r in of_net {
+            let method = r["method"].as_str().unwrap_or("–");
+            let heap = r["peak_heap_bytes"]
+                .as_f64()
+                .map_or_else(|| "–".into(), |b| format!("{:.1}", b / f64::from(1 << 20)));
+            let reference = row(&both, net, &format!("{method} (reference)"));
+            let fused = row(&both, net, method);
+            let (ref_ms, ref_ratio) = match (reference, fused) {
+                (Some(re), Some(fu)) => (
+                    ratio(re["ms_per_step"].as_f64()),
+                    ratio(in_round_ratio(re, fu)),
+                ),
+                _ => ("–".into(), "–".into()),
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {:.2} | {} | {} |{} {} | {heap} | {ref_ms} | {ref_ratio} |",
+                method_name(method),
+                r["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+                ratio(r["vs_deterministic"].as_f64()),
+                ratio(r["vs_deterministic_fused_adam"].as_f64()),
+                if torch {
+                    format!(" {} |", ratio(r["vs_bayesian_torch"].as_f64()))
+                } else {
+                    String::new()
+                },
+                ratio(r["vs_torch_bedl_pac"].as_f64()),
+            );
+        }
+    }
+    Ok(md)
+}
+
+/// The training-step targets (MLP), in each of the three full runs of the main record.
+pub(super) fn targets(assets: &Path) -> Result<String, Box<dyn Error>> {
+    const RUNS: [(&str, &str); 3] = [
+        ("perf/perf.json", "main run"),
+        ("perf/second-run.json", "second run"),
+        ("perf/with-reference.json", "`--kernels both` run"),
+    ];
+    // (row, ratio field, its name, target)
+    const TARGETS: [(&str, &str, &str, f64); 5] = [
+        ("MFVI", "vs_bayesian_torch", "× bayesian-torch", 0.6),
+        ("MFVI", "vs_deterministic", "× det. burn step", 1.25),
+        ("Radial", "vs_deterministic", "× det. burn step", 1.4),
+        ("MFVI-LRT", "vs_deterministic", "× det. burn step", 2.0),
+        ("MFVI-Flipout", "vs_deterministic", "× det. burn step", 2.5),
+    ];
+    let runs: Vec<Vec<Value>> = RUNS
+        .iter()
+        .map(|(p, _)| rows(&assets.join(p)))
+        .collect::<Result<_, _>>()?;
+    let mut md = format!(
+        "| MLP row | ratio | target | {} | met in |\n|---|---|---:|{}---:|\n",
+        RUNS.map(|(_, n)| n).join(" | "),
+        "---:|".repeat(RUNS.len())
+    );
+    for (method, field, name, target) in TARGETS {
+        let values: Vec<Option<f64>> = runs
+            .iter()
+            .map(|rs| row(rs, "Mlp", method).and_then(|r| r[field].as_f64()))
+            .collect();
+        let met = values.iter().flatten().filter(|v| **v <= target).count();
+        let _ = writeln!(
+            md,
+            "| {method} | {name} | ≤ {target} | {} | {met} of {} |",
+            values
+                .iter()
+                .map(|v| ratio(*v))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            values.iter().flatten().count()
+        );
+    }
+    Ok(md)
+}
+
+/// Every `study.json` under `assets`, sorted by path.
+fn studies(assets: &Path) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.file_name().is_some_and(|n| n == "study.json") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(assets, &mut out);
+    out.sort();
+    out
+}
+
+/// `lo–hi` of `v` at two decimals (one value alone).
+fn range(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if v.len() == 1 || (hi - lo) < 0.005 {
+        format!("{lo:.2}")
+    } else {
+        format!("{lo:.2}–{hi:.2}")
+    }
+}
+
+/// The before/after studies: for each change, net and row, the runs of the build before and
+/// after it, alternated on one machine: ms/step and × the deterministic burn step of the same
+/// rounds (ranges over the runs), and the ratio of the median × det. (the machine's drift
+/// cancels within a round, not between runs). A change's name is printed on its first row.
+pub(super) fn changes(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let mut md = String::from(
+        "| change | net | row | runs | ms/step before | after | × det. before | after | \
+         × det. before ÷ after | record |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for path in studies(assets) {
+        let record = read_json(&path)?;
+        let folder = path
+            .parent()
+            .and_then(|p| p.strip_prefix(assets).ok())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let list = record["studies"]
+            .as_array()
+            .ok_or_else(|| format!("{}: no studies", path.display()))?;
+        for study in list {
+            let side = |s: &str| -> Result<Vec<Vec<Value>>, Box<dyn Error>> {
+                study[s]["runs"]
+                    .as_array()
+                    .ok_or_else(|| format!("{}: no {s} runs", path.display()))?
+                    .iter()
+                    .map(|f| rows(&path.with_file_name(f.as_str().unwrap_or(""))))
+                    .collect()
+            };
+            let (before, after) = (side("before")?, side("after")?);
+            let change = study["change"].as_str().unwrap_or("–");
+            let note = study["row_note"]
+                .as_str()
+                .map_or(String::new(), |n| format!(" ({n})"));
+            let mut first = true;
+            for method in study["rows"].as_array().into_iter().flatten() {
+                let method = method.as_str().unwrap_or("");
+                for net in ["Mlp", "LeNet5"] {
+                    let pick = |runs: &[Vec<Value>], k: &str| -> Vec<f64> {
+                        runs.iter()
+                            .filter_map(|rs| row(rs, net, method).and_then(|r| r[k].as_f64()))
+                            .collect()
+                    };
+                    let (b_ms, a_ms) = (pick(&before, "ms_per_step"), pick(&after, "ms_per_step"));
+                    if b_ms.is_empty() || a_ms.is_empty() {
+                        continue;
+                    }
+                    let (b_x, a_x) = (
+                        pick(&before, "vs_deterministic"),
+                        pick(&after, "vs_deterministic"),
+                    );
+                    let name = if std::mem::take(&mut first) {
+                        change
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(
+                        md,
+                        "| {name} | {} | {method}{note} | {} + {} | {} | {} | {} | {} | {:.2} | \
+                         `{folder}` |",
+                        if net == "Mlp" { "MLP" } else { "LeNet5" },
+                        b_ms.len(),
+                        a_ms.len(),
+                        range(&b_ms),
+                        range(&a_ms),
+                        range(&b_x),
+                        range(&a_x),
+                        median(&b_x) / median(&a_x),
+                    );
+                }
+            }
+        }
+    }
+    Ok(md)
+}
+
+/// BEDL-PAC's step against its PyTorch implementation (`assets/perf-bedl-pac/perf.json`).
+pub(super) fn bedl_pac(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let rs = rows(&assets.join("perf-bedl-pac/perf.json"))?;
+    let mut md = String::from(
+        "| net | BEDL-PAC ms/step | PyTorch ms/step | × PyTorch's time | × det. burn step |\n\
+         |---|---:|---:|---:|---:|\n",
+    );
+    for net in ["LeNet5", "Mlp"] {
+        let (Some(ours), Some(theirs)) = (
+            row(&rs, net, "BEDL-PAC (CLT moments)"),
+            row(&rs, net, "peer: torch_bedl_pac (2 threads)"),
+        ) else {
+            continue;
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} | {:.2} | **{}** | {} |",
+            net_name(net),
+            ours["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+            theirs["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+            ratio(ours["vs_torch_bedl_pac"].as_f64()),
+            ratio(ours["vs_deterministic"].as_f64()),
+        );
+    }
+    Ok(md)
+}
+
+/// burn-flex with and without its `rayon` and `simd` features
+/// (`assets/perf/flex-rayon-simd.json`, `assets/perf/flex-serial.json`).
+pub(super) fn flex(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let on = rows(&assets.join("perf/flex-rayon-simd.json"))?;
+    let off = rows(&assets.join("perf/flex-serial.json"))?;
+    let mut md = String::from(
+        "| net | row | ms/step, `rayon` + `simd` | ms/step, neither | ratio |\n\
+         |---|---|---:|---:|---:|\n",
+    );
+    for net in ["Mlp", "LeNet5"] {
+        for r in on.iter().filter(|r| r["net"] == net) {
+            let method = r["method"].as_str().unwrap_or("");
+            let Some(o) = row(&off, net, method) else {
+                continue;
+            };
+            let (a, b) = (
+                r["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+                o["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+            );
+            let _ = writeln!(
+                md,
+                "| {} | {method} | {a:.2} | {b:.2} | {:.2} |",
+                net_name(net),
+                b / a
+            );
+        }
+    }
+    Ok(md)
+}
+
+/// Max pooling by moments, the fused kernel against the composition
+/// (`assets/perf-pool/perf-pool.json`).
+pub(super) fn pool(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("perf-pool/perf-pool.json");
+    let record = read_json(&path)?;
+    let mut md = String::from(
+        "| input | window, stride | fused ms | composition ms | speed-up | largest relative \
+         difference (values, gradients) |\n|---|---|---:|---:|---:|---|\n",
+    );
+    for r in record["results"].as_array().into_iter().flatten() {
+        let shape: Vec<String> = r["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| d.to_string())
+            .collect();
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let (k, stride) = (&r["kernel"], &r["stride"]);
+        let _ = writeln!(
+            md,
+            "| `[{}]` | {k}×{k}, {stride} | {:.1} | {:.1} | {:.2} | {:.1e}, {:.1e} |",
+            shape.join(", "),
+            f("fused_ms"),
+            f("reference_ms"),
+            f("speedup"),
+            f("max_rel_diff_values"),
+            f("max_rel_diff_grads"),
+        );
+    }
+    Ok(md)
+}
+
+/// Prediction by moments against 100-sample Monte Carlo (`assets/perf-predict/perf-predict.json`).
+pub(super) fn predict(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let rs = rows(&assets.join("perf-predict/perf-predict.json"))?;
+    let mut md = String::from(
+        "| trained as | moments (ms) | 100 samples (ms) | speed-up | test LL, moments | test LL, \
+         samples | LL difference | RMSE, moments | RMSE, samples |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in &rs {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} | {:.2} | {:.1}× | {:.3} | {:.3} | {:+.3} | {:.3} | {:.3} |",
+            r["method"].as_str().unwrap_or("–"),
+            f("moments_ms"),
+            f("samples_ms"),
+            f("speedup"),
+            f("moments_ll"),
+            f("samples_ll"),
+            f("moments_ll") - f("samples_ll"),
+            f("moments_rmse"),
+            f("samples_rmse"),
+        );
+    }
+    Ok(md)
+}
