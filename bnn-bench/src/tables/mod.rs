@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 mod perf;
+mod report;
 
 /// The text that closes a generated block.
 const END: &str = "<!-- end generated -->";
@@ -41,6 +42,42 @@ const GENERATORS: &[Generator] = &[
     Generator {
         name: "toy",
         make: toy,
+    },
+    Generator {
+        name: "uci-ll",
+        make: report::uci_ll,
+    },
+    Generator {
+        name: "uci-rmse",
+        make: report::uci_rmse,
+    },
+    Generator {
+        name: "uci-z",
+        make: report::uci_z,
+    },
+    Generator {
+        name: "uci-mc-dropout",
+        make: report::uci_mc_dropout,
+    },
+    Generator {
+        name: "uci-vbp",
+        make: report::uci_vbp,
+    },
+    Generator {
+        name: "uci-dvi",
+        make: report::uci_dvi,
+    },
+    Generator {
+        name: "uci-bedl",
+        make: report::uci_bedl,
+    },
+    Generator {
+        name: "uci-bedl-pac",
+        make: report::uci_bedl_pac,
+    },
+    Generator {
+        name: "uci-bedl-hyper",
+        make: report::uci_bedl_hyper,
     },
     Generator {
         name: "perf-main",

@@ -329,6 +329,21 @@ pub struct UciReportArgs {
 /// A file that cannot be read or is not a `uci` record (its path named), non-finite numbers,
 /// an unwritable `out`.
 pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box<dyn Error>> {
+    let (options, rows, wall) = joined(records, out)?;
+    let folder = crate::runner::OutFolder::open(out, "--out")?;
+    write_report(&options, &rows, wall, &[], &folder)?;
+    Ok(rows)
+}
+
+/// The rows of several `uci` records joined as [`combine`] joins them, the options of a report
+/// on them (the first record's, writing to `out`) and the records' summed wall time.
+///
+/// # Errors
+/// As [`combine`], before anything is written.
+pub fn joined(
+    records: &[PathBuf],
+    out: &Path,
+) -> Result<(UciOptions, Vec<MethodResult>, f64), Box<dyn Error>> {
     if records.is_empty() {
         return Err("uci-report: give at least one uci.json".into());
     }
@@ -380,7 +395,5 @@ pub fn combine(records: &[PathBuf], out: &Path) -> Result<Vec<MethodResult>, Box
             ..crate::runner::RunnerOptions::new(out)
         },
     };
-    let folder = crate::runner::OutFolder::open(out, "--out")?;
-    write_report(&options, &rows, wall, &[], &folder)?;
-    Ok(rows)
+    Ok((options, rows, wall))
 }
