@@ -9,6 +9,7 @@ use std::error::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+mod mnist;
 mod perf;
 mod report;
 
@@ -78,6 +79,22 @@ const GENERATORS: &[Generator] = &[
     Generator {
         name: "uci-bedl-hyper",
         make: report::uci_bedl_hyper,
+    },
+    Generator {
+        name: "mnist-main",
+        make: mnist::main,
+    },
+    Generator {
+        name: "mnist-moments-quick",
+        make: mnist::moments_quick,
+    },
+    Generator {
+        name: "mnist-ood",
+        make: mnist::ood_sets,
+    },
+    Generator {
+        name: "mnist-published",
+        make: mnist::published,
     },
     Generator {
         name: "perf-main",

@@ -1,0 +1,151 @@
+//! MNIST tables from `mnist` records: a record's rows, its other OOD sets, and the published
+//! rows of Haußmann (2021).
+
+use super::read_json;
+use serde_json::Value;
+use std::error::Error;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The rows of the `mnist` record in `folder`.
+fn rows(assets: &Path, folder: &str) -> Result<Vec<Value>, Box<dyn Error>> {
+    let path = assets.join(folder).join("mnist.json");
+    read_json(&path)?["results"]
+        .as_array()
+        .cloned()
+        .ok_or_else(|| format!("{}: no results", path.display()).into())
+}
+
+/// A net's name in the tables.
+fn arch(r: &Value) -> &str {
+    match r["arch"].as_str() {
+        Some("Mlp") => "MLP",
+        Some("LeNet5") => "LeNet5",
+        Some(other) => other,
+        None => "–",
+    }
+}
+
+/// An OOD set's scores of row `r`.
+fn ood<'a>(r: &'a Value, set: &str) -> Option<&'a Value> {
+    r["ood_sets"]
+        .as_array()
+        .and_then(|s| s.iter().find(|o| o["set"] == set))
+}
+
+/// Three decimals, `–` when absent.
+fn f3(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:.3}"))
+}
+
+/// Every row of the record in `folder`: error, NLL, ECE, Brier, the first OOD set's AUROC by
+/// entropy and by mutual information and its entropy-ECDF area, the misclassification AUROC,
+/// the training time.
+fn record_table(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
+    let rows = rows(assets, folder)?;
+    let mut md = String::from(
+        "| net | method | epochs | error % | NLL | ECE | Brier | AUROC H (Fashion) | AUROC MI | \
+         ECDF area ↓ | AUROC misclassified | train s |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in &rows {
+        let num = |k: &str| r[k].as_f64();
+        let first = r["ood_sets"].as_array().and_then(|s| s.first());
+        let of_first = |k: &str| first.and_then(|o| o[k].as_f64());
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {:.0} |",
+            arch(r),
+            r["method"].as_str().unwrap_or("–"),
+            r["epochs"],
+            num("error_pct").unwrap_or(f64::NAN),
+            f3(num("nll")),
+            f3(num("ece")),
+            f3(num("brier")),
+            f3(of_first("auroc_entropy")),
+            f3(of_first("auroc_mi")),
+            f3(of_first("ecdf_area")),
+            f3(num("misclassification_auroc")),
+            num("train_seconds").unwrap_or(f64::NAN),
+        );
+    }
+    Ok(md)
+}
+
+/// The full-budget sampled methods on MNIST (`assets/mnist`).
+pub(super) fn main(assets: &Path) -> Result<String, Box<dyn Error>> {
+    record_table(assets, "mnist")
+}
+
+/// The sampling-free methods at the quick budget with 10 epochs (`assets/mnist-moments-quick`).
+pub(super) fn moments_quick(assets: &Path) -> Result<String, Box<dyn Error>> {
+    record_table(assets, "mnist-moments-quick")
+}
+
+/// The LeNet5 rows of `assets/mnist` on the other OOD sets (uniform noise, inverted digits) and
+/// their error on rotated digits.
+pub(super) fn ood_sets(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let rows = rows(assets, "mnist")?;
+    let mut md = String::from(
+        "| LeNet5 | noise AUROC H / MI | noise ECDF area | inverted AUROC H / MI | inverted ECDF \
+         area | error % at 0° / 90° / 180° |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rows.iter().filter(|r| r["arch"] == "LeNet5") {
+        let pair = |set: &str| match ood(r, set) {
+            Some(o) => format!(
+                "{} / {}",
+                f3(o["auroc_entropy"].as_f64()),
+                f3(o["auroc_mi"].as_f64())
+            ),
+            None => "–".into(),
+        };
+        let area = |set: &str| f3(ood(r, set).and_then(|o| o["ecdf_area"].as_f64()));
+        let at = |deg: f64| {
+            r["rotations"]
+                .as_array()
+                .and_then(|a| a.iter().find(|x| x["degrees"].as_f64() == Some(deg)))
+                .and_then(|x| x["error_pct"].as_f64())
+                .map_or_else(|| "–".into(), |e| format!("{e:.1}"))
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} / {} / {} |",
+            r["method"].as_str().unwrap_or("–"),
+            pair("uniform noise"),
+            area("uniform noise"),
+            pair("inverted MNIST"),
+            area("inverted MNIST"),
+            at(0.0),
+            at(90.0),
+            at(180.0),
+        );
+    }
+    Ok(md)
+}
+
+/// Haußmann (2021)'s published rows (`published/mnist.csv`): task, net, error (± its run-to-run
+/// standard deviation where printed), log-likelihood and the first OOD set's ECDF area.
+pub(super) fn published(_assets: &Path) -> Result<String, Box<dyn Error>> {
+    let mut md = String::from(
+        "| source | task | net | method | error % | test LL | OOD ECDF area ↓ |\n\
+         |---|---|---|---|---:|---:|---:|\n",
+    );
+    for p in crate::published::mnist::all() {
+        let source = p.source.split(" (").next().unwrap_or(&p.source);
+        let _ = writeln!(
+            md,
+            "| {source} | {} | {} | {} | {} | {} | {} |",
+            p.family.name(),
+            p.net.name(),
+            p.method,
+            match p.error_std {
+                Some(sd) => format!("{:.2} ± {sd:.2} sd", p.error_pct),
+                None => format!("{:.2}", p.error_pct),
+            },
+            p.log_likelihood
+                .map_or_else(|| "–".into(), |v| format!("{v:.2}")),
+            f3(p.ecdf_area),
+        );
+    }
+    Ok(md)
+}
