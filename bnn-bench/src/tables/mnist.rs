@@ -2,6 +2,8 @@
 //! rows of Haußmann (2021).
 
 use super::read_json;
+use crate::mnist::{Arch, TrainSet};
+use crate::published::mnist::PublishedMnist;
 use serde_json::Value;
 use std::error::Error;
 use std::fmt::Write as _;
@@ -145,6 +147,168 @@ pub(super) fn published(_assets: &Path) -> Result<String, Box<dyn Error>> {
             p.log_likelihood
                 .map_or_else(|| "–".into(), |v| format!("{v:.2}")),
             f3(p.ecdf_area),
+        );
+    }
+    Ok(md)
+}
+
+/// The published error and OOD ECDF area of `method` on `family` (Haußmann 2021), on the
+/// strided LeNet5 where `arch` is another LeNet5; `–` where none is published.
+pub(super) fn published_cells(
+    published: &[PublishedMnist],
+    method: &str,
+    family: TrainSet,
+    arch: Arch,
+) -> (String, String) {
+    let base = match arch {
+        Arch::LeNet5Pooled | Arch::LeNet5Sensoy => Arch::LeNet5,
+        a => a,
+    };
+    match published
+        .iter()
+        .find(|p| p.counterpart == method && p.family == family && p.net == base)
+    {
+        Some(p) => {
+            // The source's short name: its words before the first parenthesis.
+            let source = p.source.split(" (").next().unwrap_or(&p.source);
+            let error = match p.error_std {
+                Some(sd) => format!("{:.2} ± {sd:.2} sd ({source})", p.error_pct),
+                None => format!("{:.2} ({source})", p.error_pct),
+            };
+            (error, f3(p.ecdf_area))
+        }
+        None => ("–".into(), "–".into()),
+    }
+}
+
+/// One run of the evidential page's table: its label, record folder, method and net.
+struct Run {
+    label: &'static str,
+    folder: &'static str,
+    method: &'static str,
+    arch: Arch,
+}
+
+/// The evidential heads' single runs on MNIST: variants and budgets beside the defaults (the
+/// defaults' repeated runs are in the full-budget table). † marks a variant the bench no
+/// longer has as an option.
+const EVIDENTIAL_RUNS: [Run; 14] = [
+    Run {
+        label: "EDL, without the L2 penalty †",
+        folder: "mnist-evidential-e1",
+        method: "EDL",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "EDL, L2 `0.005‖W‖²/2` on the dense weights (the default, Sensoy's code)",
+        folder: "mnist-edl-dense-l2-e1",
+        method: "EDL",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "EDL, without the L2 penalty †",
+        folder: "mnist-edl-e20",
+        method: "EDL",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "EDL, L2 `0.005‖θ‖²/2` on every parameter †",
+        folder: "mnist-edl-l2-e20",
+        method: "EDL",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "EDL, the default",
+        folder: "mnist-edl-dense-l2-e20",
+        method: "EDL",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "EDL, the default",
+        folder: "mnist-edl-pool-e1",
+        method: "EDL",
+        arch: Arch::LeNet5Pooled,
+    },
+    Run {
+        label: "EDL, the default, batch 1 000",
+        folder: "mnist-edl-sensoy-e1",
+        method: "EDL",
+        arch: Arch::LeNet5Sensoy,
+    },
+    Run {
+        label: "EDL, the default, batch 1 000 (Sensoy's recipe)",
+        folder: "mnist-edl-sensoy-e50",
+        method: "EDL",
+        arch: Arch::LeNet5Sensoy,
+    },
+    Run {
+        label: "BEDL",
+        folder: "mnist-evidential-e1",
+        method: "BEDL",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "BEDL-PAC, one point's KL (the reference code) †",
+        folder: "mnist-evidential-e1",
+        method: "BEDL-PAC",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "BEDL-PAC, `KL(Q ‖ P) = Σ_n KL_n` (eq. 5.10, the default)",
+        folder: "mnist-bedl-pac-e1",
+        method: "BEDL-PAC",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "BEDL-PAC, the default",
+        folder: "mnist-bedl-pac-e50",
+        method: "BEDL-PAC",
+        arch: Arch::LeNet5,
+    },
+    Run {
+        label: "BEDL-PAC, the default",
+        folder: "mnist-bedl-pac-pool-e1",
+        method: "BEDL-PAC",
+        arch: Arch::LeNet5Pooled,
+    },
+    Run {
+        label: "MAP (a baseline, no published row)",
+        folder: "mnist-map-conv96-e5",
+        method: "MAP",
+        arch: Arch::Conv96,
+    },
+];
+
+/// [`EVIDENTIAL_RUNS`]: each run's error and Fashion-MNIST ECDF area beside the published row.
+pub(super) fn evidential_runs(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let published = crate::published::mnist::all();
+    let mut md = String::from(
+        "| run | net | epochs | error % | published | Fashion ECDF area ↓ | published | record |\n\
+         |---|---|---:|---:|---:|---:|---:|---|\n",
+    );
+    for run in &EVIDENTIAL_RUNS {
+        let rows = rows(assets, run.folder)?;
+        let r = rows
+            .iter()
+            .find(|r| r["method"] == run.method && r["arch"] == serde_json::json!(run.arch))
+            .ok_or_else(|| {
+                format!(
+                    "assets/{}: no {} row on {}",
+                    run.folder,
+                    run.method,
+                    run.arch.name()
+                )
+            })?;
+        let (p_err, p_area) = published_cells(&published, run.method, TrainSet::Mnist, run.arch);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.2} | {p_err} | {} | {p_area} | `{}` |",
+            run.label,
+            run.arch.name(),
+            r["epochs"],
+            r["error_pct"].as_f64().unwrap_or(f64::NAN),
+            f3(r["ecdf_area"].as_f64()),
+            run.folder,
         );
     }
     Ok(md)

@@ -45,6 +45,10 @@ const GENERATORS: &[Generator] = &[
         make: toy,
     },
     Generator {
+        name: "toy-lv",
+        make: toy_lv,
+    },
+    Generator {
         name: "uci-ll",
         make: report::uci_ll,
     },
@@ -79,6 +83,26 @@ const GENERATORS: &[Generator] = &[
     Generator {
         name: "uci-bedl-hyper",
         make: report::uci_bedl_hyper,
+    },
+    Generator {
+        name: "evidential-runs",
+        make: mnist::evidential_runs,
+    },
+    Generator {
+        name: "lv-mnist-models",
+        make: report::lv_mnist_models,
+    },
+    Generator {
+        name: "lv-mnist-patterns",
+        make: report::lv_mnist_patterns,
+    },
+    Generator {
+        name: "depeweg",
+        make: report::depeweg_table,
+    },
+    Generator {
+        name: "depeweg-wide",
+        make: report::depeweg_wide,
     },
     Generator {
         name: "mnist-main",
@@ -400,27 +424,7 @@ fn mnist_runs(assets: &Path) -> Result<String, Box<dyn Error>> {
             Ok(fmt_mean_se(m, se, 2 + usize::from(k == "ecdf_area")))
         };
         let epochs = rows[0]["epochs"].as_u64().unwrap_or(0);
-        let base = match g.arch {
-            Arch::LeNet5Pooled | Arch::LeNet5Sensoy => Arch::LeNet5,
-            a => a,
-        };
-        let theirs = published
-            .iter()
-            .find(|p| p.counterpart == g.method && p.family == g.family && p.net == base);
-        let (p_err, p_area) = match theirs {
-            Some(p) => (
-                {
-                    // The source's short name: its words before the first parenthesis.
-                    let source = p.source.split(" (").next().unwrap_or(&p.source);
-                    match p.error_std {
-                        Some(sd) => format!("{:.2} ± {sd:.2} sd ({source})", p.error_pct),
-                        None => format!("{:.2} ({source})", p.error_pct),
-                    }
-                },
-                p.ecdf_area.map_or("–".into(), |a| format!("{a:.3}")),
-            ),
-            None => ("–".into(), "–".into()),
-        };
+        let (p_err, p_area) = mnist::published_cells(&published, g.method, g.family, g.arch);
         let _ = writeln!(
             md,
             "| {} | {} | {} | {epochs} | {} | {} | {p_err} | {} | {p_area} |",
@@ -459,7 +463,17 @@ fn quickstart(assets: &Path) -> Result<String, Box<dyn Error>> {
 /// The toys' record (`assets/toy/toy.json`): test LL and the epistemic std where the training
 /// inputs are dense and where there are none.
 fn toy(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let path = assets.join("toy/toy.json");
+    toy_table(assets, "toy")
+}
+
+/// BNN+LV on the toys (`assets/toy-lv/toy.json`), as [`toy`].
+fn toy_lv(assets: &Path) -> Result<String, Box<dyn Error>> {
+    toy_table(assets, "toy-lv")
+}
+
+/// The rows of the `toy` record in `folder`.
+fn toy_table(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
+    let path = assets.join(folder).join("toy.json");
     let record = read_json(&path)?;
     let mut md = String::from(
         "| toy | method | test LL | oracle LL | epistemic std, dense x | epistemic std, no data |\n\

@@ -167,6 +167,50 @@ pub(super) fn uci_bedl_hyper(assets: &Path) -> Result<String, Box<dyn Error>> {
     uci_against(assets, &["uci-bedl"], "BEDL-Hyper", "BEDL-Hyper (Haußmann)")
 }
 
+/// The BNN+LV MNIST record's models (`assets/lv-mnist-quick/lv-mnist.json`).
+fn lv_mnist(assets: &Path) -> Result<serde_json::Value, Box<dyn Error>> {
+    super::read_json(&assets.join("lv-mnist-quick/lv-mnist.json"))
+}
+
+/// The three BNN+LV models on MNIST at the quick budget.
+pub(super) fn lv_mnist_models(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let scenarios: Vec<crate::lv_mnist::ScenarioResult> =
+        serde_json::from_value(lv_mnist(assets)?["scenarios"].clone())
+            .map_err(|e| format!("lv-mnist-quick: unreadable scenarios ({e})"))?;
+    Ok(crate::lv_mnist::models_table(&scenarios))
+}
+
+/// Depeweg's three patterns of the decomposition on MNIST, as measured.
+pub(super) fn lv_mnist_patterns(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let findings: crate::lv_mnist::Findings =
+        serde_json::from_value(lv_mnist(assets)?["findings"].clone())
+            .map_err(|e| format!("lv-mnist-quick: unreadable findings ({e})"))?;
+    Ok(crate::lv_mnist::patterns_table(&findings))
+}
+
+/// The rows of the Depeweg record (`assets/depeweg/depeweg.json`) and its split count.
+fn depeweg(assets: &Path) -> Result<(Vec<crate::depeweg::TableRow>, usize), Box<dyn Error>> {
+    let path = assets.join("depeweg/depeweg.json");
+    let record = super::read_json(&path)?;
+    let rows = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?;
+    let splits = record["options"]["splits"]
+        .as_u64()
+        .ok_or_else(|| format!("{}: no options.splits", path.display()))?;
+    Ok((rows, splits as usize))
+}
+
+/// Depeweg's Tables 5.1/5.2: every finished (set, model) beside the published cells.
+pub(super) fn depeweg_table(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let (rows, splits) = depeweg(assets)?;
+    Ok(crate::depeweg::main_table(&rows, splits))
+}
+
+/// The same nets' test LL under the wider mixture.
+pub(super) fn depeweg_wide(assets: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(crate::depeweg::wide_table(&depeweg(assets)?.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
