@@ -86,6 +86,20 @@ pub mod book {
     pub struct Introduction;
     #[doc = include_str!("../../book/src/concepts/overview.md")]
     pub struct ConceptsOverview;
+    #[doc = include_str!("../../book/src/concepts/posteriors.md")]
+    pub struct ConceptsPosteriors;
+    #[doc = include_str!("../../book/src/concepts/estimators.md")]
+    pub struct ConceptsEstimators;
+    #[doc = include_str!("../../book/src/concepts/networks.md")]
+    pub struct ConceptsNetworks;
+    #[doc = include_str!("../../book/src/concepts/likelihoods.md")]
+    pub struct ConceptsLikelihoods;
+    #[doc = include_str!("../../book/src/concepts/objectives.md")]
+    pub struct ConceptsObjectives;
+    #[doc = include_str!("../../book/src/concepts/training.md")]
+    pub struct ConceptsTraining;
+    #[doc = include_str!("../../book/src/concepts/callbacks.md")]
+    pub struct ConceptsCallbacks;
     #[doc = include_str!("../../book/src/concepts/prediction.md")]
     pub struct ConceptsPrediction;
     #[doc = include_str!("../../book/src/concepts/backends.md")]
@@ -106,6 +120,10 @@ pub mod book {
     pub struct MethodsEvidential;
     #[doc = include_str!("../../book/src/contributing/architecture.md")]
     pub struct ContributingArchitecture;
+    #[doc = include_str!("../../book/src/contributing/extending.md")]
+    pub struct ContributingExtending;
+    #[doc = include_str!("../../book/src/contributing/testing.md")]
+    pub struct ContributingTesting;
     #[doc = include_str!("../../book/src/contributing/ci.md")]
     pub struct ContributingCi;
     #[doc = include_str!("../../book/src/contributing/dependencies.md")]
