@@ -1,25 +1,10 @@
-//! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the UCI
-//! protocol ([`uci`]: the [`uci::UciMethod`] trait, [`uci::PreparedSplit`], [`uci::evaluate`],
-//! the report writers), MNIST with OOD sets ([`mnist`]), the toy decomposition pictures
-//! ([`toy`]), the quick start and the performance benchmark. The `bnn-bench` binary is a thin
-//! command line over these modules; a user crate can run the same protocols on its own methods
-//! ([`uci::run_with`], [`mnist::run_with`], [`toy::run_with`]).
-//!
-//! ```no_run
-//! use bnn_bench::uci::{self, UciOptions};
-//!
-//! let options = UciOptions {
-//!     datasets: vec![bnn_datasets::UciDataset::Yacht.into()],
-//!     methods: vec!["MC dropout".into()],
-//!     splits: Some(2),
-//!     epochs: None,
-//!     exp: bnn_bench::runner::ExperimentArgs { seed: 0, quick: true },
-//!     data_dir: None,
-//!     run: bnn_bench::runner::RunnerOptions::new("runs/my-uci"),
-//! };
-//! let rows = uci::run(&options)?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the
+//! UCI protocol ([`uci`]: [`uci::UciMethod`], [`uci::run_with`]), MNIST with OOD sets ([`mnist`]),
+//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]), the quick start, the performance
+//! benchmarks ([`perf`]), the runner every harness shares ([`runner`]), the tables of the README and
+//! the book ([`tables`]) and the ledger of paper tables ([`published`]). The `bnn-bench` binary is a
+//! thin command line over these modules; a user crate runs the same protocols on its own methods
+//! (the book's *UCI benchmark* page has an example).
 
 #![warn(missing_docs)]
 

@@ -115,3 +115,27 @@ fn generated_tables_match_the_records() {
         "generated tables differ from the records (run `cargo run -p bnn-bench -- results`): {differ:?}"
     );
 }
+
+/// Module docs say what and why in a few lines and link the book, where the derivations are:
+/// at most 10 lines of `//!` in every source file of the three crates.
+#[test]
+fn module_docs_are_short() {
+    let files: Vec<PathBuf> = ["bnn-burn/src", "bnn-bench/src", "bnn-datasets/src"]
+        .iter()
+        .flat_map(|krate| {
+            bnn_bench::tables::files_under(&root().join(krate), |p| {
+                p.extension().is_some_and(|e| e == "rs")
+            })
+        })
+        .collect();
+    assert!(files.len() > 50, "{files:?}");
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let n = text.lines().take_while(|l| l.starts_with("//!")).count();
+            (n > 10).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "module docs over 10 lines: {long:?}");
+}

@@ -1,20 +1,8 @@
-//! The one place where cargo features become a [`Device`].
-//!
-//! | feature | device |
-//! |---|---|
-//! | `wgpu` | `Device::wgpu(DeviceKind::DefaultDevice)` (GPU, or a software Vulkan driver) |
-//! | `ndarray` | `Device::ndarray()` (deprecated upstream, kept for users who ask for it) |
-//! | `flex` (default) | `Device::flex()` |
-//!
-//! When several are enabled (cargo features are additive, and `flex` is on by default), the
-//! order of the table decides: `--features wgpu` runs on wgpu, `--features ndarray` on ndarray.
-//!
-//! One build can carry several backends and pick one at run time: the environment variable
-//! [`BACKEND_ENV`] (`BNN_BURN_BACKEND=flex|ndarray|wgpu`) names one of the compiled ones, so
-//! `BNN_BURN_BACKEND=ndarray cargo test --features ndarray,wgpu` runs the suite on ndarray with
-//! the same binaries that `BNN_BURN_BACKEND=wgpu` runs on wgpu. Naming a backend the build does
-//! not carry stops at the first [`device()`] call with a message naming the variable and the
-//! feature to enable.
+//! The one place where cargo features become a [`Device`]: `wgpu` before `ndarray` before
+//! `flex` (the default) when several are on. One build can carry several backends and pick one at
+//! run time with [`BACKEND_ENV`] (`BNN_BURN_BACKEND=flex|ndarray|wgpu`); naming one the build does
+//! not carry stops at the first [`device()`] call, naming the variable and the feature. Guide: the
+//! book's *Backends* page.
 
 use burn::tensor::Device;
 use std::sync::OnceLock;

@@ -1,14 +1,9 @@
 //! Files that can be trusted after a crash: written whole or not at all, and checked on load.
-//!
-//! - [`Digest`]: a 64-bit checksum of bytes. Any change of one aligned 8-byte word changes it
-//!   (every round is a bijection of the state), and other damage escapes it with odds of
-//!   about 2⁻⁶⁴. It detects damage, not tampering: it is not a cryptographic hash.
-//! - [`seal_bytes`] / [`open_bytes`]: a binary file with a 24-byte checksum trailer. A burnpack
-//!   file keeps loading in burn's own loader, which ignores bytes past its tensors.
-//! - [`seal_json`] / [`open_json`]: a JSON object whose last member is its checksum, so the
-//!   file stays plain JSON for every other reader.
-//! - [`write_atomic`]: a temporary file beside the target, synced, then renamed over it, so a
-//!   kill or a full disk leaves the old file or the new one, never a cut one.
+//! [`Digest`] is a 64-bit checksum (it detects damage, not tampering); [`seal_bytes`] /
+//! [`open_bytes`] seal a binary file with a checksum trailer (burnpack files keep loading in
+//! burn's loader); [`seal_json`] / [`open_json`] a JSON object whose last member is its checksum;
+//! [`write_atomic`] writes a temporary file, syncs it and renames it over the target. More: the
+//! book's *Callbacks and resume* page.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

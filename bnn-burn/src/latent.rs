@@ -1,24 +1,9 @@
 //! Per-row latent variables: the variational table `q(z_n) = N(m_n, v_n)` of BNN+LV (Depeweg
-//! 2019 §3.1, eq. 3.12) and its sparse optimiser.
-//!
-//! Each training row `n` owns `d` latent inputs with `v_n = 10⁻⁶ + sigmoid(ℓ_n)·(γ − 2·10⁻⁶)`
-//! (the reference code's parameterisation of eq. 3.20: the variance stays strictly inside
-//! `(0, γ)`, so the tied site `f_n(z_n)` stays finite), under the prior `z_n ~ N(0, γ)`.
-//! Initialisation `m = 0`, `ℓ = 5` (`v ≈ 0.993γ`): `q(z)` starts at the prior and the net first
-//! learns as a plain BNN.
-//!
-//! **Sparse updates.** A minibatch touches `B` of the `N` rows. Burn's dense Adam would keep
-//! moving the other rows through their momentum; the table is instead updated by its own Adam
-//! ([`LatentTable::sparse_step`]): only the batch's rows, each with its own moment buffers and
-//! step count (bias correction per row), at the learning rate times `N/B` (each row's gradient
-//! carries the `1/N` of the per-point objective and it is visited once an epoch), as Depeweg's
-//! code does.
-//!
-//! **Amortised inference** (§3.1.4, eq. 3.22): instead of a free entry per row, an encoder
-//! `g(x_n, y_n) → (m_n, v_n)` ([`LatentEncoder`], a one-hidden-layer ReLU net on the inputs
-//! and the target's encoding, one-hot for class labels) shared by all rows, trained by the
-//! dense optimiser with the rest. Memory no longer grows with `N` and there is no sparse update;
-//! the thesis uses it for MNIST (`[784 + 10, 100, 2]`). [`LatentPosterior`] is either form.
+//! 2019 §3.1, eq. 3.12), `v_n = 10⁻⁶ + sigmoid(ℓ_n)·(γ − 2·10⁻⁶)` under the prior `N(0, γ)`, with
+//! its sparse optimiser ([`LatentTable::sparse_step`]: only the batch's rows, each with its own
+//! Adam moments, at the learning rate times `N/B`), or the amortised encoder `g(x, y) → (m, v)`
+//! ([`LatentEncoder`], eq. 3.22). [`LatentPosterior`] is either form. More: the book's
+//! *Latent-variable BNNs* page.
 
 use crate::error::{Check, ConfigError};
 use burn::config::Config;

@@ -1,26 +1,13 @@
 //! # bnn-burn
 //!
 //! Bayesian neural networks as ordinary [burn](https://burn.dev) modules: posteriors over weight
-//! tensors, layers generic over them, networks with a body/head split, likelihoods, objectives,
-//! a training loop, predictions with aleatoric/epistemic decompositions, and metrics. The
-//! backend is a cargo feature (see [`mod@device`]). The README's example is compiled and run as a
-//! doctest of this crate.
+//! tensors ([`posterior`], [`dist`]), layers generic over them ([`layers`]), networks with a
+//! body/head split ([`nets`], [`latent`]), likelihoods, objectives, a training loop ([`train`]),
+//! predictions with aleatoric/epistemic decompositions ([`predict`]), metrics, and fused kernels
+//! ([`fused`]). The backend is a cargo feature ([`mod@device`]). The README's example and every
+//! page of the book's library chapters are compiled and run as doctests of this crate.
 //!
-//! | module | what |
-//! |---|---|
-//! | [`posterior`] | `WeightPosterior` / `PosteriorDist`: point, mean-field, radial, dropout masks, low-rank |
-//! | [`dist`] | the Gaussian log-density; priors as tensors (a posterior can be the next prior); diagonal Gaussian moments; Dirichlet closed forms |
-//! | [`layers`] | `BayesianLinear`, `BayesianConv2d`, estimators, activations, pooling, `Pass` |
-//! | [`nets`] | `Bnn` = body + head + likelihood; MLP and conv bodies; fixed network draws |
-//! | [`likelihood`] | Gaussian (fixed, learned or DVI's log-variance head), heteroscedastic Gaussian, categorical, multi-label probit, the evidential (Dirichlet) head and BEDL's evidential regressor |
-//! | [`latent`] | BNN+LV's per-row latent inputs `q(z_n) = N(m_n, v_n)` and their sparse optimiser |
-//! | [`objective`] | `Objective` over a step's terms: the ELBO with KL schedules, black-box α and the Rényi bound, the PAC-Bayes bound of BEDL-PAC |
-//! | [`predict`] | `Predict::predict(x, mode)`; class, Dirichlet and Gaussian predictions |
-//! | [`train`] | `train` / `Trainer`: data sources, optimisers, parameter groups, callbacks |
-//! | [`fused`] | fused training-step kernels with hand-written backward passes (backend extensions) |
-//! | [`device`](mod@device), [`host`], [`error`] | the backend a cargo feature selects; host vectors ↔ tensors; configuration errors |
-//! | [`integrity`] | checksums, files sealed with them, atomic writes: checkpoints and saved states that survive crashes |
-//! | [`metrics`], [`special`], [`linalg`], [`reduce`] | host metrics; lgamma, digamma, normal cdf; small SPD algebra; long-axis reductions exact on every backend |
+//! Guide, concepts and method pages: the book (`book/`, `mdbook serve book`).
 
 #![warn(missing_docs)]
 

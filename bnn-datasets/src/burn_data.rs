@@ -1,23 +1,6 @@
-//! The tables and image sets as burn `Dataset`s, with batchers for burn's `DataLoader`.
-//!
-//! ```no_run
-//! use burn::data::dataloader::DataLoaderBuilder;
-//! use bnn_datasets::burn_data::ImageBatcher;
-//! use bnn_datasets::images::{MnistFamily, Split};
-//! # fn main() -> Result<(), bnn_datasets::DataError> {
-//! let root = bnn_datasets::DataRoot::default();
-//! let train = MnistFamily::Mnist.load(Split::Train, &root)?;
-//! let loader = DataLoaderBuilder::new(ImageBatcher::new(MnistFamily::Mnist.normalization()))
-//!     .batch_size(128)
-//!     .shuffle(0)
-//!     .build(train);
-//! for batch in loader.iter() {
-//!     let batch = batch.expect("in-memory items");
-//!     let _ = (batch.images.dims(), batch.labels.dims()); // [128, 1, 28, 28], [128]
-//! }
-//! # Ok(())
-//! # }
-//! ```
+//! The tables and image sets as burn `Dataset`s, with batchers for burn's `DataLoader`
+//! ([`ImageBatcher`] normalises `u8` images per batch). A loop over MNIST with burn's
+//! `DataLoaderBuilder`: the book's *Data* page.
 
 use crate::images::{ImageSet, Normalization, extend_normalized};
 use crate::table::{ClassificationData, RegressionData};

@@ -1,19 +1,11 @@
 //! # bnn-datasets
 //!
-//! Every data set of the bnn-burn experiments:
-//!
-//! - built-in, seeded generators that need no files: the toy regressions of Depeweg (2019)
-//!   and Farquhar (2022) ([`toy`]), two moons, the wet-chicken river and the stochastic
-//!   Lotka–Volterra and Lorenz systems ([`dynamics`]);
-//! - loaders for the real files: the 9 UCI regression sets with their fixed splits ([`uci`]),
-//!   MNIST and Fashion-MNIST from IDX ([`images`], [`idx`]), CIFAR-10 / CIFAR-5 ([`cifar`]);
-//! - a user's own CSV, TSV or whitespace table, by column name or position ([`delimited`]);
-//! - plain in-memory tables ([`table`]), a training-data [`Standardizer`], and burn `Dataset`
-//!   and `Batcher` implementations ([`burn_data`]): images stay `u8` until they are batched.
-//!
-//! Files are looked for through one [`DataRoot`]: an explicit folder, else `BNN_DATA_DIR`, else
-//! `../shared/data` beside the workspace, else the user cache. Every error names the file, the
-//! line or byte offset, what was expected and what was found ([`DataError`]).
+//! Every data set of the bnn-burn experiments: seeded generators that need no files ([`toy`],
+//! [`dynamics`]), loaders for UCI ([`uci`]), MNIST and Fashion-MNIST ([`images`], [`idx`]) and
+//! CIFAR ([`cifar`]), a user's own delimited table ([`delimited`]), in-memory tables ([`table`]), a
+//! [`Standardizer`] and burn `Dataset`s and batchers ([`burn_data`]). Files are looked for through
+//! one [`DataRoot`]; every error names the file, the line or byte offset, what was expected and what
+//! was found ([`DataError`]). Guide: the book's *Data* page.
 #![warn(missing_docs)]
 
 pub mod burn_data;

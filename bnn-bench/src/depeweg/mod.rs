@@ -1,18 +1,10 @@
-//! `bnn-bench depeweg`: Tables 5.1 and 5.2 of Depeweg (2019), the reproducible rows. BNN+LV
-//! under black-box α (VB at α = 10⁻⁶, α = ½, α = 1) and a BNN without latent inputs (α = 1) on
-//! seven UCI sets, the heteroscedastic (n = 1000) and bimodal (n = 2500) toys and wet-chicken
-//! (n = 2500 transitions of the uniform random policy, target the y-coordinate of `s_{t+1}`).
-//!
-//! Protocol (Depeweg 2019 §5.1–5.2, `spec/depeweg-thesis.md` §4): 5 random 90/10 splits, inputs
-//! and targets standardised on the training rows, 2 hidden ReLU layers of 50 units (20 for the
-//! toys and wet-chicken), Adam at 10⁻³ for 5 000 epochs in minibatches of N/25 (the code's), `K`
-//! joint draws of weights and latents per step; test LL of the `K`-draw Gaussian mixture
-//! (`logsumexp_k ln N(y | μ_k, σ²) − ln K`, eq. 5.7) and RMSE of its mean, in original units;
-//! mean ± standard error over the splits, beside the published columns with z-scores.
-//!
-//! Every split is a task of the bench's runner ([`crate::runner`]): its row is a file of its own
-//! under `rows/`, written whole as it finishes, so a run can stop at any time and `--resume`
-//! skips what is done on the same data and budget; `--jobs` runs splits in worker processes.
+//! `bnn-bench depeweg`: Tables 5.1 and 5.2 of Depeweg (2019). BNN+LV under black-box α (VB at
+//! α = 10⁻⁶, α = ½, α = 1) and a BNN (α = 1) on seven UCI sets, the heteroscedastic and bimodal toys
+//! and wet-chicken: 5 random 90/10 splits, 2 hidden ReLU layers, Adam 10⁻³ for 5 000 epochs in
+//! minibatches of N/25, `K` joint draws per step; test LL of the `K`-draw mixture (eq. 5.7) and
+//! RMSE, mean ± s.e. over the splits beside the published columns. Every split is a task of the
+//! bench's runner ([`crate::runner`]). Protocol and results: the book's *Latent-variable BNNs*
+//! page.
 
 use crate::experiment;
 use crate::uci::{MeanSe, z_score};

@@ -1,14 +1,8 @@
 //! `bnn-bench perf`: milliseconds per training step and peak heap of the MLP 784-400-400-10
-//! (batch 128) and of LeNet5 (MNIST-sized inputs, batch 100), Adam, for burn's deterministic
-//! layers (with burn's Adam and with the fused Adam) and every posterior family (fused kernels,
-//! and optionally the reference composition), with the PyTorch peer programs of
-//! `../shared/peer` (the MLP) and `xcheck/bedl_pac_torch.py` (BEDL-PAC, both nets) run in the
-//! same invocation so that ratios compare like with like.
-//!
-//! The MLP workload matches the peers exactly: random inputs `[128, 784]` and targets
-//! `[128, 10]`, loss `mean (o − y)² + KL / 60000`, one posterior sample per step, 5 warm-up
-//! steps, then the mean over `steps` steps; the whole measurement is repeated `rounds` times and
-//! the median round is reported.
+//! (batch 128) and LeNet5 (batch 100), for burn's deterministic layers and every posterior family
+//! (fused kernels, and optionally the reference composition), with the PyTorch peers run in the
+//! same interleaved rounds, so that ratios compare like with like. The method and the records:
+//! the book's *Performance* page.
 
 use crate::alloc;
 use crate::catalogue::{Method, Protocol, Settings};

@@ -1,19 +1,8 @@
 //! One runner for every harness: the output folder and its lock, a record per finished task
-//! (sealed with a checksum, bound to what decides its numbers), resuming, worker processes and
-//! the report. A harness says what its tasks are, how to run one and how to report the rows
-//! ([`Harness`]); [`run`] does the rest the same way for all of them.
-//!
-//! What a run leaves in its folder:
-//! - `rows/<task>-<key>.json`: one finished task each, written whole. It carries its key: the
-//!   harness, the row format, the run's settings ([`Harness::run_key`]) and the task's own
-//!   ([`Harness::task_key`], with the digest of its data); runs of other settings keep their
-//!   rows beside it. `--resume` reuses a row only when the key is this run's; a damaged row is
-//!   set aside (`.damaged`) and its task runs again.
-//! - `state/<task>-<key>/`: the training state of a task in progress; the key is in the name,
-//!   so a run of other settings or data never continues it.
-//! - the report files of the harness, written whole after the last task.
-//! - `.bnn-bench.lock`: held while a run writes; a second run into the folder is refused,
-//!   naming the holder. The system releases it when the process ends, however it ends.
+//! (sealed with a checksum, bound to what decides its numbers), resuming, worker processes and the
+//! report. A harness says what its tasks are, how to run one and how to report the rows
+//! ([`Harness`]); [`run`] does the rest the same way for all of them. What a run leaves in its
+//! folder: the book's *Extending the library* page.
 
 mod folder;
 mod workers;

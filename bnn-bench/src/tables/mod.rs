@@ -502,10 +502,10 @@ fn pages(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Every Markdown file under `root/book/src` (the summary included; the linked assets not),
-/// sorted.
-pub fn book_pages(root: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every file under `dir` (its folders walked, symbolic links not followed) whose path `keep`
+/// accepts, sorted; none where `dir` cannot be read.
+pub fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool + Copy) -> Vec<PathBuf> {
+    fn walk(dir: &Path, keep: impl Fn(&Path) -> bool + Copy, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -515,16 +515,24 @@ pub fn book_pages(root: &Path) -> Vec<PathBuf> {
                 continue;
             }
             if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "md") {
+                walk(&path, keep, out);
+            } else if keep(&path) {
                 out.push(path);
             }
         }
     }
     let mut out = Vec::new();
-    walk(&root.join("book/src"), &mut out);
+    walk(dir, keep, &mut out);
     out.sort();
     out
+}
+
+/// Every Markdown file under `root/book/src` (the summary included; the linked assets not),
+/// sorted.
+pub fn book_pages(root: &Path) -> Vec<PathBuf> {
+    files_under(&root.join("book/src"), |p| {
+        p.extension().is_some_and(|e| e == "md")
+    })
 }
 
 /// `text` with every generated block rewritten from the records under `assets`; the names of

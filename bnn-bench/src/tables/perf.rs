@@ -171,23 +171,7 @@ pub(super) fn targets(assets: &Path) -> Result<String, Box<dyn Error>> {
 
 /// Every `study.json` under `assets`, sorted by path.
 fn studies(assets: &Path) -> Vec<std::path::PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.file_name().is_some_and(|n| n == "study.json") {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(assets, &mut out);
-    out.sort();
-    out
+    super::files_under(assets, |p| p.file_name().is_some_and(|n| n == "study.json"))
 }
 
 /// `lo–hi` of `v` at two decimals (one value alone).

@@ -1,16 +1,9 @@
-//! Priors over weight tensors.
-//!
-//! [`Prior`] is the serialisable choice (scalar hyperparameters) that a layer configuration holds;
-//! at initialisation it becomes a [`WeightPrior`] per tensor, whose parameters are tensors. A
-//! tensor-valued prior is what continual learning needs: the posterior of one task, moment-matched
-//! by [`WeightPrior::from_posterior`], is the prior of the next (VCL, Farquhar 2022 ch. 6).
-//!
-//! * Gaussian `N(μ₀, σ₀²)` entrywise: the prior cross-entropy of any posterior with mean `m` and
-//!   marginal variance `v` is closed form, `E_q[−ln p(w)] = Σ (v + (m − μ₀)²)/(2σ₀²) + ln σ₀ +
-//!   ½ ln 2π`, because `−ln p` is quadratic.
-//! * Scale mixture `π N(0, σ₁²) + (1 − π) N(0, σ₂²)` (Blundell et al. 2015, eq. 7): no closed form;
-//!   the cross-entropy is a Monte Carlo average over reparameterised draws of the posterior, and
-//!   the density is evaluated in log space (a two-term logsumexp).
+//! Priors over weight tensors. [`Prior`] is the serialisable choice a layer configuration holds;
+//! at initialisation it becomes a [`WeightPrior`] per tensor, with tensor parameters, so a
+//! posterior, moment-matched ([`WeightPrior::from_posterior`]), can be the next task's prior
+//! (VCL, Farquhar 2022 ch. 6). A Gaussian's cross-entropy is closed form for any posterior with a
+//! marginal variance; Blundell et al.'s scale mixture (2015, eq. 7) is a Monte Carlo average in log
+//! space. Guide: the book's *Posteriors and priors* page.
 
 use crate::dist::gaussian_log_density;
 use crate::error::{Check, ConfigError};

@@ -1,28 +1,8 @@
 //! The CPU kernels of max pooling by moments: Clark's (1961) recursion over each window's
-//! entries, sorted by mean, and its backward pass, each one pass over `f32` slices (vectorised
-//! over blocks of windows, parallel over ranges of about 16 Ki windows). The composition of
-//! burn ops in [`crate::layers::Pool::moments`] (the windows copied out entry-major, an argsort,
-//! a gather, then some forty ops per entry, and as many again backward) is the reference they
-//! are tested against.
-//!
-//! The kernels read the `[rows, H, W]` maps in place ([`PoolMaps`]): entry `(u, v)` of window
-//! `(r, y, x)` is the cell `(r·H + y·stride + u)·W + x·stride + v`, gathered into one lane per
-//! window, so neither the windows' copy nor (for overlapping windows) an unfold is made, nor
-//! their adjoints backward. Per window the entries are sorted by ascending mean (a stable
-//! odd–even transposition sort: ties keep their order), then folded, `M ← max(E_i, M)`, by
-//! [`max_moments`](crate::layers::max_moments)'s formulas: with `d = μ_A − μ_B`,
-//! `s = √(max(v_A + v_B, 0) + 10⁻⁸)`, `a = d/s`, `E = μ_B + dΦ(a) + sφ(a)`,
-//! `Var = max(0, v_B + s²·max(g(a), 0) − 2v_BΦ(a))` (`g` as the rectifier's,
-//! [`super::rectifier`]).
-//!
-//! **Backward.** One pass takes both outputs' gradients: it recomputes the fold, keeping the
-//! running moments, and walks it back. With `r = dΦ + sφ` and output gradients `(ḡ_E, ḡ_V)`
-//! (`ḡ_V = 0` where the clamp bit):
-//! `ḡ_d = ḡ_EΦ + ḡ_V(2rΦ̄ − 2v_Bφ/s)`, `ḡ_s = ḡ_Eφ + ḡ_V(2(sΦ − rφ) + 2v_Bφa/s)`,
-//! `ḡ_{v_A} = ḡ_s/(2s)` (0 for a negative `v_A + v_B`), and then
-//! `∂/∂μ_A = ḡ_d`, `∂/∂μ_B = ḡ_E − ḡ_d`, `∂/∂v_B = ḡ_{v_A} + ḡ_V(1 − 2Φ)`. The gradients go
-//! back to each entry's cell, added up over the windows that read it, so no sort or scatter is
-//! left to autodiff.
+//! entries, sorted by mean, and its backward pass for both moments at once, each one pass over the
+//! `[rows, H, W]` maps read in place ([`PoolMaps`]). The composition in
+//! [`crate::layers::Pool::moments`] is the reference they are tested against. The fold's formulas
+//! and their gradients: the book's *Fused kernels* page.
 
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]

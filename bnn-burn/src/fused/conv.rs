@@ -1,19 +1,8 @@
 //! A 2-D convolution (one group) as `im2col` and one matrix product, with a hand-written
-//! backward pass: the kernels the moment layers' convolutions run on the CPU backends.
-//!
-//! With the windows unrolled into rows, `cols [N·L, C·kh·kw]` (`L = H'·W'` output cells per
-//! image, columns in the weight's `[C, kh, kw]` order), the convolution is
-//!
-//! `y = cols · Wᵀ`, `∂W = ∂yᵀ · cols`, `∂cols = ∂y · W`, `∂x = col2im(∂cols)`,
-//!
-//! with `W [O, C·kh·kw]` the flattened weight and `∂y` read as `[N·L, O]`. Both gradients are
-//! then single matrix products, where the default backward of burn's convolution runs a
-//! transposed convolution for `∂x` and, for `∂W`, a dilated convolution over the batch axis
-//! with its own copies into channels-last order. `col2im` scatters each row back into its
-//! window, adding where windows overlap (the adjoint of `im2col`).
-//!
-//! The slice kernels here are parallel over images; the matrix products are gemm's on Flex, the
-//! backend's `matmul` on NdArray.
+//! backward pass: `y = cols · Wᵀ`, `∂W = ∂yᵀ · cols`, `∂x = col2im(∂y · W)`. Each gradient is one
+//! product, where burn's convolution runs a transposed and a dilated convolution. The slice kernels
+//! are parallel over images; the products are gemm's on Flex, the backend's `matmul` on NdArray.
+//! More: the book's *Fused kernels* page.
 
 use rayon::prelude::*;
 

@@ -1,17 +1,9 @@
 //! The backend extension: [`FusedKernels`], the forward and backward kernels of the fused ops
-//! on a backend's own tensors (no autodiff).
-//!
-//! The trait's default bodies compose burn primitives: they define what every op computes, and
-//! are what the Cube (wgpu) backend runs. Flex and NdArray replace them with the one-pass slice
-//! kernels of [`super::cpu`] (see `cpu_backends.rs`).
-//!
-//! `ε` of sub-stream `s` of key `k` is a pure function of `(k, s)` and the element index, so a
-//! backward pass can regenerate it (every op's but the sample's, which keeps a tape,
-//! [`super::Tape`]): the Philox stream of [`super::rng`]. The CPU backends generate
-//! it inside their kernels; the default bodies generate it on the host with the same kernels and
-//! upload it, so every backend draws the same numbers. (Reseeding the backend's own generator is
-//! not a pure function: under burn's fusion another thread's queued draws consume its state
-//! between the reseed and the draw.)
+//! on a backend's own tensors (no autodiff). The default bodies compose burn primitives: they
+//! define what every op computes, and wgpu runs them; Flex and NdArray replace them with the
+//! one-pass slice kernels of [`super::cpu`]. The noise is the counter-based stream of
+//! [`super::rng`], generated on the host for the default bodies, so every backend draws the same
+//! numbers. More: the book's *Fused kernels* page.
 
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]

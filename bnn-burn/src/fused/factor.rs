@@ -1,14 +1,8 @@
-//! The CPU kernels of the low-rank factor (Brack 2022 §3: `q(w) = N(μ, F Fᵀ + diag σ²)`,
-//! `F [n, k]` row-major): its draws `F z_s`, added in place to the diagonal's
-//! ([`add_factor_draws`]), and its share of the KL, `½ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + Fᵀ
-//! diag(1/v) F)` with `v = σ(ρ)²` and the prior's variance `σ₀ᵢ²` one for all rows or one per
-//! row ([`factor_kl`]: `v`, the Gram part of the capacitance and the weighted `‖F‖²` in one
-//! pass, the `k × k` Cholesky on the host), each with its backward pass.
-//!
-//! Each is one pass over the rows, parallel over ranges of rows. The rank is a compile-time
-//! constant for `k ≤ 4` (the loops over a row unroll, and LLVM vectorises across rows), a
-//! run-time one above. The Gram sums run in eight `f32` lanes per entry over blocks of rows and
-//! add the blocks in `f64`.
+//! The CPU kernels of the low-rank factor (Brack 2022 §3, `q(w) = N(μ, F Fᵀ + diag σ²)`): its
+//! draws `F z_s`, added in place to the diagonal's ([`add_factor_draws`]), and its share of the
+//! KL, `½ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + Fᵀ diag(1/v) F)` ([`factor_kl`]), each one pass over the
+//! rows with its backward pass; the `k × k` Cholesky runs on the host. More: the book's *Fused
+//! kernels* page.
 
 // Fixed-size loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]

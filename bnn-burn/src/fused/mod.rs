@@ -1,59 +1,11 @@
 //! Fused kernels: the elementwise work of a stochastic layer's training step in one pass per
-//! tensor, with hand-written backward passes, through burn's backend extensions.
+//! tensor, with hand-written backward passes, through burn's backend extensions ([`FusedKernels`]).
 //!
-//! A mean-field step composed of burn ops runs a dozen elementwise passes per weight tensor
-//! (softplus, noise, scale, shift, the KL's squares, logs and sums) forward and as many backward,
-//! each allocating its output and recording an autodiff node. The fused ops do the same work in
-//! one pass forward and one backward:
-//!
-//! | op | forward | backward |
-//! |---|---|---|
-//! | [`sample`] | `w_s = [μ] + σ(ρ)·c_s·ε_s` (`σ` by [`SigmaRule`]) and `Σ KL terms` (scalar or per-weight prior, [`PerWeight`]); the tape `c_s ε_s·dσ/dρ` | `dμ, dρ` (+ `λ∇KL` folded) from the tape, over it |
-//! | [`sample_log_ratio`] | mean-field `w_s = μ + σ(ρ)·ε_s` and `r_s = ln q(w_s) − ln p(w_s)` | `dμ, dρ` from `dw` and `dr` |
-//! | [`moments`] | `var = σ(ρ)²·c` and `Σ KL terms` (scalar or per-weight prior) | `dρ` (+ `λ∇KL` folded into `dμ, dρ`) |
-//! | [`kl`] | `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` | `dμ, dρ` |
-//! | [`tensor_kl`] | `Σ ½(σ²·c + (μ−μ₀)²)/σ₀² − ln σ + ln σ₀`, `μ₀, σ₀` per weight | `dμ, dρ` |
-//! | [`quadratic`] | `c·Σ (w − w₀)²` (a Gaussian prior at a point) | `dw` |
-//! | [`noise`] | `mean + √(var + 10⁻¹⁶)·ε` | `dmean, dvar` |
-//! | [`flip`] | `x ⊙ s`, `s = ±1` | `dy ⊙ s` |
-//! | [`dropout`] | `x ⊙ z`, `z ∈ {0, 1/(1−p)}` or `z ~ N(1, p/(1−p))` | `dy ⊙ z` |
-//! | [`rectifier_moments`] | `(E h, Var h)` of `h = relu(f)` | `dmean, dvar` per output |
-//! | [`max_pool_moments`] | Clark's max over each window's sorted entries, read in place | `dmeans, dvars` for both outputs at once |
-//! | [`conv2d`] | `y = im2col(x) · Wᵀ`, one matrix product | `∂W = ∂yᵀ · im2col(x)`, `∂x = col2im(∂y · W)`, each only when tracked |
-//! | [`conv2d_per_sample`] | `y_s = im2col(x_s) · W_sᵀ`, a batched product per chunk of samples | as [`conv2d`]'s, per sample |
-//! | [`matmul`] | `y = x · w` | `∂x = ∂y · wᵀ`, `∂w = xᵀ · ∂y`, each only when tracked |
-//! | [`batched_matmul`] | `y_s = x_s · w_s` per sample | as [`matmul`]'s, per sample |
-//! | [`add_factor_draws`] | low-rank `w_s + c·F z_s`, `z_s ~ N(0, I_k)`, in place | `dw = dy`, `dF = c·dyᵀ z` |
-//! | [`mixture_kl`] | mean-field or radial `−H[q] + (1/S) Σ_s −ln p_mix(μ + σ c_s ε_s)`, `[1]` | `dμ`, `dρ`, the draws regenerated |
-//! | [`factor_kl`] | low-rank `½c² Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + c² Fᵀ diag(σ⁻²) F)` (`σ₀` scalar or per weight), `[1]` | `dF`, `dρ` |
-//! | [`FusedAdam`], [`FusedAdamW`] | one optimiser pass per tensor | – |
-//!
-//! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]): `ε` is a pure function of
-//! a stream key and the element index, so a backward pass can regenerate it instead of storing
-//! it, which every op but [`sample`] does. [`sample`]'s forward pass keeps a tape instead
-//! ([`Tape`]: `c_s ε_s·dσ/dρ` per draw and, with a folded KL, the KL's `∂/∂ρ`), because
-//! regenerating `ε` and evaluating `σ(ρ)` again cost its backward pass as much as its forward
-//! pass; the backward pass writes the gradients over the tape. Keys come from burn's device
-//! generator (one draw per pass, [`KeySource`]), so `device.seed(s)` makes a fused run
-//! reproducible bit for bit on the same backend and machine.
-//!
-//! **Folding the KL.** An autodiff node has one differentiable output, so the KL computed in the
-//! sampling pass is returned as a constant; an objective that is linear in the KL with a known
-//! coefficient `λ` (the ELBO: `λ = w(epoch)/N`) may ask the layers to add `λ∇KL` inside the
-//! sample's backward pass ([`crate::layers::Pass::fold_kl`]). Any other objective gets the
-//! KL from the differentiable [`kl`] op.
-//!
-//! Backends: Flex and NdArray run the one-pass slice kernels of [`cpu`] (vectorised for
-//! AVX-512 or AVX2 where the CPU has them, parallel with rayon); Cube (wgpu) runs the default
-//! bodies of [`FusedKernels`], which compose burn ops into the same formulas, except the
-//! max-pool op's, which reads its maps back and runs the CPU kernel: the composition it
-//! replaces sorted on the host there too (burn 0.22's Cube `argsort` reads the tensor back).
-//! The convolution's default body is burn's own convolution and its backward; the CPU
-//! backends unroll the windows on the host ([`conv`]). The matrix products of [`conv2d`],
-//! [`conv2d_per_sample`], [`matmul`] and [`batched_matmul`] call gemm directly on Flex
-//! (burn-flex's `matmul` copies each fresh output once more to align it) and run the backend's
-//! `matmul` on NdArray.
-//! The unfused composition stays available as the reference ([`Kernels::Reference`]).
+//! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]), so a backward pass
+//! regenerates it; [`sample`] keeps a [`Tape`] instead. An objective linear in the KL may fold
+//! `λ∇KL` into the draws' backward pass ([`crate::layers::Pass::fold_kl`]). Flex and NdArray run the
+//! slice kernels of [`cpu`]; wgpu runs the default bodies. [`Kernels::Reference`] keeps the
+//! composition of burn ops. Every op, its backward pass and why: the book's *Fused kernels* page.
 
 mod adam;
 mod autodiff;

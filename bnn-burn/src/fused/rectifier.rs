@@ -1,23 +1,9 @@
-//! The CPU kernels of the fused rectifier moment rules: `(E f, Var f) ↦ (E h, Var h)` for
-//! `h = relu(f)`, `f ~ N(μ, v)`, and their backward passes, each one pass over `f32` slices
-//! (vectorised, parallel over 16 Ki-element ranges). The composition of burn ops in
-//! [`crate::layers`] (`relu_moments`, `relu_vbp_moments`) is the reference they are tested
-//! against; it takes some forty passes over the activations for the Gaussian rule.
-//!
-//! **Gaussian rule** (Frey & Hinton 1999; Wu et al. 2019). With `s = √(max(v, 0) + 10⁻⁸)`,
-//! `a = μ/s`: `m = E h = μΦ(a) + sφ(a)`, `Var h = s²g(a)`,
-//! `g = Φ + a²ΦΦ̄ + aφ(1 − 2Φ) − φ²` (`Φ̄ = Φ(−a)`), and the gradients
-//! `∂m/∂μ = Φ`, `∂m/∂s = φ`, `∂V/∂μ = 2mΦ̄`, `∂V/∂s = 2(sΦ − mφ)` (from `E h² = (μ² + s²)Φ + μsφ`,
-//! whose partials are `2m` and `2sΦ`). `Φ̄` of `|a|` is `½ erfc(|a|/√2)`, with
-//! `erfc z = t·exp(−z² + P(t))`, `t = 1/(1 + z/2)` (Numerical Recipes §6.2, relative error
-//! below 1.2·10⁻⁷), so one exponential gives both the tail and `φ`. Beyond `|a| = √80 ≈ 8.9`
-//! the tail (`< 10⁻¹⁸`) and `φ` are set to 0: the outputs are then `(μ, s²)` or `(0, 0)` to
-//! `f32` precision, and no product of them falls to a subnormal, which x86 processes a hundred
-//! times slower.
-//!
-//! **VBP gate** (Haußmann 2021 eqs. 3.5–3.8). `p = σ(C·μ)` (`C·μ` clamped to ±40, where
-//! `p(1 − p) < 5·10⁻¹⁸`): `m = pμ`, `Var h = pv + p(1 − p)μ²`; with `p' = Cp(1 − p)`,
-//! `∂m/∂μ = p + μp'`, `∂V/∂v = p`, `∂V/∂μ = vp' + p'(1 − 2p)μ² + 2p(1 − p)μ`.
+//! The CPU kernels of the fused rectifier moment rules, `(E f, Var f) ↦ (E h, Var h)` for
+//! `h = relu(f)`, `f ~ N(μ, v)`, and their backward passes, one pass each over `f32` slices.
+//! Gaussian rule (Frey & Hinton 1999; Wu et al. 2019): `E h = μΦ(a) + sφ(a)`, `Var h = s²g(a)`,
+//! `a = μ/s`. VBP's gate (Haußmann 2021 eqs. 3.5–3.8): `E h = pμ`, `Var h = pv + p(1 − p)μ²`,
+//! `p = σ(C·μ)`. The composition in [`crate::layers`] is the reference they are tested against.
+//! Gradients, the tail approximation and its cut-off: the book's *Fused kernels* page.
 
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]

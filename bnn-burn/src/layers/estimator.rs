@@ -1,15 +1,9 @@
-//! The gradient estimators of a stochastic layer, written once for every posterior family and
-//! for both the dense and the convolutional layer (through [`WeightOp`]).
-//!
-//! * **Reparameterisation**: one weight draw per Monte Carlo sample, shared by the batch.
-//! * **Local reparameterisation** (Kingma et al. 2015): per-example pre-activations
-//!   `N(x ∗ E[w], x² ∗ Var[w])` from the posterior's mean and marginal variance: exact for
-//!   factorised Gaussians, a moment-matched Gaussian otherwise (radial, low-rank, DropConnect).
-//!   A family whose draws are `diag(z)·M` (dropout on input units) gets its exact per-example
-//!   draw instead, the input masked per element (Gal's MC dropout).
-//! * **Flipout** (Wen et al. 2018): one perturbation `ΔW = w − E[w]` per sample, decorrelated
-//!   across examples by random signs on inputs and outputs, `y = x ∗ E[w] + ((x ⊙ s) ∗ ΔW) ⊙ r`;
-//!   exact for sign-symmetric perturbations (mean-field, radial), first two moments otherwise.
+//! The gradient estimators of a stochastic layer, written once for every posterior family and for
+//! both the dense and the convolutional layer (through [`WeightOp`]): reparameterisation (one draw
+//! per sample, shared by the batch), local reparameterisation (Kingma et al. 2015: per-example
+//! pre-activations `N(x ∗ E[w], x² ∗ Var[w])`, exact for factorised Gaussians) and Flipout (Wen et
+//! al. 2018: one perturbation per sample, decorrelated by random signs). Guide: the book's
+//! *Estimators* page.
 
 use super::params::LayerParams;
 use super::pass::Pass;

@@ -1,32 +1,12 @@
-//! The three estimators on the fused kernels ([`crate::fused`]), for location-scale families
-//! (mean-field, radial) under a prior with scalar Gaussian parameters: the same distributions as
-//! [`super::estimator`]'s composition of burn ops, with `σ`, the noise, the draw and the KL in
-//! one pass per tensor forward and one backward. Under Blundell's scale-mixture prior a
-//! mean-field or radial tensor draws on the same kernels and takes its KL, which has no closed
-//! form, from [`fused::mixture_kl`] (its own draws, one pass each way). A mean-field tensor whose
-//! KL clamps `ln σ²` (Haußmann's VBP code, [`crate::layers::WeightConfig::kl_log_var_range`])
-//! takes the kernels' clamped terms ([`KlTerms::with_log_var_range`]). Under a Gaussian prior
-//! with a mean and a standard deviation per weight (a posterior as the next prior,
-//! [`WeightPrior::from_posterior`], or a MOPED-style prior) a mean-field, radial or low-rank
-//! tensor's KL terms are per weight ([`fused::PerWeight`]), folded into the draws' or the
-//! moments' passes like the scalar terms; a pass that does not fold takes it from
-//! [`fused::tensor_kl`] (one pass each way). A low-rank tensor adds its factor's share
-//! ([`fused::factor_kl`], under either prior).
+//! The three estimators on the fused kernels ([`crate::fused`]): the same distributions as
+//! [`super::estimator`]'s composition of burn ops, with `σ`, the noise, the draw and the KL in one
+//! pass per tensor each way. Mean-field and radial tensors under a Gaussian prior (scalar or per
+//! weight, `ln σ²` clamped or not) or a scale mixture, low-rank tensors with their factor's ops,
+//! and black-box α's draws with their log-ratios take it; a tensor whose KL the kernels do not
+//! compute keeps its draws here and takes the KL from burn ops ([`LayerParams::kl_on`]).
+//! Everything else, and [`Kernels::Reference`], runs the composition.
 //!
-//! A pass that needs `ln q − ln p` of its draws (black-box α) takes the mean-field draws with
-//! their log-ratios ([`fused::sample_log_ratio`]) under any [`crate::posterior::ScaleParam`] and
-//! a Gaussian prior with scalar parameters or with a mean and a standard deviation per weight;
-//! the KL it collects is then a value only (black-box α's loss takes its gradient from the
-//! ratios; the KL is reported), with `ln σ²` clamped inside it where the layer clamps it
-//! (the ratios do not clamp).
-//!
-//! Where the kernels draw a tensor but do not compute its KL (a hyperprior; under a low-rank
-//! posterior a scale mixture; a tensor-valued prior of a shape that is neither the weight's
-//! nor `[1; D]`, the two [`WeightPrior::gaussian`] documents), the draws and
-//! variances stay on the kernels and the layer's KL alone takes the composition of burn ops
-//! ([`LayerParams::kl_on`]). (A clamp of `ln σ²` on a radial or low-rank tensor would too, but
-//! [`crate::layers::WeightConfig::validate`] allows the clamp on mean-field weights only.)
-//! Another family (or [`Kernels::Reference`]) goes back to the composition.
+//! Which tensor takes which path, in detail: the book's *Fused kernels* page.
 
 use super::estimator::{Estimator, WeightOp};
 use super::params::LayerParams;

@@ -1,16 +1,9 @@
-//! BNN+LV: a Bayesian MLP with a latent input per data point (Depeweg 2019 ch. 3).
-//!
-//! `y_n = f(x_n, z_n; W) + ε_n`, `z_n ~ N(0, γ)`, `ε_n ~ N(0, Σ)`, `W` mean-field. The latent
-//! enters as extra input columns; training uses `q(z_n) = N(m_n, v_n)` of the row's entry in a
-//! [`LatentTable`] (updated sparsely: [`crate::train::Model::local_update`]), prediction draws
-//! `z* ~ N(0, γ)` from the **prior** (eq. 3.19), so the predictive of `K` joint draws of `(W, z*)`
-//! is the Gaussian mixture `(1/K) Σ_k N(y | f(x, z*_k; W_k), Σ)`: heteroscedastic and multimodal
-//! noise (aleatoric) through `z`, model uncertainty (epistemic) through `W`.
-//!
-//! A step returns the latents' closed-form KL per row ([`StepTerms::local_kl`]) and, for
-//! black-box α ([`crate::objective::AlphaDivergence`]), their per-draw
-//! `ln q(z_{n,k}) − ln p(z_{n,k})` ([`StepTerms::local_log_ratio`]), which enters the energy's
-//! `logsumexp` beside the weights' ratio (eq. 3.15, one tied site per row).
+//! BNN+LV: a Bayesian MLP with a latent input per data point (Depeweg 2019 ch. 3),
+//! `y_n = f(x_n, z_n; W) + ε_n`, `z_n ~ N(0, γ)`. Training uses `q(z_n)` of the row's entry in a
+//! [`LatentTable`] (or the amortised encoder); prediction draws `z*` from the prior (eq. 3.19), so
+//! the predictive is a Gaussian mixture: noise through `z`, model uncertainty through `W`. A step
+//! returns the latents' KL per row and, for black-box α, their per-draw log-ratios (eq. 3.15).
+//! More: the book's *Latent-variable BNNs* page.
 
 use super::{Bnn, MlpBody, MlpConfig};
 use crate::error::{ConfigError, DataMismatch};

@@ -1,31 +1,11 @@
-//! α-divergence objectives (Depeweg 2019 §2.3.3, §3.1.2; Hernández-Lobato et al. 2016; Li & Gal
-//! 2017), per training point.
+//! α-divergence objectives, per training point (Depeweg 2019 §2.3.3, §3.1.2; Hernández-Lobato et
+//! al. 2016; Li & Gal 2017).
 //!
-//! **Black-box α** (BB-α, the energy of Depeweg's experiments). With one tied site
-//! `f(W) ∝ [q(W)/p(W)]^{1/N}` per likelihood factor, `log f(W_k) = (r_k + ln Z_q − ln Z_0)/N`
-//! where `r_k = ln q(W_k) − ln p(W_k)` of the draw `W_k`, and the energy's minibatch estimator
-//! (`K` draws shared by the batch `S` of `B` rows)
-//! `E = ln Z_0 − ln Z_q − (N/(αB)) Σ_{n∈S} [logsumexp_k α(ℓ_{nk} − log f(W_k)) − ln K]`
-//! has its log-partitions cancel exactly against those inside `log f`:
-//!
-//! `E/N = −(1/(αB)) Σ_{n∈S} [logsumexp_k α(ℓ_{nk} − r_k/N) − ln K]`.
-//!
-//! So the objective needs only the per-draw log-likelihoods and `r_k`
-//! ([`StepTerms::log_ratio`], from the reparameterisation estimator: local reparameterisation
-//! has no explicit weight draws). Per-row latents (`q(z_n)`, BNN+LV) enter through their own
-//! per-draw ratios ([`StepTerms::local_log_ratio`]) inside the same `logsumexp`, with one site
-//! per row: `α(ℓ_{nk} − r_k/N − r^z_{nk})`.
-//!
-//! As `α → 0`, `(1/α)[logsumexp_k αa_k − ln K] → mean_k a_k`: the energy becomes
-//! `mean NLL + mean_k r_k/N`, the ELBO with a Monte Carlo KL (`E_q r = KL(q ‖ p)`). In `f32`,
-//! `α·ℓ` of order `10⁻⁶` loses its digits inside the `logsumexp`, so below
-//! [`AlphaConfig::elbo_below`] the exact ELBO path (closed-form KL) is taken, as the digest
-//! advises. `α = 1` is expectation propagation's inclusive direction; `α = ½` the Hellinger
-//! distance.
-//!
-//! **Variational Rényi bound** (Li & Gal 2017, Depeweg eq. 2.36), the simpler option:
-//! `−(1/(αB)) Σ_n [logsumexp_k αℓ_{nk} − ln K] + KL/N + mean_n KL_n`, with the closed-form
-//! KLs outside the `logsumexp` (same `α → 0` limit; not what the thesis's experiments ran).
+//! Black-box α, with tied sites whose log-partitions cancel (Depeweg eq. 3.15):
+//! `E/N = −(1/(αB)) Σ_{n∈S} [logsumexp_k α(ℓ_{nk} − r_k/N − r^z_{nk}) − ln K]`,
+//! `r_k = ln q(W_k) − ln p(W_k)`. The variational Rényi bound keeps the closed-form KLs outside
+//! the `logsumexp`. As `α → 0` both are the ELBO; below [`AlphaConfig::elbo_below`] the exact ELBO
+//! is taken. The derivation: the book's *Objectives* page.
 
 use super::{Loss, Objective, StepContext, StepTerms};
 use crate::error::{Check, ConfigError};

@@ -1,28 +1,9 @@
-//! The PAC-Bayes objective of BEDL-PAC (Haußmann 2021 §5.3, eq. 5.10; Germain et al. 2009
-//! Thm 2.1 with `d(r, r') = (r − r')²`): minimise the bound's right-hand side,
-//!
-//! `−(1/N) Σ_n ln p(y_n | x_n) + √((KL(Q ‖ P) − ln δ)/N + (ln max B)/N)`,
-//!
-//! where `Q = Π_n Q_n` are the rows' latents (an evidential head's `Dir(α_n)` against
-//! `P_n = Dir(1)`), so `KL(Q ‖ P) = Σ_n KL_n`, estimated from the batch as `N·mean_b KL_b`
-//! ([`PacKl::Sum`], the default; the reference code uses one point's `mean_b KL_b`,
-//! [`PacKl::Mean`]), and the weights'
-//! `(μ, σ²)` are hyperparameters fitted by type-II maximum likelihood (empirical Bayes: the
-//! weights' own KL is reported, not optimised). The complexity term `(ln max B)/N` is bounded
-//! by 1 for classification and by `β/(2π)` for a Gaussian likelihood of precision `β` (the
-//! thesis), or set to `ln N / N` as the reference code does ([`PacComplexity`]). Being inside the
-//! square root, it scales the regulariser's gradient, `∂/∂KL = 1/(2N·√(·))`.
-//!
-//! Where it holds the training points: with [`PacKl::Sum`] each row weighs its own KL by
-//! `w = 1/(2√(mean KL − ln δ/N + (ln max B)/N))` against its `−ln p(y_n | x_n)`, so a row the
-//! model can move freely settles at `argmin −ln p_y + w·KL_n`, with `w` consistent with the KL
-//! it leads to. For an evidential classifier with `exp` evidence, ten classes and the thesis's
-//! constants that is `p_y = 0.281` and `KL = 1.279` (`N = 60 000`): BEDL-PAC's Dirichlets are
-//! near uniform by design, and only the ranking of the outputs carries the class. For the
-//! evidential regressor with `β = 100`, `w ≈ 0.11` and the latent's variance settles near
-//! `wβ⁻¹/(1 − w)`. The tests `bedl_pac_holds_every_free_row_at_the_objectives_fixed_point` and
-//! `bedl_pac_regressor_holds_every_free_row_at_the_objectives_fixed_point` train free outputs
-//! to these fixed points.
+//! The PAC-Bayes objective of BEDL-PAC (Haußmann 2021 §5.3, eq. 5.10; Germain et al. 2009 Thm
+//! 2.1): `−(1/N) Σ_n ln p(y_n | x_n) + √((KL(Q ‖ P) − ln δ)/N + (ln max B)/N)`, with `Q` the rows'
+//! latents (`KL(Q ‖ P) = Σ_n KL_n`, [`PacKl`]) and the weights fitted by type-II maximum
+//! likelihood. The complexity term is the thesis's bound or the reference code's `ln N / N`
+//! ([`PacComplexity`]). Where the bound holds the training points, and the tests that train free
+//! rows to those fixed points: the book's *Objectives* page.
 
 use super::{Loss, Objective, StepContext, StepTerms};
 use crate::error::{Check, ConfigError};

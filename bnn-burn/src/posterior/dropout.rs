@@ -1,14 +1,8 @@
-//! Dropout masks as a variational family (Gal 2016, ch. 3; `spec/gal-mc-dropout.md`):
-//! `W = M ⊙ z` with `E[z] = 1`, either Bernoulli `z ~ Bern(1−p)/(1−p)` or multiplicative
-//! Gaussian `z ~ N(1, p/(1−p))` (same mean and variance), on the input units (rows of a dense
-//! weight, input channels of a kernel: MC dropout) or on every weight (DropConnect).
-//!
-//! Unit masks let a layer draw per example by masking its input, `(x ⊙ z) M`, which is Gal's MC
-//! dropout; the noise stays on at prediction (burn's own `Dropout` switches off there). The KL is
-//! Gal's approximation as his code applies it to the (inverted-dropout) weights, the weight decay
-//! `(1−p)/(2σ₀²) ‖M − μ₀‖²` plus a constant; biases are not dropped (their `p` is 0), so their
-//! term is `−ln p(b)`. With prior length-scale `l` (σ₀ = 1/l) this is `L_dropout` with
-//! `λ = l²(1−p)/(2Nτ)` ([`weight_decay_for_prior`]).
+//! Dropout masks as a variational family (Gal 2016 ch. 3): `W = M ⊙ z`, `E[z] = 1`, Bernoulli
+//! `z ~ Bern(1−p)/(1−p)` or Gaussian `z ~ N(1, p/(1−p))`, on input units (MC dropout) or on every
+//! weight (DropConnect). The noise stays on at prediction. The KL is Gal's weight decay
+//! `(1−p)/(2σ₀²) ‖M − μ₀‖²` plus a constant, i.e. `λ = l²(1−p)/(2Nτ)` for the length-scale `l`
+//! ([`weight_decay_for_prior`]). More: the book's *MC dropout* page.
 
 use super::{PosteriorDist, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior, numel, row};
 use crate::dist::WeightPrior;

@@ -1,19 +1,10 @@
-//! Low-rank plus diagonal Gaussian over each weight tensor (Brack 2022 §3; `spec/brack-
-//! approximate-inference.md`): `q(w) = N(μ, F Fᵀ + diag σ²)`, `F` of shape `[n, k]`, drawn as
-//! `w = μ + F ε₁ + σ ⊙ ε₂`. Weights of one tensor are correlated through `k` shared factors.
-//!
-//! Densities use the matrix determinant lemma and Woodbury's identity on the `k × k`
-//! capacitance `A = I + Fᵀ diag(σ⁻²) F`: `ln det Σ = Σ ln σ² + ln det A` and
-//! `rᵀ Σ⁻¹ r = rᵀ D⁻¹ r − ‖L⁻¹ Fᵀ D⁻¹ r‖²`, `A = L Lᵀ`. The entropy is
-//! `½ ln det Σ + n(½ ln 2π + ½)`; the marginal variance `σ² + Σ_j F_ij²` serves local
-//! reparameterisation (which keeps marginals and drops the correlations between outputs).
-//!
-//! The distribution below composes burn ops (the reference). With the default fused kernels a
-//! layer's sampling and moment passes under a Gaussian prior, with scalar parameters or with a
-//! mean and a standard deviation per weight (a posterior as the next prior), run the
-//! mean-field kernels for `μ + σ ⊙ ε₂` and the diagonal's KL terms,
-//! [`crate::fused::add_factor_draws`] for `+ F ε₁`, and [`crate::fused::factor_kl`] for the factor's
-//! KL terms; black-box α's passes (which need `ln q` of the draws) compose.
+//! Low-rank plus diagonal Gaussian over each weight tensor (Brack 2022 §3):
+//! `q(w) = N(μ, F Fᵀ + diag σ²)`, `F [n, k]`, drawn as `w = μ + F ε₁ + σ ⊙ ε₂`. Densities use the
+//! matrix determinant lemma and Woodbury's identity on the `k × k` capacitance
+//! `A = I + Fᵀ diag(σ⁻²) F`. This distribution composes burn ops (the reference); the fused
+//! kernels draw the diagonal with the mean-field kernels and the factor with
+//! [`crate::fused::add_factor_draws`] and [`crate::fused::factor_kl`]. The formulas: the book's
+//! *Sampled variational families* page.
 
 use super::{
     FusedFactor, FusedScale, PosteriorDist, PosteriorFamily, ScaleInit, ScaleParam, TensorSpec,

@@ -1,24 +1,12 @@
 //! Posteriors over weight tensors: one trait, one file per family.
 //!
-//! A [`WeightPosterior`] is the module holding a family's variational parameters for one tensor;
-//! [`WeightPosterior::dist`] evaluates them once per step into a [`PosteriorDist`], the
-//! distribution `q(w)` whose mean, marginal variance, samples, `ln q(w)`, entropy and KL to a
-//! [`WeightPrior`] the layers and objectives use (σ = softplus(ρ) is computed once and shared by
-//! the forward pass and the KL). Layers are generic over the family, so every gradient estimator
-//! (reparameterisation, local reparameterisation, Flipout) works for every family with a
-//! marginal variance.
-//!
-//! | family | `q(w)` | source |
-//! |---|---|---|
-//! | [`PointConfig`] | `δ(w − w₀)` (MAP; KL slot = `−ln p(w₀)`) | Brack 2022 §3 |
-//! | [`MeanFieldConfig`] | `N(μ, diag σ²)` | Blundell et al. 2015 |
-//! | [`RadialConfig`] | `μ + σ ⊙ (ε/‖ε‖)·r` | Farquhar 2022 eq. 4.6 |
-//! | [`DropoutConfig`] | `M ⊙ z`, Bernoulli or Gaussian `z` on units or weights | Gal 2016 ch. 3 |
-//! | [`LowRankConfig`] | `N(μ, F Fᵀ + diag σ²)` | Brack 2022 §3 |
-//!
-//! Adding a family is one new file (a config implementing [`PosteriorFamily`], a module
-//! implementing [`WeightPosterior`], a distribution implementing [`PosteriorDist`]) and one line
-//! in the `posterior_families!` list below.
+//! A [`PosteriorFamily`] config builds a [`WeightPosterior`] (the module holding a family's
+//! variational parameters for one tensor); [`WeightPosterior::dist`] evaluates them once per step
+//! into a [`PosteriorDist`], whose mean, marginal variance, samples, `ln q(w)`, entropy and KL to a
+//! [`WeightPrior`] the layers and objectives use. Families: point, mean-field (Blundell et al.
+//! 2015), radial (Farquhar 2022 eq. 4.6), dropout masks (Gal 2016 ch. 3), low-rank (Brack 2022 §3).
+//! Adding one is a file and a line in `posterior_families!` below. Guide: the book's *Posteriors
+//! and priors* page.
 
 mod dropout;
 mod low_rank;

@@ -1,15 +1,9 @@
-//! Prediction: one call for every method, `predict(x, mode)`, returning a distribution.
-//!
-//! | type | what | from |
-//! |---|---|---|
-//! | [`ClassPrediction::Samples`] | class probabilities of `S` posterior draws `[S, B, C]` | sampling classifiers |
-//! | [`ClassPrediction::Dirichlet`] | Dirichlet parameters `[B, C]` | evidential heads |
-//! | [`GaussianPrediction::Samples`] | per-draw Gaussians `[S, B, D]` | sampling regressors |
-//! | [`GaussianPrediction::Moments`] | mean, aleatoric and epistemic variance `[B, D]` | moment propagation |
-//!
-//! Decompositions follow Fortuna's names: `aleatoric_entropy`, `epistemic_entropy` (the mutual
-//! information, BALD), `aleatoric_variance`, `epistemic_variance`, and `entropy`/`variance` for
-//! the totals (Depeweg 2019 §3.2; Gal 2016 §3.3).
+//! Prediction: one call for every method, `predict(x, mode)`, returning a distribution:
+//! [`ClassPrediction`] (class probabilities of `S` draws, or a Dirichlet) or [`GaussianPrediction`]
+//! (per-draw Gaussians, or moments). The decompositions follow Fortuna's names:
+//! `aleatoric_entropy`, `epistemic_entropy` (the mutual information, BALD), `aleatoric_variance`,
+//! `epistemic_variance`, and `entropy`/`variance` for the totals (Depeweg 2019 §3.2; Gal 2016
+//! §3.3). Guide: the book's *Prediction and the decomposition* page.
 
 mod class;
 mod entropy;

@@ -1,15 +1,7 @@
-//! The training loop: seeded minibatches, any [`Objective`](crate::objective::Objective) (the ELBO by default), a choice of
-//! optimiser with per-group learning rates, callbacks, and a check of every step so that it never
-//! returns a model that predicts NaN.
-//!
-//! ```text
-//! for each epoch: shuffle; for each minibatch:
-//!     terms = model.step(batch)             log-likelihoods [S, B], KL, extras
-//!     loss  = objective.loss(terms)         e.g. mean NLL + KL/N
-//!     model = optimiser.step(∇loss)         callbacks.on_step
-//! check every step's loss; validation NLL; callbacks.on_epoch_end (early stopping, checkpoints)
-//! after the last update: the parameters and the loss of a minibatch must be finite
-//! ```
+//! The training loop: seeded minibatches, any [`Objective`](crate::objective::Objective) (the
+//! ELBO by default), a choice of optimiser with per-group learning rates and penalties, callbacks,
+//! a training state saved between epochs, and a check of every step so that it never returns a
+//! model that predicts NaN. Guide: the book's *Training* and *Callbacks and resume* pages.
 
 mod callbacks;
 mod checkpoint;

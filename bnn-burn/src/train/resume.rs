@@ -1,18 +1,10 @@
-//! Training state saved between epochs, so that a long run stopped at any time resumes where
-//! it stood and ends exactly where an uninterrupted run ends ([`super::Trainer::with_resume`]).
-//!
-//! A saved state is the model's parameters (with their ids), the optimiser's record, the
-//! model's own optimiser state ([`super::Model::local_state`]), the epochs done and their
-//! history. The rest of the run is replayed, not saved: the host shuffles follow
-//! `StdRng(seed)` and are drawn again, and the device RNG is reseeded at the start of every
-//! epoch from `(seed, epoch)` ([`epoch_seed`]), since its state cannot be read back.
-//!
-//! Files in the folder: `model-EEEEE.bpk`, `optim-EEEEE.bpk`, `local-EEEEE.json` for the state
-//! after `EEEEE` epochs, each with a checksum ([`crate::integrity`]), and `state.json`, written
-//! last (temp file + rename): it names the epoch whose files are whole and their checksums, so
-//! a run killed while saving resumes from the state before, and a damaged file is refused by
-//! name. The fingerprint that binds a state to its run includes a digest of the training data's
-//! content, so a state is never continued on other data of the same size.
+//! Training state saved between epochs, so that a run stopped at any time resumes where it stood
+//! and ends exactly where an uninterrupted run ends ([`super::Trainer::with_resume`]). A state is
+//! the parameters, the optimiser's record, the model's own optimiser state, the epochs done and
+//! their history, each file sealed with a checksum and named by `state.json`, written last; the
+//! shuffles and the device generator are replayed from `(seed, epoch)` ([`epoch_seed`]). The
+//! state's fingerprint includes a digest of the training data. Guide: the book's *Callbacks and
+//! resume* page.
 
 use super::data::{LocalState, Model};
 use super::{EpochStats, TrainConfig, TrainError, load_checkpoint, save_checkpoint};
