@@ -133,6 +133,10 @@ const GENERATORS: &[Generator] = &[
         make: perf::changes,
     },
     Generator {
+        name: "perf-epochs",
+        make: perf::epoch_changes,
+    },
+    Generator {
         name: "perf-bedl-pac",
         make: perf::bedl_pac,
     },

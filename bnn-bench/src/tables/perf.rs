@@ -205,7 +205,7 @@ pub(super) fn changes(assets: &Path) -> Result<String, Box<dyn Error>> {
         let list = record["studies"]
             .as_array()
             .ok_or_else(|| format!("{}: no studies", path.display()))?;
-        for study in list {
+        for study in list.iter().filter(|s| s["measurements"].is_null()) {
             let side = |s: &str| -> Result<Vec<Vec<Value>>, Box<dyn Error>> {
                 study[s]["runs"]
                     .as_array()
@@ -255,6 +255,62 @@ pub(super) fn changes(assets: &Path) -> Result<String, Box<dyn Error>> {
                         median(&b_x) / median(&a_x),
                     );
                 }
+            }
+        }
+    }
+    Ok(md)
+}
+
+/// The studies measured as whole training runs (`measurements` in a `study.json`: seconds of
+/// training per run before and after the change, and the test error): ranges over the runs and
+/// the ratio of the median times.
+pub(super) fn epoch_changes(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let mut md = String::from(
+        "| change | net | row | runs | training s before | after | before ÷ after | error % \
+         before | after | record |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for path in studies(assets) {
+        let record = read_json(&path)?;
+        let folder = path
+            .parent()
+            .and_then(|p| p.strip_prefix(assets).ok())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let list = record["studies"].as_array().into_iter().flatten();
+        for study in list.filter(|s| !s["measurements"].is_null()) {
+            let mut first = true;
+            for m in study["measurements"].as_array().into_iter().flatten() {
+                let secs = |k: &str| -> Vec<f64> {
+                    m[k].as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_f64)
+                        .collect()
+                };
+                let (b, a) = (secs("before_s"), secs("after_s"));
+                if b.is_empty() || a.is_empty() {
+                    return Err(
+                        format!("{}: a measurement without its runs", path.display()).into(),
+                    );
+                }
+                let name = if std::mem::take(&mut first) {
+                    study["change"].as_str().unwrap_or("–")
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    md,
+                    "| {name} | {} | {} | {} + {} | {} | {} | {:.2} | {:.2} | {:.2} | `{folder}` |",
+                    if m["net"] == "Mlp" { "MLP" } else { "LeNet5" },
+                    m["row"].as_str().unwrap_or("–"),
+                    b.len(),
+                    a.len(),
+                    range(&b),
+                    range(&a),
+                    median(&b) / median(&a),
+                    m["error_before_pct"].as_f64().unwrap_or(f64::NAN),
+                    m["error_after_pct"].as_f64().unwrap_or(f64::NAN),
+                );
             }
         }
     }
