@@ -139,3 +139,31 @@ fn module_docs_are_short() {
         .collect();
     assert!(long.is_empty(), "module docs over 10 lines: {long:?}");
 }
+
+/// `assets/` holds the run records and figures, nothing else: a report is rebuilt from the
+/// records, and the book's tables are generated from them.
+#[test]
+fn assets_hold_records_and_figures() {
+    const KINDS: [&str; 5] = ["json", "jsonl", "log", "svg", "png"];
+    let files = bnn_bench::tables::files_under(&root().join("assets"), |_| true);
+    assert!(files.len() > 100, "{}", files.len());
+    let other: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            !f.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| KINDS.contains(&e))
+        })
+        .filter(|f| {
+            // A report a local run wrote and git ignores is not part of the repository.
+            !std::process::Command::new("git")
+                .args(["check-ignore", "-q"])
+                .arg(f)
+                .current_dir(root())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(other.is_empty(), "not a record or a figure: {other:?}");
+}
