@@ -43,6 +43,8 @@ pub mod book {
     pub struct BenchmarksMnist;
     #[doc = include_str!("../../book/src/benchmarks/toys.md")]
     pub struct BenchmarksToys;
+    #[doc = include_str!("../../book/src/benchmarks/depeweg.md")]
+    pub struct BenchmarksDepeweg;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]
