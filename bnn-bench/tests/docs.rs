@@ -167,3 +167,21 @@ fn assets_hold_records_and_figures() {
         .collect();
     assert!(other.is_empty(), "not a record or a figure: {other:?}");
 }
+
+/// Every Rust block of the README and the book runs as a doctest: none is compile-only or
+/// skipped.
+#[test]
+fn every_rust_block_runs() {
+    let mut pages = vec![root().join("README.md")];
+    pages.extend(bnn_bench::tables::book_pages(&root()));
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for fence in text.lines().filter(|l| l.starts_with("```rust")) {
+            assert!(
+                fence.trim_end() == "```rust",
+                "{}: `{fence}` does not run; make the block run or make it a `text` block",
+                page.display()
+            );
+        }
+    }
+}
