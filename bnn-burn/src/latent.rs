@@ -298,10 +298,10 @@ impl LatentPosterior {
     }
 
     /// The sparse optimiser's state (empty for the encoder).
-    pub fn local_state(&self) -> crate::train::LocalState {
+    pub fn local_state(&self) -> crate::batch::LocalState {
         match self {
             Self::Table(t) => t.adam_state(),
-            Self::Encoder(_) => crate::train::LocalState::default(),
+            Self::Encoder(_) => crate::batch::LocalState::default(),
         }
     }
 
@@ -309,7 +309,7 @@ impl LatentPosterior {
     ///
     /// # Errors
     /// A state that does not fit the table, or any state for the encoder.
-    pub fn with_local_state(self, state: crate::train::LocalState) -> Result<Self, String> {
+    pub fn with_local_state(self, state: crate::batch::LocalState) -> Result<Self, String> {
         match self {
             Self::Table(t) => Ok(Self::Table(t.with_adam_state(state)?)),
             e if state.is_empty() => Ok(e),
@@ -378,8 +378,8 @@ impl LatentTable {
 
     /// The sparse optimiser's moments and per-row step counts, for a training state saved
     /// between epochs.
-    pub fn adam_state(&self) -> crate::train::LocalState {
-        crate::train::LocalState {
+    pub fn adam_state(&self) -> crate::batch::LocalState {
+        crate::batch::LocalState {
             floats: self.adam.moments.clone(),
             counts: self.adam.steps.clone(),
         }
@@ -389,7 +389,7 @@ impl LatentTable {
     ///
     /// # Errors
     /// When the state's sizes do not fit the table.
-    pub fn with_adam_state(mut self, state: crate::train::LocalState) -> Result<Self, String> {
+    pub fn with_adam_state(mut self, state: crate::batch::LocalState) -> Result<Self, String> {
         let (moments, steps) = (4 * self.rows() * self.d_latent(), self.rows());
         if state.floats.len() != moments || state.counts.len() != steps {
             return Err(format!(

@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod batch;
 pub mod device;
 pub mod dist;
 pub mod error;

@@ -1,6 +1,7 @@
 //! Likelihoods `p(y | f(x; w))`: what turns the network's outputs of `S` posterior draws,
 //! `[S, B, k]`, into per-draw log-likelihoods `[S, B]` and into a prediction type.
 
+use crate::batch::Batch;
 use crate::dist::{Moments, gaussian_log_density};
 use crate::error::{Check, ConfigError};
 use crate::posterior::Unsupported;
@@ -10,7 +11,6 @@ use crate::predict::{
 use crate::special::{
     HALF_LN_2PI, logsumexp, normal_cdf, normal_log_cdf, normal_log_pdf, softplus,
 };
-use crate::train::Batch;
 use burn::config::Config;
 use burn::module::{Module, ModuleDisplay, Param};
 use burn::tensor::Distribution;

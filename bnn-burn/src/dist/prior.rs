@@ -8,7 +8,6 @@
 use crate::dist::gaussian_log_density;
 use crate::error::{Check, ConfigError};
 use crate::fused::Kernels;
-use crate::posterior::PosteriorDist;
 use crate::special::{HALF_LN_2PI, logsumexp};
 use burn::config::Config;
 use burn::module::Module;
@@ -248,26 +247,6 @@ impl<const D: usize> WeightPrior<D> {
         })
     }
 
-    /// The Gaussian that matches `q`'s mean and marginal variance, detached from the graph:
-    /// the next task's prior in variational continual learning (exact for mean-field `q`).
-    ///
-    /// # Errors
-    /// When `q` has no marginal variance, or a variance that is not positive (a point mass).
-    pub fn from_posterior<Q: PosteriorDist<D> + ?Sized>(q: &Q) -> Result<Self, ConfigError> {
-        let bad = |value: String| ConfigError {
-            config: "WeightPrior::from_posterior",
-            field: "posterior marginal variance",
-            value,
-            expected: "a posterior with a positive marginal variance everywhere",
-        };
-        let var = q.marginal_variance().ok_or_else(|| bad("none".into()))?;
-        let min = crate::host::to_vec(var.clone().min())[0];
-        if !(min > 0.0 && min.is_finite()) {
-            return Err(bad(format!("min {min}")));
-        }
-        Ok(Self::gaussian(q.mean().detach(), var.sqrt().detach()))
-    }
-
     /// `ln p(w_s)` summed over the entries of each flat draw: `w [S, n]` → `[S]`.
     pub fn log_prob(&self, w: Tensor<2>) -> Tensor<1> {
         let s = w.dims()[0];
@@ -286,20 +265,6 @@ impl<const D: usize> WeightPrior<D> {
             }
         };
         elementwise.sum_dim(1).reshape([s])
-    }
-
-    /// The prior cross-entropy `E_q[−ln p(w)]` (one element): closed form for a Gaussian prior
-    /// and a posterior with a marginal variance; otherwise a Monte Carlo average over
-    /// reparameterised draws of `q` (unbiased and differentiable).
-    pub fn cross_entropy<Q: PosteriorDist<D> + ?Sized>(&self, q: &Q) -> Tensor<1> {
-        if let (WeightPrior::Gaussian(g), Some(var)) = (self, q.marginal_variance()) {
-            return g.cross_entropy_moments(q.mean(), Some(var));
-        }
-        let samples = match self {
-            WeightPrior::ScaleMixture(m) => m.mc_samples,
-            WeightPrior::Gaussian(_) => 1,
-        };
-        (self.log_prob(q.sample(samples)).mean()).neg()
     }
 }
 

@@ -7,12 +7,12 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
+use super::DropoutNoise;
 use super::conv::ConvGeometry;
 use super::cpu::{KlTerms, SigmaRule, Tape};
 use super::ext::{FusedKernels, PerWeightTensors};
 use super::mixture::MixtureKl;
 use super::rectifier::{RectifierOutput, RectifierRule};
-use crate::posterior::DropoutNoise;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;

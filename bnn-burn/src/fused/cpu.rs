@@ -6,11 +6,11 @@
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
+use super::DropoutNoise;
 use super::rng::{key_words, mask_words, normal_block, sign_bits, sign_of};
 use super::simd::{
     BLOCK, Shared, accumulate, exp, ln, load, multiversion, par_chunks, softplus_sigmoid, store,
 };
-use crate::posterior::DropoutNoise;
 
 /// Floor under a sampled variance before its square root (keeps the gradient finite).
 pub const VAR_FLOOR: f32 = 1e-16;

@@ -4,6 +4,7 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
+use super::DropoutNoise;
 use super::clark;
 use super::conv::{self, ConvGeometry};
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule, Tape};
@@ -11,7 +12,6 @@ use super::ext::{FusedKernels, PerWeightTensors};
 use super::factor;
 use super::mixture::{self, MixtureKl};
 use super::rectifier::{self, RectifierOutput, RectifierRule};
-use crate::posterior::DropoutNoise;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::{Shape, Slice};

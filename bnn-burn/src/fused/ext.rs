@@ -8,13 +8,13 @@
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
 
+use super::DropoutNoise;
 use super::clark;
 use super::conv::ConvGeometry;
 use super::cpu::{self, AdamStep, KlTerms, SigmaRule, Tape, VAR_FLOOR};
 use super::factor;
 use super::mixture::{MixtureKl, MixtureTerms};
 use super::rectifier::{RectifierOutput, RectifierRule};
-use crate::posterior::DropoutNoise;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     Backend, BoolDType, ExtensionType, FloatDType, Scalar, TensorMetadata, backend_extension,

@@ -28,7 +28,6 @@ pub use ext::{FusedKernels, PerWeightTensors};
 pub use mixture::{MixtureKl, MixtureTerms};
 pub use rectifier::RectifierRule;
 
-use crate::posterior::DropoutNoise;
 use burn::backend::Dispatch;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Distribution, Tensor};
@@ -42,6 +41,16 @@ pub enum Kernels {
     /// The composition of burn ops and burn's optimisers: the reference the fused path is tested
     /// against.
     Reference,
+}
+
+/// The multiplicative noise of a dropout mask (the kernels draw both; the posterior family
+/// `crate::posterior::DropoutConfig` chooses one).
+#[derive(burn::config::Config, Debug, PartialEq, Eq, Copy)]
+pub enum DropoutNoise {
+    /// `z ~ Bern(1−p)`, scaled by `1/(1−p)` so that `E[z] = 1`.
+    Bernoulli,
+    /// `z ~ N(1, p/(1−p))`: the scaled Bernoulli's mean and variance.
+    Gaussian,
 }
 
 /// Stream keys for one pass: a base key drawn from burn's device generator on first use, then a

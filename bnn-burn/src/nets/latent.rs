@@ -6,6 +6,7 @@
 //! More: the book's *Latent-variable BNNs* page.
 
 use super::{Bnn, MlpBody, MlpConfig};
+use crate::batch::{Batch, Minibatch};
 use crate::error::{ConfigError, DataMismatch};
 use crate::latent::{LatentConfig, LatentPosterior, TargetFeatures};
 use crate::layers::{Pass, WeightConfig};
@@ -13,7 +14,7 @@ use crate::likelihood::{GaussianLikelihood, Likelihood};
 use crate::objective::{StepRequest, StepTerms};
 use crate::posterior::Unsupported;
 use crate::predict::{Predict, PredictError, PredictMode};
-use crate::train::{Batch, Minibatch, Model};
+use crate::train::Model;
 use burn::config::Config;
 use burn::module::Module;
 use burn::optim::GradientsParams;
@@ -236,11 +237,11 @@ where
         self
     }
 
-    fn local_state(&self) -> crate::train::LocalState {
+    fn local_state(&self) -> crate::batch::LocalState {
         self.latents.local_state()
     }
 
-    fn with_local_state(mut self, state: crate::train::LocalState) -> Result<Self, String> {
+    fn with_local_state(mut self, state: crate::batch::LocalState) -> Result<Self, String> {
         self.latents = self.latents.with_local_state(state)?;
         Ok(self)
     }

@@ -18,6 +18,7 @@ pub use latent::{
 pub use mlp::{MlpBody, MlpConfig};
 pub use moments::{MomentConfig, NoiseRefit, VBP_KL_LOG_VAR_RANGE, moment_weights};
 
+use crate::batch::{Batch, Minibatch};
 use crate::dist::Moments;
 use crate::error::{ConfigError, DataMismatch};
 use crate::layers::{BayesianLinear, LayerDraw, Pass};
@@ -25,7 +26,7 @@ use crate::likelihood::{Categorical, GaussianLikelihood, HeteroscedasticGaussian
 use crate::objective::{StepRequest, StepTerms};
 use crate::posterior::{KlDivergence, Unsupported};
 use crate::predict::{Predict, PredictError, PredictMode};
-use crate::train::{Batch, Minibatch, Model};
+use crate::train::Model;
 use burn::module::{Module, ModuleDisplay};
 use burn::tensor::Tensor;
 

@@ -6,6 +6,7 @@
 //! rows to those fixed points: the book's *Objectives* page.
 
 use super::{Loss, Objective, StepContext, StepTerms};
+use crate::batch::Batch;
 use crate::error::{Check, ConfigError};
 use crate::host::to_vec;
 use crate::layers::Pass;
@@ -13,7 +14,6 @@ use crate::likelihood::{Likelihood, LogitRule};
 use crate::nets::{Bnn, Body};
 use crate::posterior::Unsupported;
 use crate::predict::PredictiveLogProb;
-use crate::train::Batch;
 use burn::config::Config;
 
 /// The term `(ln max B)/N` inside the square root.

@@ -12,14 +12,7 @@ use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Distribution, Tensor};
 
-/// The multiplicative noise of a dropout mask.
-#[derive(Config, Debug, PartialEq, Eq, Copy)]
-pub enum DropoutNoise {
-    /// `z ~ Bern(1−p)`, scaled by `1/(1−p)` so that `E[z] = 1`.
-    Bernoulli,
-    /// `z ~ N(1, p/(1−p))`: the scaled Bernoulli's mean and variance.
-    Gaussian,
-}
+pub use crate::fused::DropoutNoise;
 
 /// What a dropout mask covers.
 #[derive(Config, Debug, PartialEq, Eq, Copy)]

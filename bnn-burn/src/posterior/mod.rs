@@ -12,6 +12,7 @@ mod dropout;
 mod low_rank;
 mod mean_field;
 mod point;
+mod prior_terms;
 mod radial;
 mod scale;
 

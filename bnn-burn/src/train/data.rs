@@ -3,6 +3,7 @@
 //! minibatches that carry their row indices and the training-set size.
 
 use super::TrainError;
+pub use crate::batch::{Batch, LocalState, Minibatch};
 use crate::error::DataMismatch;
 use crate::integrity::Digest;
 use crate::objective::{StepRequest, StepTerms};
@@ -12,152 +13,6 @@ use burn::data::dataset::Dataset;
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
 use std::marker::PhantomData;
-
-/// Rows of data that can be gathered into minibatches (the first axis indexes examples).
-pub trait Batch: Clone {
-    /// Number of examples.
-    fn len(&self) -> usize;
-    /// Whether there are no examples.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The examples at `indices`, in that order.
-    fn rows(&self, indices: Tensor<1, Int>) -> Self;
-    /// The same data on `device`.
-    fn to(self, device: &Device) -> Self;
-    /// The same data without autodiff tracking (for evaluation).
-    fn plain(self) -> Self;
-    /// The first example that holds NaN or an infinity (`None` when every value is finite;
-    /// integer data always is).
-    fn first_non_finite(&self) -> Option<usize> {
-        None
-    }
-    /// Feeds the examples' content (values, shape and type) to `digest`: what binds a saved
-    /// training state to its data ([`super::Trainer::with_resume`]).
-    fn digest(&self, digest: &mut Digest);
-
-    /// The largest magnitude among the values (`None` for integer data).
-    fn max_abs(&self) -> Option<f64> {
-        None
-    }
-
-    /// Checks the examples as a model's targets of `size` per row: float rows of that width,
-    /// integer rows class labels below it. The default accepts anything.
-    ///
-    /// # Errors
-    /// [`DataMismatch::Shape`] for rows of another width, [`DataMismatch::Label`] for a label
-    /// outside `0..size` (naming the first such row).
-    fn check_as_target(&self, size: usize) -> Result<(), DataMismatch> {
-        let _ = size;
-        Ok(())
-    }
-}
-
-macro_rules! tensor_batch {
-    ($kind:ty, $check_as_target:ident $(, $first_non_finite:ident, $max_abs:ident)?) => {
-        impl<const D: usize> Batch for Tensor<D, $kind> {
-            fn len(&self) -> usize {
-                self.dims()[0]
-            }
-            fn rows(&self, indices: Tensor<1, Int>) -> Self {
-                self.clone().select(0, indices)
-            }
-            fn to(self, device: &Device) -> Self {
-                self.to_device(device)
-            }
-            fn plain(self) -> Self {
-                self.without_autodiff()
-            }
-            $(fn first_non_finite(&self) -> Option<usize> {
-                $first_non_finite(self)
-            })?
-            fn digest(&self, digest: &mut Digest) {
-                let data = self.clone().into_data();
-                digest.text(&format!("{:?} {:?}", data.dtype(), data.shape()));
-                digest.update(data.as_bytes());
-            }
-            fn check_as_target(&self, size: usize) -> Result<(), DataMismatch> {
-                $check_as_target(self, size)
-            }
-            $(fn max_abs(&self) -> Option<f64> {
-                $max_abs(self)
-            })?
-        }
-    };
-}
-tensor_batch!(
-    burn::tensor::Float,
-    target_width,
-    first_non_finite_row,
-    largest_magnitude
-);
-
-/// The largest `|x|` of a float tensor.
-fn largest_magnitude<const D: usize>(x: &Tensor<D>) -> Option<f64> {
-    crate::host::to_vec(x.clone().abs().max()).first().copied()
-}
-tensor_batch!(Int, class_labels);
-
-/// Float targets: rows of `width` values.
-fn target_width<const D: usize>(y: &Tensor<D>, width: usize) -> Result<(), DataMismatch> {
-    let dims = y.dims();
-    match D == 2 && dims[1] == width {
-        true => Ok(()),
-        false => Err(DataMismatch::Shape {
-            part: "targets",
-            expected: vec![width],
-            found: dims[1..].to_vec(),
-        }),
-    }
-}
-
-/// Integer targets: one class label per row, below `classes`.
-fn class_labels<const D: usize>(y: &Tensor<D, Int>, classes: usize) -> Result<(), DataMismatch> {
-    if D != 1 {
-        return Err(DataMismatch::Shape {
-            part: "targets",
-            expected: vec![],
-            found: y.dims()[1..].to_vec(),
-        });
-    }
-    let labels = y
-        .clone()
-        .into_data()
-        .try_into_vec_as::<i64>()
-        .unwrap_or_default();
-    match labels
-        .iter()
-        .position(|&l| l < 0 || l as u64 >= classes as u64)
-    {
-        None => Ok(()),
-        Some(row) => Err(DataMismatch::Label {
-            row,
-            label: labels[row],
-            classes,
-        }),
-    }
-}
-
-/// The first row (index on axis 0) of `x` with a NaN or an infinity.
-fn first_non_finite_row<const D: usize>(x: &Tensor<D>) -> Option<usize> {
-    crate::host::non_finite_per_row(x.clone())
-        .iter()
-        .position(|&count| count > 0.0)
-}
-
-/// One minibatch: inputs, targets, the rows they came from and the training-set size `N`
-/// (models with per-row latent tables look their rows up by index).
-#[derive(Debug, Clone)]
-pub struct Minibatch<I, T> {
-    /// Inputs.
-    pub input: I,
-    /// Targets.
-    pub target: T,
-    /// Row indices into the training data, `[B]`.
-    pub rows: Tensor<1, Int>,
-    /// Training examples `N`.
-    pub n_train: usize,
-}
 
 /// What the training loop needs from a model: its terms for one minibatch.
 pub trait Model: Module + 'static {
@@ -217,23 +72,6 @@ pub trait Model: Module + 'static {
             true => Ok(self),
             false => Err("the model keeps no local optimiser state, but one was saved".into()),
         }
-    }
-}
-
-/// The host-side state of a model's own optimiser (e.g. BNN+LV's per-row Adam moments and step
-/// counts), as plain vectors.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct LocalState {
-    /// Floating-point state (moments).
-    pub floats: Vec<f32>,
-    /// Counters (steps).
-    pub counts: Vec<u32>,
-}
-
-impl LocalState {
-    /// Whether there is no state.
-    pub fn is_empty(&self) -> bool {
-        self.floats.is_empty() && self.counts.is_empty()
     }
 }
 
