@@ -27,8 +27,10 @@ pub mod nets;
 pub mod objective;
 pub mod posterior;
 pub mod predict;
+pub mod recipes;
 pub mod reduce;
 pub mod special;
+pub mod step;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;

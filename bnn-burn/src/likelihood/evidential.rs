@@ -9,8 +9,6 @@
 use super::{Likelihood, LogitRule, check_label_count};
 use crate::dist::Moments;
 use crate::dist::dirichlet;
-use crate::error::ConfigError;
-use crate::objective::{Elbo, ElboConfig, KlSchedule};
 use crate::posterior::Unsupported;
 use crate::predict::{ClassPrediction, ClassSamples, DirichletPrediction};
 use crate::special::softplus;
@@ -109,12 +107,6 @@ impl EvidentialConfig {
             .with_loss(EdlLoss::SquaredError)
     }
 
-    /// The L2 penalty of Sensoy et al. (2018)'s code, `λ‖W‖²/2` with λ = 0.005 on the dense
-    /// layers' weights only, for [`crate::train::TrainConfig::decay_groups`]: it trains with it.
-    pub fn sensoy_decay() -> crate::train::DecayGroup {
-        crate::train::DecayGroup::dense_weights(SENSOY_WEIGHT_DECAY)
-    }
-
     /// The likelihood.
     pub fn init(&self) -> Evidential {
         Evidential {
@@ -122,21 +114,6 @@ impl EvidentialConfig {
             loss: self.loss,
             regulariser: self.regulariser,
         }
-    }
-
-    /// The ELBO with the regulariser annealed as Sensoy et al. (2018):
-    /// `loss = mean NLL + w(t)·(KL/N + mean_n KL_n)`, `w(t) = min(1, t/warmup_epochs)` for the
-    /// 0-based epoch `t` (no regulariser in the first epoch). The weights' own KL (a MAP net's
-    /// `−ln p(w)`) shares the schedule.
-    ///
-    /// # Errors
-    /// `warmup_epochs` of 0.
-    pub fn objective(&self) -> Result<Elbo, ConfigError> {
-        ElboConfig::new()
-            .with_kl_schedule(KlSchedule::Anneal {
-                epochs: self.warmup_epochs,
-            })
-            .init()
     }
 }
 

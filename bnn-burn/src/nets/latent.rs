@@ -14,7 +14,7 @@ use crate::likelihood::{GaussianLikelihood, Likelihood};
 use crate::objective::{StepRequest, StepTerms};
 use crate::posterior::Unsupported;
 use crate::predict::{Predict, PredictError, PredictMode};
-use crate::train::Model;
+use crate::step::Model;
 use burn::config::Config;
 use burn::module::Module;
 use burn::optim::GradientsParams;

@@ -9,6 +9,7 @@ mod conv;
 mod latent;
 mod mlp;
 mod moments;
+mod pac;
 
 pub use conv::{ConvBlock, ConvBody, ConvNetConfig, ConvSpec, conv_features};
 pub use latent::{
@@ -26,7 +27,7 @@ use crate::likelihood::{Categorical, GaussianLikelihood, HeteroscedasticGaussian
 use crate::objective::{StepRequest, StepTerms};
 use crate::posterior::{KlDivergence, Unsupported};
 use crate::predict::{Predict, PredictError, PredictMode};
-use crate::train::Model;
+use crate::step::Model;
 use burn::module::{Module, ModuleDisplay};
 use burn::tensor::Tensor;
 

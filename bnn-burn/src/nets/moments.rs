@@ -6,11 +6,9 @@
 use super::{Bnn, Body};
 use crate::dist::Moments;
 use crate::layers::{MomentRule, Pass};
-use crate::likelihood::{GaussianLikelihood, Likelihood, LogitRule, NoiseFit};
+use crate::likelihood::{Likelihood, LogitRule};
 use crate::posterior::Unsupported;
-use crate::train::{Callback, EpochStats, TrainError};
 use burn::config::Config;
-use burn::module::Module;
 use burn::tensor::Tensor;
 
 /// How a network propagates moments, and whether it trains that way.
@@ -131,15 +129,12 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
 /// variance is set to its type-II maximum-likelihood value
 /// `σ² = 1/β* = (1/N) Σ_n [(y_n − E f(x_n))² + Var f(x_n)]` over the training rows, per
 /// target dimension, from the network's moments. The noise is then held out of the gradient
-/// ([`NoiseFit::Fixed`]).
+/// ([`crate::likelihood::NoiseFit::Fixed`]).
 #[derive(Debug, Clone)]
 pub struct NoiseRefit {
-    x: Tensor<2>,
-    y: Tensor<2>,
+    pub(crate) x: Tensor<2>,
+    pub(crate) y: Tensor<2>,
 }
-
-/// Rows per moment pass of a refit.
-const REFIT_CHUNK: usize = 4096;
 
 impl NoiseRefit {
     /// Refits on the training inputs `x [N, d]` and targets `y [N, D]` (any device; moved to
@@ -156,61 +151,6 @@ impl NoiseRefit {
             y.dims()[0]
         );
         Self { x, y }
-    }
-}
-
-impl<B: Body<Input = Tensor<2>>> Callback<Bnn<B, GaussianLikelihood>> for NoiseRefit {
-    fn update(
-        &mut self,
-        mut model: Bnn<B, GaussianLikelihood>,
-        stats: &EpochStats,
-    ) -> Result<Bnn<B, GaussianLikelihood>, TrainError> {
-        if model.likelihood.has_variance_head() {
-            return Err(TrainError::Config(crate::ConfigError {
-                config: "NoiseRefit",
-                field: "likelihood.noise",
-                value: format!("{:?}", model.likelihood.noise),
-                expected: "NoiseModel::Homoscedastic: a head that outputs its noise has no \
-                           noise parameter to refit (train it without NoiseRefit)",
-            }));
-        }
-        let valid = model.valid();
-        let device = valid.devices()[0].clone();
-        let [n, d] = self.y.dims();
-        let mut sum = Tensor::<2>::zeros([1, d], &device);
-        for start in (0..n).step_by(REFIT_CHUNK) {
-            let rows = start..(start + REFIT_CHUNK).min(n);
-            let x = self.x.clone().slice([rows.clone(), 0..self.x.dims()[1]]);
-            let y = self.y.clone().slice([rows, 0..d]).to_device(&device);
-            let m = valid.predictive_moments(x.to_device(&device))?;
-            sum = sum + m.expected_squared_error(y).sum_dim(0);
-        }
-        let var = crate::host::to_vec(sum)
-            .into_iter()
-            .map(|s| s / n as f64)
-            .collect::<Vec<_>>();
-        if let Some(bad) = var.iter().find(|v| !v.is_finite()) {
-            return Err(TrainError::Diverged {
-                epoch: stats.epoch,
-                step: 0,
-                detail: format!("the refitted noise variance is {bad}"),
-            });
-        }
-        let log_std: Vec<f32> = var
-            .iter()
-            .map(|v| (0.5 * v.max(1e-12).ln()) as f32)
-            .collect();
-        model.likelihood.fit = NoiseFit::Fixed;
-        model.likelihood.log_std = model
-            .likelihood
-            .log_std
-            .map(|t| Tensor::<1>::from_floats(log_std.as_slice(), &t.device()));
-        Ok(model)
-    }
-
-    /// The refit noise is a parameter of the model; the callback keeps nothing else.
-    fn resumable(&self) -> bool {
-        true
     }
 }
 

@@ -4,76 +4,12 @@
 
 use super::TrainError;
 pub use crate::batch::{Batch, LocalState, Minibatch};
-use crate::error::DataMismatch;
 use crate::integrity::Digest;
-use crate::objective::{StepRequest, StepTerms};
-use crate::posterior::Unsupported;
+pub use crate::step::Model;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
-use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
 use std::marker::PhantomData;
-
-/// What the training loop needs from a model: its terms for one minibatch.
-pub trait Model: Module + 'static {
-    /// Inputs.
-    type Input: Batch;
-    /// Targets.
-    type Target: Batch;
-
-    /// Checks that `input` and `target` fit the model (their widths, class labels, rows):
-    /// training calls it before the first step. The default accepts anything.
-    ///
-    /// # Errors
-    /// The first mismatch, naming the part and the row where there is one.
-    fn check_data(&self, input: &Self::Input, target: &Self::Target) -> Result<(), DataMismatch> {
-        let _ = (input, target);
-        Ok(())
-    }
-
-    /// The log-likelihoods, KL and any requested extra terms of one minibatch.
-    ///
-    /// # Errors
-    /// When the model cannot compute a requested term (e.g. `ln q` of a point estimate).
-    fn step(
-        &self,
-        batch: Minibatch<Self::Input, Self::Target>,
-        request: StepRequest,
-    ) -> Result<StepTerms, Unsupported>;
-
-    /// Parameters the model updates itself instead of the optimiser, after each step's backward
-    /// pass (BNN+LV's per-row latents: [`crate::latent::LatentTable::sparse_step`]); it takes
-    /// their gradients out of `grads`, so the optimiser leaves them alone. `rows` are the
-    /// minibatch's rows and `learning_rate` the configured one. The default: nothing.
-    fn local_update(
-        self,
-        _grads: &mut burn::optim::GradientsParams,
-        _rows: &[usize],
-        _learning_rate: f64,
-    ) -> Self {
-        self
-    }
-
-    /// The state of [`Model::local_update`]'s own optimiser, saved with a training state
-    /// between epochs ([`super::Trainer::with_resume`]). The default: none.
-    fn local_state(&self) -> LocalState {
-        LocalState::default()
-    }
-
-    /// The model with a state from [`Model::local_state`] restored.
-    ///
-    /// # Errors
-    /// When the state does not fit the model (the default accepts only an empty state).
-    fn with_local_state(self, state: LocalState) -> Result<Self, String>
-    where
-        Self: Sized,
-    {
-        match state.is_empty() {
-            true => Ok(self),
-            false => Err("the model keeps no local optimiser state, but one was saved".into()),
-        }
-    }
-}
 
 /// A training set.
 pub trait TrainData {

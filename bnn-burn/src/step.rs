@@ -1,0 +1,130 @@
+//! A training step's contract between a model and an objective: what the step must compute
+//! ([`StepRequest`]), what it returns ([`StepTerms`]), where it stands ([`StepContext`]), and
+//! the [`Model`] trait the training loop trains. Below the objectives and the networks, so that
+//! both use it and neither uses the other.
+
+use crate::batch::{Batch, LocalState, Minibatch};
+use crate::error::DataMismatch;
+use crate::fused::Kernels;
+use crate::posterior::Unsupported;
+use burn::module::Module;
+use burn::tensor::Tensor;
+
+/// What a training step must compute.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepRequest {
+    /// Posterior draws per example.
+    pub samples: usize,
+    /// Whether the per-draw `ln q(w_s) − ln p(w_s)` is needed.
+    pub log_ratio: bool,
+    /// Fused kernels or the composition of burn ops.
+    pub kernels: Kernels,
+    /// `Some(λ)` when the loss is `… + λ·KL` (see [`crate::objective::Objective::kl_weight`]): the layers may
+    /// fold `λ∇KL` into their sampling kernels and report the KL as a constant.
+    pub kl_fold: Option<f64>,
+    /// Whether the layers' `KL(q ‖ p)` is needed ([`crate::objective::Objective::needs_weight_kl`]); without it
+    /// the step may report a KL of 0 and not compute it.
+    pub weight_kl: bool,
+}
+
+impl StepRequest {
+    /// `samples` draws per example, on the fused kernels, no log-ratio, the layers' KL
+    /// collected and not folded.
+    pub fn new(samples: usize) -> Self {
+        Self {
+            samples,
+            log_ratio: false,
+            kernels: Kernels::Fused,
+            kl_fold: None,
+            weight_kl: true,
+        }
+    }
+}
+
+/// The terms of one training step.
+#[derive(Debug, Clone)]
+pub struct StepTerms {
+    /// `ln p(y_b | x_b, w_s)`, `[S, B]`.
+    pub log_likelihood: Tensor<2>,
+    /// `KL(q(w) ‖ p(w))` of the global parameters (one element).
+    pub kl: Tensor<1>,
+    /// Per-row KL of local latent variables, `[B]` (BNN+LV's `q(z_n)`).
+    pub local_kl: Option<Tensor<1>>,
+    /// `ln q(w_s) − ln p(w_s)` per draw, `[S]`, when requested.
+    pub log_ratio: Option<Tensor<1>>,
+    /// `ln q(z_{n,s}) − ln p(z_{n,s})` of per-row latents per draw, `[S, B]`, when requested
+    /// and the model has latents (black-box α keeps them inside its `logsumexp`).
+    pub local_log_ratio: Option<Tensor<2>>,
+}
+
+/// Where a step stands in training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepContext {
+    /// Epoch (0-based).
+    pub epoch: usize,
+    /// Training examples `N`.
+    pub n_train: usize,
+    /// Examples in this minibatch.
+    pub batch_size: usize,
+}
+
+/// What the training loop needs from a model: its terms for one minibatch.
+pub trait Model: Module + 'static {
+    /// Inputs.
+    type Input: Batch;
+    /// Targets.
+    type Target: Batch;
+
+    /// Checks that `input` and `target` fit the model (their widths, class labels, rows):
+    /// training calls it before the first step. The default accepts anything.
+    ///
+    /// # Errors
+    /// The first mismatch, naming the part and the row where there is one.
+    fn check_data(&self, input: &Self::Input, target: &Self::Target) -> Result<(), DataMismatch> {
+        let _ = (input, target);
+        Ok(())
+    }
+
+    /// The log-likelihoods, KL and any requested extra terms of one minibatch.
+    ///
+    /// # Errors
+    /// When the model cannot compute a requested term (e.g. `ln q` of a point estimate).
+    fn step(
+        &self,
+        batch: Minibatch<Self::Input, Self::Target>,
+        request: StepRequest,
+    ) -> Result<StepTerms, Unsupported>;
+
+    /// Parameters the model updates itself instead of the optimiser, after each step's backward
+    /// pass (BNN+LV's per-row latents: [`crate::latent::LatentTable::sparse_step`]); it takes
+    /// their gradients out of `grads`, so the optimiser leaves them alone. `rows` are the
+    /// minibatch's rows and `learning_rate` the configured one. The default: nothing.
+    fn local_update(
+        self,
+        _grads: &mut burn::optim::GradientsParams,
+        _rows: &[usize],
+        _learning_rate: f64,
+    ) -> Self {
+        self
+    }
+
+    /// The state of [`Model::local_update`]'s own optimiser, saved with a training state
+    /// between epochs ([`crate::train::Trainer::with_resume`]). The default: none.
+    fn local_state(&self) -> LocalState {
+        LocalState::default()
+    }
+
+    /// The model with a state from [`Model::local_state`] restored.
+    ///
+    /// # Errors
+    /// When the state does not fit the model (the default accepts only an empty state).
+    fn with_local_state(self, state: LocalState) -> Result<Self, String>
+    where
+        Self: Sized,
+    {
+        match state.is_empty() {
+            true => Ok(self),
+            false => Err("the model keeps no local optimiser state, but one was saved".into()),
+        }
+    }
+}
