@@ -22,7 +22,8 @@ pub(crate) const VAR_FLOOR: f64 = 1e-16;
 /// How a stochastic layer draws its output.
 #[derive(Config, Debug, PartialEq, Eq, Copy)]
 pub enum Estimator {
-    /// One weight sample per Monte Carlo sample, shared by the batch.
+    /// One weight sample per Monte Carlo sample, shared by the batch (masks on input units,
+    /// MC dropout, are drawn per example under every estimator).
     Reparameterization,
     /// Per-example pre-activations from the marginal moments (Kingma et al. 2015).
     LocalReparameterization,
@@ -83,12 +84,10 @@ where
         return y;
     }
     let unit_noise = params.weight.unit_noise();
+    // Unit masks are drawn per example under every estimator (Gal's MC dropout), unless the
+    // pass needs whole-weight draws for their log-ratios.
     let unit_noise_key = match unit_noise {
-        Some(d)
-            if pass.kernels() == Kernels::Fused
-                && params.estimator == Estimator::LocalReparameterization
-                && d.p > 0.0 =>
-        {
+        Some(d) if pass.kernels() == Kernels::Fused && d.p > 0.0 && !pass.wants_log_ratio() => {
             Some(pass.next_key(&x.device()))
         }
         _ => None,
@@ -227,6 +226,11 @@ where
     W: PosteriorDist<DW>,
     B: PosteriorDist<1>,
 {
+    // Masks on input units are drawn per example, whatever the estimator: the input masked
+    // element by element is Gal's MC dropout exactly (one mask shared by a minibatch is not).
+    if q.unit_noise.is_some() && !want_draws {
+        return (q.local(op, x), None);
+    }
     let point = q.weight_point && q.bias_point;
     // Points draw only to report their missing density; other estimators never draw.
     let draw = match estimator {
