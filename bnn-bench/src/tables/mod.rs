@@ -45,6 +45,10 @@ const GENERATORS: &[Generator] = &[
         make: toy,
     },
     Generator {
+        name: "data-loading",
+        make: data_loading,
+    },
+    Generator {
         name: "toy-lv",
         make: toy_lv,
     },
@@ -494,6 +498,33 @@ fn toy_table(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
             f("oracle_ll"),
             f("epistemic_dense"),
             f("epistemic_sparse")
+        );
+    }
+    Ok(md)
+}
+
+/// Loading the data sets (`assets/data/data.json`, `bnn-bench data`): milliseconds per load,
+/// the data's bytes and the peak heap over them.
+fn data_loading(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("data/data.json");
+    let record = read_json(&path)?;
+    let rows = record["rows"]
+        .as_array()
+        .ok_or_else(|| format!("{}: no rows", path.display()))?;
+    let mut md =
+        String::from("| load | ms | data (MiB) | peak heap ÷ data |\n|---|---:|---:|---:|\n");
+    for r in rows {
+        let f = |k: &str| {
+            r[k].as_f64()
+                .ok_or_else(|| format!("{}: a row without {k}", path.display()))
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {:.1} | {:.2} | {:.2} |",
+            r["what"].as_str().unwrap_or("–"),
+            f("ms")?,
+            f("data_bytes")? / f64::from(1 << 20),
+            f("peak_heap_bytes")? / f("data_bytes")?,
         );
     }
     Ok(md)
