@@ -1,7 +1,7 @@
 //! MNIST tables from `mnist` records: a record's rows, its other OOD sets, and the published
 //! rows of Haußmann (2021).
 
-use super::read_json;
+use super::{number, read_json};
 use crate::mnist::{Arch, TrainSet};
 use crate::published::mnist::PublishedMnist;
 use serde_json::Value;
@@ -44,6 +44,7 @@ fn f3(v: Option<f64>) -> String {
 /// entropy and by mutual information and its entropy-ECDF area, the misclassification AUROC,
 /// the training time.
 fn record_table(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
+    let path = assets.join(folder).join("mnist.json");
     let rows = rows(assets, folder)?;
     let mut md = String::from(
         "| net | method | epochs | error % | NLL | ECE | Brier | AUROC H (Fashion) | AUROC MI | \
@@ -60,7 +61,7 @@ fn record_table(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
             arch(r),
             r["method"].as_str().unwrap_or("–"),
             r["epochs"],
-            num("error_pct").unwrap_or(f64::NAN),
+            number(r, "error_pct", &path)?,
             f3(num("nll")),
             f3(num("ece")),
             f3(num("brier")),
@@ -68,7 +69,7 @@ fn record_table(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
             f3(of_first("auroc_mi")),
             f3(of_first("ecdf_area")),
             f3(num("misclassification_auroc")),
-            num("train_seconds").unwrap_or(f64::NAN),
+            number(r, "train_seconds", &path)?,
         );
     }
     Ok(md)
@@ -140,16 +141,21 @@ pub(super) fn published(_assets: &Path) -> Result<String, Box<dyn Error>> {
             p.family.name(),
             p.net.name(),
             p.method,
-            match p.error_std {
-                Some(sd) => format!("{:.2} ± {sd:.2} sd", p.error_pct),
-                None => format!("{:.2}", p.error_pct),
-            },
+            published_error(&p),
             p.log_likelihood
                 .map_or_else(|| "–".into(), |v| format!("{v:.2}")),
             f3(p.ecdf_area),
         );
     }
     Ok(md)
+}
+
+/// A published error, with its run-to-run standard deviation where printed.
+fn published_error(p: &PublishedMnist) -> String {
+    match p.error_std {
+        Some(sd) => format!("{:.2} ± {sd:.2} sd", p.error_pct),
+        None => format!("{:.2}", p.error_pct),
+    }
 }
 
 /// The published error and OOD ECDF area of `method` on `family` (Haußmann 2021), on the
@@ -171,10 +177,7 @@ pub(super) fn published_cells(
         Some(p) => {
             // The source's short name: its words before the first parenthesis.
             let source = p.source.split(" (").next().unwrap_or(&p.source);
-            let error = match p.error_std {
-                Some(sd) => format!("{:.2} ± {sd:.2} sd ({source})", p.error_pct),
-                None => format!("{:.2} ({source})", p.error_pct),
-            };
+            let error = format!("{} ({source})", published_error(p));
             (error, f3(p.ecdf_area))
         }
         None => ("–".into(), "–".into()),
@@ -306,7 +309,7 @@ pub(super) fn evidential_runs(assets: &Path) -> Result<String, Box<dyn Error>> {
             run.label,
             run.arch.name(),
             r["epochs"],
-            r["error_pct"].as_f64().unwrap_or(f64::NAN),
+            number(r, "error_pct", &assets.join(run.folder).join("mnist.json"))?,
             f3(r["ecdf_area"].as_f64()),
             run.folder,
         );

@@ -174,6 +174,14 @@ fn read_json(path: &Path) -> Result<serde_json::Value, Box<dyn Error>> {
     }
 }
 
+/// The number at `key` of a record's row, or an error naming the record and the key: a table
+/// never shows NaN for a number its record lacks.
+pub(super) fn number(row: &serde_json::Value, key: &str, record: &Path) -> Result<f64, String> {
+    row[key]
+        .as_f64()
+        .ok_or_else(|| format!("{}: a row without a number at `{key}`", record.display()))
+}
+
 /// The methods of the UCI glance table, in its column order.
 const UCI_GLANCE: [&str; 7] = [
     "MFVI",
@@ -249,10 +257,7 @@ fn mnist_glance(assets: &Path) -> Result<String, Box<dyn Error>> {
          |---|---|---:|---:|---:|---:|---:|\n",
     );
     for r in results {
-        let num = |k: &str| {
-            r[k].as_f64()
-                .ok_or_else(|| format!("{}: a row without {k}", path.display()))
-        };
+        let num = |k: &str| number(r, k, &path);
         let fashion = r["ood_sets"]
             .as_array()
             .and_then(|s| s.iter().find(|o| o["set"] == "Fashion-MNIST"))
@@ -421,17 +426,17 @@ fn mnist_runs(assets: &Path) -> Result<String, Box<dyn Error>> {
                     )
                 })?
                 .clone();
-            rows.push(row);
+            rows.push((path, row));
         }
         let stat = |k: &str| -> Result<String, Box<dyn Error>> {
             let v: Vec<f64> = rows
                 .iter()
-                .map(|r| r[k].as_f64().ok_or_else(|| format!("a row without {k}")))
+                .map(|(path, r)| number(r, k, path))
                 .collect::<Result<_, _>>()?;
             let (m, se) = bnn_burn::metrics::mean_and_standard_error(&v);
             Ok(fmt_mean_se(m, se, 2 + usize::from(k == "ecdf_area")))
         };
-        let epochs = rows[0]["epochs"].as_u64().unwrap_or(0);
+        let epochs = rows[0].1["epochs"].as_u64().unwrap_or(0);
         let (p_err, p_area) = mnist::published_cells(&published, g.method, g.family, g.arch);
         let _ = writeln!(
             md,
@@ -457,8 +462,8 @@ fn quickstart(assets: &Path) -> Result<String, Box<dyn Error>> {
             md,
             "| {} | {:.3} | {:.3} |",
             r["method"].as_str().unwrap_or("–"),
-            r["test_ll"].as_f64().unwrap_or(f64::NAN),
-            r["test_rmse"].as_f64().unwrap_or(f64::NAN)
+            number(r, "test_ll", &path)?,
+            number(r, "test_rmse", &path)?
         );
     }
     let oracle = record["oracle_test_ll"]
@@ -488,16 +493,16 @@ fn toy_table(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
          |---|---|---:|---:|---:|---:|\n",
     );
     for r in record["results"].as_array().into_iter().flatten() {
-        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let f = |k: &str| number(r, k, &path);
         let _ = writeln!(
             md,
             "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
             r["toy"].as_str().unwrap_or("–"),
             r["method"].as_str().unwrap_or("–"),
-            f("test_ll"),
-            f("oracle_ll"),
-            f("epistemic_dense"),
-            f("epistemic_sparse")
+            f("test_ll")?,
+            f("oracle_ll")?,
+            f("epistemic_dense")?,
+            f("epistemic_sparse")?
         );
     }
     Ok(md)
@@ -514,10 +519,7 @@ fn data_loading(assets: &Path) -> Result<String, Box<dyn Error>> {
     let mut md =
         String::from("| load | ms | data (MiB) | peak heap ÷ data |\n|---|---:|---:|---:|\n");
     for r in rows {
-        let f = |k: &str| {
-            r[k].as_f64()
-                .ok_or_else(|| format!("{}: a row without {k}", path.display()))
-        };
+        let f = |k: &str| number(r, k, &path);
         let _ = writeln!(
             md,
             "| {} | {:.1} | {:.2} | {:.2} |",

@@ -1,7 +1,7 @@
 //! The performance page's tables, from the `perf`, `perf-pool` and `perf-predict` records and
 //! the before/after studies (`assets/*/study.json`).
 
-use super::read_json;
+use super::{number, read_json};
 use crate::perf::median;
 use serde_json::Value;
 use std::error::Error;
@@ -68,7 +68,8 @@ fn in_round_ratio(a: &Value, b: &Value) -> Option<f64> {
 /// (burn-op) time of the `--kernels both` run (`assets/perf/with-reference.json`) and the
 /// reference over the fused time, both from that run.
 pub(super) fn main(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let main = rows(&assets.join("perf/perf.json"))?;
+    let main_path = assets.join("perf/perf.json");
+    let main = rows(&main_path)?;
     let both = rows(&assets.join("perf/with-reference.json"))?;
     let mut md = String::new();
     for net in ["Mlp", "LeNet5"] {
@@ -110,7 +111,7 @@ pub(super) fn main(assets: &Path) -> Result<String, Box<dyn Error>> {
                 md,
                 "| {} | {:.2} | {} | {} |{} {} | {heap} | {ref_ms} | {ref_ratio} |",
                 method_name(method),
-                r["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+                number(r, "ms_per_step", &main_path)?,
                 ratio(r["vs_deterministic"].as_f64()),
                 ratio(r["vs_deterministic_fused_adam"].as_f64()),
                 if torch {
@@ -169,9 +170,38 @@ pub(super) fn targets(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(md)
 }
 
-/// Every `study.json` under `assets`, sorted by path.
-fn studies(assets: &Path) -> Vec<std::path::PathBuf> {
-    super::files_under(assets, |p| p.file_name().is_some_and(|n| n == "study.json"))
+/// One study of a `study.json`: the file, its folder under `assets`, and the study.
+struct Study {
+    path: std::path::PathBuf,
+    folder: String,
+    study: Value,
+}
+
+/// Every study of every `study.json` under `assets`, in path order.
+///
+/// # Errors
+/// A file that cannot be read, or one without its `studies` list.
+fn studies(assets: &Path) -> Result<Vec<Study>, Box<dyn Error>> {
+    let mut out = Vec::new();
+    for path in super::files_under(assets, |p| p.file_name().is_some_and(|n| n == "study.json")) {
+        let record = read_json(&path)?;
+        let list = record["studies"]
+            .as_array()
+            .ok_or_else(|| format!("{}: no studies", path.display()))?;
+        let folder = path
+            .parent()
+            .and_then(|p| p.strip_prefix(assets).ok())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        for study in list {
+            out.push(Study {
+                path: path.clone(),
+                folder: folder.clone(),
+                study: study.clone(),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// `lo–hi` of `v` at two decimals (one value alone).
@@ -195,66 +225,63 @@ pub(super) fn changes(assets: &Path) -> Result<String, Box<dyn Error>> {
          × det. before ÷ after | record |\n\
          |---|---|---|---:|---:|---:|---:|---:|---:|---|\n",
     );
-    for path in studies(assets) {
-        let record = read_json(&path)?;
-        let folder = path
-            .parent()
-            .and_then(|p| p.strip_prefix(assets).ok())
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        let list = record["studies"]
-            .as_array()
-            .ok_or_else(|| format!("{}: no studies", path.display()))?;
-        for study in list.iter().filter(|s| s["measurements"].is_null()) {
-            let side = |s: &str| -> Result<Vec<Vec<Value>>, Box<dyn Error>> {
-                study[s]["runs"]
-                    .as_array()
-                    .ok_or_else(|| format!("{}: no {s} runs", path.display()))?
-                    .iter()
-                    .map(|f| rows(&path.with_file_name(f.as_str().unwrap_or(""))))
-                    .collect()
-            };
-            let (before, after) = (side("before")?, side("after")?);
-            let change = study["change"].as_str().unwrap_or("–");
-            let note = study["row_note"]
-                .as_str()
-                .map_or(String::new(), |n| format!(" ({n})"));
-            let mut first = true;
-            for method in study["rows"].as_array().into_iter().flatten() {
-                let method = method.as_str().unwrap_or("");
-                for net in ["Mlp", "LeNet5"] {
-                    let pick = |runs: &[Vec<Value>], k: &str| -> Vec<f64> {
-                        runs.iter()
-                            .filter_map(|rs| row(rs, net, method).and_then(|r| r[k].as_f64()))
-                            .collect()
-                    };
-                    let (b_ms, a_ms) = (pick(&before, "ms_per_step"), pick(&after, "ms_per_step"));
-                    if b_ms.is_empty() || a_ms.is_empty() {
-                        continue;
-                    }
-                    let (b_x, a_x) = (
-                        pick(&before, "vs_deterministic"),
-                        pick(&after, "vs_deterministic"),
-                    );
-                    let name = if std::mem::take(&mut first) {
-                        change
-                    } else {
-                        ""
-                    };
-                    let _ = writeln!(
-                        md,
-                        "| {name} | {} | {method}{note} | {} + {} | {} | {} | {} | {} | {:.2} | \
-                         `{folder}` |",
-                        if net == "Mlp" { "MLP" } else { "LeNet5" },
-                        b_ms.len(),
-                        a_ms.len(),
-                        range(&b_ms),
-                        range(&a_ms),
-                        range(&b_x),
-                        range(&a_x),
-                        median(&b_x) / median(&a_x),
-                    );
+    for Study {
+        path,
+        folder,
+        study,
+    } in studies(assets)?
+    {
+        if !study["measurements"].is_null() {
+            continue;
+        }
+        let side = |s: &str| -> Result<Vec<Vec<Value>>, Box<dyn Error>> {
+            study[s]["runs"]
+                .as_array()
+                .ok_or_else(|| format!("{}: no {s} runs", path.display()))?
+                .iter()
+                .map(|f| rows(&path.with_file_name(f.as_str().unwrap_or(""))))
+                .collect()
+        };
+        let (before, after) = (side("before")?, side("after")?);
+        let change = study["change"].as_str().unwrap_or("–");
+        let note = study["row_note"]
+            .as_str()
+            .map_or(String::new(), |n| format!(" ({n})"));
+        let mut first = true;
+        for method in study["rows"].as_array().into_iter().flatten() {
+            let method = method.as_str().unwrap_or("");
+            for net in ["Mlp", "LeNet5"] {
+                let pick = |runs: &[Vec<Value>], k: &str| -> Vec<f64> {
+                    runs.iter()
+                        .filter_map(|rs| row(rs, net, method).and_then(|r| r[k].as_f64()))
+                        .collect()
+                };
+                let (b_ms, a_ms) = (pick(&before, "ms_per_step"), pick(&after, "ms_per_step"));
+                if b_ms.is_empty() || a_ms.is_empty() {
+                    continue;
                 }
+                let (b_x, a_x) = (
+                    pick(&before, "vs_deterministic"),
+                    pick(&after, "vs_deterministic"),
+                );
+                let name = if std::mem::take(&mut first) {
+                    change
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    md,
+                    "| {name} | {} | {method}{note} | {} + {} | {} | {} | {} | {} | {:.2} | \
+                     `{folder}` |",
+                    if net == "Mlp" { "MLP" } else { "LeNet5" },
+                    b_ms.len(),
+                    a_ms.len(),
+                    range(&b_ms),
+                    range(&a_ms),
+                    range(&b_x),
+                    range(&a_x),
+                    median(&b_x) / median(&a_x),
+                );
             }
         }
     }
@@ -269,49 +296,46 @@ pub(super) fn epoch_changes(assets: &Path) -> Result<String, Box<dyn Error>> {
         "| change | net | row | runs | training s before | after | before ÷ after | error % \
          before | after | record |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n",
     );
-    for path in studies(assets) {
-        let record = read_json(&path)?;
-        let folder = path
-            .parent()
-            .and_then(|p| p.strip_prefix(assets).ok())
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
-        let list = record["studies"].as_array().into_iter().flatten();
-        for study in list.filter(|s| !s["measurements"].is_null()) {
-            let mut first = true;
-            for m in study["measurements"].as_array().into_iter().flatten() {
-                let secs = |k: &str| -> Vec<f64> {
-                    m[k].as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_f64)
-                        .collect()
-                };
-                let (b, a) = (secs("before_s"), secs("after_s"));
-                if b.is_empty() || a.is_empty() {
-                    return Err(
-                        format!("{}: a measurement without its runs", path.display()).into(),
-                    );
-                }
-                let name = if std::mem::take(&mut first) {
-                    study["change"].as_str().unwrap_or("–")
-                } else {
-                    ""
-                };
-                let _ = writeln!(
-                    md,
-                    "| {name} | {} | {} | {} + {} | {} | {} | {:.2} | {:.2} | {:.2} | `{folder}` |",
-                    if m["net"] == "Mlp" { "MLP" } else { "LeNet5" },
-                    m["row"].as_str().unwrap_or("–"),
-                    b.len(),
-                    a.len(),
-                    range(&b),
-                    range(&a),
-                    median(&b) / median(&a),
-                    m["error_before_pct"].as_f64().unwrap_or(f64::NAN),
-                    m["error_after_pct"].as_f64().unwrap_or(f64::NAN),
-                );
+    for Study {
+        path,
+        folder,
+        study,
+    } in studies(assets)?
+    {
+        if study["measurements"].is_null() {
+            continue;
+        }
+        let mut first = true;
+        for m in study["measurements"].as_array().into_iter().flatten() {
+            let secs = |k: &str| -> Vec<f64> {
+                m[k].as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_f64)
+                    .collect()
+            };
+            let (b, a) = (secs("before_s"), secs("after_s"));
+            if b.is_empty() || a.is_empty() {
+                return Err(format!("{}: a measurement without its runs", path.display()).into());
             }
+            let name = if std::mem::take(&mut first) {
+                study["change"].as_str().unwrap_or("–")
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                md,
+                "| {name} | {} | {} | {} + {} | {} | {} | {:.2} | {:.2} | {:.2} | `{folder}` |",
+                if m["net"] == "Mlp" { "MLP" } else { "LeNet5" },
+                m["row"].as_str().unwrap_or("–"),
+                b.len(),
+                a.len(),
+                range(&b),
+                range(&a),
+                median(&b) / median(&a),
+                number(m, "error_before_pct", &path)?,
+                number(m, "error_after_pct", &path)?,
+            );
         }
     }
     Ok(md)
@@ -319,7 +343,8 @@ pub(super) fn epoch_changes(assets: &Path) -> Result<String, Box<dyn Error>> {
 
 /// BEDL-PAC's step against its PyTorch implementation (`assets/perf-bedl-pac/perf.json`).
 pub(super) fn bedl_pac(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let rs = rows(&assets.join("perf-bedl-pac/perf.json"))?;
+    let path = assets.join("perf-bedl-pac/perf.json");
+    let rs = rows(&path)?;
     let mut md = String::from(
         "| net | BEDL-PAC ms/step | PyTorch ms/step | × PyTorch's time | × det. burn step |\n\
          |---|---:|---:|---:|---:|\n",
@@ -335,8 +360,8 @@ pub(super) fn bedl_pac(assets: &Path) -> Result<String, Box<dyn Error>> {
             md,
             "| {} | {:.2} | {:.2} | **{}** | {} |",
             net_name(net),
-            ours["ms_per_step"].as_f64().unwrap_or(f64::NAN),
-            theirs["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+            number(ours, "ms_per_step", &path)?,
+            number(theirs, "ms_per_step", &path)?,
             ratio(ours["vs_torch_bedl_pac"].as_f64()),
             ratio(ours["vs_deterministic"].as_f64()),
         );
@@ -347,8 +372,11 @@ pub(super) fn bedl_pac(assets: &Path) -> Result<String, Box<dyn Error>> {
 /// burn-flex with and without its `rayon` and `simd` features
 /// (`assets/perf/flex-rayon-simd.json`, `assets/perf/flex-serial.json`).
 pub(super) fn flex(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let on = rows(&assets.join("perf/flex-rayon-simd.json"))?;
-    let off = rows(&assets.join("perf/flex-serial.json"))?;
+    let (on_path, off_path) = (
+        assets.join("perf/flex-rayon-simd.json"),
+        assets.join("perf/flex-serial.json"),
+    );
+    let (on, off) = (rows(&on_path)?, rows(&off_path)?);
     let mut md = String::from(
         "| net | row | ms/step, `rayon` + `simd` | ms/step, neither | ratio |\n\
          |---|---|---:|---:|---:|\n",
@@ -360,8 +388,8 @@ pub(super) fn flex(assets: &Path) -> Result<String, Box<dyn Error>> {
                 continue;
             };
             let (a, b) = (
-                r["ms_per_step"].as_f64().unwrap_or(f64::NAN),
-                o["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+                number(r, "ms_per_step", &on_path)?,
+                number(o, "ms_per_step", &off_path)?,
             );
             let _ = writeln!(
                 md,
@@ -390,17 +418,17 @@ pub(super) fn pool(assets: &Path) -> Result<String, Box<dyn Error>> {
             .flatten()
             .map(|d| d.to_string())
             .collect();
-        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let f = |k: &str| number(r, k, &path);
         let (k, stride) = (&r["kernel"], &r["stride"]);
         let _ = writeln!(
             md,
             "| `[{}]` | {k}×{k}, {stride} | {:.1} | {:.1} | {:.2} | {:.1e}, {:.1e} |",
             shape.join(", "),
-            f("fused_ms"),
-            f("reference_ms"),
-            f("speedup"),
-            f("max_rel_diff_values"),
-            f("max_rel_diff_grads"),
+            f("fused_ms")?,
+            f("reference_ms")?,
+            f("speedup")?,
+            f("max_rel_diff_values")?,
+            f("max_rel_diff_grads")?,
         );
     }
     Ok(md)
@@ -408,26 +436,27 @@ pub(super) fn pool(assets: &Path) -> Result<String, Box<dyn Error>> {
 
 /// Prediction by moments against 100-sample Monte Carlo (`assets/perf-predict/perf-predict.json`).
 pub(super) fn predict(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let rs = rows(&assets.join("perf-predict/perf-predict.json"))?;
+    let path = assets.join("perf-predict/perf-predict.json");
+    let rs = rows(&path)?;
     let mut md = String::from(
         "| trained as | moments (ms) | 100 samples (ms) | speed-up | test LL, moments | test LL, \
          samples | LL difference | RMSE, moments | RMSE, samples |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in &rs {
-        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let f = |k: &str| number(r, k, &path);
         let _ = writeln!(
             md,
             "| {} | {:.2} | {:.2} | {:.1}× | {:.3} | {:.3} | {:+.3} | {:.3} | {:.3} |",
             r["method"].as_str().unwrap_or("–"),
-            f("moments_ms"),
-            f("samples_ms"),
-            f("speedup"),
-            f("moments_ll"),
-            f("samples_ll"),
-            f("moments_ll") - f("samples_ll"),
-            f("moments_rmse"),
-            f("samples_rmse"),
+            f("moments_ms")?,
+            f("samples_ms")?,
+            f("speedup")?,
+            f("moments_ll")?,
+            f("samples_ll")?,
+            f("moments_ll")? - f("samples_ll")?,
+            f("moments_rmse")?,
+            f("samples_rmse")?,
         );
     }
     Ok(md)
