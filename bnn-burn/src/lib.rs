@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod nets;
 pub mod objective;
 pub mod posterior;
+pub mod posthoc;
 pub mod predict;
 pub mod recipes;
 pub mod reduce;
@@ -108,6 +109,8 @@ pub mod book {
     pub struct MethodsBnnLv;
     #[doc = include_str!("../../book/src/methods/evidential.md")]
     pub struct MethodsEvidential;
+    #[doc = include_str!("../../book/src/methods/post-hoc.md")]
+    pub struct MethodsPostHoc;
     #[doc = include_str!("../../book/src/contributing/architecture.md")]
     pub struct ContributingArchitecture;
     #[doc = include_str!("../../book/src/contributing/extending.md")]

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The modules in dependency order: each may use those before it.
-const ORDER: [&str; 21] = [
+const ORDER: [&str; 22] = [
     "error",
     "host",
     "reduce",
@@ -28,6 +28,7 @@ const ORDER: [&str; 21] = [
     "latent",
     "nets",
     "train",
+    "posthoc",
     "recipes",
 ];
 

@@ -64,16 +64,11 @@ fn product_dims(a: &Shape, a_t: bool, b: &Shape, b_t: bool) -> [usize; 4] {
     [batch, m, k, n]
 }
 
-/// A `Vec` of `n` elements written by `write`, which must overwrite every element (each kernel
-/// does): the buffer is not zeroed first, which would be one more pass over it.
+/// A `Vec` of `n` elements written by `write`. The buffer starts zeroed (`alloc_zeroed`: fresh
+/// pages from the system cost no extra pass), so `write` never sees uninitialised memory.
 fn written(n: usize, write: impl FnOnce(&mut [f32])) -> Vec<f32> {
-    let mut v = Vec::<f32>::with_capacity(n);
-    // SAFETY: the capacity holds `n` elements; `write` only stores into the slice (no kernel
-    // reads its output), and every `f32` bit pattern is valid once stored.
-    unsafe {
-        write(std::slice::from_raw_parts_mut(v.as_mut_ptr(), n));
-        v.set_len(n);
-    }
+    let mut v = vec![0.0f32; n];
+    write(&mut v);
     v
 }
 

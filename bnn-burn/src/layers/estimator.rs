@@ -77,8 +77,15 @@ where
     B: WeightPosterior<1>,
 {
     if let Some(draw) = pass.next_draw() {
-        let w = draw.weight.clone().reshape(op.weight_shape());
-        return op.apply(x, w, draw.bias.clone().map(|b| b.reshape([-1])));
+        if draw.samples() == 1 {
+            let w = draw.weight.clone().reshape(op.weight_shape());
+            return op.apply(x, w, draw.bias.clone().map(|b| b.reshape([-1])));
+        }
+        let y = op.apply_per_sample(x, draw.weight.clone());
+        return match &draw.bias {
+            Some(b) => op.add_bias(y, b.clone()),
+            None => y,
+        };
     }
     if let Some(y) = super::fused_path::run(params, op, &x, pass) {
         return y;

@@ -13,6 +13,7 @@ pub(crate) mod ops;
 mod params;
 mod pass;
 mod pool;
+pub(crate) mod visit;
 mod weights;
 
 pub use activation::Activation;
@@ -28,6 +29,7 @@ pub use ops::Conv2dGeometry;
 pub use params::LayerParams;
 pub use pass::{LayerDraw, Pass};
 pub use pool::Pool;
+pub use visit::{AnyLayerParams, LayerIds, LayerInfo, LayerKind, LayerMapper, LayerVisitor};
 pub use weights::WeightConfig;
 
 #[cfg(test)]

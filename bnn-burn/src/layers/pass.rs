@@ -9,14 +9,21 @@ use crate::fused::{Kernels, KeySource};
 use crate::posterior::Unsupported;
 use burn::tensor::Tensor;
 
-/// One sampled weight tensor and bias of a layer, held fixed across forward calls (a network
-/// draw for roll-outs and SDE paths).
+/// Sampled weight tensors and biases of a layer, held fixed across forward calls: one draw for
+/// roll-outs and SDE paths, or `S` joint draws of a network-level posterior (SWAG, Laplace).
 #[derive(Debug, Clone)]
 pub struct LayerDraw {
-    /// Flat weight draw, `[1, numel]`.
+    /// Flat weight draws, `[S, numel]`.
     pub weight: Tensor<2>,
-    /// Flat bias draw, `[1, d_out]`.
+    /// Flat bias draws, `[S, d_out]`.
     pub bias: Option<Tensor<2>>,
+}
+
+impl LayerDraw {
+    /// Draws in this layer draw (`S`).
+    pub fn samples(&self) -> usize {
+        self.weight.dims()[0]
+    }
 }
 
 /// The state of one pass through a network.
@@ -91,11 +98,20 @@ impl<'a> Pass<'a> {
         self.moment_rule
     }
 
-    /// One pass with every layer's weights taken from `draws`, in layer order.
+    /// One pass with every layer's weights taken from `draws`, in layer order; it carries as
+    /// many samples as the draws hold (`S` joint draws of a network, [`LayerDraw::samples`]).
+    ///
+    /// # Panics
+    /// If `draws` is empty or its layers hold different numbers of draws.
     pub fn fixed(draws: &'a [LayerDraw]) -> Self {
+        let samples = draws.first().map_or(0, LayerDraw::samples);
+        assert!(
+            draws.iter().all(|d| d.samples() == samples),
+            "a network draw holds the same number of draws for every layer"
+        );
         Self {
             fixed: Some(draws),
-            ..Self::new(1, false, false)
+            ..Self::new(samples, false, false)
         }
     }
 

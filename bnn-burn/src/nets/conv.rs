@@ -8,10 +8,11 @@ use super::{Bnn, Body, MlpBody, MlpConfig};
 use crate::dist::Moments;
 use crate::error::{Check, ConfigError, DataMismatch};
 use crate::layers::{
-    BayesianConv2d, BayesianConv2dConfig, Conv2dGeometry, LayerDraw, Pass, Pool, WeightConfig,
+    BayesianConv2d, BayesianConv2dConfig, Conv2dGeometry, LayerInfo, LayerKind, LayerMapper,
+    LayerVisitor, Pass, Pool, WeightConfig,
 };
 use crate::likelihood::Likelihood;
-use crate::posterior::{KlDivergence, Unsupported};
+use crate::posterior::Unsupported;
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
@@ -349,27 +350,20 @@ impl Body for ConvBody {
         }
     }
 
-    fn draw(&self) -> Vec<LayerDraw> {
-        let mut draws: Vec<LayerDraw> = self.blocks.iter().map(|b| b.conv.params.draw()).collect();
-        draws.extend(self.dense.draw());
-        draws
-    }
-
-    fn is_point(&self) -> bool {
-        self.blocks.iter().all(|b| b.conv.params.is_point()) && self.dense.is_point()
-    }
-
-    fn layer_kls(&self) -> Vec<Tensor<1>> {
-        let mut kls: Vec<Tensor<1>> = self.blocks.iter().map(|b| b.conv.kl()).collect();
-        kls.extend(self.dense.layer_kls());
-        kls
-    }
-
-    fn with_posterior_as_prior(mut self) -> Result<Self, ConfigError> {
-        for block in &mut self.blocks {
-            block.conv.params = block.conv.params.clone().with_posterior_as_prior()?;
+    fn visit_layers<V: LayerVisitor>(&self, visitor: &mut V) {
+        for (index, block) in self.blocks.iter().enumerate() {
+            let kind = LayerKind::Conv2d(block.conv.geometry.clone());
+            visitor.visit(LayerInfo { index, kind }, &block.conv.params);
         }
-        self.dense = self.dense.with_posterior_as_prior()?;
+        self.dense.visit_from(self.blocks.len(), visitor);
+    }
+
+    fn map_layers<M: LayerMapper>(mut self, mapper: &mut M) -> Result<Self, ConfigError> {
+        for (index, block) in self.blocks.iter_mut().enumerate() {
+            let kind = LayerKind::Conv2d(block.conv.geometry.clone());
+            block.conv.params = mapper.map(LayerInfo { index, kind }, block.conv.params.clone())?;
+        }
+        self.dense = self.dense.map_from(self.blocks.len(), mapper)?;
         Ok(self)
     }
 }

@@ -5,10 +5,11 @@ use crate::dist::Moments;
 use crate::error::{Check, ConfigError, DataMismatch};
 use crate::fused::Kernels;
 use crate::layers::{
-    Activation, BayesianLinear, BayesianLinearConfig, LayerDraw, Pass, WeightConfig,
+    Activation, BayesianLinear, BayesianLinearConfig, LayerInfo, LayerKind, LayerMapper,
+    LayerVisitor, Pass, WeightConfig,
 };
 use crate::likelihood::Likelihood;
-use crate::posterior::{DropoutNoise, KlDivergence, McDropout, Unsupported};
+use crate::posterior::{DropoutNoise, McDropout, Unsupported};
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
@@ -108,6 +109,33 @@ impl MlpConfig {
 }
 
 impl MlpBody {
+    /// [`Body::visit_layers`] with the first layer at index `first`.
+    pub(crate) fn visit_from<V: LayerVisitor>(&self, first: usize, visitor: &mut V) {
+        for (i, layer) in self.layers.iter().enumerate() {
+            let info = LayerInfo {
+                index: first + i,
+                kind: LayerKind::Dense,
+            };
+            visitor.visit(info, &layer.params);
+        }
+    }
+
+    /// [`Body::map_layers`] with the first layer at index `first`.
+    pub(crate) fn map_from<M: LayerMapper>(
+        mut self,
+        first: usize,
+        mapper: &mut M,
+    ) -> Result<Self, ConfigError> {
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            let info = LayerInfo {
+                index: first + i,
+                kind: LayerKind::Dense,
+            };
+            layer.params = mapper.map(info, layer.params.clone())?;
+        }
+        Ok(self)
+    }
+
     /// Layers `d_input → hidden[0] → … → hidden[last]`.
     pub fn new(
         d_input: usize,
@@ -228,22 +256,11 @@ impl Body for MlpBody {
         }
     }
 
-    fn draw(&self) -> Vec<LayerDraw> {
-        self.layers.iter().map(|l| l.params.draw()).collect()
+    fn visit_layers<V: LayerVisitor>(&self, visitor: &mut V) {
+        self.visit_from(0, visitor);
     }
 
-    fn is_point(&self) -> bool {
-        self.layers.iter().all(|l| l.params.is_point())
-    }
-
-    fn layer_kls(&self) -> Vec<Tensor<1>> {
-        self.layers.iter().map(KlDivergence::kl).collect()
-    }
-
-    fn with_posterior_as_prior(mut self) -> Result<Self, ConfigError> {
-        for layer in &mut self.layers {
-            layer.params = layer.params.clone().with_posterior_as_prior()?;
-        }
-        Ok(self)
+    fn map_layers<M: LayerMapper>(self, mapper: &mut M) -> Result<Self, ConfigError> {
+        self.map_from(0, mapper)
     }
 }

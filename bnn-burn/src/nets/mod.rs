@@ -22,8 +22,13 @@ pub use moments::{MomentConfig, NoiseRefit, VBP_KL_LOG_VAR_RANGE, moment_weights
 use crate::batch::{Batch, Minibatch};
 use crate::dist::Moments;
 use crate::error::{ConfigError, DataMismatch};
-use crate::layers::{BayesianLinear, LayerDraw, Pass};
-use crate::likelihood::{Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood};
+use crate::layers::visit::{Collect, LayerView, PosteriorAsPrior};
+use crate::layers::{
+    BayesianLinear, LayerDraw, LayerInfo, LayerKind, LayerMapper, LayerVisitor, Pass,
+};
+use crate::likelihood::{
+    Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood, LogitRule,
+};
 use crate::objective::{StepRequest, StepTerms};
 use crate::posterior::{KlDivergence, Unsupported};
 use crate::predict::{Predict, PredictError, PredictMode};
@@ -67,35 +72,53 @@ pub trait Body: Module + ModuleDisplay + 'static {
         Ok(())
     }
 
+    /// Visits every Bayesian layer, in the order [`Body::features`] uses them, indexed from 0.
+    fn visit_layers<V: LayerVisitor>(&self, visitor: &mut V);
+
+    /// Rebuilds every Bayesian layer through `mapper`, in the order of [`Body::visit_layers`].
+    ///
+    /// # Errors
+    /// The mapper's first error.
+    fn map_layers<M: LayerMapper>(self, mapper: &mut M) -> Result<Self, ConfigError>
+    where
+        Self: Sized;
+
     /// One fixed draw of every layer, in the order [`Body::features`] uses them.
-    fn draw(&self) -> Vec<LayerDraw>;
+    fn draw(&self) -> Vec<LayerDraw> {
+        collect_layers(self, |_, l| l.draws(1))
+    }
 
     /// Whether every layer is a point estimate.
-    fn is_point(&self) -> bool;
+    fn is_point(&self) -> bool {
+        collect_layers(self, |_, l| l.is_point())
+            .into_iter()
+            .all(|p| p)
+    }
 
     /// The KL of every layer (one element each; empty for a body without layers).
-    fn layer_kls(&self) -> Vec<Tensor<1>>;
+    fn layer_kls(&self) -> Vec<Tensor<1>> {
+        collect_layers(self, |_, l| l.kl())
+    }
 
     /// The same body with every layer's posterior, moment-matched, as its prior
     /// ([`crate::layers::LayerParams::with_posterior_as_prior`]): the next task's body in
     /// variational continual learning (Nguyen et al. 2018; Farquhar 2022 ch. 6).
     ///
     /// # Errors
-    /// When a layer's posterior has no positive marginal variance (a point estimate); the
-    /// default: a body that does not offer it.
+    /// When a layer's posterior has no positive marginal variance (a point estimate).
     fn with_posterior_as_prior(self) -> Result<Self, ConfigError>
     where
         Self: Sized,
     {
-        Err(ConfigError {
-            config: std::any::type_name::<Self>(),
-            field: "with_posterior_as_prior",
-            value: "not implemented by this body".into(),
-            expected: "a body that implements Body::with_posterior_as_prior (MlpBody and \
-                       ConvBody do; a body of your own: map its layers' \
-                       LayerParams::with_posterior_as_prior)",
-        })
+        self.map_layers(&mut PosteriorAsPrior)
     }
+}
+
+/// `f` of every layer of `body`, in forward order.
+fn collect_layers<B: Body, T>(body: &B, f: impl FnMut(LayerInfo, &dyn LayerView) -> T) -> Vec<T> {
+    let mut collect = Collect(Vec::new(), f);
+    body.visit_layers(&mut collect);
+    collect.0
 }
 
 /// A Bayesian neural network: body, head and likelihood.
@@ -169,22 +192,9 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// diverged under Adam at 10⁻², which the training loop reports, and trained at 10⁻³).
     ///
     /// # Errors
-    /// When a layer's posterior has no positive marginal variance (a point estimate), or the
-    /// body does not offer it ([`Body::with_posterior_as_prior`]).
+    /// When a layer's posterior has no positive marginal variance (a point estimate).
     pub fn with_posterior_as_prior(self) -> Result<Self, ConfigError> {
-        let Self {
-            body,
-            mut head,
-            likelihood,
-            moments,
-        } = self;
-        head.params = head.params.with_posterior_as_prior()?;
-        Ok(Self {
-            body: body.with_posterior_as_prior()?,
-            head,
-            likelihood,
-            moments,
-        })
+        self.map_layers(&mut PosteriorAsPrior)
     }
 
     /// One weight draw of the whole network, held fixed across calls (roll-outs, SDE paths).
@@ -195,6 +205,85 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
             model: self.clone(),
             draws,
         }
+    }
+
+    /// Visits every Bayesian layer, the body's then the head (the last index).
+    pub fn visit_layers<V: LayerVisitor>(&self, visitor: &mut V) {
+        self.body.visit_layers(visitor);
+        let info = LayerInfo {
+            index: self.layer_count() - 1,
+            kind: LayerKind::Dense,
+        };
+        visitor.visit(info, &self.head.params);
+    }
+
+    /// Rebuilds every Bayesian layer through `mapper`, the body's then the head.
+    ///
+    /// # Errors
+    /// The mapper's first error.
+    pub fn map_layers<M: LayerMapper>(self, mapper: &mut M) -> Result<Self, ConfigError> {
+        let index = self.layer_count() - 1;
+        let Self {
+            body,
+            mut head,
+            likelihood,
+            moments,
+        } = self;
+        let body = body.map_layers(mapper)?;
+        let info = LayerInfo {
+            index,
+            kind: LayerKind::Dense,
+        };
+        head.params = mapper.map(info, head.params)?;
+        Ok(Self {
+            body,
+            head,
+            likelihood,
+            moments,
+        })
+    }
+
+    /// Refuses inputs without rows, of another shape than the body takes, or with NaN or an
+    /// infinity (the checks of [`Predict::predict`], for predictions built on this network).
+    ///
+    /// # Errors
+    /// The first problem, naming the row where there is one.
+    pub fn check_prediction_input(&self, input: &B::Input) -> Result<(), PredictError> {
+        if input.is_empty() {
+            return Err(DataMismatch::Empty { part: "inputs" }.into());
+        }
+        self.body.check_input(input)?;
+        match input.first_non_finite() {
+            Some(row) => Err(PredictError::NonFiniteInput { row }),
+            None => Ok(()),
+        }
+    }
+
+    /// Bayesian layers, the head included.
+    pub fn layer_count(&self) -> usize {
+        collect_layers(&self.body, |_, _| ()).len() + 1
+    }
+
+    /// The posterior means of every layer as one network draw (a MAP net's weights).
+    pub fn mean_draw(&self) -> Vec<LayerDraw> {
+        let mut draws = collect_layers(&self.body, |_, l| l.mean_draw());
+        draws.push(self.head.params.mean_draw());
+        draws
+    }
+
+    /// The head's outputs `[S, B, k]` under `S` joint draws of every layer's weights (one
+    /// [`LayerDraw`] per layer in forward order, `[S, numel]` each): the prediction path of a
+    /// network-level posterior ([`crate::posthoc`]).
+    ///
+    /// # Panics
+    /// If `draws` does not have one entry per layer, or its layers hold different `S`.
+    pub fn forward_draws(&self, input: B::Input, draws: &[LayerDraw]) -> Tensor<3> {
+        assert_eq!(
+            draws.len(),
+            self.layer_count(),
+            "a network draw has one entry per Bayesian layer"
+        );
+        self.forward(input, &mut Pass::fixed(draws))
     }
 }
 
@@ -240,30 +329,14 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
         // Subnormals flushed to zero (see `device::flush_subnormals`): the moment pass
         // multiplies small variances together.
         let _flushed = crate::device::SubnormalsFlushed::enter();
-        if input.is_empty() {
-            return Err(DataMismatch::Empty { part: "inputs" }.into());
-        }
-        self.body.check_input(&input)?;
-        if let Some(row) = input.first_non_finite() {
-            return Err(PredictError::NonFiniteInput { row });
-        }
+        self.check_prediction_input(&input)?;
         let samples = match mode {
             PredictMode::Samples(0) => return Err(PredictError::NoSamples),
             PredictMode::Samples(_) if self.is_point() => 1,
             PredictMode::Samples(n) => n,
             PredictMode::Moments => {
-                let unsupported = |why: Unsupported| PredictError::Unsupported {
-                    model: why.family,
-                    mode,
-                    reason: why.what,
-                };
-                let m = self.predictive_moments(input).map_err(unsupported)?;
-                let rows = Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1);
-                check_outputs_finite(rows.unsqueeze::<3>())?;
-                return self
-                    .likelihood
-                    .predict_moments(m, self.moments.predict_logits)
-                    .map_err(unsupported);
+                let m = self.predictive_moments(input);
+                return predict_from_moments(&self.likelihood, m, self.moments.predict_logits);
             }
         };
         let out = self.forward(input, &mut Pass::predict(samples));
@@ -272,8 +345,29 @@ impl<B: Body, L: Likelihood> Predict for Bnn<B, L> {
     }
 }
 
+/// The likelihood's prediction from output moments `[B, k]` (after checking they are finite),
+/// or why there is none.
+pub(crate) fn predict_from_moments<L: Likelihood>(
+    likelihood: &L,
+    moments: Result<Moments<2>, Unsupported>,
+    logits: LogitRule,
+) -> Result<L::Prediction, PredictError> {
+    let unsupported = |why: Unsupported| PredictError::Unsupported {
+        model: why.family,
+        mode: PredictMode::Moments,
+        reason: why.what,
+    };
+    let m = moments.map_err(unsupported)?;
+    let rows = Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1);
+    check_outputs_finite(rows.unsqueeze::<3>())?;
+    likelihood.predict_moments(m, logits).map_err(unsupported)
+}
+
 /// Refuses outputs `[S, B, k]` with a NaN or an infinity from finite inputs (an overflow),
 /// naming the first such row.
+///
+/// # Errors
+/// [`PredictError::NonFiniteOutput`] with the first such row.
 pub(crate) fn check_outputs_finite(out: Tensor<3>) -> Result<(), PredictError> {
     let [s, b, k] = out.dims();
     let per_row = out.swap_dims(0, 1).reshape([b, s * k]);

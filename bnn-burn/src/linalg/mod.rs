@@ -2,6 +2,8 @@
 //! ops: the `k × k` capacitance matrices of low-rank Gaussians (`k` is a rank, a handful).
 //! Cost is `O(k)` tensor operations per factorisation, independent of the weight count.
 
+pub mod dense;
+
 use burn::tensor::{Int, Tensor};
 
 /// `[k, 1]` column with ones in rows `>= j`.

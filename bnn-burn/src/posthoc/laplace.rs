@@ -1,0 +1,414 @@
+//! Last-layer Laplace (MacKay 1992; Daxberger et al. 2021; Brack 2022 eqs. 3.8–3.9): a point
+//! network's head weights get `N(θ*, (H + λI)⁻¹)`, `H = Σ_n J_nᵀ Λ_n J_n` the exact generalised
+//! Gauss–Newton of the log-likelihood in the head's parameters (the features held fixed), `λ`
+//! the prior precision, by marginal likelihood or given. The predictive is Monte Carlo over head
+//! draws or linearised: `f ~ N(f(x; θ*), J Σ Jᵀ)` (the GLM predictive, probit for classes).
+
+use super::NetworkPosterior;
+use crate::batch::Batch;
+use crate::dist::Moments;
+use crate::error::ConfigError;
+use crate::layers::LayerDraw;
+use crate::likelihood::{Categorical, GaussianLikelihood, Likelihood};
+use crate::linalg::dense;
+use crate::nets::{Bnn, Body};
+use crate::posterior::Unsupported;
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+
+/// How the prior precision `λ` of the head's weights is set.
+#[derive(Config, Debug, PartialEq, Copy)]
+pub enum PriorPrecision {
+    /// A given `λ > 0`.
+    Fixed {
+        /// `λ`.
+        value: f64,
+    },
+    /// The `λ` that maximises the Laplace marginal likelihood
+    /// `ln p(D) ≈ ln p(D | θ*) − ½λ‖θ*‖² + (P/2) ln λ − ½ ln det(H + λI)`, over `λ ∈ [1e-6, 1e6]`
+    /// (from the eigenvalues of `H`, so every `λ` costs `O(P)`).
+    MarginalLikelihood,
+}
+
+/// Configuration of [`LastLayerLaplace::fit`].
+#[derive(Config, Debug, PartialEq)]
+pub struct LaplaceConfig {
+    /// The prior precision.
+    #[config(default = "PriorPrecision::MarginalLikelihood")]
+    pub prior_precision: PriorPrecision,
+    /// Rows per pass when the curvature is accumulated.
+    #[config(default = 512)]
+    pub batch_size: usize,
+}
+
+/// Why a Laplace approximation could not be fitted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LaplaceError {
+    /// A configuration value is out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The likelihood or the network has no closed-form curvature here.
+    #[error(transparent)]
+    Unsupported(#[from] Unsupported),
+    /// The data do not fit the network.
+    #[error(transparent)]
+    Mismatch(#[from] crate::error::DataMismatch),
+    /// `H + λI` is not positive definite (a non-finite curvature).
+    #[error(
+        "the posterior precision H + λI is not positive definite at pivot {pivot}: the \
+         curvature holds NaN or an infinity; check the network's outputs on the data"
+    )]
+    NotPositiveDefinite {
+        /// The failing pivot.
+        pivot: usize,
+    },
+}
+
+/// The curvature of `−ln p(y | f)` in the outputs `f` that last-layer Laplace needs:
+/// `Λ_n = diag(a_n) − u_n u_nᵀ` per example (its GGN, which is exact for these likelihoods).
+pub trait OutputCurvature: Likelihood {
+    /// `(a [B, k], u [B, k] or None)` at outputs `f [B, k]`.
+    ///
+    /// # Errors
+    /// When the likelihood has no closed form here.
+    fn output_curvature(&self, f: Tensor<2>)
+    -> Result<(Tensor<2>, Option<Tensor<2>>), Unsupported>;
+}
+
+impl OutputCurvature for GaussianLikelihood {
+    /// `Λ = diag(1/σ²)`.
+    fn output_curvature(
+        &self,
+        f: Tensor<2>,
+    ) -> Result<(Tensor<2>, Option<Tensor<2>>), Unsupported> {
+        if self.has_variance_head() {
+            return Err(Unsupported {
+                family: "GaussianLikelihood with a variance head",
+                what: "last-layer Laplace is implemented for homoscedastic Gaussian and \
+                       categorical likelihoods",
+            });
+        }
+        let precision = (self.log_std.val().detach() * (-2.0))
+            .exp()
+            .unsqueeze::<2>();
+        Ok((precision.expand(f.dims()), None))
+    }
+}
+
+impl OutputCurvature for Categorical {
+    /// `Λ = diag(p) − p pᵀ`, `p = softmax(f)`.
+    fn output_curvature(
+        &self,
+        f: Tensor<2>,
+    ) -> Result<(Tensor<2>, Option<Tensor<2>>), Unsupported> {
+        let p = burn::tensor::activation::softmax(f, 1);
+        Ok((p.clone(), Some(p)))
+    }
+}
+
+/// A last-layer Laplace posterior over a point network's head.
+#[derive(Debug, Clone)]
+pub struct LastLayerLaplace<B: Body, L: Likelihood> {
+    net: Bnn<B, L>,
+    /// `θ*` in `(feature, output)` order, the bias as the last feature, `[1, P]`.
+    theta: Tensor<2>,
+    /// `L⁻¹` of the posterior precision's Cholesky factor `L Lᵀ = H + λI`, `[P, P]`: a draw is
+    /// `θ* + z L⁻¹`.
+    inverse_factor: Tensor<2>,
+    /// The covariance blocks of each output, `Σ_kk`, `[k, F + 1, F + 1]`.
+    blocks: Tensor<3>,
+    prior_precision: f64,
+    log_marginal_likelihood: f64,
+    bias: bool,
+}
+
+/// What the curvature pass gathered, on the host.
+struct Curvature {
+    h: Vec<f64>,
+    theta: Vec<f64>,
+    log_likelihood: f64,
+}
+
+impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
+    /// Fits the posterior of `net`'s head (every layer a point estimate) on the training data.
+    ///
+    /// # Errors
+    /// A network with stochastic layers, data that do not fit it, a likelihood without a
+    /// closed-form curvature, or a non-finite curvature.
+    pub fn fit(
+        net: Bnn<B, L>,
+        input: B::Input,
+        target: L::Target,
+        config: &LaplaceConfig,
+    ) -> Result<Self, LaplaceError> {
+        if config.batch_size == 0 {
+            return Err(ConfigError {
+                config: "LaplaceConfig",
+                field: "batch_size",
+                value: "0".into(),
+                expected: "at least 1",
+            }
+            .into());
+        }
+        if let PriorPrecision::Fixed { value } = config.prior_precision
+            && !(value > 0.0 && value.is_finite())
+        {
+            return Err(ConfigError {
+                config: "LaplaceConfig",
+                field: "prior_precision",
+                value: value.to_string(),
+                expected: "a finite λ > 0",
+            }
+            .into());
+        }
+        if !net.is_point() {
+            return Err(Unsupported {
+                family: "LastLayerLaplace",
+                what: "fits a point network (train it as MAP, WeightConfig with the point \
+                       posterior)",
+            }
+            .into());
+        }
+        use crate::step::Model;
+        net.check_data(&input, &target)?;
+        let curvature = Self::curvature(&net, input, target, config.batch_size)?;
+        let p = curvature.theta.len();
+        let (lambda, eigen) = match config.prior_precision {
+            PriorPrecision::Fixed { value } => (value, None),
+            PriorPrecision::MarginalLikelihood => {
+                let eig = dense::symmetric_eigenvalues(curvature.h.clone(), p);
+                let norm2 = dense::dot(&curvature.theta, &curvature.theta);
+                let lambda = best_prior_precision(&eig, norm2, p);
+                (lambda, Some(eig))
+            }
+        };
+        let mut factor = curvature.h.clone();
+        for i in 0..p {
+            factor[i * p + i] += lambda;
+        }
+        dense::cholesky(&mut factor, p)
+            .map_err(|pivot| LaplaceError::NotPositiveDefinite { pivot })?;
+        let log_det = match eigen {
+            Some(eig) => eig.iter().map(|e| (e.max(0.0) + lambda).ln()).sum(),
+            None => dense::cholesky_log_det(&factor, p),
+        };
+        let norm2 = dense::dot(&curvature.theta, &curvature.theta);
+        let log_marginal_likelihood = curvature.log_likelihood - 0.5 * lambda * norm2
+            + 0.5 * p as f64 * lambda.ln()
+            - 0.5 * log_det;
+        let device = net.devices()[0].clone();
+        let inverse = dense::lower_inverse(&factor, p);
+        let inverse_factor = host_matrix(&inverse, [p, p], &device);
+        let [_, k] = net.head.shape();
+        let features = p / k;
+        // Σ = L⁻ᵀ L⁻¹; the block of output j: columns (f, j) of L⁻¹, then their Gram matrix.
+        let per_output = inverse_factor
+            .clone()
+            .reshape([p, features, k])
+            .permute([2, 0, 1]);
+        let blocks = per_output.clone().transpose().matmul(per_output);
+        Ok(Self {
+            theta: host_matrix(&curvature.theta, [1, p], &device),
+            bias: net.head.params.bias.is_some(),
+            net,
+            inverse_factor,
+            blocks,
+            prior_precision: lambda,
+            log_marginal_likelihood,
+        })
+    }
+
+    /// `H`, `θ*` and `Σ_n ln p(y_n | f_n)` from batches of `batch_size` rows.
+    fn curvature(
+        net: &Bnn<B, L>,
+        input: B::Input,
+        target: L::Target,
+        batch_size: usize,
+    ) -> Result<Curvature, LaplaceError> {
+        let device = net.devices()[0].clone();
+        let n = input.len();
+        let [f_in, k] = net.head.shape();
+        let bias = net.head.params.bias.is_some();
+        let features = f_in + usize::from(bias);
+        let p = features * k;
+        let mut h = Tensor::<2>::zeros([p, p], &device);
+        let mut log_likelihood = 0.0;
+        for start in (0..n).step_by(batch_size) {
+            let end = (start + batch_size).min(n);
+            let rows = Tensor::<1, Int>::arange(start as i64..end as i64, &device);
+            let x = input.rows(rows.clone());
+            let y = target.rows(rows);
+            let features = net.features(x, 1).detach();
+            let phi = augmented(features.clone().squeeze_dim::<2>(0), bias);
+            let b = end - start;
+            let out = net
+                .head
+                .run(features, &mut crate::layers::Pass::predict(1))
+                .detach();
+            log_likelihood +=
+                crate::host::to_vec(net.likelihood.log_likelihood(out.clone(), y).sum())[0];
+            let f = out.squeeze_dim::<2>(0).detach();
+            let (a, u) = net.likelihood.output_curvature(f)?;
+            // Σ_n φφᵀ ⊗ diag(a_n): for output j, Φᵀ diag(a_·j) Φ, placed at (f₁ j, f₂ j).
+            let weighted = phi.clone().unsqueeze_dim::<3>(0).repeat_dim(0, k)
+                * a.clone().transpose().unsqueeze_dim::<3>(2);
+            let diag_blocks = weighted
+                .transpose()
+                .matmul(phi.clone().unsqueeze_dim::<3>(0));
+            // [k, F, F] → [F, k, F, k] with zeros off the output diagonal.
+            let eye = Tensor::<2>::eye(k, &device);
+            let blocks = diag_blocks.permute([1, 0, 2]).unsqueeze_dim::<4>(3)
+                * eye.clone().reshape([1, k, 1, k]);
+            h = h + blocks.reshape([p, p]);
+            if let Some(u) = u {
+                // − Σ_n (φ_n ⊗ u_n)(φ_n ⊗ u_n)ᵀ.
+                let outer = (phi.unsqueeze_dim::<3>(2) * u.unsqueeze_dim::<3>(1)).reshape([b, p]);
+                h = h - outer.clone().transpose().matmul(outer);
+            }
+        }
+        let theta = head_vector(net);
+        let h = crate::host::to_vec(h);
+        // Symmetrise (the f32 products are symmetric up to rounding).
+        let mut hs = vec![0.0; p * p];
+        for i in 0..p {
+            for j in 0..p {
+                hs[i * p + j] = 0.5 * (h[i * p + j] + h[j * p + i]);
+            }
+        }
+        Ok(Curvature {
+            h: hs,
+            theta,
+            log_likelihood,
+        })
+    }
+}
+
+impl<B: Body, L: Likelihood> LastLayerLaplace<B, L> {
+    /// The prior precision `λ` in use.
+    pub fn prior_precision(&self) -> f64 {
+        self.prior_precision
+    }
+
+    /// The Laplace log marginal likelihood at `λ` (nats, over the training set).
+    pub fn log_marginal_likelihood(&self) -> f64 {
+        self.log_marginal_likelihood
+    }
+
+    /// The posterior covariance of the head's parameters `[P, P]`, `(feature, output)` order,
+    /// the bias as the last feature.
+    pub fn covariance(&self) -> Tensor<2> {
+        self.inverse_factor
+            .clone()
+            .transpose()
+            .matmul(self.inverse_factor.clone())
+    }
+}
+
+/// `[φ, 1]` when the head has a bias, `[B, F (+1)]`.
+fn augmented(phi: Tensor<2>, bias: bool) -> Tensor<2> {
+    match bias {
+        true => {
+            let ones = Tensor::ones([phi.dims()[0], 1], &phi.device());
+            Tensor::cat(vec![phi, ones], 1)
+        }
+        false => phi,
+    }
+}
+
+/// The head's MAP parameters in `(feature, output)` order, the bias last.
+fn head_vector<B: Body, L: Likelihood>(net: &Bnn<B, L>) -> Vec<f64> {
+    let draw = net.head.params.mean_draw();
+    let mut theta = crate::host::to_vec(draw.weight);
+    if let Some(b) = draw.bias {
+        theta.extend(crate::host::to_vec(b));
+    }
+    theta
+}
+
+fn host_matrix<const D: usize>(values: &[f64], shape: [usize; D], device: &Device) -> Tensor<D> {
+    let data: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    Tensor::from_data(TensorData::new(data, shape), device)
+}
+
+/// The `λ` in `[1e-6, 1e6]` that maximises `(P/2) ln λ − ½λ‖θ‖² − ½ Σ ln(e_i + λ)`: a grid over
+/// `ln λ`, then golden-section search around its best point.
+fn best_prior_precision(eig: &[f64], norm2: f64, p: usize) -> f64 {
+    let objective = |log_lambda: f64| {
+        let lambda = log_lambda.exp();
+        0.5 * p as f64 * log_lambda
+            - 0.5 * lambda * norm2
+            - 0.5 * eig.iter().map(|e| (e.max(0.0) + lambda).ln()).sum::<f64>()
+    };
+    let (lo, hi) = (1e-6f64.ln(), 1e6f64.ln());
+    let steps = 120;
+    let grid: Vec<f64> = (0..=steps)
+        .map(|i| lo + (hi - lo) * i as f64 / steps as f64)
+        .collect();
+    let best = (0..=steps)
+        .max_by(|&a, &b| objective(grid[a]).total_cmp(&objective(grid[b])))
+        .expect("a grid");
+    let (mut a, mut b) = (grid[best.saturating_sub(1)], grid[(best + 1).min(steps)]);
+    let ratio = (5f64.sqrt() - 1.0) / 2.0;
+    for _ in 0..80 {
+        let c = b - ratio * (b - a);
+        let d = a + ratio * (b - a);
+        match objective(c) > objective(d) {
+            true => b = d,
+            false => a = c,
+        }
+    }
+    ((a + b) / 2.0).exp()
+}
+
+impl<B: Body, L: Likelihood> NetworkPosterior for LastLayerLaplace<B, L> {
+    type Body = B;
+    type Likelihood = L;
+
+    fn network(&self) -> &Bnn<B, L> {
+        &self.net
+    }
+
+    fn joint_draws(&self, n: usize) -> Vec<LayerDraw> {
+        crate::device::uses_generator();
+        let device = self.theta.device();
+        let p = self.theta.dims()[1];
+        let [f_in, k] = self.net.head.shape();
+        let z = Tensor::<2>::random([n, p], Distribution::Normal(0.0, 1.0), &device);
+        let theta = self.theta.clone() + z.matmul(self.inverse_factor.clone());
+        let mut draws: Vec<LayerDraw> = self
+            .net
+            .mean_draw()
+            .into_iter()
+            .map(|d| LayerDraw {
+                weight: d.weight.repeat_dim(0, n),
+                bias: d.bias.map(|b| b.repeat_dim(0, n)),
+            })
+            .collect();
+        let head = draws.last_mut().expect("a head");
+        head.weight = theta.clone().slice([0..n, 0..f_in * k]);
+        head.bias = self.bias.then(|| theta.slice([0..n, f_in * k..p]));
+        draws
+    }
+
+    /// `E f = f(x; θ*)`, `Var f_j = φ̃ᵀ Σ_jj φ̃`.
+    fn linearised(&self, input: B::Input) -> Result<Moments<2>, Unsupported> {
+        let features = self.net.features(input, 1);
+        let mean = self
+            .net
+            .head
+            .run(features.clone(), &mut crate::layers::Pass::predict(1))
+            .squeeze_dim::<2>(0);
+        let phi = augmented(features.squeeze_dim::<2>(0), self.bias);
+        let b = phi.dims()[0];
+        let k = self.blocks.dims()[0];
+        let phis = phi.unsqueeze_dim::<3>(0).repeat_dim(0, k);
+        let var = (phis.clone().matmul(self.blocks.clone()) * phis)
+            .sum_dim(2)
+            .reshape([k, b])
+            .transpose();
+        Ok(Moments::new(mean, var.clamp_min(0.0)))
+    }
+}
+
+super::network_predict!(LastLayerLaplace);

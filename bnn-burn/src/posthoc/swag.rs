@@ -1,0 +1,301 @@
+//! SWAG (Maddox et al. 2019; Brack 2022 eqs. 3.17–3.18): the first and second moments of a
+//! point network's weights over the iterates of SGD (or Adam) after a MAP fit, and the last `K`
+//! deviations from the running mean. The posterior is
+//! `N(θ̄, ½ (Σ_diag + D̂ D̂ᵀ/(K − 1)))`, sampled as
+//! `θ = θ̄ + Σ_diag^{1/2} z₁/√2 + D̂ z₂/√(2(K − 1))`; SWAG-diagonal is `N(θ̄, Σ_diag)`.
+//! MultiSWAG is an [`super::Ensemble`] of [`Swag`]s from different initialisations.
+
+use super::NetworkPosterior;
+use crate::error::ConfigError;
+use crate::layers::{LayerDraw, LayerIds};
+use crate::likelihood::Likelihood;
+use crate::nets::{Bnn, Body};
+use crate::train::{Callback, EpochStats, Flow, StepInfo, TrainError};
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Device, Distribution, Tensor};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+/// How SWAG collects its moments.
+#[derive(Config, Debug, PartialEq)]
+pub struct SwagConfig {
+    /// Deviation columns kept (`K`; Maddox et al.: 20); 0 gives SWAG-diagonal.
+    #[config(default = 20)]
+    pub rank: usize,
+    /// Collect every this many optimiser steps; 0 collects once per epoch (Maddox et al.).
+    #[config(default = 0)]
+    pub every_steps: usize,
+    /// Epochs to skip before collecting (the iterates must have reached a mode).
+    #[config(default = 0)]
+    pub skip_epochs: usize,
+}
+
+/// The collected moments of a network's weights, flat over its layers in forward order.
+#[derive(Debug, Clone)]
+pub struct SwagMoments {
+    /// Iterates collected.
+    pub count: usize,
+    /// Running mean `θ̄`, `[1, P]`.
+    pub mean: Tensor<2>,
+    /// Running mean of `θ²`, `[1, P]`.
+    pub sq_mean: Tensor<2>,
+    /// The last `K` deviations `θ_i − θ̄_i`, `[1, P]` each, oldest first.
+    pub deviations: VecDeque<Tensor<2>>,
+    /// Per layer, the weight's and the bias's element counts.
+    pub layout: Vec<(usize, Option<usize>)>,
+    /// Per layer, its parameter ids (checked against the network the moments are used on).
+    pub ids: Vec<LayerIds>,
+}
+
+impl SwagMoments {
+    fn first(draws: Vec<LayerDraw>, ids: Vec<LayerIds>) -> Self {
+        let layout = draws
+            .iter()
+            .map(|d| (d.weight.dims()[1], d.bias.as_ref().map(|b| b.dims()[1])))
+            .collect();
+        let theta = flatten(draws);
+        Self {
+            count: 1,
+            sq_mean: theta.clone().square(),
+            mean: theta.clone(),
+            deviations: VecDeque::new(),
+            layout,
+            ids,
+        }
+    }
+
+    fn add(&mut self, draws: Vec<LayerDraw>, rank: usize) {
+        let theta = flatten(draws);
+        let n = self.count as f64;
+        self.mean = (self.mean.clone() * n + theta.clone()) / (n + 1.0);
+        self.sq_mean = (self.sq_mean.clone() * n + theta.clone().square()) / (n + 1.0);
+        self.count += 1;
+        if rank > 0 {
+            if self.deviations.len() == rank {
+                self.deviations.pop_front();
+            }
+            self.deviations.push_back(theta - self.mean.clone());
+        }
+    }
+
+    /// `Σ_diag = max(θ²̄ − θ̄², 0)`, `[1, P]`.
+    pub fn diagonal_variance(&self) -> Tensor<2> {
+        (self.sq_mean.clone() - self.mean.clone().square()).clamp_min(0.0)
+    }
+
+    fn moved_to(mut self, device: &Device) -> Self {
+        self.mean = self.mean.to_device(device);
+        self.sq_mean = self.sq_mean.to_device(device);
+        self.deviations = self
+            .deviations
+            .into_iter()
+            .map(|d| d.to_device(device))
+            .collect();
+        self
+    }
+}
+
+fn flatten(draws: Vec<LayerDraw>) -> Tensor<2> {
+    let mut parts = Vec::with_capacity(2 * draws.len());
+    for d in draws {
+        parts.push(d.weight.detach());
+        if let Some(b) = d.bias {
+            parts.push(b.detach());
+        }
+    }
+    Tensor::cat(parts, 1)
+}
+
+/// A training callback that collects [`SwagMoments`] of a point network's weights; read them
+/// with [`SwagCollector::handle`] after training (the handle is shared with the callback the
+/// trainer owns).
+pub struct SwagCollector {
+    config: SwagConfig,
+    state: Arc<Mutex<Option<SwagMoments>>>,
+}
+
+impl SwagCollector {
+    /// A collector for `config`.
+    pub fn new(config: SwagConfig) -> Self {
+        Self {
+            config,
+            state: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// A handle to the moments, filled while the trainer runs.
+    pub fn handle(&self) -> Arc<Mutex<Option<SwagMoments>>> {
+        self.state.clone()
+    }
+
+    fn collect<B: Body, L: Likelihood>(&self, model: &Bnn<B, L>) -> Result<(), TrainError> {
+        if !model.is_point() {
+            return Err(TrainError::Config(ConfigError {
+                config: "SwagCollector",
+                field: "model",
+                value: "a network with stochastic layers".into(),
+                expected: "a point network (WeightConfig with the point posterior): SWAG's \
+                           moments are over SGD iterates of point weights",
+            }));
+        }
+        let mut ids = Vec::new();
+        model.visit_layers(&mut IdsOf(&mut ids));
+        let draws = model.mean_draw();
+        let mut state = self.state.lock().expect("the SWAG state's lock");
+        match state.as_mut() {
+            None => *state = Some(SwagMoments::first(draws, ids)),
+            Some(m) => m.add(draws, self.config.rank),
+        }
+        Ok(())
+    }
+}
+
+struct IdsOf<'a>(&'a mut Vec<LayerIds>);
+
+impl crate::layers::LayerVisitor for IdsOf<'_> {
+    fn visit<const DW: usize>(
+        &mut self,
+        _: crate::layers::LayerInfo,
+        params: &crate::layers::AnyLayerParams<DW>,
+    ) {
+        self.0.push(params.ids());
+    }
+}
+
+impl<B: Body, L: Likelihood> Callback<Bnn<B, L>> for SwagCollector {
+    fn on_step(&mut self, model: &Bnn<B, L>, step: &StepInfo) -> Result<(), TrainError> {
+        let every = self.config.every_steps;
+        match every > 0
+            && step.epoch >= self.config.skip_epochs
+            && (step.global_step + 1).is_multiple_of(every)
+        {
+            true => self.collect(model),
+            false => Ok(()),
+        }
+    }
+
+    fn on_epoch_end(&mut self, model: &Bnn<B, L>, stats: &EpochStats) -> Result<Flow, TrainError> {
+        if self.config.every_steps == 0 && stats.epoch >= self.config.skip_epochs {
+            self.collect(model)?;
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// A SWAG posterior over a point network's weights.
+#[derive(Debug, Clone)]
+pub struct Swag<B: Body, L: Likelihood> {
+    net: Bnn<B, L>,
+    moments: SwagMoments,
+    diagonal: bool,
+}
+
+impl<B: Body, L: Likelihood> Swag<B, L> {
+    /// SWAG over `net` (the network the moments were collected on, or its copy on another
+    /// device) with `moments`; with fewer than two deviations, or `diagonal`, SWAG-diagonal.
+    ///
+    /// # Errors
+    /// When the moments were collected on another network (its layers' ids or sizes differ).
+    pub fn new(net: Bnn<B, L>, moments: SwagMoments, diagonal: bool) -> Result<Self, ConfigError> {
+        let mut ids = Vec::new();
+        net.visit_layers(&mut IdsOf(&mut ids));
+        if ids != moments.ids {
+            return Err(ConfigError {
+                config: "Swag",
+                field: "moments",
+                value: "moments of another network".into(),
+                expected: "the moments a SwagCollector gathered while training this network",
+            });
+        }
+        let device = net.devices()[0].clone();
+        let diagonal = diagonal || moments.deviations.len() < 2;
+        Ok(Self {
+            moments: moments.moved_to(&device),
+            net,
+            diagonal,
+        })
+    }
+
+    /// Collects SWAG's moments while `trainer` continues training `net` on `data` (constant
+    /// learning rate, e.g. SGD from the MAP fit), and returns the posterior.
+    ///
+    /// # Errors
+    /// The trainer's errors; [`TrainError::Config`] when no iterate was collected (fewer
+    /// epochs than `skip_epochs`).
+    pub fn fit<D>(
+        net: Bnn<B, L>,
+        trainer: crate::train::Trainer<Bnn<B, L>>,
+        data: D,
+        config: SwagConfig,
+    ) -> Result<Self, TrainError>
+    where
+        D: crate::train::TrainData<Input = B::Input, Target = L::Target>,
+    {
+        let collector = SwagCollector::new(config);
+        let handle = collector.handle();
+        let (net, _) = trainer.with_callback(collector).fit(net, data)?;
+        let moments = handle
+            .lock()
+            .expect("the SWAG state's lock")
+            .take()
+            .ok_or_else(|| {
+                TrainError::Config(ConfigError {
+                    config: "SwagConfig",
+                    field: "skip_epochs",
+                    value: "no iterate collected".into(),
+                    expected: "fewer skipped epochs than the trainer runs",
+                })
+            })?;
+        Ok(Self::new(net.valid(), moments, false)?)
+    }
+
+    /// The moments.
+    pub fn moments(&self) -> &SwagMoments {
+        &self.moments
+    }
+}
+
+impl<B: Body, L: Likelihood> NetworkPosterior for Swag<B, L> {
+    type Body = B;
+    type Likelihood = L;
+
+    fn network(&self) -> &Bnn<B, L> {
+        &self.net
+    }
+
+    fn joint_draws(&self, n: usize) -> Vec<LayerDraw> {
+        crate::device::uses_generator();
+        let m = &self.moments;
+        let device = m.mean.device();
+        let p = m.mean.dims()[1];
+        let z1 = Tensor::<2>::random([n, p], Distribution::Normal(0.0, 1.0), &device);
+        let diag = m.diagonal_variance().sqrt();
+        let theta = match self.diagonal {
+            true => m.mean.clone() + z1 * diag,
+            false => {
+                let k = m.deviations.len();
+                let d = Tensor::cat(m.deviations.iter().cloned().collect(), 0);
+                let z2 = Tensor::<2>::random([n, k], Distribution::Normal(0.0, 1.0), &device);
+                m.mean.clone()
+                    + z1 * diag * std::f64::consts::FRAC_1_SQRT_2
+                    + z2.matmul(d) / (2.0 * (k as f64 - 1.0)).sqrt()
+            }
+        };
+        let mut draws = Vec::with_capacity(m.layout.len());
+        let mut at = 0;
+        for &(w, b) in &m.layout {
+            let weight = theta.clone().slice([0..n, at..at + w]);
+            at += w;
+            let bias = b.map(|b| {
+                let t = theta.clone().slice([0..n, at..at + b]);
+                at += b;
+                t
+            });
+            draws.push(LayerDraw { weight, bias });
+        }
+        draws
+    }
+}
+
+super::network_predict!(Swag);
