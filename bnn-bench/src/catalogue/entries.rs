@@ -160,6 +160,30 @@ pub const ENTRIES: &[Entry] = &[
         regression: true,
         make: |_| Method::bedl_hyper(),
     },
+    Entry {
+        name: "Deep ensemble",
+        runs_in: &[Uci],
+        regression: true,
+        make: |_| Method::posthoc("Deep ensemble", PostHoc::Ensemble { members: 5 }),
+    },
+    Entry {
+        name: "SWAG",
+        runs_in: &[Uci],
+        regression: true,
+        make: |_| Method::swag("SWAG", 1),
+    },
+    Entry {
+        name: "MultiSWAG",
+        runs_in: &[Uci],
+        regression: true,
+        make: |_| Method::swag("MultiSWAG", 5),
+    },
+    Entry {
+        name: "Laplace (last layer)",
+        runs_in: &[Uci],
+        regression: true,
+        make: |_| Method::posthoc("Laplace (last layer)", PostHoc::LastLayerLaplace),
+    },
 ];
 
 /// The entry named `name` ([`crate::experiment::same_name`]) under `settings`.
@@ -177,6 +201,8 @@ pub fn available(protocol: Protocol, settings: &Settings) -> Vec<Method> {
         .iter()
         .filter(|e| e.regression || !matches!(protocol, Protocol::Uci | Protocol::Toy))
         .map(|e| (e.make)(settings))
+        // Post-hoc methods run where the harness builds them (UCI so far).
+        .filter(|m| m.posthoc.is_none() || protocol == Protocol::Uci)
         .collect()
 }
 

@@ -66,6 +66,29 @@ pub struct Method {
     pub objective: TrainObjective,
     /// L2 penalties on parameter groups this method trains with (EDL's on the dense weights).
     pub decay: Vec<DecayGroup>,
+    /// A post-hoc posterior built on the trained networks (`None`: the network is the model).
+    pub posthoc: Option<PostHoc>,
+}
+
+/// A post-hoc posterior over networks trained as the method's weights say
+/// ([`bnn_burn::posthoc`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PostHoc {
+    /// `members` networks from their own seeds, pooled (deep ensembles).
+    Ensemble {
+        /// Networks.
+        members: usize,
+    },
+    /// SWAG after the fit: SGD at Mandt et al.'s posterior rate, moments once per epoch, rank
+    /// `rank`; `members > 1` pools that many (MultiSWAG).
+    Swag {
+        /// Deviation columns `K`.
+        rank: usize,
+        /// SWAG posteriors pooled.
+        members: usize,
+    },
+    /// Last-layer Laplace, `λ` by the marginal likelihood, the GLM predictive.
+    LastLayerLaplace,
 }
 
 /// The training objective of a method.
@@ -134,6 +157,7 @@ impl Method {
             class_likelihood: ClassLikelihood::Softmax,
             objective: TrainObjective::Elbo,
             decay: Vec::new(),
+            posthoc: None,
         }
     }
 
@@ -148,6 +172,7 @@ impl Method {
             class_likelihood: ClassLikelihood::Softmax,
             objective: TrainObjective::Elbo,
             decay: Vec::new(),
+            posthoc: None,
         }
     }
 

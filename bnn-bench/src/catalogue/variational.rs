@@ -15,6 +15,20 @@ impl Method {
         m
     }
 
+    /// `post` over MAP networks under an N(0, 1) prior.
+    pub fn posthoc(name: &'static str, post: PostHoc) -> Self {
+        Self {
+            name,
+            posthoc: Some(post),
+            ..Self::map(1.0)
+        }
+    }
+
+    /// SWAG of rank 20 (Maddox et al. 2019) over `members` MAP networks (MultiSWAG above one).
+    pub fn swag(name: &'static str, members: usize) -> Self {
+        Self::posthoc(name, PostHoc::Swag { rank: 20, members })
+    }
+
     /// Mean-field Gaussian with the given estimator: MFVI, MFVI-LRT or MFVI-Flipout.
     pub fn mean_field(estimator: Estimator) -> Self {
         let name = match estimator {

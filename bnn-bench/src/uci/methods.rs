@@ -69,6 +69,9 @@ pub const SETTINGS: Settings = Settings {
 /// step. A point estimate overfits a 50-unit net within the budget (noise learned far below
 /// the test residuals): it keeps the epoch of best NLL on 10 % of the training rows.
 pub fn protocol_method(method: Method) -> Box<dyn UciMethod> {
+    if let Some(posthoc) = method.posthoc {
+        return Box::new(super::posthoc::PostHocFit { method, posthoc });
+    }
     if let PosteriorConfig::Dropout(c) = &method.weights.posterior
         && c.mask == DropoutMask::Units
     {
@@ -158,18 +161,36 @@ pub(crate) fn draws_per_chunk(widest: usize, rows: usize) -> usize {
 ///
 /// A network that trains by moments predicts by moments (`N(E f, Var f + σ²)`, no draws).
 pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), Box<dyn Error>> {
-    let device = model.devices()[0].clone();
+    let widest = split.meta.n_hidden.max(split.train.n_features);
+    let passes = split.budget.test_passes.max(1);
+    evaluate_predictive(model, model.moments.train, passes, widest, split)
+}
+
+/// [`evaluate`] for any regression predictive: by moments when `by_moments`, else a mixture of
+/// `passes` draws (a point estimate, or an ensemble of them, answers with what it has), in
+/// chunks sized for `widest` units.
+pub fn evaluate_predictive<P>(
+    model: &P,
+    by_moments: bool,
+    passes: usize,
+    widest: usize,
+    split: &PreparedSplit,
+) -> Result<(f64, f64), Box<dyn Error>>
+where
+    P: Predict<Input = burn::tensor::Tensor<2>, Prediction = GaussianPrediction>,
+{
+    let device = bnn_burn::device();
     let d = split.train.n_features;
     let x = matrix(&split.test_x, d, &device);
     let y = matrix(&split.y_scaler.transform(&split.test_y), 1, &device);
-    if model.moments.train {
+    if by_moments {
         let scores = model
             .predict(x, PredictMode::Moments)?
             .scores(y, &split.y_scaler.std);
         return Ok((scores.log_likelihood, scores.rmse));
     }
-    let passes = split.budget.test_passes.max(1);
-    let chunk = draws_per_chunk(split.meta.n_hidden.max(d), split.test_y.len()).min(passes);
+    let passes = passes.max(1);
+    let chunk = draws_per_chunk(widest, split.test_y.len()).min(passes);
     let mut acc = MixtureAccumulator::new(y);
     while acc.draws() < passes {
         let want = chunk.min(passes - acc.draws());

@@ -29,11 +29,13 @@ use std::time::Instant;
 mod harness;
 mod methods;
 mod plot;
+mod posthoc;
 mod report;
 
 pub use harness::UciTask;
 pub use methods::*;
 use plot::*;
+pub use posthoc::{PostHocFit, SWAG_EPOCHS, SWAG_RATE_BATCHES, SWAG_SKIP_EPOCHS};
 pub use report::*;
 
 /// Posterior samples used for test predictions.
@@ -191,7 +193,8 @@ pub struct UciOptions {
     pub datasets: Vec<DataSet>,
     /// Methods: any of the catalogue's, by name, and Depeweg's models; repeatable [default:
     /// MAP, "MC dropout", MFVI, MFVI-LRT, Radial, Low-rank, VBP, DVI, CLT, BEDL, BEDL-PAC,
-    /// BEDL-Hyper, BNN, "BNN+LV VB", "BNN+LV alpha=0.5", "BNN+LV alpha=1"].
+    /// BEDL-Hyper, "Deep ensemble", SWAG, MultiSWAG, "Laplace (last layer)", BNN, "BNN+LV VB",
+    /// "BNN+LV alpha=0.5", "BNN+LV alpha=1"].
     #[arg(long = "method")]
     pub methods: Vec<String>,
     /// Splits per data set [default: the protocol's 20 (5 for protein); 3 with --quick].

@@ -10,7 +10,7 @@ mod swag;
 
 pub use ensemble::{Ensemble, Pool};
 pub use laplace::{LaplaceConfig, LaplaceError, LastLayerLaplace, PriorPrecision};
-pub use swag::{Swag, SwagCollector, SwagConfig, SwagMoments};
+pub use swag::{Swag, SwagCollector, SwagConfig, SwagMoments, sgd_posterior_learning_rate};
 
 use crate::dist::Moments;
 use crate::layers::LayerDraw;

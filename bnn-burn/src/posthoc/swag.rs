@@ -298,4 +298,134 @@ impl<B: Body, L: Likelihood> NetworkPosterior for Swag<B, L> {
     }
 }
 
+/// The constant SGD learning rate whose iterates best match the Laplace posterior in KL
+/// (Mandt et al. 2017, eq. 15): `η* = 2 B P / (N tr C)`, `P` the parameter count, `N` the
+/// training rows and `C` the per-example gradient covariance of the mean negative
+/// log-likelihood at `net`'s weights, estimated from `batches` random minibatches of `batch_size`
+/// rows as `tr C ≈ B/(R − 1) Σ_b ‖g_b − ḡ‖² · (N − 1)/(N − B)`, capped at `1/λ_max(C)` so that
+/// SGD stays stable along the stiffest direction (`C ≈ H` at a mode). The rate for SWAG's SGD
+/// phase when no validation search is run; `net` must live on an autodiff device.
+///
+/// # Errors
+/// Fewer than two batches, a batch size above the rows, a network with stochastic layers, or
+/// gradients without noise (`tr C = 0`).
+pub fn sgd_posterior_learning_rate<B: Body, L: Likelihood>(
+    net: &Bnn<B, L>,
+    input: &B::Input,
+    target: &L::Target,
+    batch_size: usize,
+    batches: usize,
+) -> Result<f64, ConfigError> {
+    use crate::batch::Batch;
+    use crate::step::{Model, StepRequest};
+    let n = input.len();
+    let bad = |field: &'static str, value: String, expected: &'static str| ConfigError {
+        config: "sgd_posterior_learning_rate",
+        field,
+        value,
+        expected,
+    };
+    if batches < 2 {
+        return Err(bad("batches", batches.to_string(), "at least 2"));
+    }
+    if batch_size == 0 || batch_size > n {
+        return Err(bad(
+            "batch_size",
+            batch_size.to_string(),
+            "between 1 and the rows",
+        ));
+    }
+    if !net.is_point() {
+        return Err(bad("net", "stochastic layers".into(), "a point network"));
+    }
+    let device = net.devices()[0].clone();
+    crate::device::uses_generator();
+    let mut gradients: Vec<Vec<f64>> = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        let rows = Tensor::<1>::random([n], Distribution::Default, &device)
+            .argsort(0)
+            .slice(0..batch_size);
+        let batch = crate::batch::Minibatch {
+            input: input.rows(rows.clone()),
+            target: target.rows(rows.clone()),
+            rows,
+            n_train: n,
+        };
+        let request = StepRequest {
+            weight_kl: false,
+            ..StepRequest::new(1)
+        };
+        let terms = net.step(batch, request).map_err(|e| {
+            bad(
+                "net",
+                e.to_string(),
+                "a network whose step has a likelihood",
+            )
+        })?;
+        let grads = terms.log_likelihood.mean().neg().backward();
+        let mut flat = Vec::new();
+        net.visit_layers(&mut PointGradients(&grads, &mut flat));
+        gradients.push(flat);
+    }
+    let p = gradients[0].len();
+    let mean: Vec<f64> = (0..p)
+        .map(|j| gradients.iter().map(|g| g[j]).sum::<f64>() / batches as f64)
+        .collect();
+    let centred: Vec<Vec<f64>> = gradients
+        .iter()
+        .map(|g| g.iter().zip(&mean).map(|(a, m)| a - m).collect())
+        .collect();
+    // C ≈ s Gᵀ G over the centred batch gradients G; a batch drawn without replacement has
+    // `Var = (C/B)(N − B)/(N − 1)`.
+    let finite = (n as f64 - 1.0) / (n - batch_size).max(1) as f64;
+    let s = batch_size as f64 * finite / (batches - 1) as f64;
+    let gram: Vec<f64> = centred
+        .iter()
+        .flat_map(|a| {
+            centred
+                .iter()
+                .map(move |b| crate::linalg::dense::dot(a, b) * s)
+        })
+        .collect();
+    let trace: f64 = (0..batches).map(|i| gram[i * batches + i]).sum();
+    if !(trace > 0.0 && trace.is_finite()) {
+        return Err(bad(
+            "net",
+            format!("tr C = {trace}"),
+            "gradients that vary between batches",
+        ));
+    }
+    // The largest eigenvalue of C (that of the R × R Gram matrix) bounds the rate: SGD on a
+    // quadratic of curvature λ is stable below 2/λ, and C ≈ H at a mode.
+    let top = crate::linalg::dense::symmetric_eigenvalues(gram, batches)
+        .last()
+        .copied()
+        .unwrap_or(trace);
+    let mandt = 2.0 * batch_size as f64 * p as f64 / (n as f64 * trace);
+    Ok(mandt.min(1.0 / top))
+}
+
+/// Appends every point layer's weight and bias gradients, flat, in forward order.
+struct PointGradients<'a>(&'a burn::tensor::Gradients, &'a mut Vec<f64>);
+
+impl crate::layers::LayerVisitor for PointGradients<'_> {
+    fn visit<const DW: usize>(
+        &mut self,
+        _: crate::layers::LayerInfo,
+        params: &crate::layers::AnyLayerParams<DW>,
+    ) {
+        use crate::posterior::AnyPosterior;
+        if let AnyPosterior::Point(w) = &params.weight
+            && let Some(g) = w.weight.val().grad(self.0)
+        {
+            self.1.extend(crate::host::to_vec(g));
+        }
+        if let Some(AnyPosterior::Point(b)) = &params.bias
+            && let Some(g) = b.weight.val().grad(self.0)
+        {
+            self.1.extend(crate::host::to_vec(g));
+        }
+    }
+}
+
 super::network_predict!(Swag);

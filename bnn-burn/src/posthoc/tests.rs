@@ -613,3 +613,45 @@ fn swag_refuses_a_stochastic_network() {
     let err = Swag::fit(net, Trainer::new(config), (x, y), SwagConfig::new()).unwrap_err();
     assert!(err.to_string().contains("point network"), "{err}");
 }
+
+/// Mandt et al.'s SGD rate from minibatch gradients matches the one from the exact
+/// per-example gradient covariance of a linear-Gaussian model.
+#[test]
+fn the_sgd_posterior_rate_matches_the_exact_gradient_covariance() {
+    let dev = training_device();
+    let _guard = seeded(&dev, 13);
+    let data = LinearGaussian::new(200, 2, 0.5, 130);
+    let (_, mean) = data.posterior(1e-6);
+    let net = data.net_at(&mean, &dev);
+    let (x, y) = data.tensors(&dev);
+    let (b, p) = (10, 3);
+    let got = sgd_posterior_learning_rate(&net, &x, &y, b, 400).unwrap();
+    let f = data.features();
+    let s2 = data.noise * data.noise;
+    let grads: Vec<Vec<f64>> = (0..data.n)
+        .map(|i| {
+            let row = &f[i * p..(i + 1) * p];
+            let r = data.y[i] - dense::dot(row, &mean);
+            row.iter().map(|v| -r * v / s2).collect()
+        })
+        .collect();
+    let avg: Vec<f64> = (0..p)
+        .map(|j| grads.iter().map(|g| g[j]).sum::<f64>() / data.n as f64)
+        .collect();
+    let trace: f64 = grads
+        .iter()
+        .map(|g| {
+            g.iter()
+                .zip(&avg)
+                .map(|(a, m)| (a - m).powi(2))
+                .sum::<f64>()
+        })
+        .sum::<f64>()
+        / (data.n - 1) as f64;
+    let want = 2.0 * b as f64 * p as f64 / (data.n as f64 * trace);
+    // 400 batches estimate tr C to about √(2/400) ≈ 7 % (more with heavy-tailed gradients).
+    assert!((got / want - 1.0).abs() < 0.25, "{got} vs {want}");
+    let point = mean_field_regressor(2, 3, &dev);
+    assert!(sgd_posterior_learning_rate(&point, &x, &y, b, 4).is_err());
+    assert!(sgd_posterior_learning_rate(&net, &x, &y, 500, 4).is_err());
+}
