@@ -146,7 +146,9 @@ impl<W: WeightPosterior<4>, B: WeightPosterior<1>> BayesianConv2d<W, B> {
             options: self.geometry.options(),
             fused: pass.kernels() == Kernels::Fused,
         };
-        self.params.run(&op, x, pass)
+        let input = pass.keep_input(&x);
+        let y = self.params.run(&op, x, pass);
+        pass.probe(input, y)
     }
 
     /// Moment propagation: `[S, B, C_in, H, W]` moments → `[S, B, C_out, H', W']` by the

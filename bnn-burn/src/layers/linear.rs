@@ -136,7 +136,9 @@ impl<W: WeightPosterior<2>, B: WeightPosterior<1>> BayesianLinear<W, B> {
     pub fn run(&self, x: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
         let shape = self.shape();
         check_last_dim("BayesianLinear", &x, shape[0]);
-        self.params.run(&LinearOp::new(shape, pass), x, pass)
+        let input = pass.keep_input(&x);
+        let y = self.params.run(&LinearOp::new(shape, pass), x, pass);
+        pass.probe(input, y)
     }
 
     /// Moment propagation: `[S, B, d_input]` moments → `[S, B, d_output]` by the linear moment

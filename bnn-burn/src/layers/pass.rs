@@ -26,6 +26,21 @@ impl LayerDraw {
     }
 }
 
+/// What a recording pass keeps of one layer ([`Pass::recording`]): its input, and a zero leaf
+/// added to its output whose gradient is the loss's gradient in the layer's outputs.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The layer's input, `[S·B, …]` flattened per example (detached).
+    pub input: Tensor<2>,
+    /// The input's shape per example (`[d_in]`, or `[C, H, W]`).
+    pub input_shape: Vec<usize>,
+    /// The zero leaf added to the output, `[S·B, numel of one output]`; its gradient after a
+    /// backward pass is `∂loss/∂output` per example.
+    pub probe: Tensor<2>,
+    /// The output's shape per example (`[d_out]`, or `[C, H, W]`).
+    pub output_shape: Vec<usize>,
+}
+
 /// The state of one pass through a network.
 #[derive(Debug)]
 pub struct Pass<'a> {
@@ -42,6 +57,7 @@ pub struct Pass<'a> {
     keys: KeySource,
     kl_fold: Option<f64>,
     moment_rule: MomentRule,
+    recorded: Option<Vec<Recorded>>,
 }
 
 impl<'a> Pass<'a> {
@@ -61,6 +77,7 @@ impl<'a> Pass<'a> {
             keys: KeySource::default(),
             kl_fold: None,
             moment_rule: MomentRule::Clt,
+            recorded: None,
         }
     }
 
@@ -113,6 +130,47 @@ impl<'a> Pass<'a> {
             fixed: Some(draws),
             ..Self::new(samples, false, false)
         }
+    }
+
+    /// The same pass recording every layer's input and a gradient probe on its output
+    /// ([`Recorded`], in forward order): the per-example quantities of curvature estimates
+    /// (Laplace's GGN and KFAC factors). Needs an autodiff device for the probes' gradients.
+    pub fn recording(mut self) -> Self {
+        self.recorded = Some(Vec::new());
+        self
+    }
+
+    /// The records of a [`Pass::recording`] pass (empty for another pass).
+    pub fn into_recorded(self) -> Vec<Recorded> {
+        self.recorded.unwrap_or_default()
+    }
+
+    /// The layer's input to keep for [`Pass::probe`], when the pass records (otherwise `None`,
+    /// so that a plain pass holds no second reference to its activations).
+    pub(crate) fn keep_input<const D: usize>(&self, x: &Tensor<D>) -> Option<Tensor<D>> {
+        self.recorded.as_ref().map(|_| x.clone())
+    }
+
+    /// A layer's output, with a gradient probe added when the pass records and kept `input`.
+    pub(crate) fn probe<const D: usize>(
+        &mut self,
+        input: Option<Tensor<D>>,
+        output: Tensor<D>,
+    ) -> Tensor<D> {
+        let (Some(recorded), Some(input)) = (self.recorded.as_mut(), input) else {
+            return output;
+        };
+        let (xd, yd) = (input.dims(), output.dims());
+        let rows = xd[0] * xd[1];
+        let probe = Tensor::<2>::zeros([rows, yd[2..].iter().product::<usize>()], &output.device())
+            .require_grad();
+        recorded.push(Recorded {
+            input: input.clone().detach().reshape([rows as i64, -1]),
+            input_shape: xd[2..].to_vec(),
+            probe: probe.clone(),
+            output_shape: yd[2..].to_vec(),
+        });
+        output + probe.reshape(yd)
     }
 
     /// The same pass on `kernels` (the fused ops by default; [`Kernels::Reference`] composes

@@ -106,15 +106,39 @@ pub fn symmetric_eigenvalues(mut a: Vec<f64>, n: usize) -> Vec<f64> {
         n * n,
         "symmetric_eigenvalues: not an {n}x{n} matrix"
     );
-    let (mut d, mut e) = tridiagonalise(&mut a, n);
-    tridiagonal_ql(&mut d, &mut e);
+    let (mut d, mut e) = tridiagonalise(&mut a, n, None);
+    tridiagonal_ql(&mut d, &mut e, None);
     d.sort_by(f64::total_cmp);
     d
 }
 
+/// The eigenvalues (ascending) and eigenvectors of the symmetric `a`: `(λ, V)` with `V`
+/// row-major and its column `j` the unit eigenvector of `λ_j`, so `a = V diag(λ) Vᵀ`.
+pub fn symmetric_eigen(mut a: Vec<f64>, n: usize) -> (Vec<f64>, Vec<f64>) {
+    assert_eq!(a.len(), n * n, "symmetric_eigen: not an {n}x{n} matrix");
+    let mut q = vec![0.0; n * n];
+    for i in 0..n {
+        q[i * n + i] = 1.0;
+    }
+    let (mut d, mut e) = tridiagonalise(&mut a, n, Some(&mut q));
+    tridiagonal_ql(&mut d, &mut e, Some(&mut q));
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&i, &j| d[i].total_cmp(&d[j]));
+    let values = order.iter().map(|&i| d[i]).collect();
+    let mut vectors = vec![0.0; n * n];
+    for (new, &old) in order.iter().enumerate() {
+        for r in 0..n {
+            vectors[r * n + new] = q[r * n + old];
+        }
+    }
+    (values, vectors)
+}
+
 /// Householder reduction of `a` to a symmetric tridiagonal matrix: its diagonal and its
-/// sub-diagonal (`e[i]` couples rows `i` and `i + 1`; the last entry 0). `a` is overwritten.
-fn tridiagonalise(a: &mut [f64], n: usize) -> (Vec<f64>, Vec<f64>) {
+/// sub-diagonal (`e[i]` couples rows `i` and `i + 1`; the last entry 0). `a` is overwritten;
+/// with `q`, the reflections are applied on its right (`q ← q H_k`), so that starting from the
+/// identity it ends as `Q` with `a = Q T Qᵀ`.
+fn tridiagonalise(a: &mut [f64], n: usize, mut q: Option<&mut [f64]>) -> (Vec<f64>, Vec<f64>) {
     let mut e = vec![0.0; n];
     let mut v = vec![0.0; n];
     let mut p = vec![0.0; n];
@@ -152,6 +176,15 @@ fn tridiagonalise(a: &mut [f64], n: usize) -> (Vec<f64>, Vec<f64>) {
                 a[row + j] -= vi * p[j] + wi * v[j];
             }
         }
+        if let Some(q) = q.as_deref_mut() {
+            for r in 0..n {
+                let row = &mut q[r * n + k + 1..(r + 1) * n];
+                let t = beta * dot(row, v);
+                for (x, vj) in row.iter_mut().zip(v.iter()) {
+                    *x -= t * vj;
+                }
+            }
+        }
     }
     let d = (0..n).map(|i| a[i * n + i]).collect();
     if n >= 2 {
@@ -161,8 +194,9 @@ fn tridiagonalise(a: &mut [f64], n: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// The eigenvalues of the symmetric tridiagonal matrix with diagonal `d` and sub-diagonal `e`,
-/// into `d` (implicit QL with Wilkinson shifts; `e` is destroyed).
-fn tridiagonal_ql(d: &mut [f64], e: &mut [f64]) {
+/// into `d` (implicit QL with Wilkinson shifts; `e` is destroyed); with `z`, every rotation is
+/// applied to its columns as well (its eigenvectors, when `z` holds the reduction's `Q`).
+fn tridiagonal_ql(d: &mut [f64], e: &mut [f64], mut z: Option<&mut [f64]>) {
     let n = d.len();
     for l in 0..n {
         let mut iterations = 0;
@@ -205,6 +239,13 @@ fn tridiagonal_ql(d: &mut [f64], e: &mut [f64]) {
                 p = s * r;
                 d[i + 1] = g + p;
                 g = c * r - b;
+                if let Some(z) = z.as_deref_mut() {
+                    for k in 0..n {
+                        let f = z[k * n + i + 1];
+                        z[k * n + i + 1] = s * z[k * n + i] + c * f;
+                        z[k * n + i] = c * z[k * n + i] - s * f;
+                    }
+                }
             }
             if underflow {
                 continue;
@@ -315,6 +356,28 @@ mod tests {
         let a: Vec<f64> = (0..25).map(|k| u[k / 5] * u[k % 5]).collect();
         let eig = symmetric_eigenvalues(a, 5);
         assert!((eig[4] - 14.25).abs() < 1e-12 && eig[..4].iter().all(|v| v.abs() < 1e-12));
+    }
+
+    #[test]
+    fn eigenvectors_rebuild_the_matrix_and_are_orthonormal() {
+        for n in [1, 2, 5, 30] {
+            let a = spd(n);
+            let (values, v) = symmetric_eigen(a.clone(), n);
+            assert!(values.windows(2).all(|w| w[0] <= w[1]));
+            let eig = symmetric_eigenvalues(a.clone(), n);
+            assert!(values.iter().zip(&eig).all(|(x, y)| (x - y).abs() < 1e-10));
+            for i in 0..n {
+                for j in 0..n {
+                    let back: f64 = (0..n)
+                        .map(|k| v[i * n + k] * values[k] * v[j * n + k])
+                        .sum();
+                    assert!((back - a[i * n + j]).abs() < 1e-9, "{n}: {i},{j}");
+                    let gram: f64 = (0..n).map(|k| v[k * n + i] * v[k * n + j]).sum();
+                    let want = if i == j { 1.0 } else { 0.0 };
+                    assert!((gram - want).abs() < 1e-10);
+                }
+            }
+        }
     }
 
     #[test]

@@ -65,8 +65,10 @@ pub enum LaplaceError {
     },
 }
 
-/// The curvature of `−ln p(y | f)` in the outputs `f` that last-layer Laplace needs:
-/// `Λ_n = diag(a_n) − u_n u_nᵀ` per example (its GGN, which is exact for these likelihoods).
+/// The curvature of `−ln p(y | f)` in the outputs `f` that Laplace needs: its GGN
+/// `Λ_n = diag(a_n) − u_n u_nᵀ` per example (exact for these likelihoods), as that form, as
+/// factors `Λ = Σ_j r_j r_jᵀ` (the backward passes of the whole-network GGN), or as one draw `r`
+/// with `E[r rᵀ] = Λ` (the Monte Carlo Fisher).
 pub trait OutputCurvature: Likelihood {
     /// `(a [B, k], u [B, k] or None)` at outputs `f [B, k]`.
     ///
@@ -74,6 +76,29 @@ pub trait OutputCurvature: Likelihood {
     /// When the likelihood has no closed form here.
     fn output_curvature(&self, f: Tensor<2>)
     -> Result<(Tensor<2>, Option<Tensor<2>>), Unsupported>;
+
+    /// `k` factors `r_j [B, k]` with `Λ_n = Σ_j r_nj r_njᵀ`.
+    ///
+    /// # Errors
+    /// When the likelihood has no closed form here.
+    fn curvature_factors(&self, f: Tensor<2>) -> Result<Vec<Tensor<2>>, Unsupported>;
+
+    /// One draw `r [B, k]` with `E[r rᵀ] = Λ`: the gradient of `−ln p(ŷ | f)` at a target drawn
+    /// from the model.
+    ///
+    /// # Errors
+    /// When the likelihood has no closed form here.
+    fn curvature_sample(&self, f: Tensor<2>) -> Result<Tensor<2>, Unsupported>;
+}
+
+fn homoscedastic(l: &GaussianLikelihood) -> Result<Tensor<2>, Unsupported> {
+    match l.has_variance_head() {
+        true => Err(Unsupported {
+            family: "GaussianLikelihood with a variance head",
+            what: "Laplace is implemented for homoscedastic Gaussian and categorical likelihoods",
+        }),
+        false => Ok((l.log_std.val().detach() * (-2.0)).exp().unsqueeze::<2>()),
+    }
 }
 
 impl OutputCurvature for GaussianLikelihood {
@@ -82,17 +107,24 @@ impl OutputCurvature for GaussianLikelihood {
         &self,
         f: Tensor<2>,
     ) -> Result<(Tensor<2>, Option<Tensor<2>>), Unsupported> {
-        if self.has_variance_head() {
-            return Err(Unsupported {
-                family: "GaussianLikelihood with a variance head",
-                what: "last-layer Laplace is implemented for homoscedastic Gaussian and \
-                       categorical likelihoods",
-            });
-        }
-        let precision = (self.log_std.val().detach() * (-2.0))
-            .exp()
-            .unsqueeze::<2>();
-        Ok((precision.expand(f.dims()), None))
+        Ok((homoscedastic(self)?.expand(f.dims()), None))
+    }
+
+    /// `r_j = e_j/σ_j`.
+    fn curvature_factors(&self, f: Tensor<2>) -> Result<Vec<Tensor<2>>, Unsupported> {
+        let std = homoscedastic(self)?.sqrt();
+        let [b, k] = f.dims();
+        let eye = Tensor::<2>::eye(k, &f.device());
+        Ok((0..k)
+            .map(|j| (eye.clone().slice([j..j + 1, 0..k]) * std.clone()).expand([b, k]))
+            .collect())
+    }
+
+    /// `r = ε/σ`, `ε ~ N(0, I)`.
+    fn curvature_sample(&self, f: Tensor<2>) -> Result<Tensor<2>, Unsupported> {
+        let std = homoscedastic(self)?.sqrt();
+        crate::device::uses_generator();
+        Ok(Tensor::random(f.dims(), Distribution::Normal(0.0, 1.0), &f.device()) * std)
     }
 }
 
@@ -105,6 +137,79 @@ impl OutputCurvature for Categorical {
         let p = burn::tensor::activation::softmax(f, 1);
         Ok((p.clone(), Some(p)))
     }
+
+    /// `r_j = √p_j (e_j − p)`: `Σ_j p_j (e_j − p)(e_j − p)ᵀ = diag(p) − p pᵀ`.
+    fn curvature_factors(&self, f: Tensor<2>) -> Result<Vec<Tensor<2>>, Unsupported> {
+        let p = burn::tensor::activation::softmax(f, 1).detach();
+        let [b, k] = p.dims();
+        let eye = Tensor::<2>::eye(k, &p.device());
+        Ok((0..k)
+            .map(|j| {
+                let pj = p.clone().slice([0..b, j..j + 1]);
+                (eye.clone().slice([j..j + 1, 0..k]).expand([b, k]) - p.clone()) * pj.sqrt()
+            })
+            .collect())
+    }
+
+    /// `r = p − onehot(ŷ)`, `ŷ ~ Cat(p)`.
+    fn curvature_sample(&self, f: Tensor<2>) -> Result<Tensor<2>, Unsupported> {
+        let p = burn::tensor::activation::softmax(f, 1).detach();
+        let [b, k] = p.dims();
+        crate::device::uses_generator();
+        let c = p.clone().cumsum(1);
+        let total = c.clone().slice([0..b, k - 1..k]);
+        let u = Tensor::<2>::random([b, 1], Distribution::Default, &p.device()) * total;
+        let below = (c.clone() - p.clone()).lower(u.clone()).float();
+        let onehot = c.greater_equal(u).float() * below;
+        Ok(p - onehot)
+    }
+}
+
+/// Refuses a batch size of 0 and a fixed prior precision that is not finite and positive.
+fn check_config(batch_size: usize, prior: PriorPrecision) -> Result<(), LaplaceError> {
+    if batch_size == 0 {
+        return Err(ConfigError {
+            config: "LaplaceConfig",
+            field: "batch_size",
+            value: "0".into(),
+            expected: "at least 1",
+        }
+        .into());
+    }
+    if let PriorPrecision::Fixed { value } = prior
+        && !(value > 0.0 && value.is_finite())
+    {
+        return Err(ConfigError {
+            config: "LaplaceConfig",
+            field: "prior_precision",
+            value: value.to_string(),
+            expected: "a finite λ > 0",
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The checks before a Laplace fit: the configuration, a point network, data that fit it.
+pub(super) fn check_fit<B: Body, L: Likelihood>(
+    net: &Bnn<B, L>,
+    input: &B::Input,
+    target: &L::Target,
+    batch_size: usize,
+    prior: PriorPrecision,
+) -> Result<(), LaplaceError> {
+    check_config(batch_size, prior)?;
+    if !net.is_point() {
+        return Err(Unsupported {
+            family: "Laplace",
+            what: "fits a point network (train it as MAP, WeightConfig with the point \
+                   posterior)",
+        }
+        .into());
+    }
+    use crate::step::Model;
+    net.check_data(input, target)?;
+    Ok(())
 }
 
 /// A last-layer Laplace posterior over a point network's head.
@@ -142,36 +247,13 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
         target: L::Target,
         config: &LaplaceConfig,
     ) -> Result<Self, LaplaceError> {
-        if config.batch_size == 0 {
-            return Err(ConfigError {
-                config: "LaplaceConfig",
-                field: "batch_size",
-                value: "0".into(),
-                expected: "at least 1",
-            }
-            .into());
-        }
-        if let PriorPrecision::Fixed { value } = config.prior_precision
-            && !(value > 0.0 && value.is_finite())
-        {
-            return Err(ConfigError {
-                config: "LaplaceConfig",
-                field: "prior_precision",
-                value: value.to_string(),
-                expected: "a finite λ > 0",
-            }
-            .into());
-        }
-        if !net.is_point() {
-            return Err(Unsupported {
-                family: "LastLayerLaplace",
-                what: "fits a point network (train it as MAP, WeightConfig with the point \
-                       posterior)",
-            }
-            .into());
-        }
-        use crate::step::Model;
-        net.check_data(&input, &target)?;
+        check_fit(
+            &net,
+            &input,
+            &target,
+            config.batch_size,
+            config.prior_precision,
+        )?;
         let curvature = Self::curvature(&net, input, target, config.batch_size)?;
         let p = curvature.theta.len();
         let (lambda, eigen) = match config.prior_precision {
@@ -333,7 +415,7 @@ fn host_matrix<const D: usize>(values: &[f64], shape: [usize; D], device: &Devic
 
 /// The `λ` in `[1e-6, 1e6]` that maximises `(P/2) ln λ − ½λ‖θ‖² − ½ Σ ln(e_i + λ)`: a grid over
 /// `ln λ`, then golden-section search around its best point.
-fn best_prior_precision(eig: &[f64], norm2: f64, p: usize) -> f64 {
+pub(super) fn best_prior_precision(eig: &[f64], norm2: f64, p: usize) -> f64 {
     let objective = |log_lambda: f64| {
         let lambda = log_lambda.exp();
         0.5 * p as f64 * log_lambda

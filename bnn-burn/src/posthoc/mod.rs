@@ -6,10 +6,14 @@
 
 mod ensemble;
 mod laplace;
+mod network_laplace;
 mod swag;
 
 pub use ensemble::{Ensemble, Pool};
 pub use laplace::{LaplaceConfig, LaplaceError, LastLayerLaplace, PriorPrecision};
+pub use network_laplace::{
+    CurvatureEstimate, LaplaceStructure, NetworkLaplace, NetworkLaplaceConfig,
+};
 pub use swag::{Swag, SwagCollector, SwagConfig, SwagMoments, sgd_posterior_learning_rate};
 
 use crate::dist::Moments;

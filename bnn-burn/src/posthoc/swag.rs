@@ -406,7 +406,10 @@ pub fn sgd_posterior_learning_rate<B: Body, L: Likelihood>(
 }
 
 /// Appends every point layer's weight and bias gradients, flat, in forward order.
-struct PointGradients<'a>(&'a burn::tensor::Gradients, &'a mut Vec<f64>);
+pub(crate) struct PointGradients<'a>(
+    pub(crate) &'a burn::tensor::Gradients,
+    pub(crate) &'a mut Vec<f64>,
+);
 
 impl crate::layers::LayerVisitor for PointGradients<'_> {
     fn visit<const DW: usize>(

@@ -1,0 +1,557 @@
+//! Laplace over every layer of a point network (MacKay 1992; Ritter et al. 2018; Daxberger et
+//! al. 2021): `N(θ*, (H + λI)⁻¹)` with `H` the GGN of the log-likelihood, diagonal or
+//! Kronecker-factored per layer (KFAC: `H_l ≈ A_l ⊗ G_l / N`, `A` the inputs' and `G` the output
+//! gradients' second moments; convolutions as in Grosse & Martens 2016). The per-example inputs
+//! and output gradients come from one recording pass per factor of the outputs' curvature
+//! ([`crate::layers::Pass::recording`]).
+
+use super::NetworkPosterior;
+use super::laplace::{
+    LaplaceError, OutputCurvature, PriorPrecision, best_prior_precision, check_fit,
+};
+use crate::batch::Batch;
+use crate::dist::Moments;
+use crate::layers::{AnyLayerParams, LayerDraw, LayerInfo, LayerKind, Pass, Recorded};
+use crate::likelihood::Likelihood;
+use crate::linalg::dense;
+use crate::nets::{Bnn, Body};
+use crate::posterior::Unsupported;
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::module::unfold4d;
+use burn::tensor::ops::UnfoldOptions;
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+
+/// The structure of the curvature per layer.
+#[derive(Config, Debug, PartialEq, Eq, Copy)]
+pub enum LaplaceStructure {
+    /// One precision per weight.
+    Diagonal,
+    /// `A ⊗ G` per layer (KFAC).
+    Kfac,
+}
+
+/// How the outputs' curvature `Λ` enters.
+#[derive(Config, Debug, PartialEq, Eq, Copy)]
+pub enum CurvatureEstimate {
+    /// The exact GGN: one backward pass per output (`Λ = Σ_j r_j r_jᵀ`).
+    Ggn,
+    /// One draw `r` with `E[r rᵀ] = Λ` per example (the Monte Carlo Fisher): one backward pass.
+    MonteCarlo,
+}
+
+/// Configuration of [`NetworkLaplace::fit`].
+#[derive(Config, Debug, PartialEq)]
+pub struct NetworkLaplaceConfig {
+    /// Diagonal or Kronecker-factored.
+    #[config(default = "LaplaceStructure::Kfac")]
+    pub structure: LaplaceStructure,
+    /// Exact GGN or its Monte Carlo estimate.
+    #[config(default = "CurvatureEstimate::Ggn")]
+    pub curvature: CurvatureEstimate,
+    /// The prior precision.
+    #[config(default = "PriorPrecision::MarginalLikelihood")]
+    pub prior_precision: PriorPrecision,
+    /// Rows per pass.
+    #[config(default = 256)]
+    pub batch_size: usize,
+}
+
+/// What is known of a layer before the data pass.
+#[derive(Debug, Clone)]
+struct LayerShape {
+    kind: LayerKind,
+    /// The weight's shape.
+    weight: Vec<usize>,
+    bias: bool,
+}
+
+impl LayerShape {
+    /// `(input width incl. the bias row, output width)` of the layer's `A` and `G`.
+    fn factor_dims(&self) -> (usize, usize) {
+        let extra = usize::from(self.bias);
+        match self.kind {
+            LayerKind::Dense => (self.weight[0] + extra, self.weight[1]),
+            LayerKind::Conv2d(_) => (
+                self.weight[1..].iter().product::<usize>() + extra,
+                self.weight[0],
+            ),
+        }
+    }
+
+    /// Per-example gradients of one layer as a matrix `[B, d_in (+1), d_out]` (dense: the outer
+    /// products; convolutions: summed over positions), from its record and probe gradient.
+    fn per_example(&self, rec: &Recorded, g: Tensor<2>) -> PerExample {
+        let b = g.dims()[0];
+        match &self.kind {
+            LayerKind::Dense => {
+                let a = with_ones(rec.input.clone(), self.bias, 1);
+                PerExample::Dense { a, g }
+            }
+            LayerKind::Conv2d(geometry) => {
+                let [c, h, w] = [rec.input_shape[0], rec.input_shape[1], rec.input_shape[2]];
+                let x = rec.input.clone().reshape([b, c, h, w]);
+                let options =
+                    UnfoldOptions::new(geometry.stride, geometry.padding, geometry.dilation);
+                let u = unfold4d(x, [self.weight[2], self.weight[3]], options);
+                let [_, ckk, l] = u.dims();
+                let u = with_ones(u.swap_dims(1, 2).reshape([b * l, ckk]), self.bias, 1).reshape([
+                    b,
+                    l,
+                    ckk + usize::from(self.bias),
+                ]);
+                let co = self.weight[0];
+                let g = g.reshape([b, co, l]);
+                PerExample::Conv { u, g }
+            }
+        }
+    }
+}
+
+/// A layer's per-example inputs and output gradients.
+enum PerExample {
+    /// `a [B, d_in (+1)]`, `g [B, d_out]`.
+    Dense { a: Tensor<2>, g: Tensor<2> },
+    /// Patches `u [B, L, C·kh·kw (+1)]`, `g [B, C_out, L]`.
+    Conv { u: Tensor<3>, g: Tensor<3> },
+}
+
+impl PerExample {
+    /// The per-example gradient matrices `[B, d_in (+1), d_out]`.
+    fn gradients(&self) -> Tensor<3> {
+        match self {
+            Self::Dense { a, g } => {
+                a.clone().unsqueeze_dim::<3>(2) * g.clone().unsqueeze_dim::<3>(1)
+            }
+            Self::Conv { u, g } => u.clone().swap_dims(1, 2).matmul(g.clone().swap_dims(1, 2)),
+        }
+    }
+
+    /// `(Σ_n ã ãᵀ, Σ_n g gᵀ)` (convolutions: over positions, `G` divided by their count).
+    fn kfac(&self) -> (Tensor<2>, Tensor<2>) {
+        match self {
+            Self::Dense { a, g } => (
+                a.clone().transpose().matmul(a.clone()),
+                g.clone().transpose().matmul(g.clone()),
+            ),
+            Self::Conv { u, g } => {
+                let [b, l, d] = u.dims();
+                let co = g.dims()[1];
+                let u = u.clone().reshape([b * l, d]);
+                let g = g.clone().swap_dims(1, 2).reshape([b * l, co]);
+                (
+                    u.clone().transpose().matmul(u),
+                    g.clone().transpose().matmul(g) / l as f64,
+                )
+            }
+        }
+    }
+}
+
+/// `[x, 1]` along `dim` of a matrix when `bias`.
+fn with_ones(x: Tensor<2>, bias: bool, dim: usize) -> Tensor<2> {
+    match bias {
+        true => {
+            let mut shape = x.dims();
+            shape[dim] = 1;
+            let ones = Tensor::ones(shape, &x.device());
+            Tensor::cat(vec![x, ones], dim)
+        }
+        false => x,
+    }
+}
+
+/// A layer's posterior.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
+enum LayerPosterior {
+    /// Variances of the weight matrix `[d_in (+1), d_out]` (bias as the last row).
+    Diagonal { var: Tensor<2> },
+    /// `A = U diag(a) Uᵀ`, `G = V diag(g) Vᵀ`, and `1/(a_i g_j/N + λ)` as `[d_in (+1), d_out]`.
+    Kfac {
+        u: Tensor<2>,
+        v: Tensor<2>,
+        inv: Tensor<2>,
+    },
+}
+
+/// What the data pass accumulated for one layer.
+#[allow(clippy::large_enum_variant)]
+enum Accumulated {
+    Diagonal(Tensor<2>),
+    Kfac(Tensor<2>, Tensor<2>),
+}
+
+/// A Laplace posterior over every layer of a point network.
+#[derive(Debug, Clone)]
+pub struct NetworkLaplace<B: Body, L: Likelihood> {
+    net: Bnn<B, L>,
+    shapes: Vec<LayerShape>,
+    /// The MAP weights as matrices `[d_in (+1), d_out]` per layer.
+    means: Vec<Tensor<2>>,
+    posteriors: Vec<LayerPosterior>,
+    prior_precision: f64,
+    log_marginal_likelihood: f64,
+}
+
+/// The matrix `[d_in (+1), d_out]` of a layer's draw `[n, …]` per draw, `[n, d_in (+1), d_out]`.
+fn draw_matrix(shape: &LayerShape, d: &LayerDraw) -> Tensor<3> {
+    let n = d.samples();
+    let (din, dout) = shape.factor_dims();
+    let rows = din - usize::from(shape.bias);
+    let w = match shape.kind {
+        LayerKind::Dense => d.weight.clone().reshape([n, rows, dout]),
+        LayerKind::Conv2d(_) => d.weight.clone().reshape([n, dout, rows]).swap_dims(1, 2),
+    };
+    match &d.bias {
+        Some(b) => Tensor::cat(vec![w, b.clone().reshape([n, 1, dout])], 1),
+        None => w,
+    }
+}
+
+/// The layer draw of matrices `[n, d_in (+1), d_out]`.
+fn matrix_draw(shape: &LayerShape, m: Tensor<3>) -> LayerDraw {
+    let [n, din, dout] = m.dims();
+    let rows = din - usize::from(shape.bias);
+    let w = m.clone().slice([0..n, 0..rows, 0..dout]);
+    let weight = match shape.kind {
+        LayerKind::Dense => w.reshape([n, rows * dout]),
+        LayerKind::Conv2d(_) => w.swap_dims(1, 2).reshape([n, rows * dout]),
+    };
+    let bias = shape
+        .bias
+        .then(|| m.slice([0..n, rows..din, 0..dout]).reshape([n, dout]));
+    LayerDraw { weight, bias }
+}
+
+struct Shapes(Vec<LayerShape>);
+
+impl crate::layers::LayerVisitor for Shapes {
+    fn visit<const DW: usize>(&mut self, layer: LayerInfo, params: &AnyLayerParams<DW>) {
+        self.0.push(LayerShape {
+            kind: layer.kind,
+            weight: params.shape().to_vec(),
+            bias: params.bias.is_some(),
+        });
+    }
+}
+
+fn host_matrix(values: &[f64], shape: [usize; 2], device: &Device) -> Tensor<2> {
+    let data: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    Tensor::from_data(TensorData::new(data, shape), device)
+}
+
+impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
+    /// Fits the posterior of every layer of `net` (all point estimates) on the training data.
+    ///
+    /// # Errors
+    /// A network with stochastic layers, data that do not fit it, a likelihood without a
+    /// closed-form curvature, or an invalid configuration.
+    pub fn fit(
+        net: Bnn<B, L>,
+        input: B::Input,
+        target: L::Target,
+        config: &NetworkLaplaceConfig,
+    ) -> Result<Self, LaplaceError> {
+        check_fit(
+            &net,
+            &input,
+            &target,
+            config.batch_size,
+            config.prior_precision,
+        )?;
+        let device = net.devices()[0].clone();
+        let tracked = net.clone().train();
+        let mut shapes = Shapes(Vec::new());
+        net.visit_layers(&mut shapes);
+        let shapes = shapes.0;
+        let draws: Vec<LayerDraw> = tracked
+            .mean_draw()
+            .into_iter()
+            .map(|d| LayerDraw {
+                weight: d.weight.detach(),
+                bias: d.bias.map(|b| b.detach()),
+            })
+            .collect();
+        let n = input.len();
+        let mut acc: Vec<Option<Accumulated>> = shapes.iter().map(|_| None).collect();
+        let mut log_likelihood = 0.0;
+        let train_device = tracked.devices()[0].clone();
+        for start in (0..n).step_by(config.batch_size) {
+            let end = (start + config.batch_size).min(n);
+            let rows = Tensor::<1, Int>::arange(start as i64..end as i64, &device);
+            let x = input.rows(rows.clone()).to(&train_device);
+            let y = target.rows(rows);
+            let out = tracked
+                .forward(x.clone(), &mut Pass::fixed(&draws))
+                .detach();
+            log_likelihood += crate::host::to_vec(
+                net.likelihood
+                    .log_likelihood(out.clone().to_device(&device), y)
+                    .sum(),
+            )[0];
+            let f = out.squeeze_dim::<2>(0);
+            let factors = match config.curvature {
+                CurvatureEstimate::Ggn => tracked.likelihood.curvature_factors(f)?,
+                CurvatureEstimate::MonteCarlo => vec![tracked.likelihood.curvature_sample(f)?],
+            };
+            for (j, r) in factors.into_iter().enumerate() {
+                for (l, per) in per_example_pass(&tracked, &shapes, &draws, x.clone(), r)
+                    .into_iter()
+                    .enumerate()
+                {
+                    let add = match config.structure {
+                        LaplaceStructure::Diagonal => Accumulated::Diagonal(
+                            per.gradients().square().sum_dim(0).squeeze_dim(0),
+                        ),
+                        LaplaceStructure::Kfac => {
+                            // `A` is the same in every factor's pass: counted once.
+                            let (a, g) = per.kfac();
+                            Accumulated::Kfac(if j == 0 { a } else { a.zeros_like() }, g)
+                        }
+                    };
+                    acc[l] = Some(match (acc[l].take(), add) {
+                        (None, add) => add,
+                        (Some(Accumulated::Diagonal(h)), Accumulated::Diagonal(d)) => {
+                            Accumulated::Diagonal(h + d)
+                        }
+                        (Some(Accumulated::Kfac(a, g)), Accumulated::Kfac(da, dg)) => {
+                            Accumulated::Kfac(a + da, g + dg)
+                        }
+                        _ => unreachable!("one structure per fit"),
+                    });
+                }
+            }
+        }
+        let means: Vec<Tensor<2>> = shapes
+            .iter()
+            .zip(net.mean_draw())
+            .map(|(s, d)| draw_matrix(s, &d).squeeze_dim(0))
+            .collect();
+        let norm2: f64 = means
+            .iter()
+            .map(|m| crate::host::to_vec(m.clone().square().sum())[0])
+            .sum();
+        let p: usize = means
+            .iter()
+            .map(|m| m.dims().iter().product::<usize>())
+            .sum();
+        // The curvature's eigenvalues per layer (diagonal: the entries; KFAC: a_i g_j / N).
+        let mut eigen = Vec::with_capacity(p);
+        let mut factored = Vec::with_capacity(shapes.len());
+        for (shape, a) in shapes.iter().zip(acc) {
+            let (din, dout) = shape.factor_dims();
+            match a.expect("every layer accumulated") {
+                Accumulated::Diagonal(h) => {
+                    let h = h.to_device(&device);
+                    eigen.extend(crate::host::to_vec(h.clone()));
+                    factored.push((h, None));
+                }
+                Accumulated::Kfac(a, g) => {
+                    let (av, au) = dense::symmetric_eigen(sym(crate::host::to_vec(a), din), din);
+                    let (gv, gu) = dense::symmetric_eigen(sym(crate::host::to_vec(g), dout), dout);
+                    let vals: Vec<f64> = av
+                        .iter()
+                        .flat_map(|ai| {
+                            gv.iter()
+                                .map(move |gj| ai.max(0.0) * gj.max(0.0) / n as f64)
+                        })
+                        .collect();
+                    eigen.extend(vals.iter().copied());
+                    let vals = host_matrix(&vals, [din, dout], &device);
+                    let u = host_matrix(&au, [din, din], &device);
+                    let v = host_matrix(&gu, [dout, dout], &device);
+                    factored.push((vals, Some((u, v))));
+                }
+            }
+        }
+        let lambda = match config.prior_precision {
+            PriorPrecision::Fixed { value } => value,
+            PriorPrecision::MarginalLikelihood => best_prior_precision(&eigen, norm2, p),
+        };
+        let log_det: f64 = eigen.iter().map(|e| (e.max(0.0) + lambda).ln()).sum();
+        let log_marginal_likelihood =
+            log_likelihood - 0.5 * lambda * norm2 + 0.5 * p as f64 * lambda.ln() - 0.5 * log_det;
+        let posteriors = factored
+            .into_iter()
+            .map(|(h, uv)| {
+                let inv = (h.clamp_min(0.0) + lambda).recip();
+                match uv {
+                    None => LayerPosterior::Diagonal { var: inv },
+                    Some((u, v)) => LayerPosterior::Kfac { u, v, inv },
+                }
+            })
+            .collect();
+        Ok(Self {
+            net,
+            shapes,
+            means,
+            posteriors,
+            prior_precision: lambda,
+            log_marginal_likelihood,
+        })
+    }
+}
+
+/// A symmetrised `n × n` matrix (the f32 products are symmetric up to rounding).
+fn sym(h: Vec<f64>, n: usize) -> Vec<f64> {
+    let mut out = h.clone();
+    for i in 0..n {
+        for j in 0..n {
+            out[i * n + j] = 0.5 * (h[i * n + j] + h[j * n + i]);
+        }
+    }
+    out
+}
+
+/// One recording pass and the backward pass of `Σ_n r_nᵀ f_n`: every layer's per-example
+/// inputs and output gradients.
+fn per_example_pass<B: Body, L: Likelihood>(
+    net: &Bnn<B, L>,
+    shapes: &[LayerShape],
+    draws: &[LayerDraw],
+    x: B::Input,
+    r: Tensor<2>,
+) -> Vec<PerExample> {
+    let mut pass = Pass::fixed(draws).recording();
+    let f = net.forward(x, &mut pass).squeeze_dim::<2>(0);
+    let grads = (f * r.detach()).sum().backward();
+    let recorded = pass.into_recorded();
+    assert_eq!(recorded.len(), shapes.len(), "one record per layer");
+    recorded
+        .iter()
+        .zip(shapes)
+        .map(|(rec, shape)| {
+            let g = rec
+                .probe
+                .grad(&grads)
+                .unwrap_or_else(|| rec.probe.zeros_like());
+            shape.per_example(rec, g.detach())
+        })
+        .collect()
+}
+
+impl<B: Body, L: Likelihood> NetworkLaplace<B, L> {
+    /// The prior precision `λ` in use.
+    pub fn prior_precision(&self) -> f64 {
+        self.prior_precision
+    }
+
+    /// The Laplace log marginal likelihood at `λ` (nats, over the training set).
+    pub fn log_marginal_likelihood(&self) -> f64 {
+        self.log_marginal_likelihood
+    }
+
+    /// The posterior covariance of layer `layer`'s parameters, `[P_l, P_l]`, ordered as the
+    /// matrix `[d_in (+1), d_out]` row-major (dense: the weight then the bias; a convolution's
+    /// inputs are its `C_in·kh·kw` patch entries). Dense in `P_l²`: for small layers.
+    ///
+    /// # Panics
+    /// If `layer` is not a layer index.
+    pub fn layer_covariance(&self, layer: usize) -> Tensor<2> {
+        let [din, dout] = self.means[layer].dims();
+        let p = din * dout;
+        match &self.posteriors[layer] {
+            LayerPosterior::Diagonal { var } => {
+                let eye = Tensor::<2>::eye(p, &var.device());
+                eye * var.clone().reshape([1, p])
+            }
+            LayerPosterior::Kfac { u, v, inv } => {
+                // (U ⊗ V) diag(inv) (U ⊗ V)ᵀ, with (U ⊗ V)[(i,o),(a,b)] = U[i,a] V[o,b].
+                let kron = (u.clone().reshape([din, 1, din, 1])
+                    * v.clone().reshape([1, dout, 1, dout]))
+                .reshape([p, p]);
+                (kron.clone() * inv.clone().reshape([1, p])).matmul(kron.transpose())
+            }
+        }
+    }
+}
+
+impl<B: Body, L: Likelihood> NetworkPosterior for NetworkLaplace<B, L> {
+    type Body = B;
+    type Likelihood = L;
+
+    fn network(&self) -> &Bnn<B, L> {
+        &self.net
+    }
+
+    fn joint_draws(&self, n: usize) -> Vec<LayerDraw> {
+        crate::device::uses_generator();
+        self.shapes
+            .iter()
+            .zip(&self.means)
+            .zip(&self.posteriors)
+            .map(|((shape, mean), post)| {
+                let [din, dout] = mean.dims();
+                let z = Tensor::<3>::random(
+                    [n, din, dout],
+                    Distribution::Normal(0.0, 1.0),
+                    &mean.device(),
+                );
+                let delta = match post {
+                    LayerPosterior::Diagonal { var } => z * var.clone().sqrt().unsqueeze::<3>(),
+                    LayerPosterior::Kfac { u, v, inv } => {
+                        let scaled = z * inv.clone().sqrt().unsqueeze::<3>();
+                        u.clone()
+                            .unsqueeze::<3>()
+                            .matmul(scaled)
+                            .matmul(v.clone().transpose().unsqueeze::<3>())
+                    }
+                };
+                matrix_draw(shape, mean.clone().unsqueeze::<3>() + delta)
+            })
+            .collect()
+    }
+
+    /// `E f = f(x; θ*)`, `Var f_k = Σ_l J_lk Σ_l J_lkᵀ` from one recording pass per output.
+    fn linearised(&self, input: B::Input) -> Result<Moments<2>, Unsupported> {
+        let tracked = self.net.clone().train();
+        let draws: Vec<LayerDraw> = self
+            .net
+            .mean_draw()
+            .into_iter()
+            .map(|d| LayerDraw {
+                weight: d.weight.detach().train(),
+                bias: d.bias.map(|b| b.detach().train()),
+            })
+            .collect();
+        let device = self.means[0].device();
+        let x = input.to(&tracked.devices()[0]);
+        let mean = tracked
+            .forward(x.clone(), &mut Pass::fixed(&draws))
+            .detach()
+            .squeeze_dim::<2>(0);
+        let [b, k] = mean.dims();
+        let eye = Tensor::<2>::eye(k, &mean.device());
+        let mut vars = Vec::with_capacity(k);
+        for j in 0..k {
+            let r = eye.clone().slice([j..j + 1, 0..k]).expand([b, k]);
+            let per = per_example_pass(&tracked, &self.shapes, &draws, x.clone(), r);
+            let mut var = Tensor::<1>::zeros([b], &device);
+            for (p, post) in per.iter().zip(&self.posteriors) {
+                let jac = p.gradients().to_device(&device);
+                let v = match post {
+                    LayerPosterior::Diagonal { var } => jac.square() * var.clone().unsqueeze::<3>(),
+                    LayerPosterior::Kfac { u, v, inv } => {
+                        let projected = u
+                            .clone()
+                            .transpose()
+                            .unsqueeze::<3>()
+                            .matmul(jac)
+                            .matmul(v.clone().unsqueeze::<3>());
+                        projected.square() * inv.clone().unsqueeze::<3>()
+                    }
+                };
+                let [bb, di, d_o] = v.dims();
+                var = var + v.reshape([bb, di * d_o]).sum_dim(1).squeeze_dim(1);
+            }
+            vars.push(var.unsqueeze_dim::<2>(1));
+        }
+        Ok(Moments::new(
+            mean.to_device(&device),
+            Tensor::cat(vars, 1).clamp_min(0.0),
+        ))
+    }
+}
+
+super::network_predict!(NetworkLaplace);
