@@ -184,6 +184,12 @@ pub const ENTRIES: &[Entry] = &[
         regression: true,
         make: |_| Method::posthoc("Laplace (last layer)", PostHoc::LastLayerLaplace),
     },
+    Entry {
+        name: "Laplace (KFAC)",
+        runs_in: &[Uci],
+        regression: true,
+        make: |_| Method::posthoc("Laplace (KFAC)", PostHoc::KfacLaplace),
+    },
 ];
 
 /// The entry named `name` ([`crate::experiment::same_name`]) under `settings`.

@@ -89,6 +89,9 @@ pub enum PostHoc {
     },
     /// Last-layer Laplace, `λ` by the marginal likelihood, the GLM predictive.
     LastLayerLaplace,
+    /// KFAC Laplace over every layer (exact GGN factors), `λ` by the marginal likelihood, the
+    /// GLM predictive.
+    KfacLaplace,
 }
 
 /// The training objective of a method.

@@ -193,7 +193,8 @@ pub struct UciOptions {
     pub datasets: Vec<DataSet>,
     /// Methods: any of the catalogue's, by name, and Depeweg's models; repeatable [default:
     /// MAP, "MC dropout", MFVI, MFVI-LRT, Radial, Low-rank, VBP, DVI, CLT, BEDL, BEDL-PAC,
-    /// BEDL-Hyper, "Deep ensemble", SWAG, MultiSWAG, "Laplace (last layer)", BNN, "BNN+LV VB",
+    /// BEDL-Hyper, "Deep ensemble", SWAG, MultiSWAG, "Laplace (last layer)", "Laplace (KFAC)",
+    /// BNN, "BNN+LV VB",
     /// "BNN+LV alpha=0.5", "BNN+LV alpha=1"].
     #[arg(long = "method")]
     pub methods: Vec<String>,

@@ -5,7 +5,8 @@
 use super::*;
 use crate::catalogue::PostHoc;
 use bnn_burn::posthoc::{
-    Ensemble, LaplaceConfig, LastLayerLaplace, Swag, SwagConfig, sgd_posterior_learning_rate,
+    Ensemble, LaplaceConfig, LastLayerLaplace, NetworkLaplace, NetworkLaplaceConfig, Swag,
+    SwagConfig, sgd_posterior_learning_rate,
 };
 use bnn_burn::train::{OptimizerConfig, Trainer};
 
@@ -117,17 +118,27 @@ impl UciMethod for PostHocFit {
                 let scores = evaluate_predictive(&ensemble, false, passes, widest, split)?;
                 (scores, format!("K = {rank}, SGD rate {}", rates.join(" ")))
             }
-            PostHoc::LastLayerLaplace => {
+            PostHoc::LastLayerLaplace | PostHoc::KfacLaplace => {
                 let (map, best) = self.member(split, 0)?;
                 let device = map.devices()[0].clone();
                 let d = split.train.n_features;
                 let x = matrix(&split.train.x, d, &device);
                 let y = matrix(&split.train.y, 1, &device);
-                let laplace = LastLayerLaplace::fit(map, x, y, &LaplaceConfig::new())?;
-                let scores = evaluate_predictive(&laplace, true, 1, widest, split)?;
+                let (scores, lambda, what) = match self.posthoc {
+                    PostHoc::LastLayerLaplace => {
+                        let fit = LastLayerLaplace::fit(map, x, y, &LaplaceConfig::new())?;
+                        let scores = evaluate_predictive(&fit, true, 1, widest, split)?;
+                        (scores, fit.prior_precision(), "last layer")
+                    }
+                    _ => {
+                        let fit = NetworkLaplace::fit(map, x, y, &NetworkLaplaceConfig::new())?;
+                        let scores = evaluate_predictive(&fit, true, 1, widest, split)?;
+                        (scores, fit.prior_precision(), "KFAC, exact GGN factors")
+                    }
+                };
                 let detail = format!(
-                    "λ = {:.3} by marginal likelihood, GLM predictive, best validation epoch {best}",
-                    laplace.prior_precision()
+                    "{what}, λ = {lambda:.3} by marginal likelihood, GLM predictive, best \
+                     validation epoch {best}"
                 );
                 (scores, detail)
             }

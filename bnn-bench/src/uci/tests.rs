@@ -481,6 +481,7 @@ fn the_registry_is_the_catalogues_uci_entries_and_any_regression_entry_runs_by_n
             "SWAG",
             "MultiSWAG",
             "Laplace (last layer)",
+            "Laplace (KFAC)",
             "BNN",
             "BNN+LV VB",
             "BNN+LV α=0.5",
