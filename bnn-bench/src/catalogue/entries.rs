@@ -162,31 +162,31 @@ pub const ENTRIES: &[Entry] = &[
     },
     Entry {
         name: "Deep ensemble",
-        runs_in: &[Uci],
+        runs_in: &[Uci, Mnist],
         regression: true,
         make: |_| Method::posthoc("Deep ensemble", PostHoc::Ensemble { members: 5 }),
     },
     Entry {
         name: "SWAG",
-        runs_in: &[Uci],
+        runs_in: &[Uci, Mnist],
         regression: true,
         make: |_| Method::swag("SWAG", 1),
     },
     Entry {
         name: "MultiSWAG",
-        runs_in: &[Uci],
+        runs_in: &[Uci, Mnist],
         regression: true,
         make: |_| Method::swag("MultiSWAG", 5),
     },
     Entry {
         name: "Laplace (last layer)",
-        runs_in: &[Uci],
+        runs_in: &[Uci, Mnist],
         regression: true,
         make: |_| Method::posthoc("Laplace (last layer)", PostHoc::LastLayerLaplace),
     },
     Entry {
         name: "Laplace (KFAC)",
-        runs_in: &[Uci],
+        runs_in: &[Uci, Mnist],
         regression: true,
         make: |_| Method::posthoc("Laplace (KFAC)", PostHoc::KfacLaplace),
     },
@@ -207,8 +207,8 @@ pub fn available(protocol: Protocol, settings: &Settings) -> Vec<Method> {
         .iter()
         .filter(|e| e.regression || !matches!(protocol, Protocol::Uci | Protocol::Toy))
         .map(|e| (e.make)(settings))
-        // Post-hoc methods run where the harness builds them (UCI so far).
-        .filter(|m| m.posthoc.is_none() || protocol == Protocol::Uci)
+        // Post-hoc methods run where the harness builds them.
+        .filter(|m| m.posthoc.is_none() || matches!(protocol, Protocol::Uci | Protocol::Mnist))
         .collect()
 }
 

@@ -154,6 +154,131 @@ where
     })
 }
 
+/// Epochs of SWAG's SGD phase after a MAP fit on the image sets; moments collected twice per
+/// epoch after the first [`SWAG_SKIP_EPOCHS`] (20 iterates, the rank's 20 columns).
+pub const SWAG_EPOCHS: usize = 12;
+/// The first epochs of SWAG's SGD phase, not collected.
+pub const SWAG_SKIP_EPOCHS: usize = 2;
+
+/// A post-hoc method's model on `arch` ([`Method::posthoc`]): its MAP members trained as
+/// [`fit`] trains one (member `m` from seed `seed + m`, its state in `state/member-m`), then
+/// pooled (deep ensemble), continued by SGD into SWAG (pooled: MultiSWAG), or given a Laplace
+/// posterior (last layer, or KFAC over every layer with the exact GGN).
+fn fit_posthoc(
+    arch: Arch,
+    method: &Method,
+    post: PostHoc,
+    (images, labels, classes): (Tensor<4>, Tensor<1, Int>, usize),
+    config: &TrainConfig,
+    state: Option<&Path>,
+) -> Result<Fitted, Box<dyn Error>> {
+    let [n, c, h, w] = images.dims();
+    match arch {
+        Arch::Mlp => {
+            let build = |d: &Device| {
+                MlpConfig::new(c * h * w, vec![400, 400], classes)
+                    .with_weights(method.weights.clone())
+                    .init(Categorical, d)
+            };
+            let flat = images.reshape([n, c * h * w]);
+            let (model, seconds) =
+                posthoc_model(method, post, build, (flat, labels), config, state)?;
+            Ok((Box::new(Flattened(model)), seconds, None))
+        }
+        _ => {
+            let shape = conv_shape(arch, [c, h, w], classes).with_weights(method.weights.clone());
+            let build = |d: &Device| shape.init(Categorical, d);
+            let (model, seconds) =
+                posthoc_model(method, post, build, (images, labels), config, state)?;
+            Ok((model, seconds, None))
+        }
+    }
+}
+
+/// A boxed classifier of a body's inputs.
+type BoxedPredict<I> = Box<dyn Predict<Input = I, Prediction = ClassPrediction>>;
+
+/// [`fit_posthoc`] on one body: the members, then the post-hoc model and the training seconds.
+fn posthoc_model<B: Body>(
+    method: &Method,
+    post: PostHoc,
+    build: impl Fn(&Device) -> Result<Bnn<B, Categorical>, bnn_burn::ConfigError>,
+    (x, labels): (B::Input, Tensor<1, Int>),
+    config: &TrainConfig,
+    state: Option<&Path>,
+) -> Result<(BoxedPredict<B::Input>, f64), Box<dyn Error>>
+where
+    B::Input: 'static,
+{
+    let member = |m: usize| -> Result<(Bnn<B, Categorical>, f64), Box<dyn Error>> {
+        let config = config.clone().with_seed(config.seed.wrapping_add(m as u64));
+        let mut trainer = method.trainer(&config)?;
+        if let Some(dir) = state {
+            trainer = trainer.with_resume(dir.join(format!("member-{m}")), STATE_INTERVAL);
+        }
+        let (net, report) = trainer.build_and_fit(&build, (x.clone(), labels.clone()))?;
+        Ok((net, report.seconds))
+    };
+    let plain_x = bnn_burn::batch::Batch::plain(x.clone());
+    let plain_labels = labels.clone().without_autodiff();
+    let mut seconds = 0.0;
+    let model: BoxedPredict<B::Input> = match post {
+        PostHoc::Ensemble { members } => {
+            let mut nets = Vec::with_capacity(members);
+            for m in 0..members {
+                let (net, s) = member(m)?;
+                seconds += s;
+                nets.push(net.valid());
+            }
+            Box::new(Ensemble::new(nets)?)
+        }
+        PostHoc::Swag { rank, members } => {
+            let mut posteriors = Vec::with_capacity(members);
+            for m in 0..members {
+                let (net, s) = member(m)?;
+                let start = std::time::Instant::now();
+                let b = config.batch_size;
+                let rate = sgd_posterior_learning_rate(&net, &x, &labels, b, 64)?;
+                let steps = labels.dims()[0].div_ceil(b);
+                let mut sgd = config.clone();
+                sgd.epochs = SWAG_EPOCHS;
+                let sgd = sgd
+                    .with_learning_rate(rate)
+                    .with_optimizer(OptimizerConfig::Sgd {
+                        momentum: 0.0,
+                        nesterov: false,
+                    })
+                    .with_seed(config.seed.wrapping_add(1000 + m as u64));
+                let swag = SwagConfig::new()
+                    .with_rank(rank)
+                    .with_every_steps((steps / 2).max(1))
+                    .with_skip_epochs(SWAG_SKIP_EPOCHS);
+                let data = (x.clone(), labels.clone());
+                posteriors.push(Swag::fit(net, Trainer::new(sgd), data, swag)?);
+                seconds += s + start.elapsed().as_secs_f64();
+            }
+            Box::new(Ensemble::new(posteriors)?)
+        }
+        PostHoc::LastLayerLaplace => {
+            let (net, s) = member(0)?;
+            let start = std::time::Instant::now();
+            let fit =
+                LastLayerLaplace::fit(net.valid(), plain_x, plain_labels, &LaplaceConfig::new())?;
+            seconds += s + start.elapsed().as_secs_f64();
+            Box::new(fit)
+        }
+        PostHoc::KfacLaplace => {
+            let (net, s) = member(0)?;
+            let start = std::time::Instant::now();
+            let config = NetworkLaplaceConfig::new();
+            let fit = NetworkLaplace::fit(net.valid(), plain_x, plain_labels, &config)?;
+            seconds += s + start.elapsed().as_secs_f64();
+            Box::new(fit)
+        }
+    };
+    Ok((model, seconds))
+}
+
 /// Per-image predictive probabilities `[n, C]`, log-likelihoods of the labels (none for a set
 /// whose labels are not the model's classes, such as CIFAR's classes 5–9), predictive
 /// entropies and mutual informations.
@@ -256,21 +381,31 @@ pub fn run_one(
         .with_seed(seed)
         .with_progress(true);
     let data_xy = (batch.images, labels, classes);
-    let (net, train_seconds, pac_train) = match method.class_likelihood {
-        ClassLikelihood::Softmax => fit(arch, method, Categorical, data_xy, &config, state)?,
-        ClassLikelihood::MultiLabelProbit => {
-            fit(arch, method, MultiLabelProbit, data_xy, &config, state)?
+    let (net, train_seconds, pac_train) = match (method.posthoc, method.class_likelihood) {
+        (Some(post), ClassLikelihood::Softmax) => {
+            fit_posthoc(arch, method, post, data_xy, &config, state)?
         }
-        ClassLikelihood::Evidential { .. } => {
-            let head = method
-                .class_likelihood
-                .evidential()
-                .expect("an evidential method")
-                .init();
-            fit(arch, method, head, data_xy, &config, state)?
-        }
+        (Some(_), _) => return Err("a post-hoc method needs the softmax likelihood".into()),
+        (None, _) => match method.class_likelihood {
+            ClassLikelihood::Softmax => fit(arch, method, Categorical, data_xy, &config, state)?,
+            ClassLikelihood::MultiLabelProbit => {
+                fit(arch, method, MultiLabelProbit, data_xy, &config, state)?
+            }
+            ClassLikelihood::Evidential { .. } => {
+                let head = method
+                    .class_likelihood
+                    .evidential()
+                    .expect("an evidential method")
+                    .init();
+                fit(arch, method, head, data_xy, &config, state)?
+            }
+        },
     };
-    let mode = if method.predicts_by_moments() {
+    let linearised = matches!(
+        method.posthoc,
+        Some(PostHoc::LastLayerLaplace | PostHoc::KfacLaplace)
+    );
+    let mode = if method.predicts_by_moments() || linearised {
         PredictMode::Moments
     } else {
         PredictMode::Samples(samples)

@@ -5,7 +5,7 @@
 //! of mutual information per OOD set, the entropy-ECDF area of Haußmann §5 (Table 5.2), the
 //! misclassification-detection AUROC of entropy, and error and entropy per rotation angle, with
 //! reliability diagrams, entropy histograms and the rotation curves.
-use crate::catalogue::{ClassLikelihood, Method, Protocol, Settings, TrainObjective};
+use crate::catalogue::{ClassLikelihood, Method, PostHoc, Protocol, Settings, TrainObjective};
 use crate::experiment;
 use bnn_burn::host::to_vec;
 use bnn_burn::likelihood::{Categorical, Likelihood, MultiLabelProbit};
@@ -15,8 +15,12 @@ use bnn_burn::metrics::{
 };
 use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
 use bnn_burn::objective::{PacComplexity, PacKl};
+use bnn_burn::posthoc::{
+    Ensemble, LaplaceConfig, LastLayerLaplace, NetworkLaplace, NetworkLaplaceConfig, Swag,
+    SwagConfig, sgd_posterior_learning_rate,
+};
 use bnn_burn::predict::{ClassPrediction, Predict, PredictError, PredictMode};
-use bnn_burn::train::{Model, TrainConfig, Trainer};
+use bnn_burn::train::{Model, OptimizerConfig, TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::cifar::Cifar5;
 use bnn_datasets::{DataRoot, ImageSet, MnistFamily, Normalization, Split};
@@ -193,7 +197,8 @@ pub const BATCH_SIZE: usize = 100;
 #[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct MnistOptions {
     /// Methods: any of the catalogue's, by name; repeatable [default: MAP, "MC dropout",
-    /// MFVI-LRT, Radial, VBP, DVI, CLT, DVI-sampled, EDL, BEDL, BEDL-PAC]. DVI-sampled is
+    /// MFVI-LRT, Radial, VBP, DVI, CLT, DVI-sampled, EDL, BEDL, BEDL-PAC, "Deep ensemble", SWAG,
+    /// MultiSWAG, "Laplace (last layer)", "Laplace (KFAC)"]. DVI-sampled is
     /// Table 5.2's DVI: the sampled softmax over 20 draws, prior precision 10.
     #[arg(long = "method")]
     pub methods: Vec<String>,

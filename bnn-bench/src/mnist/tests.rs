@@ -78,7 +78,12 @@ fn a_small_run_writes_its_table_and_figures() {
     };
     let mut results = Vec::new();
     for arch in Arch::ALL {
-        for m in methods() {
+        // Last-layer Laplace factorises a 4 010 × 4 010 (5 010 for LeNet5) precision: minutes
+        // in a debug build. Its numerics are tested in bnn-burn; KFAC runs the same harness path.
+        let cheap = methods()
+            .into_iter()
+            .filter(|m| m.posthoc != Some(crate::catalogue::PostHoc::LastLayerLaplace));
+        for m in cheap {
             let r = run_one(arch, &m, &data, budget(5), None).unwrap();
             assert!(
                 r.error_pct < 30.0,
@@ -159,7 +164,7 @@ fn a_small_run_writes_its_table_and_figures() {
     assert!(row("| DVI | 0.97 |").contains("| 12.50 |"), "{table}");
     // The same seed gives the same numbers.
     let again = run_one(Arch::LeNet5, &methods()[3], &data, budget(5), None).unwrap();
-    let first = &results[methods().len() + 3];
+    let first = &results[results.len() / Arch::ALL.len() + 3];
     assert_eq!(
         (again.error_pct, again.nll, again.ecdf_area, again.auroc_mi),
         (first.error_pct, first.nll, first.ecdf_area, first.auroc_mi)

@@ -53,7 +53,10 @@ impl PostHocFit {
     > {
         let (map, _) = self.member(split, m)?;
         let device = training_device();
-        let net = map.train();
+        let mut net = map.train();
+        // SWAG's posterior is over the weights: the noise stays at its MAP value (SGD on ln σ at
+        // the weights' rate, with its own gradient noise, drifts the fit away from the mode).
+        net.likelihood.fit = NoiseFit::Fixed;
         let d = split.train.n_features;
         let x = matrix(&split.train.x, d, &device);
         let y = matrix(&split.train.y, 1, &device);

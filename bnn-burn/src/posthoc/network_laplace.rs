@@ -127,22 +127,73 @@ impl PerExample {
         }
     }
 
-    /// `(Σ_n ã ãᵀ, Σ_n g gᵀ)` (convolutions: over positions, `G` divided by their count).
-    fn kfac(&self) -> (Tensor<2>, Tensor<2>) {
+    /// `Σ_n (∂ℓ_n/∂M)²`, the diagonal GGN's share, `[d_in (+1), d_out]` (dense: `(a²)ᵀ g²`, without
+    /// the per-example outer products).
+    fn squared_gradients(&self) -> Tensor<2> {
         match self {
-            Self::Dense { a, g } => (
-                a.clone().transpose().matmul(a.clone()),
-                g.clone().transpose().matmul(g.clone()),
-            ),
-            Self::Conv { u, g } => {
+            Self::Dense { a, g } => a.clone().square().transpose().matmul(g.clone().square()),
+            Self::Conv { .. } => self.gradients().square().sum_dim(0).squeeze_dim(0),
+        }
+    }
+
+    /// `Σ_{i,o} J_io² W_io` per example, `[B]`, for weights `W` on the gradient matrix, in the
+    /// bases `u` (inputs) and `v` (outputs) when given (KFAC's eigenbases).
+    fn weighted_square(
+        &self,
+        weights: &Tensor<2>,
+        bases: Option<(&Tensor<2>, &Tensor<2>)>,
+    ) -> Tensor<1> {
+        match self {
+            Self::Dense { a, g } => {
+                let (a, g) = match bases {
+                    Some((u, v)) => (a.clone().matmul(u.clone()), g.clone().matmul(v.clone())),
+                    None => (a.clone(), g.clone()),
+                };
+                (a.square().matmul(weights.clone()) * g.square())
+                    .sum_dim(1)
+                    .squeeze_dim(1)
+            }
+            Self::Conv { .. } => {
+                let jac = self.gradients();
+                let jac = match bases {
+                    Some((u, v)) => u
+                        .clone()
+                        .transpose()
+                        .unsqueeze::<3>()
+                        .matmul(jac)
+                        .matmul(v.clone().unsqueeze::<3>()),
+                    None => jac,
+                };
+                let [b, di, d_o] = jac.dims();
+                (jac.square() * weights.clone().unsqueeze::<3>())
+                    .reshape([b, di * d_o])
+                    .sum_dim(1)
+                    .squeeze_dim(1)
+            }
+        }
+    }
+
+    /// `Σ_n ã ãᵀ` (convolutions: over positions too).
+    fn input_moment(&self) -> Tensor<2> {
+        let a = match self {
+            Self::Dense { a, .. } => a.clone(),
+            Self::Conv { u, .. } => {
                 let [b, l, d] = u.dims();
+                u.clone().reshape([b * l, d])
+            }
+        };
+        a.clone().transpose().matmul(a)
+    }
+
+    /// `Σ_n g gᵀ` (convolutions: over positions, divided by their count).
+    fn output_moment(&self) -> Tensor<2> {
+        match self {
+            Self::Dense { g, .. } => g.clone().transpose().matmul(g.clone()),
+            Self::Conv { u, g } => {
+                let [b, l, _] = u.dims();
                 let co = g.dims()[1];
-                let u = u.clone().reshape([b * l, d]);
                 let g = g.clone().swap_dims(1, 2).reshape([b * l, co]);
-                (
-                    u.clone().transpose().matmul(u),
-                    g.clone().transpose().matmul(g) / l as f64,
-                )
+                g.clone().transpose().matmul(g) / l as f64
             }
         }
     }
@@ -301,13 +352,17 @@ impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
                     .enumerate()
                 {
                     let add = match config.structure {
-                        LaplaceStructure::Diagonal => Accumulated::Diagonal(
-                            per.gradients().square().sum_dim(0).squeeze_dim(0),
-                        ),
+                        LaplaceStructure::Diagonal => {
+                            Accumulated::Diagonal(per.squared_gradients())
+                        }
                         LaplaceStructure::Kfac => {
                             // `A` is the same in every factor's pass: counted once.
-                            let (a, g) = per.kfac();
-                            Accumulated::Kfac(if j == 0 { a } else { a.zeros_like() }, g)
+                            let g = per.output_moment();
+                            let a = match j {
+                                0 => per.input_moment(),
+                                _ => Tensor::zeros([1, 1], &g.device()),
+                            };
+                            Accumulated::Kfac(a, g)
                         }
                     };
                     acc[l] = Some(match (acc[l].take(), add) {
@@ -316,7 +371,8 @@ impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
                             Accumulated::Diagonal(h + d)
                         }
                         (Some(Accumulated::Kfac(a, g)), Accumulated::Kfac(da, dg)) => {
-                            Accumulated::Kfac(a + da, g + dg)
+                            let a = if j == 0 { a + da } else { a };
+                            Accumulated::Kfac(a, g + dg)
                         }
                         _ => unreachable!("one structure per fit"),
                     });
@@ -529,21 +585,11 @@ impl<B: Body, L: Likelihood> NetworkPosterior for NetworkLaplace<B, L> {
             let per = per_example_pass(&tracked, &self.shapes, &draws, x.clone(), r);
             let mut var = Tensor::<1>::zeros([b], &device);
             for (p, post) in per.iter().zip(&self.posteriors) {
-                let jac = p.gradients().to_device(&device);
                 let v = match post {
-                    LayerPosterior::Diagonal { var } => jac.square() * var.clone().unsqueeze::<3>(),
-                    LayerPosterior::Kfac { u, v, inv } => {
-                        let projected = u
-                            .clone()
-                            .transpose()
-                            .unsqueeze::<3>()
-                            .matmul(jac)
-                            .matmul(v.clone().unsqueeze::<3>());
-                        projected.square() * inv.clone().unsqueeze::<3>()
-                    }
+                    LayerPosterior::Diagonal { var } => p.weighted_square(var, None),
+                    LayerPosterior::Kfac { u, v, inv } => p.weighted_square(inv, Some((u, v))),
                 };
-                let [bb, di, d_o] = v.dims();
-                var = var + v.reshape([bb, di * d_o]).sum_dim(1).squeeze_dim(1);
+                var = var + v.to_device(&device);
             }
             vars.push(var.unsqueeze_dim::<2>(1));
         }

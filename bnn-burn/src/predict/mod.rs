@@ -106,5 +106,19 @@ pub trait Predict {
     ) -> Result<Self::Prediction, PredictError>;
 }
 
+/// A boxed model predicts as the model it holds (models of several kinds in one list).
+impl<P: Predict + ?Sized> Predict for Box<P> {
+    type Input = P::Input;
+    type Prediction = P::Prediction;
+
+    fn predict(
+        &self,
+        input: Self::Input,
+        mode: PredictMode,
+    ) -> Result<Self::Prediction, PredictError> {
+        (**self).predict(input, mode)
+    }
+}
+
 /// `p ln p` is 0 at `p = 0`: probabilities are floored inside logarithms.
 pub(crate) const P_FLOOR: f64 = 1e-30;
