@@ -198,6 +198,9 @@ fn fit_posthoc(
 /// A boxed classifier of a body's inputs.
 type BoxedPredict<I> = Box<dyn Predict<Input = I, Prediction = ClassPrediction>>;
 
+/// A post-hoc model and its training seconds.
+type Posthoc<I> = (BoxedPredict<I>, f64);
+
 /// [`fit_posthoc`] on one body: the members, then the post-hoc model and the training seconds.
 fn posthoc_model<B: Body>(
     method: &Method,
@@ -206,7 +209,7 @@ fn posthoc_model<B: Body>(
     (x, labels): (B::Input, Tensor<1, Int>),
     config: &TrainConfig,
     state: Option<&Path>,
-) -> Result<(BoxedPredict<B::Input>, f64), Box<dyn Error>>
+) -> Result<Posthoc<B::Input>, Box<dyn Error>>
 where
     B::Input: 'static,
 {
