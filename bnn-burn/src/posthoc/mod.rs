@@ -1,14 +1,17 @@
-//! Post-hoc and network-level posteriors over a trained network: deep ensembles, SWAG and
-//! MultiSWAG, last-layer Laplace. A [`NetworkPosterior`] gives joint draws of every layer's
-//! weights (or a linearised predictive) that feed the likelihood's usual prediction types, so
-//! [`crate::predict::Predict::predict`], the metrics and the bench harnesses work unchanged. Guide: the book's
-//! *Post-hoc posteriors* page.
+//! Post-hoc and network-level posteriors over trained networks: deep ensembles, SWAG and
+//! MultiSWAG, last-layer and whole-network (diagonal, KFAC) Laplace, and calibration on held-out
+//! data (temperature scaling, split-conformal intervals and sets). A [`NetworkPosterior`] gives
+//! joint draws of every layer's weights (or a linearised predictive) that feed the likelihood's
+//! usual prediction types, so [`crate::predict::Predict::predict`], the metrics and the bench
+//! harnesses work unchanged. Guide: the book's *Post-hoc posteriors* page.
 
+mod calibration;
 mod ensemble;
 mod laplace;
 mod network_laplace;
 mod swag;
 
+pub use calibration::{ConformalRegression, ConformalSets, TemperatureScaling};
 pub use ensemble::{Ensemble, Pool};
 pub use laplace::{LaplaceConfig, LaplaceError, LastLayerLaplace, PriorPrecision};
 pub use network_laplace::{

@@ -4,7 +4,7 @@ use crate::likelihood::{GaussianLikelihoodConfig, NoiseFit};
 use crate::linalg::dense;
 use crate::nets::{ConvNetConfig, MlpConfig, Regressor};
 use crate::posterior::{AnyPosterior, PointPosterior, PosteriorConfig};
-use crate::predict::{GaussianPrediction, Predict, PredictMode};
+use crate::predict::{ClassPrediction, GaussianPrediction, Predict, PredictMode};
 use crate::testing::{host_normals, seeded, to_vec};
 use crate::train::{Callback, EpochStats, Flow, OptimizerConfig, TrainConfig, TrainError, Trainer};
 use crate::{device, training_device};
@@ -935,4 +935,119 @@ fn the_monte_carlo_fisher_estimates_the_ggn() {
     }
     // A sum over 4 000 draws of r rᵀ: a few per cent of error.
     assert!((got / want - 1.0).abs() < 0.1, "{got} vs {want}");
+}
+
+/// Labels drawn from `softmax(z)` for logits `z ~ N(0, 2²)`, `[n, c]`, from a host stream.
+fn calibrated_classes(n: usize, c: usize, seed: u64) -> (Vec<f64>, Vec<i64>) {
+    use rand::{RngExt, SeedableRng};
+    let z: Vec<f64> = host_normals(n * c, seed).iter().map(|v| 2.0 * v).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed + 1);
+    let labels = z
+        .chunks(c)
+        .map(|row| {
+            let total: f64 = row.iter().map(|v| v.exp()).sum();
+            let u: f64 = rng.random::<f64>() * total;
+            let mut acc = 0.0;
+            row.iter()
+                .position(|v| {
+                    acc += v.exp();
+                    acc >= u
+                })
+                .unwrap_or(c - 1) as i64
+        })
+        .collect();
+    (z, labels)
+}
+
+fn class_prediction(
+    z: &[f64],
+    n: usize,
+    c: usize,
+    scale: f64,
+    dev: &burn::tensor::Device,
+) -> ClassPrediction {
+    let logits = matrix(&z.iter().map(|v| v * scale).collect::<Vec<_>>(), n, c, dev);
+    ClassPrediction::from_logits(logits.unsqueeze::<3>())
+}
+
+/// Temperature scaling recovers the factor by which over-confident logits were scaled, and
+/// its tempered prediction is then calibrated.
+#[test]
+fn temperature_scaling_undoes_a_known_overconfidence() {
+    let dev = device();
+    let (n, c) = (4000, 5);
+    let (z, labels) = calibrated_classes(n, c, 160);
+    let pred = class_prediction(&z, n, c, 3.0, &dev);
+    let y = Tensor::<1, Int>::from_data(TensorData::new(labels.clone(), [n]), &dev);
+    let t = TemperatureScaling::fit(&pred, y.clone()).unwrap();
+    assert!((t.temperature / 3.0 - 1.0).abs() < 0.1, "{}", t.temperature);
+    let tempered = t.apply(&pred).unwrap();
+    let truth = class_prediction(&z, n, c, 1.0, &dev);
+    let (a, b) = (to_vec(tempered.mean()), to_vec(truth.mean()));
+    let gap = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max);
+    assert!(gap < 0.1, "largest probability gap {gap}");
+    let dirichlet = ClassPrediction::Dirichlet(crate::predict::DirichletPrediction::new(
+        Tensor::ones([2, 3], &dev),
+    ));
+    assert!(TemperatureScaling::fit(&dirichlet, y.slice(0..2)).is_err());
+}
+
+/// Split-conformal intervals cover fresh points at `1 − α` whatever the predictive's width
+/// (here four times too narrow), within the binomial band of calibration and test sizes; class
+/// sets cover at `≥ 1 − α`.
+#[test]
+fn conformal_intervals_and_sets_cover_fresh_data() {
+    let dev = device();
+    let alpha = 0.1;
+    let (n_cal, n_test) = (2000, 4000);
+    let make = |n: usize, seed: u64| {
+        let x = host_normals(n, seed);
+        let e = host_normals(n, seed + 1);
+        let y: Vec<f64> = x.iter().zip(&e).map(|(a, b)| a + b).collect();
+        let pred = GaussianPrediction::Moments(crate::predict::GaussianMoments {
+            mean: matrix(&x, n, 1, &dev),
+            aleatoric_var: Tensor::full([n, 1], 0.0625, &dev),
+            epistemic_var: Tensor::zeros([n, 1], &dev),
+        });
+        (pred, matrix(&y, n, 1, &dev))
+    };
+    let (cal, y_cal) = make(n_cal, 170);
+    let (test, y_test) = make(n_test, 180);
+    let conformal = ConformalRegression::fit(&cal, y_cal, alpha).unwrap();
+    // |ε|/0.25 has its 90 % quantile at 4 · 1.645.
+    assert!(
+        (conformal.quantile / (4.0 * 1.6449) - 1.0).abs() < 0.1,
+        "{}",
+        conformal.quantile
+    );
+    let coverage = conformal.coverage(&test, y_test.clone()).unwrap();
+    let band = 4.0 * (alpha * (1.0 - alpha) * (1.0 / n_cal as f64 + 1.0 / n_test as f64)).sqrt();
+    assert!((coverage - (1.0 - alpha)).abs() < band, "{coverage}");
+    let raw = test.clone();
+    let naive = ConformalRegression {
+        quantile: 1.6449,
+        alpha,
+    };
+    assert!(
+        naive.coverage(&raw, y_test).unwrap() < 0.5,
+        "the uncalibrated width under-covers"
+    );
+    assert!(ConformalRegression::fit(&cal, matrix(&[1.0], 1, 1, &dev), alpha).is_err());
+    assert!(ConformalRegression::fit(&cal, Tensor::zeros([n_cal, 1], &dev), 1.5).is_err());
+    // Class sets.
+    let c = 6;
+    let (z, labels) = calibrated_classes(n_cal + n_test, c, 190);
+    let pred = class_prediction(&z[..n_cal * c], n_cal, c, 1.0, &dev);
+    let fresh = class_prediction(&z[n_cal * c..], n_test, c, 1.0, &dev);
+    let y = |l: &[i64]| Tensor::<1, Int>::from_data(TensorData::new(l.to_vec(), [l.len()]), &dev);
+    let sets = ConformalSets::fit(&pred, y(&labels[..n_cal]), alpha).unwrap();
+    let (coverage, size) = sets.coverage(&fresh, y(&labels[n_cal..])).unwrap();
+    assert!(coverage > 1.0 - alpha - band, "{coverage}");
+    assert!(size > 1.0 && size < c as f64, "{size}");
+    let tight = ConformalSets::fit(&pred, y(&labels[..n_cal]), 0.3).unwrap();
+    assert!(tight.coverage(&fresh, y(&labels[n_cal..])).unwrap().1 < size);
 }
