@@ -61,6 +61,14 @@ const GENERATORS: &[Generator] = &[
         make: report::uci_rmse,
     },
     Generator {
+        name: "uci-posthoc-ll",
+        make: report::uci_posthoc_ll,
+    },
+    Generator {
+        name: "uci-posthoc-rmse",
+        make: report::uci_posthoc_rmse,
+    },
+    Generator {
         name: "uci-z",
         make: report::uci_z,
     },

@@ -31,9 +31,32 @@ pub(super) fn table_after(md: &str, heading: &str, then: Option<&str>) -> Result
 
 /// The UCI report of the full protocol's record (`assets/uci/uci.json`).
 fn uci(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let record = assets.join("uci/uci.json");
-    let (options, rows, wall) = crate::uci::joined(&[record], &assets.join("uci"))?;
+    uci_report(assets, "uci")
+}
+
+/// The UCI report of the record in `assets/<folder>/uci.json`.
+fn uci_report(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
+    let record = assets.join(folder).join("uci.json");
+    let (options, rows, wall) = crate::uci::joined(&[record], &assets.join(folder))?;
     Ok(crate::uci::markdown(&options, &rows, wall))
+}
+
+/// Test LL of the post-hoc methods (`assets/uci-posthoc`), the full protocol.
+pub(super) fn uci_posthoc_ll(assets: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(table_after(
+        &uci_report(assets, "uci-posthoc")?,
+        "## Test log-likelihood (higher is better)",
+        None,
+    )?)
+}
+
+/// Test RMSE of the post-hoc methods (`assets/uci-posthoc`), the full protocol.
+pub(super) fn uci_posthoc_rmse(assets: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(table_after(
+        &uci_report(assets, "uci-posthoc")?,
+        "## Test RMSE (lower is better)",
+        None,
+    )?)
 }
 
 /// Test LL of every method and published column, the full protocol.

@@ -10,7 +10,10 @@ use crate::error::{Check, ConfigError};
 use crate::fused::Kernels;
 use crate::special::{HALF_LN_2PI, logsumexp};
 use burn::config::Config;
-use burn::module::Module;
+use burn::module::{
+    Content, Devices, Module, ModuleDisplay, ModuleDisplayDefault, ModuleMapper, ModuleVisitor,
+    Param,
+};
 use burn::tensor::{Device, Tensor};
 
 /// A hyperprior over a mean-field posterior's own parameters, `p(μ_i) = N(0, α₀⁻¹)` and
@@ -126,11 +129,9 @@ impl Prior {
         device: &Device,
     ) -> WeightPrior<D> {
         match *self {
-            Prior::Gaussian { mean, std } => WeightPrior::Gaussian(GaussianPrior {
-                mean: Tensor::full([1; D], mean, device),
-                std: Tensor::full([1; D], std, device),
-                scalar: Some((mean, std)),
-            }),
+            Prior::Gaussian { mean, std } => {
+                WeightPrior::Gaussian(GaussianPrior::scalar(mean, std, device))
+            }
             Prior::ScaleMixture { pi, sigma1, sigma2 } => {
                 WeightPrior::ScaleMixture(ScaleMixturePrior {
                     pi,
@@ -144,17 +145,152 @@ impl Prior {
 }
 
 /// An entrywise Gaussian `N(mean, std²)` whose parameters are tensors, either of the weight's
-/// shape or `[1; D]` (broadcast). They are constants of the module: moved with it, never trained.
-#[derive(Module, Debug)]
+/// shape or `[1; D]` (broadcast). They are constants of the module: moved with it and saved in
+/// its records (a checkpoint keeps the prior it was trained under), never trained.
+#[derive(Debug, Clone)]
 pub struct GaussianPrior<const D: usize> {
-    /// μ₀.
-    pub mean: Tensor<D>,
-    /// σ₀ (> 0).
-    pub std: Tensor<D>,
-    /// `(μ₀, σ₀)` when both are scalars: the cross-entropy then takes two reductions.
-    #[module(skip)]
-    pub scalar: Option<(f64, f64)>,
+    mean: Param<Tensor<D>>,
+    std: Param<Tensor<D>>,
+    /// `(μ₀, σ₀)` when both are scalars: the cross-entropy then takes two reductions. Rebuilt
+    /// from the tensors whenever they are mapped (a record loaded).
+    scalar: Option<(f64, f64)>,
 }
+
+/// A constant of a module: a parameter that is saved with it and never receives a gradient.
+fn constant<const D: usize>(t: Tensor<D>) -> Param<Tensor<D>> {
+    Param::from_tensor(t).set_require_grad(false)
+}
+
+impl<const D: usize> GaussianPrior<D> {
+    /// `N(mean, std²)` entrywise, each of the weight's shape or `[1; D]`.
+    pub fn new(mean: Tensor<D>, std: Tensor<D>) -> Self {
+        let (mean, std) = (constant(mean), constant(std));
+        let scalar = scalar_of(&mean, &std);
+        Self { mean, std, scalar }
+    }
+
+    /// `N(μ₀, σ₀²)` with scalar parameters, as `[1; D]` tensors on `device`.
+    pub fn scalar(mean: f64, std: f64, device: &Device) -> Self {
+        Self {
+            mean: constant(Tensor::full([1; D], mean, device)),
+            std: constant(Tensor::full([1; D], std, device)),
+            scalar: Some((mean, std)),
+        }
+    }
+
+    /// μ₀.
+    pub fn mean(&self) -> Tensor<D> {
+        self.mean.val()
+    }
+
+    /// σ₀.
+    pub fn std(&self) -> Tensor<D> {
+        self.std.val()
+    }
+
+    /// `(μ₀, σ₀)` when both are scalars.
+    pub fn scalars(&self) -> Option<(f64, f64)> {
+        self.scalar
+    }
+}
+
+/// `(μ₀, σ₀)` of one-element tensors (read once, when the prior is built or loaded).
+fn scalar_of<const D: usize>(
+    mean: &Param<Tensor<D>>,
+    std: &Param<Tensor<D>>,
+) -> Option<(f64, f64)> {
+    let (m, s) = (mean.val(), std.val());
+    match m.shape().num_elements() == 1 && s.shape().num_elements() == 1 {
+        true => Some((crate::host::to_vec(m)[0], crate::host::to_vec(s)[0])),
+        false => None,
+    }
+}
+
+const CONTAINER: &str = "Struct:GaussianPrior";
+
+/// The two tensors as a module's fields `mean` and `std` (records name them so); no trainable
+/// parameters.
+impl<const D: usize> Module for GaussianPrior<D> {
+    fn collect_devices(&self, devices: Devices) -> Devices {
+        self.std.collect_devices(self.mean.collect_devices(devices))
+    }
+
+    fn fork(self, device: &Device) -> Self {
+        Self {
+            mean: self.mean.fork(device),
+            std: self.std.fork(device),
+            scalar: self.scalar,
+        }
+    }
+
+    fn to_device(self, device: &Device) -> Self {
+        Self {
+            mean: self.mean.to_device(device),
+            std: self.std.to_device(device),
+            scalar: self.scalar,
+        }
+    }
+
+    fn train(self) -> Self {
+        Self {
+            mean: self.mean.train(),
+            std: self.std.train(),
+            scalar: self.scalar,
+        }
+    }
+
+    fn valid(&self) -> Self {
+        Self {
+            mean: self.mean.valid(),
+            std: self.std.valid(),
+            scalar: self.scalar,
+        }
+    }
+
+    fn materialize(self) -> Self {
+        Self {
+            mean: self.mean.materialize(),
+            std: self.std.materialize(),
+            scalar: self.scalar,
+        }
+    }
+
+    fn num_params(&self) -> usize {
+        0
+    }
+
+    fn visit<V: ModuleVisitor>(&self, visitor: &mut V) {
+        visitor.enter_module("mean", CONTAINER);
+        self.mean.visit(visitor);
+        visitor.exit_module("mean", CONTAINER);
+        visitor.enter_module("std", CONTAINER);
+        self.std.visit(visitor);
+        visitor.exit_module("std", CONTAINER);
+    }
+
+    fn map<M: ModuleMapper>(self, mapper: &mut M) -> Self {
+        mapper.enter_module("mean", CONTAINER);
+        let mean = Module::map(self.mean, mapper);
+        mapper.exit_module("mean", CONTAINER);
+        mapper.enter_module("std", CONTAINER);
+        let std = Module::map(self.std, mapper);
+        mapper.exit_module("std", CONTAINER);
+        let scalar = scalar_of(&mean, &std);
+        Self { mean, std, scalar }
+    }
+}
+
+impl<const D: usize> ModuleDisplayDefault for GaussianPrior<D> {
+    fn content(&self, content: Content) -> Option<Content> {
+        let text = match self.scalar {
+            Some((m, s)) => format!("N({m}, {s}²)"),
+            None => format!("N(μ₀, σ₀²) per weight, {:?}", self.mean.val().dims()),
+        };
+        content.add_formatted(&text).optional()
+    }
+}
+
+impl<const D: usize> ModuleDisplay for GaussianPrior<D> {}
 
 impl<const D: usize> GaussianPrior<D> {
     /// `E_q[−ln p(w)]` for a `q` with this entrywise `mean` and marginal variance `var` (`None`:
@@ -169,14 +305,15 @@ impl<const D: usize> GaussianPrior<D> {
             };
             return quadratic / (2.0 * s0 * s0) + n * (s0.ln() + HALF_LN_2PI);
         }
-        let centred = (mean - self.mean.clone()).square();
+        let centred = (mean - self.mean()).square();
         let spread = match var {
             Some(v) => v + centred,
             None => centred,
         };
-        let broadcast = n / self.std.shape().num_elements() as f64;
-        (spread / (self.std.clone().square() * 2.0)).sum()
-            + self.std.clone().log().sum() * broadcast
+        let std = self.std();
+        let broadcast = n / std.shape().num_elements() as f64;
+        (spread / (std.clone().square() * 2.0)).sum()
+            + std.log().sum() * broadcast
             + n * HALF_LN_2PI
     }
 
@@ -186,7 +323,7 @@ impl<const D: usize> GaussianPrior<D> {
         let shrunk = match (self.scalar, scale) {
             (_, 1.0) => w,
             (Some((0.0, _)), _) => w * scale,
-            _ => self.mean.clone() + (w - self.mean.clone()) * scale,
+            _ => self.mean() + (w - self.mean()) * scale,
         };
         self.cross_entropy_moments(shrunk, None)
     }
@@ -240,11 +377,7 @@ impl<const D: usize> WeightPrior<D> {
     /// A Gaussian prior with tensor mean and standard deviation (each of the weight's shape or
     /// `[1; D]`), e.g. centred on pretrained weights (MOPED-style priors).
     pub fn gaussian(mean: Tensor<D>, std: Tensor<D>) -> Self {
-        WeightPrior::Gaussian(GaussianPrior {
-            mean,
-            std,
-            scalar: None,
-        })
+        WeightPrior::Gaussian(GaussianPrior::new(mean, std))
     }
 
     /// `ln p(w_s)` summed over the entries of each flat draw: `w [S, n]` → `[S]`.
@@ -252,7 +385,7 @@ impl<const D: usize> WeightPrior<D> {
         let s = w.dims()[0];
         let elementwise = match self {
             WeightPrior::Gaussian(g) => {
-                gaussian_log_density(w, row(g.mean.clone()), row(g.std.clone()).square())
+                gaussian_log_density(w, row(g.mean()), row(g.std()).square())
             }
             WeightPrior::ScaleMixture(m) => {
                 let device = w.device();

@@ -57,7 +57,7 @@ fn per_weight_prior<const D: usize>(
         _ => None,
     };
     let constant = scale.numel() as f64 * HALF_LN_2PI - scale.entropy_constant();
-    Some(([flat(&g.mean)?, flat(&g.std)?], constant))
+    Some(([flat(&g.mean())?, flat(&g.std())?], constant))
 }
 
 /// A tensor's KL terms summed on the kernels, differentiable on their own: under a scalar prior

@@ -59,7 +59,8 @@ fn a_step_reaches_weights_noise_and_only_the_batch_rows_of_the_table() {
         assert_eq!(*g != 0.0, rows.contains(&row), "row {row}: gradient {g}");
     }
     // Every parameter of the head (μ and ρ of the weight, then of the bias) and the noise.
-    let head = list_param_ids(&net.net.head);
+    let ids = net.net.head.params.ids();
+    let head = [ids.weight, ids.bias].concat();
     let noise = list_param_ids(&net.net.likelihood);
     assert_eq!((head.len(), noise.len()), (4, 1));
     for &id in &head[..2] {

@@ -2,7 +2,7 @@
 //! et al. 2015; Farquhar 2022 App. B.3, or ρ = ln σ², Haußmann 2021's VBP code), its
 //! initialisation, and the location-scale parameters `(μ, ρ)`.
 
-use crate::dist::{GaussianPrior, WeightPrior};
+use crate::dist::WeightPrior;
 use crate::error::{Check, ConfigError};
 use crate::fused::KlTerms;
 use crate::special::{HALF_LN_2PI, softplus};
@@ -218,13 +218,11 @@ impl<const D: usize> FusedScale<D> {
     /// [`radial_entropy_constant`](super::radial_entropy_constant). With a low-rank factor these
     /// are the diagonal's terms; the layers add the factor's (`½‖F‖²/σ₀² − ½ ln det A`).
     pub fn kl_terms(&self, prior: &WeightPrior<D>) -> Option<(KlTerms, f64)> {
-        let WeightPrior::Gaussian(GaussianPrior {
-            scalar: Some((mean, std)),
-            ..
-        }) = prior
-        else {
+        let WeightPrior::Gaussian(g) = prior else {
             return None;
         };
+        let (mean, std) = g.scalars()?;
+        let (mean, std) = (&mean, &std);
         let n = self.numel() as f64;
         let inv_var = 1.0 / (std * std);
         let terms = KlTerms::new(

@@ -173,10 +173,7 @@ impl ConformalRegression {
         })
     }
 
-    fn columns(
-        pred: &GaussianPrediction,
-        y: Tensor<2>,
-    ) -> Result<Columns, ConfigError> {
+    fn columns(pred: &GaussianPrediction, y: Tensor<2>) -> Result<Columns, ConfigError> {
         let [b, d] = y.dims();
         if d != 1 {
             return Err(ConfigError {

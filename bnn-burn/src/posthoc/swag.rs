@@ -302,9 +302,11 @@ impl<B: Body, L: Likelihood> NetworkPosterior for Swag<B, L> {
 /// (Mandt et al. 2017, eq. 15): `η* = 2 B P / (N tr C)`, `P` the parameter count, `N` the
 /// training rows and `C` the per-example gradient covariance of the mean negative
 /// log-likelihood at `net`'s weights, estimated from `batches` random minibatches of `batch_size`
-/// rows as `tr C ≈ B/(R − 1) Σ_b ‖g_b − ḡ‖² · (N − 1)/(N − B)`, capped at `1/λ_max(C)` so that
-/// SGD stays stable along the stiffest direction (`C ≈ H` at a mode). The rate for SWAG's SGD
-/// phase when no validation search is run; `net` must live on an autodiff device.
+/// rows as `tr C ≈ B/(R − 1) Σ_b ‖g_b − ḡ‖² · (N − 1)/(N − B)`, capped at `2B/(N λ_max(C))`:
+/// with `C ≈ H` at a mode, SGD's stationary variance `η/(2B)` along the stiffest direction is
+/// then no wider than the posterior's `1/(N λ_max)` (isotropic SGD cannot match every
+/// direction; this errs narrow). The rate for SWAG's SGD phase when no validation search is
+/// run; `net` must live on an autodiff device.
 ///
 /// # Errors
 /// Fewer than two batches, a batch size above the rows, a network with stochastic layers, or
@@ -395,14 +397,16 @@ pub fn sgd_posterior_learning_rate<B: Body, L: Likelihood>(
             "gradients that vary between batches",
         ));
     }
-    // The largest eigenvalue of C (that of the R × R Gram matrix) bounds the rate: SGD on a
-    // quadratic of curvature λ is stable below 2/λ, and C ≈ H at a mode.
+    // The largest eigenvalue of C (that of the R × R Gram matrix) bounds the rate: with C ≈ H at
+    // a mode, SGD's stationary variance along an eigendirection is η/(2B), the posterior's
+    // 1/(N λ); at η ≤ 2B/(N λ_max) no direction is wider than the posterior.
     let top = crate::linalg::dense::symmetric_eigenvalues(gram, batches)
         .last()
         .copied()
         .unwrap_or(trace);
-    let mandt = 2.0 * batch_size as f64 * p as f64 / (n as f64 * trace);
-    Ok(mandt.min(1.0 / top))
+    let b = batch_size as f64;
+    let mandt = 2.0 * b * p as f64 / (n as f64 * trace);
+    Ok(mandt.min(2.0 * b / (n as f64 * top)))
 }
 
 /// Appends every point layer's weight and bias gradients, flat, in forward order.

@@ -28,6 +28,14 @@ pub enum CheckpointProblem {
     /// The file's checksum does not match its content, or it has none.
     #[error("{0}")]
     Integrity(#[from] IntegrityError),
+    /// The file's priors have another shape than the model's: one holds a prior per weight (a
+    /// posterior as the prior) and the other a scalar one.
+    #[error(
+        "its priors do not have the model's shapes ({0}): a model trained under its posterior \
+         as the prior loads into one built the same way (`.with_posterior_as_prior()` before \
+         loading), a model with the configured prior into a freshly built one"
+    )]
+    PriorShape(String),
 }
 
 fn error(path: &Path, problem: impl Into<CheckpointProblem>) -> CheckpointError {
@@ -38,8 +46,8 @@ fn error(path: &Path, problem: impl Into<CheckpointProblem>) -> CheckpointError 
 }
 
 /// Saves every parameter of `model` to `path` (a burnpack file, full precision, with a checksum
-/// trailer that burn's own loader ignores), replacing the file whole or not at all. Prior
-/// tensors are constants of the module and are not saved.
+/// trailer that burn's own loader ignores), replacing the file whole or not at all. The priors'
+/// tensors are saved with them (constants of the module, never trained).
 ///
 /// # Errors
 /// A record that cannot be encoded, or a file that cannot be written (the path named).
@@ -70,5 +78,10 @@ pub fn load_checkpoint<M: Module>(model: M, path: impl AsRef<Path>) -> Result<M,
     let content = integrity::open_bytes(&sealed).map_err(|e| error(path, e))?;
     let record = ModuleRecord::from_bytes(burn::tensor::Bytes::from_bytes_vec(content.to_vec()))
         .map_err(|e| error(path, e))?;
-    model.try_load_record(record).map_err(|e| error(path, e))
+    model.try_load_record(record).map_err(|e| match e {
+        burn::store::RecordError::Validation(what) if what.contains("_prior.") => {
+            error(path, CheckpointProblem::PriorShape(what))
+        }
+        e => error(path, e),
+    })
 }

@@ -112,6 +112,52 @@ fn the_same_seed_gives_the_same_parameters() {
     }
 }
 
+/// A checkpoint keeps the priors: a network trained under its earlier posterior as the prior
+/// (continual learning) loads into a freshly built one with that prior, not the config's.
+#[test]
+fn a_checkpoint_keeps_the_prior_it_was_trained_under() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 102);
+    // Trained for a few epochs under its first posterior as the prior: KL > 0.
+    let first = regressor(mfvi(), 5, &device)
+        .with_posterior_as_prior()
+        .unwrap();
+    let (model, _) = train(first, linear_data(&device, 64), &quiet(3)).unwrap();
+    let dir = std::env::temp_dir().join(format!("bnn-burn-prior-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.bpk");
+    save_checkpoint(&model, &path).unwrap();
+    // A model built the same way (a prior per weight, another one) takes the saved values.
+    let fresh = || regressor(mfvi(), 5, &device);
+    let built = fresh().with_posterior_as_prior().unwrap();
+    let kl = |m: &Regressor| to_vec(crate::posterior::KlDivergence::kl(m))[0];
+    assert!(kl(&model) > 1e-3, "{}", kl(&model));
+    let loaded = load_checkpoint(built, &path).unwrap();
+    assert!(
+        (kl(&loaded) - kl(&model)).abs() < 1e-5,
+        "{} vs {}",
+        kl(&loaded),
+        kl(&model)
+    );
+    // A freshly built one (a scalar prior) is refused, naming what to do.
+    let err = load_checkpoint(fresh(), &path).unwrap_err().to_string();
+    assert!(err.contains("with_posterior_as_prior"), "{err}");
+    // A scalar prior's value is saved too, and its fast path follows what was loaded.
+    let other = MlpConfig::new(1, vec![5], 1)
+        .with_weights(mfvi().with_prior(crate::dist::Prior::gaussian(0.3)))
+        .init_regressor(&device)
+        .unwrap();
+    save_checkpoint(&other, &path).unwrap();
+    let back = load_checkpoint(fresh(), &path).unwrap();
+    assert!(
+        (kl(&back) - kl(&other)).abs() < 1e-4 * kl(&other),
+        "{} vs {}",
+        kl(&back),
+        kl(&other)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn checkpoint_round_trip_is_bit_exact() {
     let _guard = seeded(&test_device(), 101);
