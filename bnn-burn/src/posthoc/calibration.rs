@@ -215,20 +215,34 @@ impl ConformalRegression {
     }
 }
 
-/// Split-conformal class sets by cumulative probability (adaptive prediction sets, Romano et al.
-/// 2020, without randomisation): the score of a label is the predictive mass of the classes at
-/// least as probable, `Σ_{c: p̄_c ≥ p̄_y} p̄_c`; a set takes classes in order of probability until
-/// its mass reaches `q̂`.
+/// Split-conformal class sets by cumulative probability (adaptive prediction sets, Romano et
+/// al. 2020, randomised): the score of a class `c` is the predictive mass of the classes more
+/// probable than it plus `u·p̄_c`, `u ~ U(0, 1)` per row; a set holds the classes whose score is
+/// at most `q̂`. The `u` come from a seeded host stream, so sets are reproducible.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConformalSets {
-    /// The calibrated mass `q̂`.
+    /// The calibrated score `q̂`.
     pub quantile: f64,
     /// The miscoverage `α`.
     pub alpha: f64,
 }
 
+/// The randomised scores of every class of every row, `[B, C]` row-major.
+fn aps_scores(p: &[f64], c: usize, seed: u64) -> Vec<f64> {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    p.chunks(c)
+        .flat_map(|row| {
+            let u: f64 = rng.random();
+            row.iter()
+                .map(|&pc| row.iter().filter(|&&q| q > pc).sum::<f64>() + u * pc)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 impl ConformalSets {
-    /// Calibrates on held-out `labels`.
+    /// Calibrates on held-out `labels`, the randomisation drawn from `seed`.
     ///
     /// # Errors
     /// `α` outside (0, 1), or labels that do not match the rows.
@@ -236,18 +250,17 @@ impl ConformalSets {
         pred: &ClassPrediction,
         labels: Tensor<1, Int>,
         alpha: f64,
+        seed: u64,
     ) -> Result<Self, ConfigError> {
         check_alpha("ConformalSets", alpha)?;
         let labels = to_labels(labels);
         let (p, c) = Self::means(pred);
         check_rows("ConformalSets", labels.len(), p.len() / c)?;
+        let all = aps_scores(&p, c, seed);
         let scores = labels
             .iter()
             .enumerate()
-            .map(|(i, &y)| {
-                let row = &p[i * c..(i + 1) * c];
-                row.iter().filter(|&&v| v >= row[y]).sum()
-            })
+            .map(|(i, &y)| all[i * c + y])
             .collect();
         Ok(Self {
             quantile: conformal_quantile(scores, alpha),
@@ -261,22 +274,16 @@ impl ConformalSets {
         (to_vec(mean), c)
     }
 
-    /// The set of classes per row, most probable first.
-    pub fn sets(&self, pred: &ClassPrediction) -> Vec<Vec<usize>> {
+    /// The set of classes per row (most probable first), the randomisation drawn from `seed`
+    /// (use another seed than calibration's).
+    pub fn sets(&self, pred: &ClassPrediction, seed: u64) -> Vec<Vec<usize>> {
         let (p, c) = Self::means(pred);
+        let scores = aps_scores(&p, c, seed);
         p.chunks(c)
-            .map(|row| {
-                let mut order: Vec<usize> = (0..c).collect();
-                order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
-                let mut mass = 0.0;
-                let mut set = Vec::new();
-                for k in order {
-                    set.push(k);
-                    mass += row[k];
-                    if mass >= self.quantile {
-                        break;
-                    }
-                }
+            .zip(scores.chunks(c))
+            .map(|(row, s)| {
+                let mut set: Vec<usize> = (0..c).filter(|&k| s[k] <= self.quantile).collect();
+                set.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
                 set
             })
             .collect()
@@ -290,9 +297,10 @@ impl ConformalSets {
         &self,
         pred: &ClassPrediction,
         labels: Tensor<1, Int>,
+        seed: u64,
     ) -> Result<(f64, f64), ConfigError> {
         let labels = to_labels(labels);
-        let sets = self.sets(pred);
+        let sets = self.sets(pred, seed);
         check_rows("ConformalSets", labels.len(), sets.len())?;
         let covered = sets
             .iter()

@@ -1055,10 +1055,22 @@ fn conformal_intervals_and_sets_cover_fresh_data() {
     let pred = class_prediction(&z[..n_cal * c], n_cal, c, 1.0, &dev);
     let fresh = class_prediction(&z[n_cal * c..], n_test, c, 1.0, &dev);
     let y = |l: &[i64]| Tensor::<1, Int>::from_data(TensorData::new(l.to_vec(), [l.len()]), &dev);
-    let sets = ConformalSets::fit(&pred, y(&labels[..n_cal]), alpha).unwrap();
-    let (coverage, size) = sets.coverage(&fresh, y(&labels[n_cal..])).unwrap();
-    assert!(coverage > 1.0 - alpha - band, "{coverage}");
+    let sets = ConformalSets::fit(&pred, y(&labels[..n_cal]), alpha, 1).unwrap();
+    let (coverage, size) = sets.coverage(&fresh, y(&labels[n_cal..]), 2).unwrap();
+    assert!((coverage - (1.0 - alpha)).abs() < band, "{coverage}");
     assert!(size > 1.0 && size < c as f64, "{size}");
-    let tight = ConformalSets::fit(&pred, y(&labels[..n_cal]), 0.3).unwrap();
-    assert!(tight.coverage(&fresh, y(&labels[n_cal..])).unwrap().1 < size);
+    let loose = ConformalSets::fit(&pred, y(&labels[..n_cal]), 0.3, 1).unwrap();
+    assert!(loose.coverage(&fresh, y(&labels[n_cal..]), 2).unwrap().1 < size);
+    // Confident, correct predictions give one class per set, not all of them.
+    let sure = class_prediction(&z[..n_cal * c], n_cal, c, 1e3, &dev);
+    let argmax: Vec<i64> = z[..n_cal * c]
+        .chunks(c)
+        .map(|r| (0..c).max_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap() as i64)
+        .collect();
+    let tight = ConformalSets::fit(&sure, y(&argmax), alpha, 3).unwrap();
+    let (cov, size) = tight.coverage(&sure, y(&argmax), 4).unwrap();
+    assert!(
+        size <= 1.0 + 1e-9 && cov > 1.0 - alpha - band,
+        "{cov} {size}"
+    );
 }
