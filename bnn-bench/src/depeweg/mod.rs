@@ -129,31 +129,49 @@ pub struct DepewegModel {
     pub latent: bool,
     /// The α of black-box α (below 10⁻³ the exact ELBO: VB).
     pub alpha: f64,
+    /// `0`: a BNN trained by black-box α. `K > 0`: the MLP ensemble baseline (§2.4.1, eqs.
+    /// 2.51–2.55): `K` early-stopped MLPs, each on its own random validation split, with its
+    /// validation MSE as its noise variance; the predictive their Gaussian mixture.
+    pub members: usize,
 }
 
-/// The four model columns: Table 5.1's BNN, and BNN+LV at Table 5.2's three α.
-pub const MODELS: [DepewegModel; 4] = [
+/// The model columns: Table 5.1's BNN, BNN+LV at Table 5.2's three α, and the MLP ensemble of
+/// both tables.
+pub const MODELS: [DepewegModel; 5] = [
     DepewegModel {
         name: "BNN",
         latent: false,
         alpha: 1.0,
+        members: 0,
     },
     DepewegModel {
         name: "BNN+LV VB",
         latent: true,
         alpha: 1e-6,
+        members: 0,
     },
     DepewegModel {
         name: "BNN+LV α=0.5",
         latent: true,
         alpha: 0.5,
+        members: 0,
     },
     DepewegModel {
         name: "BNN+LV α=1",
         latent: true,
         alpha: 1.0,
+        members: 0,
+    },
+    DepewegModel {
+        name: "MLP Ens.",
+        latent: false,
+        alpha: 0.0,
+        members: ENSEMBLE_MEMBERS,
     },
 ];
+
+/// Members of the MLP ensemble (§5.2: 25).
+pub const ENSEMBLE_MEMBERS: usize = 25;
 
 impl DepewegModel {
     /// The model named `s`: its name, case-insensitive, with `a` or `alpha` accepted for `α`

@@ -252,3 +252,40 @@ fn finished_splits_are_reused_and_reported() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The MLP ensemble: members early-stopped on their own validation rows, each with its
+/// validation MSE as its noise; their mixture scores the test rows.
+#[test]
+fn the_mlp_ensemble_fits_and_scores_its_mixture() {
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 101);
+    let all = DepewegSet::Heteroscedastic
+        .load(&DataRoot::new(None), 0)
+        .unwrap();
+    let (train_rows, test_rows) = random_split(all.len(), 0, DepewegSet::Heteroscedastic, 0);
+    let (train, test) = (
+        all.select(&train_rows).unwrap(),
+        all.select(&test_rows).unwrap(),
+    );
+    let model = DepewegModel {
+        members: 3,
+        ..MODELS[4]
+    };
+    let budget = DepewegBudget {
+        epochs: 40,
+        learning_rate: 1e-3,
+        batches: 25,
+        train_samples: 8,
+        test_draws: 10,
+    };
+    let fit = fit_and_score(&model, &[20, 20], &train, &test, &budget, 1, 0).unwrap();
+    // y = 7 sin x + 3|cos(x/2)| ε: the members' noise lies between the floor and the peak.
+    assert!(
+        fit.noise_std > 0.5 && fit.noise_std < 6.0,
+        "{}",
+        fit.noise_std
+    );
+    assert!(fit.test_ll.is_finite() && fit.test_rmse < 6.0, "{fit:?}");
+    assert!(fit.wide.is_none());
+    assert_eq!(MODELS[4].name, "MLP Ens.");
+    assert!(published(DepewegSet::Bimodal, &MODELS[4]).is_some());
+}

@@ -48,7 +48,11 @@ pub fn every_method() -> Vec<Box<dyn UciMethod>> {
 /// `methods` as the protocol runs them, then Depeweg's models.
 fn with_depeweg(methods: Vec<Method>) -> Vec<Box<dyn UciMethod>> {
     let mut all: Vec<Box<dyn UciMethod>> = methods.into_iter().map(protocol_method).collect();
-    for model in crate::depeweg::MODELS {
+    // The MLP ensemble of Depeweg's tables is the catalogue's deep ensemble here.
+    for model in crate::depeweg::MODELS
+        .into_iter()
+        .filter(|m| m.members == 0)
+    {
         all.push(Box::new(DepewegFit(model)));
     }
     all
