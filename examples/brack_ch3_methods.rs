@@ -15,10 +15,10 @@ use bnn_burn::nets::{Classifier, MlpConfig};
 use bnn_burn::posterior::PosteriorConfig;
 use bnn_burn::posthoc::{
     ConformalSets, Ensemble, LaplaceConfig, LastLayerLaplace, NetworkLaplace, NetworkLaplaceConfig,
-    Swag, SwagConfig, TemperatureScaling, sgd_posterior_learning_rate,
+    Swag, SwagConfig, TemperatureScaling,
 };
 use bnn_burn::predict::{ClassPrediction, Predict, PredictMode};
-use bnn_burn::train::{OptimizerConfig, TrainConfig, Trainer, train_built};
+use bnn_burn::train::{TrainConfig, train_built};
 use bnn_burn::training_device;
 use bnn_examples::{flat, moons_task};
 use burn::module::Module;
@@ -66,25 +66,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     let map = fit(point(), 0)?;
     let swag = |seed: u64| -> Result<_, Box<dyn Error>> {
         let net = fit(point(), seed)?;
-        let rate = sgd_posterior_learning_rate(&net, &x, &y, 100, 64)?;
-        let mut sgd =
-            config(seed + 100)
-                .with_learning_rate(rate)
-                .with_optimizer(OptimizerConfig::Sgd {
-                    momentum: 0.0,
-                    nesterov: false,
-                });
+        let mut sgd = config(seed + 100);
         sgd.epochs = 60;
         let swag = SwagConfig::new()
             .with_rank(20)
             .with_every_steps(5)
             .with_skip_epochs(10);
-        Ok(Swag::fit(
-            net,
-            Trainer::new(sgd),
-            (x.clone(), y.clone()),
-            swag,
-        )?)
+        Ok(Swag::fit_at_posterior_rate(net, x.clone(), y.clone(), sgd, swag, 64)?.0)
     };
     let plain_y = y.clone().without_autodiff();
     let plain_x = x.clone().without_autodiff();

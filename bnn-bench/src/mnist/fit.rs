@@ -240,24 +240,18 @@ where
             for m in 0..members {
                 let (net, s) = member(m)?;
                 let start = std::time::Instant::now();
-                let b = config.batch_size;
-                let rate = sgd_posterior_learning_rate(&net, &x, &labels, b, 64)?;
-                let steps = labels.dims()[0].div_ceil(b);
-                let mut sgd = config.clone();
-                sgd.epochs = SWAG_EPOCHS;
-                let sgd = sgd
-                    .with_learning_rate(rate)
-                    .with_optimizer(OptimizerConfig::Sgd {
-                        momentum: 0.0,
-                        nesterov: false,
-                    })
+                let steps = labels.dims()[0].div_ceil(config.batch_size);
+                let mut sgd = config
+                    .clone()
                     .with_seed(config.seed.wrapping_add(1000 + m as u64));
+                sgd.epochs = SWAG_EPOCHS;
                 let swag = SwagConfig::new()
                     .with_rank(rank)
                     .with_every_steps((steps / 2).max(1))
                     .with_skip_epochs(SWAG_SKIP_EPOCHS);
-                let data = (x.clone(), labels.clone());
-                posteriors.push(Swag::fit(net, Trainer::new(sgd), data, swag)?);
+                let (posterior, _) =
+                    Swag::fit_at_posterior_rate(net, x.clone(), labels.clone(), sgd, swag, 64)?;
+                posteriors.push(posterior);
                 seconds += s + start.elapsed().as_secs_f64();
             }
             Box::new(Ensemble::new(posteriors)?)

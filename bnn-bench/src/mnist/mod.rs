@@ -17,10 +17,10 @@ use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
 use bnn_burn::objective::{PacComplexity, PacKl};
 use bnn_burn::posthoc::{
     Ensemble, LaplaceConfig, LastLayerLaplace, NetworkLaplace, NetworkLaplaceConfig, Swag,
-    SwagConfig, sgd_posterior_learning_rate,
+    SwagConfig,
 };
 use bnn_burn::predict::{ClassPrediction, Predict, PredictError, PredictMode};
-use bnn_burn::train::{Model, OptimizerConfig, TrainConfig, Trainer};
+use bnn_burn::train::{Model, TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::cifar::Cifar5;
 use bnn_datasets::{DataRoot, ImageSet, MnistFamily, Normalization, Split};

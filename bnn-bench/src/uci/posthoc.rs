@@ -6,9 +6,8 @@ use super::*;
 use crate::catalogue::PostHoc;
 use bnn_burn::posthoc::{
     Ensemble, LaplaceConfig, LastLayerLaplace, NetworkLaplace, NetworkLaplaceConfig, Swag,
-    SwagConfig, sgd_posterior_learning_rate,
+    SwagConfig,
 };
-use bnn_burn::train::{OptimizerConfig, Trainer};
 
 /// Epochs of SWAG's SGD phase after the MAP fit, and the first of them skipped.
 pub const SWAG_EPOCHS: usize = 50;
@@ -60,21 +59,21 @@ impl PostHocFit {
         let d = split.train.n_features;
         let x = matrix(&split.train.x, d, &device);
         let y = matrix(&split.train.y, 1, &device);
-        let b = split.budget.batch_size.min(split.train.len());
-        let rate = sgd_posterior_learning_rate(&net, &x, &y, b, SWAG_RATE_BATCHES)?;
         let config = TrainConfig::new(SWAG_EPOCHS)
-            .with_batch_size(b)
-            .with_learning_rate(rate)
-            .with_optimizer(OptimizerConfig::Sgd {
-                momentum: 0.0,
-                nesterov: false,
-            })
+            .with_batch_size(split.budget.batch_size)
             .with_seed(split.seed.wrapping_add(7 + m as u64))
             .with_progress(false);
         let swag = SwagConfig::new()
             .with_rank(rank)
             .with_skip_epochs(SWAG_SKIP_EPOCHS);
-        Ok((Swag::fit(net, Trainer::new(config), (x, y), swag)?, rate))
+        Ok(Swag::fit_at_posterior_rate(
+            net,
+            x,
+            y,
+            config,
+            swag,
+            SWAG_RATE_BATCHES,
+        )?)
     }
 }
 

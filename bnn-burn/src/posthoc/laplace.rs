@@ -54,6 +54,15 @@ pub enum LaplaceError {
     /// The data do not fit the network.
     #[error(transparent)]
     Mismatch(#[from] crate::error::DataMismatch),
+    /// The curvature of a layer holds NaN or an infinity (its outputs or gradients overflowed).
+    #[error(
+        "the curvature of layer {layer} (0-based) holds NaN or an infinity: check the network's \
+         outputs on the data"
+    )]
+    NonFiniteCurvature {
+        /// The layer.
+        layer: usize,
+    },
     /// `H + λI` is not positive definite (a non-finite curvature).
     #[error(
         "the posterior precision H + λI is not positive definite at pivot {pivot}: the \

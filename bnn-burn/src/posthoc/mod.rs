@@ -17,7 +17,9 @@ pub use laplace::{LaplaceConfig, LaplaceError, LastLayerLaplace, PriorPrecision}
 pub use network_laplace::{
     CurvatureEstimate, LaplaceStructure, NetworkLaplace, NetworkLaplaceConfig,
 };
-pub use swag::{Swag, SwagCollector, SwagConfig, SwagMoments, sgd_posterior_learning_rate};
+pub use swag::{
+    RATE_HALVINGS, Swag, SwagCollector, SwagConfig, SwagMoments, sgd_posterior_learning_rate,
+};
 
 use crate::dist::Moments;
 use crate::layers::LayerDraw;

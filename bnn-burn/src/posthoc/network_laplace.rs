@@ -395,17 +395,23 @@ impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
         // The curvature's eigenvalues per layer (diagonal: the entries; KFAC: a_i g_j / N).
         let mut eigen = Vec::with_capacity(p);
         let mut factored = Vec::with_capacity(shapes.len());
-        for (shape, a) in shapes.iter().zip(acc) {
+        for (layer, (shape, a)) in shapes.iter().zip(acc).enumerate() {
             let (din, dout) = shape.factor_dims();
+            let finite = |v: Vec<f64>| match v.iter().all(|x| x.is_finite()) {
+                true => Ok(v),
+                false => Err(LaplaceError::NonFiniteCurvature { layer }),
+            };
             match a.expect("every layer accumulated") {
                 Accumulated::Diagonal(h) => {
                     let h = h.to_device(&device);
-                    eigen.extend(crate::host::to_vec(h.clone()));
+                    eigen.extend(finite(crate::host::to_vec(h.clone()))?);
                     factored.push((h, None));
                 }
                 Accumulated::Kfac(a, g) => {
-                    let (av, au) = dense::symmetric_eigen(sym(crate::host::to_vec(a), din), din);
-                    let (gv, gu) = dense::symmetric_eigen(sym(crate::host::to_vec(g), dout), dout);
+                    let a = finite(crate::host::to_vec(a))?;
+                    let g = finite(crate::host::to_vec(g))?;
+                    let (av, au) = dense::symmetric_eigen(sym(a, din), din);
+                    let (gv, gu) = dense::symmetric_eigen(sym(g, dout), dout);
                     let vals: Vec<f64> = av
                         .iter()
                         .flat_map(|ai| {

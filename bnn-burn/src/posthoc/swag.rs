@@ -191,6 +191,8 @@ pub struct Swag<B: Body, L: Likelihood> {
     diagonal: bool,
 }
 
+use crate::batch::Batch;
+
 impl<B: Body, L: Likelihood> Swag<B, L> {
     /// SWAG over `net` (the network the moments were collected on, or its copy on another
     /// device) with `moments`; with fewer than two deviations, or `diagonal`, SWAG-diagonal.
@@ -250,6 +252,51 @@ impl<B: Body, L: Likelihood> Swag<B, L> {
         Ok(Self::new(net.valid(), moments, false)?)
     }
 
+    /// SWAG from `net` by plain SGD under `config` (its epochs, batch size and seed; its
+    /// optimiser is replaced) at [`sgd_posterior_learning_rate`] from `batches` minibatches,
+    /// at most `config.learning_rate` (the rule's curvature is the data's: where they leave the
+    /// loss flat, a MAP fit that separates its classes, it allows steps no network survives);
+    /// where the SGD phase diverges (a MAP fit not yet at a mode, where the rate's
+    /// curvature estimate is too low) or its loss overflows, the rate is halved and the phase run
+    /// again, at most [`RATE_HALVINGS`] times. Returns the posterior and the rate it ran at.
+    ///
+    /// # Errors
+    /// The rate's errors; the trainer's, the last divergence included.
+    pub fn fit_at_posterior_rate(
+        net: Bnn<B, L>,
+        input: B::Input,
+        target: L::Target,
+        config: crate::train::TrainConfig,
+        swag: SwagConfig,
+        batches: usize,
+    ) -> Result<(Self, f64), TrainError> {
+        let b = config.batch_size.min(input.len()).max(1);
+        let posterior = sgd_posterior_learning_rate(&net, &input, &target, b, batches)?;
+        let mut rate = posterior.min(config.learning_rate);
+        let sgd = crate::train::OptimizerConfig::Sgd {
+            momentum: 0.0,
+            nesterov: false,
+        };
+        for halving in 0..=RATE_HALVINGS {
+            let config = config
+                .clone()
+                .with_batch_size(b)
+                .with_learning_rate(rate)
+                .with_optimizer(sgd.clone());
+            let trainer = crate::train::Trainer::new(config);
+            let data = (input.clone(), target.clone());
+            match Self::fit(net.clone(), trainer, data, swag.clone()) {
+                Err(TrainError::Diverged { .. } | TrainError::NonFinite { .. })
+                    if halving < RATE_HALVINGS =>
+                {
+                    rate /= 2.0
+                }
+                result => return result.map(|s| (s, rate)),
+            }
+        }
+        unreachable!("the last halving returns")
+    }
+
     /// The moments.
     pub fn moments(&self) -> &SwagMoments {
         &self.moments
@@ -298,14 +345,18 @@ impl<B: Body, L: Likelihood> NetworkPosterior for Swag<B, L> {
     }
 }
 
+/// Halvings of the SGD rate [`Swag::fit_at_posterior_rate`] tries after a divergence.
+pub const RATE_HALVINGS: usize = 6;
+
 /// The constant SGD learning rate whose iterates best match the Laplace posterior in KL
 /// (Mandt et al. 2017, eq. 15): `η* = 2 B P / (N tr C)`, `P` the parameter count, `N` the
 /// training rows and `C` the per-example gradient covariance of the mean negative
 /// log-likelihood at `net`'s weights, estimated from `batches` random minibatches of `batch_size`
-/// rows as `tr C ≈ B/(R − 1) Σ_b ‖g_b − ḡ‖² · (N − 1)/(N − B)`, capped at `2B/(N λ_max(C))`:
-/// with `C ≈ H` at a mode, SGD's stationary variance `η/(2B)` along the stiffest direction is
-/// then no wider than the posterior's `1/(N λ_max)` (isotropic SGD cannot match every
-/// direction; this errs narrow). The rate for SWAG's SGD phase when no validation search is
+/// rows as `tr C ≈ B/(R − 1) Σ_b ‖g_b − ḡ‖² · (N − 1)/(N − B)`, capped at
+/// `2B/(N λ_max(C) + p₀)`, `p₀` the largest prior precision: with `C ≈ H` at a mode, SGD's
+/// stationary variance `η/(2B)` along the stiffest direction is then no wider than the
+/// posterior's `1/(N λ_max + p₀)` (isotropic SGD cannot match every direction; this errs
+/// narrow, and stays finite where the data leave the loss flat). The rate for SWAG's SGD phase when no validation search is
 /// run; `net` must live on an autodiff device.
 ///
 /// # Errors
@@ -404,9 +455,42 @@ pub fn sgd_posterior_learning_rate<B: Body, L: Likelihood>(
         .last()
         .copied()
         .unwrap_or(trace);
+    // The prior's curvature adds to the likelihood's: where the data leave a direction flat
+    // (C ≈ 0, a separable class problem), the posterior's width is the prior's.
+    let mut prior = PriorPrecision(0.0);
+    net.visit_layers(&mut prior);
     let b = batch_size as f64;
     let mandt = 2.0 * b * p as f64 / (n as f64 * trace);
-    Ok(mandt.min(2.0 * b / (n as f64 * top)))
+    Ok(mandt.min(2.0 * b / (n as f64 * top + prior.0)))
+}
+
+/// The largest prior precision `1/σ₀²` over every layer's weights and biases.
+struct PriorPrecision(f64);
+
+impl crate::layers::LayerVisitor for PriorPrecision {
+    fn visit<const DW: usize>(
+        &mut self,
+        _: crate::layers::LayerInfo,
+        params: &crate::layers::AnyLayerParams<DW>,
+    ) {
+        use crate::dist::WeightPrior;
+        fn precision<const D: usize>(prior: &WeightPrior<D>) -> f64 {
+            match prior {
+                WeightPrior::Gaussian(g) => match g.scalars() {
+                    Some((_, s)) => 1.0 / (s * s),
+                    None => {
+                        let min = crate::host::to_vec(g.std().min())[0];
+                        1.0 / (min * min)
+                    }
+                },
+                WeightPrior::ScaleMixture(m) => 1.0 / m.sigma1.min(m.sigma2).powi(2),
+            }
+        }
+        self.0 = self.0.max(precision(&params.weight_prior));
+        if let Some(b) = &params.bias_prior {
+            self.0 = self.0.max(precision(b));
+        }
+    }
 }
 
 /// Appends every point layer's weight and bias gradients, flat, in forward order.
