@@ -382,7 +382,13 @@ pub fn run_one(
         (Some(post), ClassLikelihood::Softmax) => {
             fit_posthoc(arch, method, post, data_xy, &config, state)?
         }
-        (Some(_), _) => return Err("a post-hoc method needs the softmax likelihood".into()),
+        (Some(_), _) => {
+            return Err(format!(
+                "{}: a post-hoc method needs the softmax likelihood",
+                method.name
+            )
+            .into());
+        }
         (None, _) => match method.class_likelihood {
             ClassLikelihood::Softmax => fit(arch, method, Categorical, data_xy, &config, state)?,
             ClassLikelihood::MultiLabelProbit => {

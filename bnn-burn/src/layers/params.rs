@@ -78,10 +78,7 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
 
     /// One sampled weight and bias, `[1, numel]` each, to hold fixed.
     pub fn draw(&self) -> LayerDraw {
-        LayerDraw {
-            weight: self.weight.dist().sample(1),
-            bias: self.bias.as_ref().map(|b| b.dist().sample(1)),
-        }
+        self.draws(1)
     }
 
     /// `KL(q ‖ p)` of weight and bias (one element); under a hyperprior its `−ln p(μ, σ²)`.

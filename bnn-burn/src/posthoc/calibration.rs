@@ -65,18 +65,8 @@ impl TemperatureScaling {
                 .map(|(i, &y)| mean[i * c + y].max(1e-300).ln())
                 .sum::<f64>()
         };
-        let (mut a, mut b) = (-4.0f64, 4.0f64);
-        let ratio = (5f64.sqrt() - 1.0) / 2.0;
-        for _ in 0..60 {
-            let x = b - ratio * (b - a);
-            let y = a + ratio * (b - a);
-            match nll(x) < nll(y) {
-                true => b = y,
-                false => a = x,
-            }
-        }
         Ok(Self {
-            temperature: ((a + b) / 2.0).exp(),
+            temperature: super::golden_min(nll, -4.0, 4.0, 60).exp(),
         })
     }
 

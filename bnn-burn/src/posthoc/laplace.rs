@@ -15,7 +15,7 @@ use crate::nets::{Bnn, Body};
 use crate::posterior::Unsupported;
 use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Distribution, Int, Tensor};
 
 /// How the prior precision `λ` of the head's weights is set.
 #[derive(Config, Debug, PartialEq, Copy)]
@@ -265,13 +265,12 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
         )?;
         let curvature = Self::curvature(&net, input, target, config.batch_size)?;
         let p = curvature.theta.len();
+        let norm2 = dense::dot(&curvature.theta, &curvature.theta);
         let (lambda, eigen) = match config.prior_precision {
             PriorPrecision::Fixed { value } => (value, None),
             PriorPrecision::MarginalLikelihood => {
                 let eig = dense::symmetric_eigenvalues(curvature.h.clone(), p);
-                let norm2 = dense::dot(&curvature.theta, &curvature.theta);
-                let lambda = best_prior_precision(&eig, norm2, p);
-                (lambda, Some(eig))
+                (best_prior_precision(&eig, norm2, p), Some(eig))
             }
         };
         let mut factor = curvature.h.clone();
@@ -281,16 +280,14 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
         dense::cholesky(&mut factor, p)
             .map_err(|pivot| LaplaceError::NotPositiveDefinite { pivot })?;
         let log_det = match eigen {
-            Some(eig) => eig.iter().map(|e| (e.max(0.0) + lambda).ln()).sum(),
+            Some(eig) => eigen_log_det(&eig, lambda),
             None => dense::cholesky_log_det(&factor, p),
         };
-        let norm2 = dense::dot(&curvature.theta, &curvature.theta);
-        let log_marginal_likelihood = curvature.log_likelihood - 0.5 * lambda * norm2
-            + 0.5 * p as f64 * lambda.ln()
-            - 0.5 * log_det;
+        let log_marginal_likelihood =
+            curvature.log_likelihood + evidence_terms(lambda, norm2, p, log_det);
         let device = net.devices()[0].clone();
         let inverse = dense::lower_inverse(&factor, p);
-        let inverse_factor = host_matrix(&inverse, [p, p], &device);
+        let inverse_factor = crate::host::matrix(&inverse, p, &device);
         let [_, k] = net.head.shape();
         let features = p / k;
         // Σ = L⁻ᵀ L⁻¹; the block of output j: columns (f, j) of L⁻¹, then their Gram matrix.
@@ -300,7 +297,7 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
             .permute([2, 0, 1]);
         let blocks = per_output.clone().transpose().matmul(per_output);
         Ok(Self {
-            theta: host_matrix(&curvature.theta, [1, p], &device),
+            theta: crate::host::matrix(&curvature.theta, p, &device),
             bias: net.head.params.bias.is_some(),
             net,
             inverse_factor,
@@ -417,19 +414,12 @@ fn head_vector<B: Body, L: Likelihood>(net: &Bnn<B, L>) -> Vec<f64> {
     theta
 }
 
-fn host_matrix<const D: usize>(values: &[f64], shape: [usize; D], device: &Device) -> Tensor<D> {
-    let data: Vec<f32> = values.iter().map(|&v| v as f32).collect();
-    Tensor::from_data(TensorData::new(data, shape), device)
-}
-
 /// The `λ` in `[1e-6, 1e6]` that maximises `(P/2) ln λ − ½λ‖θ‖² − ½ Σ ln(e_i + λ)`: a grid over
 /// `ln λ`, then golden-section search around its best point.
 pub(super) fn best_prior_precision(eig: &[f64], norm2: f64, p: usize) -> f64 {
     let objective = |log_lambda: f64| {
         let lambda = log_lambda.exp();
-        0.5 * p as f64 * log_lambda
-            - 0.5 * lambda * norm2
-            - 0.5 * eig.iter().map(|e| (e.max(0.0) + lambda).ln()).sum::<f64>()
+        evidence_terms(lambda, norm2, p, eigen_log_det(eig, lambda))
     };
     let (lo, hi) = (1e-6f64.ln(), 1e6f64.ln());
     let steps = 120;
@@ -439,17 +429,18 @@ pub(super) fn best_prior_precision(eig: &[f64], norm2: f64, p: usize) -> f64 {
     let best = (0..=steps)
         .max_by(|&a, &b| objective(grid[a]).total_cmp(&objective(grid[b])))
         .expect("a grid");
-    let (mut a, mut b) = (grid[best.saturating_sub(1)], grid[(best + 1).min(steps)]);
-    let ratio = (5f64.sqrt() - 1.0) / 2.0;
-    for _ in 0..80 {
-        let c = b - ratio * (b - a);
-        let d = a + ratio * (b - a);
-        match objective(c) > objective(d) {
-            true => b = d,
-            false => a = c,
-        }
-    }
-    ((a + b) / 2.0).exp()
+    let (a, b) = (grid[best.saturating_sub(1)], grid[(best + 1).min(steps)]);
+    super::golden_min(|x| -objective(x), a, b, 80).exp()
+}
+
+/// `ln det(H + λI) = Σ ln(e_i + λ)` from the eigenvalues of `H` (negative rounding clipped).
+pub(super) fn eigen_log_det(eig: &[f64], lambda: f64) -> f64 {
+    eig.iter().map(|e| (e.max(0.0) + lambda).ln()).sum()
+}
+
+/// The Laplace log evidence beside `ln p(D | θ*)`: `−½λ‖θ*‖² + (P/2) ln λ − ½ ln det(H + λI)`.
+pub(super) fn evidence_terms(lambda: f64, norm2: f64, p: usize, log_det: f64) -> f64 {
+    -0.5 * lambda * norm2 + 0.5 * p as f64 * lambda.ln() - 0.5 * log_det
 }
 
 impl<B: Body, L: Likelihood> NetworkPosterior for LastLayerLaplace<B, L> {

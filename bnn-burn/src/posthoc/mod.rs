@@ -107,6 +107,20 @@ pub fn predict_network<P: NetworkPosterior>(
     Ok(net.likelihood.predict(out))
 }
 
+/// The minimiser of `f` on `[a, b]` (`f` unimodal there) by `iterations` golden-section steps.
+pub(crate) fn golden_min(f: impl Fn(f64) -> f64, mut a: f64, mut b: f64, iterations: usize) -> f64 {
+    let ratio = (5f64.sqrt() - 1.0) / 2.0;
+    for _ in 0..iterations {
+        let x = b - ratio * (b - a);
+        let y = a + ratio * (b - a);
+        match f(x) < f(y) {
+            true => b = y,
+            false => a = x,
+        }
+    }
+    (a + b) / 2.0
+}
+
 /// `Predict` for a [`NetworkPosterior`] type, by [`predict_network`].
 macro_rules! network_predict {
     ($posterior:ident) => {

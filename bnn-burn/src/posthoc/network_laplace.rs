@@ -7,7 +7,8 @@
 
 use super::NetworkPosterior;
 use super::laplace::{
-    LaplaceError, OutputCurvature, PriorPrecision, best_prior_precision, check_fit,
+    LaplaceError, OutputCurvature, PriorPrecision, best_prior_precision, check_fit, eigen_log_det,
+    evidence_terms,
 };
 use crate::batch::Batch;
 use crate::dist::Moments;
@@ -20,7 +21,7 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::module::unfold4d;
 use burn::tensor::ops::UnfoldOptions;
-use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Distribution, Int, Tensor};
 
 /// The structure of the curvature per layer.
 #[derive(Config, Debug, PartialEq, Eq, Copy)]
@@ -287,11 +288,6 @@ impl crate::layers::LayerVisitor for Shapes {
     }
 }
 
-fn host_matrix(values: &[f64], shape: [usize; 2], device: &Device) -> Tensor<2> {
-    let data: Vec<f32> = values.iter().map(|&v| v as f32).collect();
-    Tensor::from_data(TensorData::new(data, shape), device)
-}
-
 impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
     /// Fits the posterior of every layer of `net` (all point estimates) on the training data.
     ///
@@ -420,9 +416,9 @@ impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
                         })
                         .collect();
                     eigen.extend(vals.iter().copied());
-                    let vals = host_matrix(&vals, [din, dout], &device);
-                    let u = host_matrix(&au, [din, din], &device);
-                    let v = host_matrix(&gu, [dout, dout], &device);
+                    let vals = crate::host::matrix(&vals, dout, &device);
+                    let u = crate::host::matrix(&au, din, &device);
+                    let v = crate::host::matrix(&gu, dout, &device);
                     factored.push((vals, Some((u, v))));
                 }
             }
@@ -431,9 +427,8 @@ impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
             PriorPrecision::Fixed { value } => value,
             PriorPrecision::MarginalLikelihood => best_prior_precision(&eigen, norm2, p),
         };
-        let log_det: f64 = eigen.iter().map(|e| (e.max(0.0) + lambda).ln()).sum();
-        let log_marginal_likelihood =
-            log_likelihood - 0.5 * lambda * norm2 + 0.5 * p as f64 * lambda.ln() - 0.5 * log_det;
+        let log_det = eigen_log_det(&eigen, lambda);
+        let log_marginal_likelihood = log_likelihood + evidence_terms(lambda, norm2, p, log_det);
         let posteriors = factored
             .into_iter()
             .map(|(h, uv)| {
