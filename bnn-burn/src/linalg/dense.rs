@@ -158,19 +158,24 @@ fn tridiagonalise(a: &mut [f64], n: usize, mut q: Option<&mut [f64]>) -> (Vec<f6
     let mut p = vec![0.0; n];
     for k in 0..n.saturating_sub(2) {
         // The reflector that zeroes column k below row k + 1.
+        // The column is scaled by its largest entry first: a trailing block that decays into
+        // subnormal numbers would otherwise square to zero and divide to NaN.
         let col: Vec<f64> = (k + 1..n).map(|i| a[i * n + k]).collect();
-        let alpha = dot(&col, &col).sqrt();
-        if alpha == 0.0 {
+        let big = col.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        if big == 0.0 {
             e[k] = 0.0;
             continue;
         }
-        let sign = if col[0] >= 0.0 { 1.0 } else { -1.0 };
         let m = n - k - 1;
         let v = &mut v[..m];
-        v.copy_from_slice(&col);
-        v[0] += sign * alpha;
+        for (vi, ci) in v.iter_mut().zip(&col) {
+            *vi = ci / big;
+        }
+        let unit_alpha = dot(v, v).sqrt();
+        let sign = if col[0] >= 0.0 { 1.0 } else { -1.0 };
+        v[0] += sign * unit_alpha;
         let vnorm2 = dot(v, v);
-        e[k] = -sign * alpha;
+        e[k] = -sign * unit_alpha * big;
         // A ← H A H on the trailing block, H = I − 2 v vᵀ / (vᵀv): with p = A v · 2/(vᵀv) and
         // w = p − v (vᵀp)/(vᵀv), A ← A − v wᵀ − w vᵀ.
         let beta = 2.0 / vnorm2;
@@ -416,6 +421,21 @@ mod tests {
             eig[..n - 2].iter().all(|e| e.abs() < 1e-6 * trace),
             "{eig:?}"
         );
+        // Eigenvalues scale with the matrix down to subnormal squares (a reduction whose
+        // trailing block decays that far once divided by zero and returned NaN).
+        let n = 12;
+        let a = spd(n);
+        let eig = symmetric_eigenvalues(a.clone(), n);
+        for tiny in [1e-150, 1e-160, 1e-200] {
+            let small: Vec<f64> = a.iter().map(|x| x * tiny).collect();
+            let (scaled, _) = symmetric_eigen(small, n);
+            for (s, e) in scaled.iter().zip(&eig) {
+                assert!(
+                    (s / tiny - e).abs() < 1e-10 * e.abs(),
+                    "{tiny:e}: {s:e} vs {e}"
+                );
+            }
+        }
         let zeros = vec![0.0; 25];
         assert_eq!(symmetric_eigenvalues(zeros, 5), vec![0.0; 5]);
     }
