@@ -27,6 +27,7 @@ impl UciMethod for Constant {
         Ok(SplitOutcome {
             test_ll: -z2 / (2.0 * n) - std.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln(),
             test_rmse: std * (z2 / n).sqrt(),
+            coverage_90: None,
             detail: String::new(),
         })
     }

@@ -373,6 +373,22 @@ pub fn interval_coverage(mean: &[f64], std: &[f64], target: &[f64], level: f64) 
     inside as f64 / target.len() as f64
 }
 
+/// Fraction of probability-integral-transform values `F(y)` (the predictive CDF at each target)
+/// inside the central interval of probability `level`, `|F(y) − ½| ≤ level/2`: the same as
+/// [`interval_coverage`] for a Gaussian predictive, and defined for any continuous one (a
+/// mixture of draws).
+pub fn pit_coverage(pit: &[f64], level: f64) -> f64 {
+    assert!(
+        level > 0.0 && level < 1.0,
+        "coverage level must be in (0, 1), got {level}"
+    );
+    let inside = pit
+        .iter()
+        .filter(|f| (*f - 0.5).abs() <= level / 2.0)
+        .count();
+    inside as f64 / pit.len() as f64
+}
+
 /// Standard normal quantile by bisection on `Φ` (erfc-based, ~1e-12 accuracy).
 fn normal_quantile(p: f64) -> f64 {
     let cdf = |x: f64| 0.5 * erfc(-x / std::f64::consts::SQRT_2);
@@ -510,6 +526,7 @@ mod tests {
         let std = [1.0; 4];
         let y = [0.5, -1.9, 2.5, -3.0];
         assert_eq!(interval_coverage(&mean, &std, &y, 0.95), 0.5);
+        assert_eq!(pit_coverage(&[0.05, 0.5, 0.951, 0.0], 0.9), 0.5);
         let (m, se) = mean_and_standard_error(&[1.0, 2.0, 3.0, 4.0]);
         let se = se.expect("four values have a standard error");
         assert!((m - 2.5).abs() < 1e-12 && (se - (5.0f64 / 12.0).sqrt()).abs() < 1e-12);

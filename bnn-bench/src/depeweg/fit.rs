@@ -12,6 +12,8 @@ pub struct FitScores {
     pub test_ll: f64,
     /// Test RMSE of the predictive mean (the same draws).
     pub test_rmse: f64,
+    /// Fraction of test targets inside their central 90 % predictive interval (the same draws).
+    pub coverage_90: f64,
     /// Learned noise std `√Σ`.
     pub noise_std: f64,
     /// `Some((T, LL))`: the test LL of the mixture of `T` draws of the same trained net, its
@@ -150,6 +152,7 @@ pub fn fit_standardised(
     Ok(FitScores {
         test_ll: scores.log_likelihood,
         test_rmse: scores.rmse,
+        coverage_90: scores.coverage_90,
         noise_std: noise * y_std,
         wide,
     })
@@ -232,6 +235,7 @@ fn fit_ensemble(
     Ok(FitScores {
         test_ll: scores.log_likelihood,
         test_rmse: scores.rmse,
+        coverage_90: scores.coverage_90,
         noise_std: bnn_burn::metrics::mean(&noise),
         wide: None,
     })

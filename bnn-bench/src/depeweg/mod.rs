@@ -360,6 +360,10 @@ pub struct SplitRow {
     pub test_ll: f64,
     /// Test RMSE of the predictive mean, original units.
     pub test_rmse: f64,
+    /// Fraction of test targets inside their central 90 % predictive interval; absent from
+    /// rows written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_90: Option<f64>,
     /// Learned noise std `√Σ`, original units.
     pub noise_std: f64,
     /// `(T, LL)`: the test LL of a mixture of `T` draws of the same net ([`FitScores::wide`]);

@@ -300,11 +300,49 @@ pub struct MnistResult {
     /// beside the test images' risk.
     #[serde(default)]
     pub pac: Option<PacReport>,
+    /// Temperature scaling and conformal class sets fitted on half of the test images and
+    /// scored on the other half (absent from records written before they were measured).
+    #[serde(default)]
+    pub calibration: Option<CalibrationReport>,
     /// The revisions the bench that trained and scored the row was built from (several when
     /// its training state was resumed by other builds, the scoring build last; empty in records
     /// written before they were kept).
     #[serde(default)]
     pub revisions: Vec<String>,
+}
+
+/// Post-hoc calibration of a row ([`bnn_burn::posthoc::TemperatureScaling`],
+/// [`bnn_burn::posthoc::ConformalSets`]): fitted on the even-numbered test images, scored on
+/// the odd-numbered ones beside the raw predictive on the same images.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CalibrationReport {
+    /// Test images that calibrate.
+    pub calibration_images: usize,
+    /// Test images scored.
+    pub scored_images: usize,
+    /// NLL per scored image of the raw predictive.
+    pub nll_raw: f64,
+    /// ECE (15 bins) of the raw predictive on the scored images.
+    pub ece_raw: f64,
+    /// The tempered predictive (`None`: a Dirichlet head, which has no draws to temper).
+    pub tempered: Option<Tempered>,
+    /// The conformal sets' miscoverage `α`.
+    pub conformal_alpha: f64,
+    /// The fraction of scored images whose label is in its set (nominal `1 − α`).
+    pub conformal_coverage: f64,
+    /// The mean set size.
+    pub conformal_set_size: f64,
+}
+
+/// A temperature and the scores of the tempered predictive.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Tempered {
+    /// The fitted `T`.
+    pub temperature: f64,
+    /// NLL per scored image.
+    pub nll: f64,
+    /// ECE (15 bins) on the scored images.
+    pub ece: f64,
 }
 
 /// The PAC-Bayes bound of a run (Haußmann 2021 eq. 5.10): risks are `−mean p̄(y | x)` of the

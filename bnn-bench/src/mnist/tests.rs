@@ -94,6 +94,20 @@ fn a_small_run_writes_its_table_and_figures() {
                 r.error_pct
             );
             assert!(r.ecdf_area >= 0.0 && r.ecdf_area <= 10f64.ln() + 1e-9);
+            // Half of the 40 test images calibrate, half are scored; only a Dirichlet
+            // prediction (EDL's) has no draws to temper.
+            let c = r.calibration.expect("every row calibrates");
+            assert_eq!((c.calibration_images, c.scored_images), (20, 20));
+            assert!((0.0..=1.0).contains(&c.conformal_coverage), "{c:?}");
+            assert!(c.conformal_set_size >= 0.0 && c.conformal_set_size <= 10.0);
+            let evidential = matches!(m.class_likelihood, ClassLikelihood::Evidential { .. });
+            assert!(c.tempered.is_some() || evidential, "{}: {c:?}", m.name);
+            assert!(c.tempered.is_none() || m.name != "EDL", "{c:?}");
+            if let Some(t) = c.tempered {
+                // The temperature minimises the calibration half's NLL, not the scored half's:
+                // only finiteness and range are certain.
+                assert!(t.temperature > 0.0 && t.nll.is_finite(), "{t:?}");
+            }
             assert_eq!(r.entropy_hist_in.iter().sum::<usize>(), 40);
             // Two classes of 20 test images each: their errors average to the error, and the
             // eight classes without images have none.
@@ -228,6 +242,7 @@ fn a_small_run_writes_its_table_and_figures() {
         "{md}"
     );
     assert!(md.contains("## PAC-Bayes bound"), "{md}");
+    assert!(md.contains("## Post-hoc calibration"), "{md}");
     // The header names the catalogue's moment methods and says how they predict, from the
     // library's default rule.
     assert!(

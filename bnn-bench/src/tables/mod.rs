@@ -69,6 +69,10 @@ const GENERATORS: &[Generator] = &[
         make: report::uci_posthoc_rmse,
     },
     Generator {
+        name: "uci-posthoc-coverage",
+        make: report::uci_posthoc_coverage,
+    },
+    Generator {
         name: "uci-z",
         make: report::uci_z,
     },

@@ -59,6 +59,15 @@ pub(super) fn uci_posthoc_rmse(assets: &Path) -> Result<String, Box<dyn Error>> 
     )?)
 }
 
+/// 90 % interval coverage of the post-hoc methods (`assets/uci-posthoc`).
+pub(super) fn uci_posthoc_coverage(assets: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(table_after(
+        &uci_report(assets, "uci-posthoc")?,
+        "## Coverage of the central 90 % predictive interval (nominal 0.90)",
+        None,
+    )?)
+}
+
 /// Test LL of every method and published column, the full protocol.
 pub(super) fn uci_ll(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(table_after(

@@ -130,6 +130,7 @@ impl UciMethod for DepewegFit {
         Ok(SplitOutcome {
             test_ll: fit.test_ll,
             test_rmse: fit.test_rmse,
+            coverage_90: Some(fit.coverage_90),
             detail: format!(
                 "α = {}, K = {DEPEWEG_TRAIN_SAMPLES}, learned noise std {noise:.4}",
                 self.0.alpha
@@ -159,12 +160,15 @@ pub(crate) fn draws_per_chunk(widest: usize, rows: usize) -> usize {
     (PASS_CHUNK_ELEMENTS / (widest.max(1) * rows.max(1))).max(1)
 }
 
-/// Test LL (mixture over `split.budget.test_passes` posterior draws, original units) and RMSE of
-/// the predictive mean. The draws go through the net in chunks ([`MixtureAccumulator`]), so
+/// Test LL (mixture over `split.budget.test_passes` posterior draws, original units), RMSE of
+/// the predictive mean and the 90 % intervals' coverage. The draws go through the net in chunks ([`MixtureAccumulator`]), so
 /// Gal's 10 000 passes over protein's 4 573 test rows need no 18 GB tensor.
 ///
 /// A network that trains by moments predicts by moments (`N(E f, Var f + σ²)`, no draws).
-pub fn evaluate(model: &Regressor, split: &PreparedSplit) -> Result<(f64, f64), Box<dyn Error>> {
+pub fn evaluate(
+    model: &Regressor,
+    split: &PreparedSplit,
+) -> Result<RegressionScores, Box<dyn Error>> {
     let widest = split.meta.n_hidden.max(split.train.n_features);
     let passes = split.budget.test_passes.max(1);
     evaluate_predictive(model, model.moments.train, passes, widest, split)
@@ -179,7 +183,7 @@ pub fn evaluate_predictive<P>(
     passes: usize,
     widest: usize,
     split: &PreparedSplit,
-) -> Result<(f64, f64), Box<dyn Error>>
+) -> Result<RegressionScores, Box<dyn Error>>
 where
     P: Predict<Input = burn::tensor::Tensor<2>, Prediction = GaussianPrediction>,
 {
@@ -188,10 +192,9 @@ where
     let x = matrix(&split.test_x, d, &device);
     let y = matrix(&split.y_scaler.transform(&split.test_y), 1, &device);
     if by_moments {
-        let scores = model
+        return Ok(model
             .predict(x, PredictMode::Moments)?
-            .scores(y, &split.y_scaler.std);
-        return Ok((scores.log_likelihood, scores.rmse));
+            .scores(y, &split.y_scaler.std));
     }
     let passes = passes.max(1);
     let chunk = draws_per_chunk(widest, split.test_y.len()).min(passes);
@@ -209,8 +212,7 @@ where
             break; // a point estimate answers with its one draw
         }
     }
-    let scores = acc.scores(&split.y_scaler.std);
-    Ok((scores.log_likelihood, scores.rmse))
+    Ok(acc.scores(&split.y_scaler.std))
 }
 
 /// Trains a one-hidden-layer regressor of `method` on `data` ([`Method::regressor`] and
@@ -302,7 +304,7 @@ impl UciMethod for BayesianFit {
             split.seed,
         )?;
         let noise = to_vec(model.likelihood.noise_std())[0] * split.y_scaler.std[0];
-        let (test_ll, test_rmse) = evaluate(&model, split)?;
+        let scores = evaluate(&model, split)?;
         let mut noise = match (self.method.noise, self.method.predicts_by_moments()) {
             (NoiseModel::LogVarianceHead, _) => "log-variance head".to_string(),
             (NoiseModel::Evidential { .. }, _) => "evidential head, β = 100".to_string(),
@@ -313,8 +315,9 @@ impl UciMethod for BayesianFit {
             noise = format!("{noise}; {bound}");
         }
         Ok(SplitOutcome {
-            test_ll,
-            test_rmse,
+            test_ll: scores.log_likelihood,
+            test_rmse: scores.rmse,
+            coverage_90: Some(scores.coverage_90),
             detail: match self.early_stopping {
                 Some(_) => format!("{noise}, best validation epoch {best_epoch}"),
                 None => noise,
@@ -428,7 +431,7 @@ impl GalDropout {
         p: f64,
         tau: f64,
         eval: &PreparedSplit,
-    ) -> Result<(f64, f64), Box<dyn Error>> {
+    ) -> Result<RegressionScores, Box<dyn Error>> {
         // Prior N(0, τ/l²) on M: the dropout KL's weight decay is l²(1−p)/(2Nτ)·‖M‖².
         // Keras's Dense defaults: Glorot-uniform kernels, zero biases.
         let mut method = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt());
@@ -549,7 +552,7 @@ impl UciMethod for GalDropout {
         let mut best: Option<(f64, f64, f64)> = None;
         for &p in rates {
             for &tau in taus {
-                let (val_ll, _) = self.fit_and_score(p, tau, &val_split)?;
+                let val_ll = self.fit_and_score(p, tau, &val_split)?.log_likelihood;
                 if best.is_none_or(|b| val_ll > b.2) {
                     best = Some((p, tau, val_ll));
                 }
@@ -584,10 +587,11 @@ impl UciMethod for GalDropout {
             );
             w
         };
-        let (test_ll, test_rmse) = self.fit_and_score(p, tau, split)?;
+        let scores = self.fit_and_score(p, tau, split)?;
         Ok(SplitOutcome {
-            test_ll,
-            test_rmse,
+            test_ll: scores.log_likelihood,
+            test_rmse: scores.rmse,
+            coverage_90: Some(scores.coverage_90),
             detail: format!("p = {p}, τ = {tau} (validation LL {val_ll:.3}){warning}"),
         })
     }

@@ -16,7 +16,9 @@ use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{MlpConfig, Regressor};
 use bnn_burn::objective::{PacComplexity, PacKl};
 use bnn_burn::posterior::{DropoutMask, PosteriorConfig};
-use bnn_burn::predict::{GaussianPrediction, MixtureAccumulator, Predict, PredictMode};
+use bnn_burn::predict::{
+    GaussianPrediction, MixtureAccumulator, Predict, PredictMode, RegressionScores,
+};
 use bnn_burn::train::{EarlyStoppingConfig, TrainConfig};
 use bnn_burn::training_device;
 use bnn_datasets::uci::{UciData, UciDataset, UciMeta};
@@ -179,6 +181,10 @@ pub struct SplitOutcome {
     pub test_ll: f64,
     /// Test RMSE of the predictive mean, original units.
     pub test_rmse: f64,
+    /// Fraction of test targets inside their central 90 % predictive interval (`None`: a
+    /// method that does not say, or a row written before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_90: Option<f64>,
     /// Method-specific choices (e.g. the grid point chosen), for the record.
     pub detail: String,
 }
@@ -330,6 +336,13 @@ impl MethodResult {
     pub fn rmse(&self) -> MeanSe {
         mean_and_standard_error(&self.splits.iter().map(|s| s.test_rmse).collect::<Vec<_>>())
     }
+
+    /// Mean and standard error of the 90 % intervals' coverage, when every split measured it.
+    pub fn coverage_90(&self) -> Option<MeanSe> {
+        let c: Option<Vec<f64>> = self.splits.iter().map(|s| s.coverage_90).collect();
+        c.filter(|c| !c.is_empty())
+            .map(|c| mean_and_standard_error(&c))
+    }
 }
 
 /// The seed of one (data set, method, split): independent of which other data sets and methods
@@ -402,7 +415,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
 ///             - std.ln()
 ///             - 0.5 * (2.0 * std::f64::consts::PI).ln();
 ///         let test_rmse = std * (split.test_y.iter().map(z2).sum::<f64>() / n).sqrt();
-///         Ok(SplitOutcome { test_ll, test_rmse, detail: String::new() })
+///         Ok(SplitOutcome { test_ll, test_rmse, coverage_90: None, detail: String::new() })
 ///     }
 /// }
 ///

@@ -146,8 +146,9 @@ impl UciMethod for PostHocFit {
             }
         };
         Ok(SplitOutcome {
-            test_ll: scores.0,
-            test_rmse: scores.1,
+            test_ll: scores.log_likelihood,
+            test_rmse: scores.rmse,
+            coverage_90: Some(scores.coverage_90),
             detail,
         })
     }

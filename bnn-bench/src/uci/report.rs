@@ -17,6 +17,9 @@ pub fn check_results(results: &[MethodResult]) -> Result<(), String> {
             let row = format!("{} / {} split {}", r.dataset, r.method, k + 1);
             crate::experiment::check_finite(&row, "test LL", s.test_ll)?;
             crate::experiment::check_finite(&row, "test RMSE", s.test_rmse)?;
+            if let Some(c) = s.coverage_90.filter(|c| !(0.0..=1.0).contains(c)) {
+                return Err(format!("{row}: coverage {c} outside [0, 1]"));
+            }
         }
     }
     Ok(())
@@ -160,6 +163,7 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         &|p, i| p.test_rmse[i],
         3,
     );
+    md += &coverage_table(&methods, &sets, results);
     // Each of our methods against the published columns that implement it.
     let pairs: Vec<(&str, &PublishedColumn)> = published
         .iter()
@@ -242,6 +246,39 @@ pub fn markdown(options: &UciOptions, results: &[MethodResult], wall: f64) -> St
         .join("; ");
     md += ".\n";
     md
+}
+
+/// Our rows' coverage of the central 90 % predictive interval (the papers report none); empty
+/// when no row measured it.
+fn coverage_table(methods: &[&str], sets: &[DataSet], results: &[MethodResult]) -> String {
+    if !results.iter().any(|r| r.coverage_90().is_some()) {
+        return String::new();
+    }
+    let mut t = String::from(
+        "\n## Coverage of the central 90 % predictive interval (nominal 0.90)\n\nThe fraction \
+         of test targets inside their interval, mean ± standard error over splits; `–`: a row \
+         that did not measure it.\n\n| data set |",
+    );
+    for m in methods {
+        t += &format!(" {m} |");
+    }
+    t += "\n|---|";
+    t += &"---:|".repeat(methods.len());
+    t += "\n";
+    for d in sets {
+        t += &format!("| {d} |");
+        for m in methods {
+            let cell = results
+                .iter()
+                .find(|r| r.dataset == *d && r.method == *m)
+                .and_then(MethodResult::coverage_90)
+                .map(|(v, se)| fmt_mean_se(v, se, 3))
+                .unwrap_or_else(|| "–".into());
+            t += &format!(" {cell} |");
+        }
+        t += "\n";
+    }
+    t
 }
 
 /// The epoch count most of `rows` trained for (the smallest of equally common ones).

@@ -80,6 +80,13 @@ fn every_method_beats_the_constant_predictor_and_is_reproducible() {
             a.test_rmse,
             sy.std[0]
         );
+        // Every registry method measures its intervals; a fitted one covers most targets.
+        let cover = a.coverage_90.expect("coverage measured");
+        assert!(
+            (0.5..=1.0).contains(&cover),
+            "{}: coverage {cover}",
+            m.name()
+        );
         // Reproducibility, on two short runs of the same split and seed: they take the same
         // kinds of steps, noise refits and test passes as the full run and must agree to the
         // bit, at a fraction of a second full run's cost.
@@ -175,6 +182,7 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
             SplitOutcome {
                 test_ll: -1.0,
                 test_rmse: 0.5,
+                coverage_90: None,
                 detail: String::new(),
             };
             2
@@ -241,6 +249,7 @@ fn reports_refuse_nan_rows_and_rows_without_splits() {
             .map(|test_ll| SplitOutcome {
                 test_ll,
                 test_rmse: 0.6,
+                coverage_90: None,
                 detail: String::new(),
             })
             .collect(),
@@ -310,6 +319,7 @@ fn boston_row(o: &UciOptions, method: &str, ll: &[f64]) -> MethodResult {
             .map(|&test_ll| SplitOutcome {
                 test_ll,
                 test_rmse: 3.0,
+                coverage_90: None,
                 detail: String::new(),
             })
             .collect(),
@@ -401,6 +411,7 @@ fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
         splits: vec![SplitOutcome {
             test_ll: ll,
             test_rmse: 3.0,
+            coverage_90: None,
             detail: String::new(),
         }],
         seconds: 1.0,

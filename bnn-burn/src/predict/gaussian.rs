@@ -3,9 +3,9 @@
 //! test scores in the targets' original units.
 
 use crate::dist::gaussian_log_density;
-use crate::metrics::{log_likelihood_in_original_units, rmse};
+use crate::metrics::{log_likelihood_in_original_units, pit_coverage, rmse};
 use crate::reduce::{mean_dim, sum_dim};
-use crate::special::log_mean_exp;
+use crate::special::{log_mean_exp, normal_cdf};
 use burn::tensor::Tensor;
 
 /// Per-draw Gaussian predictions `N(mean_s, var_s)`.
@@ -45,7 +45,13 @@ pub struct RegressionScores {
     pub log_likelihood: f64,
     /// Root-mean-square error of the predictive mean.
     pub rmse: f64,
+    /// The fraction of targets inside their central 90 % predictive interval (per dimension;
+    /// nominal 0.9), from the predictive CDF at each target ([`GaussianPrediction::pit`]).
+    pub coverage_90: f64,
 }
+
+/// The nominal level of [`RegressionScores::coverage_90`].
+pub const INTERVAL_LEVEL: f64 = 0.9;
 
 impl GaussianPrediction {
     /// Predictive mean `E[y]`, `[B, D]`.
@@ -98,6 +104,19 @@ impl GaussianPrediction {
         }
     }
 
+    /// The predictive CDF at the targets `[B, D]` (the probability integral transform, per
+    /// dimension): `F(y) = (1/S) Σ_s Φ((y − μ_s)/σ_s)` for draws, `Φ((y − mean)/√variance)` for
+    /// moments. Uniform on (0, 1) for a calibrated predictive.
+    pub fn pit(&self, y: Tensor<2>) -> Tensor<2> {
+        match self {
+            Self::Samples(s) => {
+                let z = (y.unsqueeze::<3>() - s.mean.clone()) / s.var.clone().sqrt();
+                mean_dim(normal_cdf(z), 0).squeeze_dim(0)
+            }
+            Self::Moments(_) => normal_cdf((y - self.mean()) / self.variance().sqrt()),
+        }
+    }
+
     /// Test log-likelihood and RMSE in original units, for a model trained on standardised
     /// targets `y' = (y − m)/s`: `ln p(y) = ln p(y') − Σ_d ln s_d`, RMSE scaled by `s`.
     /// `y_standardised` is `[B, D]`, `target_std` holds `s_d`.
@@ -113,6 +132,7 @@ impl GaussianPrediction {
             target_std.len()
         );
         let ll = crate::host::to_vec(self.log_prob(y_standardised.clone()).mean())[0];
+        let pit = crate::host::to_vec(self.pit(y_standardised.clone()));
         let (pred, y) = (
             crate::host::to_vec(self.mean()),
             crate::host::to_vec(y_standardised),
@@ -120,6 +140,7 @@ impl GaussianPrediction {
         RegressionScores {
             log_likelihood: log_likelihood_in_original_units(ll, target_std),
             rmse: rmse(&pred, &y, target_std),
+            coverage_90: pit_coverage(&pit, INTERVAL_LEVEL),
         }
     }
 }
@@ -129,7 +150,7 @@ impl GaussianPrediction {
 /// `logsumexp_t Σ_d ln N(y; μ_t, σ²_t)` and `Σ_t μ_t`, on the host in `f64`.
 ///
 /// `ln p(y) = logsumexp_t(·) − ln T`, the same as [`GaussianPrediction::log_prob`] over all `T`
-/// draws at once.
+/// draws at once; the CDF at the targets is the running `Σ_t Φ((y − μ_t)/σ_t)`.
 #[derive(Debug, Clone)]
 pub struct MixtureAccumulator {
     y: Tensor<2>,
@@ -137,6 +158,7 @@ pub struct MixtureAccumulator {
     dims: usize,
     log_sum: Vec<f64>,
     mean_sum: Vec<f64>,
+    cdf_sum: Vec<f64>,
     draws: usize,
 }
 
@@ -150,6 +172,7 @@ impl MixtureAccumulator {
             dims: d,
             log_sum: vec![f64::NEG_INFINITY; b],
             mean_sum: vec![0.0; b * d],
+            cdf_sum: vec![0.0; b * d],
             draws: 0,
         }
     }
@@ -186,6 +209,11 @@ impl MixtureAccumulator {
         for (acc, m) in self.mean_sum.iter_mut().zip(means) {
             *acc += m;
         }
+        let z = (self.y.clone().unsqueeze::<3>() - chunk.mean.clone()) / chunk.var.clone().sqrt();
+        let cdf = crate::host::to_vec(sum_dim(normal_cdf(z), 0));
+        for (acc, c) in self.cdf_sum.iter_mut().zip(cdf) {
+            *acc += c;
+        }
         self.draws += s;
     }
 
@@ -212,9 +240,11 @@ impl MixtureAccumulator {
             .iter()
             .map(|m| m / self.draws as f64)
             .collect();
+        let pit: Vec<f64> = self.cdf_sum.iter().map(|c| c / self.draws as f64).collect();
         RegressionScores {
             log_likelihood: log_likelihood_in_original_units(ll, target_std),
             rmse: rmse(&mean, &self.targets, target_std),
+            coverage_90: pit_coverage(&pit, INTERVAL_LEVEL),
         }
     }
 }
@@ -260,6 +290,49 @@ mod tests {
         let chunked = acc.scores(&[2.5]);
         assert!((chunked.log_likelihood - all.log_likelihood).abs() < 1e-5);
         assert!((chunked.rmse - all.rmse).abs() < 1e-5);
+        assert_eq!(chunked.coverage_90, all.coverage_90);
+    }
+
+    #[test]
+    fn targets_drawn_from_the_predictive_are_covered_at_the_nominal_rate() {
+        // y ~ ½N(−1, 0.5²) + ½N(2, 1) per row: the mixture's 90 % interval covers a fraction
+        // 0.9 ± 4·√(0.9·0.1/n) of them; a predictive of the first component alone covers
+        // fewer (its CDF at the second component's draws is near 1).
+        let device = test_device();
+        let n = 4000;
+        // The component by the sign of a second normal draw.
+        let z = crate::testing::host_normals(2 * n, 11);
+        let y: Vec<f32> = z
+            .chunks(2)
+            .map(|p| match p[1] < 0.0 {
+                true => -1.0 + 0.5 * p[0],
+                false => 2.0 + p[0],
+            } as f32)
+            .collect();
+        let y = Tensor::<1>::from_floats(y.as_slice(), &device).reshape([n, 1]);
+        let mean = Tensor::<3>::from_floats([[[-1.0]], [[2.0]]], &device).repeat_dim(1, n);
+        let var = Tensor::<3>::from_floats([[[0.25]], [[1.0]]], &device).repeat_dim(1, n);
+        let mixture = GaussianPrediction::Samples(GaussianSamples {
+            mean: mean.clone(),
+            var: var.clone(),
+        });
+        let band = 4.0 * (0.09 / n as f64).sqrt();
+        let got = mixture.scores(y.clone(), &[1.0]).coverage_90;
+        assert!((got - 0.9).abs() < band, "{got}");
+        let first = GaussianPrediction::Moments(GaussianMoments {
+            mean: mean.slice(0..1).reshape([n, 1]),
+            aleatoric_var: var.slice(0..1).reshape([n, 1]),
+            epistemic_var: Tensor::zeros([n, 1], &device),
+        });
+        let narrow = first.scores(y.clone(), &[1.0]).coverage_90;
+        assert!(narrow < 0.9 - 10.0 * band, "{narrow}");
+        // A Gaussian's coverage by its CDF is that of its interval mean ± z σ.
+        let (m, sd) = (vec![-1.0; n], vec![0.5; n]);
+        let direct = crate::metrics::interval_coverage(&m, &sd, &to_vec(y), 0.9);
+        assert!(
+            (narrow - direct).abs() <= 1.0 / n as f64,
+            "{narrow} vs {direct}"
+        );
     }
 
     #[test]

@@ -12,7 +12,8 @@ mod gaussian;
 pub use class::{ClassPrediction, ClassSamples, DirichletPrediction};
 pub use entropy::{EntropyError, knn_entropy};
 pub use gaussian::{
-    GaussianMoments, GaussianPrediction, GaussianSamples, MixtureAccumulator, RegressionScores,
+    GaussianMoments, GaussianPrediction, GaussianSamples, INTERVAL_LEVEL, MixtureAccumulator,
+    RegressionScores,
 };
 
 /// A predictive distribution that scores targets of type `T`: `ln p(y_b | x_b)`, `[B]`
