@@ -57,8 +57,8 @@ pub struct StepTerms {
     pub local_log_ratio: Option<Tensor<2>>,
 }
 
-/// Where a step stands in training.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a step stands in training, and which rows it sees.
+#[derive(Debug, Clone)]
 pub struct StepContext {
     /// Epoch (0-based).
     pub epoch: usize,
@@ -66,6 +66,36 @@ pub struct StepContext {
     pub n_train: usize,
     /// Examples in this minibatch.
     pub batch_size: usize,
+    /// The minibatch's row indices into the training data (empty where a caller outside the
+    /// training loop does not say).
+    pub rows: Vec<usize>,
+    /// The weights `v_b` of the minibatch's rows in every per-row term, `[B]`
+    /// ([`crate::train::Trainer::with_row_weights`]); `None`: every row weighs 1.
+    pub row_weights: Option<Tensor<1>>,
+}
+
+impl StepContext {
+    /// A step of `batch_size` unweighted rows in `epoch`, of `n_train` training examples.
+    pub fn new(epoch: usize, n_train: usize, batch_size: usize) -> Self {
+        Self {
+            epoch,
+            n_train,
+            batch_size,
+            rows: Vec::new(),
+            row_weights: None,
+        }
+    }
+
+    /// The minibatch mean of a per-row term `t` (`[B]`) under the row weights:
+    /// `(1/B) Σ_b v_b t_b` (one element). Every objective averages its per-row terms (the
+    /// log-likelihood, a local KL) through it, so that weighted rows (bootstrap counts,
+    /// Farquhar 2022's unbiased active-learning risks, eqs. 5.7–5.10) reach every objective.
+    pub fn row_mean(&self, per_row: Tensor<1>) -> Tensor<1> {
+        match &self.row_weights {
+            Some(v) => (per_row * v.clone()).mean().reshape([1]),
+            None => per_row.mean().reshape([1]),
+        }
+    }
 }
 
 /// What the training loop needs from a model: its terms for one minibatch.

@@ -258,11 +258,7 @@ impl Bayesian {
             ),
             local_log_ratio: None,
         };
-        let context = StepContext {
-            epoch: 0,
-            n_train: N_TRAIN as usize,
-            batch_size: b,
-        };
+        let context = StepContext::new(0, N_TRAIN as usize, b);
         AlphaConfig::new()
             .with_alpha(alpha)
             .init()
@@ -371,11 +367,7 @@ impl MomentNet {
             m.step(batch, request)
                 .expect("the moment nets train by moments")
         }
-        let context = StepContext {
-            epoch: 0,
-            n_train: N_TRAIN as usize,
-            batch_size: labels.dims()[0],
-        };
+        let context = StepContext::new(0, N_TRAIN as usize, labels.dims()[0]);
         let request = StepRequest {
             weight_kl: objective.needs_weight_kl(),
             kl_fold: objective.kl_weight(&context),

@@ -295,11 +295,7 @@ fn bedl_pac_regressor_holds_every_free_row_at_the_objectives_fixed_point() {
         .map(|i| -2.0 + 4.0 * i as f64 / (n - 1) as f64)
         .collect();
     let y = matrix(&ys, 1, &device);
-    let context = StepContext {
-        epoch: 0,
-        n_train: n,
-        batch_size: n,
-    };
+    let context = StepContext::new(0, n, n);
     let rule = LogitRule::Probit;
     let objective = |out: Tensor<2>| {
         let moments = Moments::new(out.clone(), out.zeros_like());

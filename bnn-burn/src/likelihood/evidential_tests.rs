@@ -431,11 +431,7 @@ fn bedl_pac_holds_every_free_row_at_the_objectives_fixed_point() {
     let mut f = Tensor::<1>::from_floats(start.as_slice(), &device)
         .reshape([1, n, c])
         .require_grad();
-    let context = StepContext {
-        epoch: 0,
-        n_train: n,
-        batch_size: n,
-    };
+    let context = StepContext::new(0, n, n);
     let objective = |f: Tensor<3>| {
         let terms = StepTerms {
             log_likelihood: head.log_likelihood(f.clone(), y.clone()),
@@ -521,11 +517,7 @@ fn a_step_without_the_weight_kl_reports_zero_and_changes_nothing_else() {
         rows: labels(&[0, 1, 2], &device),
         n_train: 60,
     };
-    let context = StepContext {
-        epoch: 0,
-        n_train: 60,
-        batch_size: 3,
-    };
+    let context = StepContext::new(0, 60, 3);
     // One step, same seed, with and without the weight KL: its KL, data terms and PAC loss.
     let run = |step: &dyn Fn(StepRequest) -> StepTerms, weight_kl: bool, kernels: Kernels| {
         let _guard = crate::testing::seeded(&device, 9);

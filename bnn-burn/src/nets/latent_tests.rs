@@ -43,11 +43,7 @@ fn a_step_reaches_weights_noise_and_only_the_batch_rows_of_the_table() {
     assert_eq!(terms.local_log_ratio.as_ref().unwrap().dims(), [5, 3]);
     assert_eq!(terms.log_ratio.as_ref().unwrap().dims(), [5]);
     let objective = AlphaConfig::new().init().unwrap();
-    let context = StepContext {
-        epoch: 0,
-        n_train: 8,
-        batch_size: 3,
-    };
+    let context = StepContext::new(0, 8, 3);
     let loss = objective.loss(terms, &context).loss;
     let mut grads = GradientsParams::from_grads(loss.backward(), &net);
     let g_rows = to_vec(
@@ -466,14 +462,10 @@ fn the_encoder_starts_at_the_prior_and_is_trained_densely() {
     };
     let terms = net.step(batch, request).unwrap();
     assert_eq!(terms.local_kl.as_ref().unwrap().dims(), [5]);
-    let loss = AlphaConfig::new().init().unwrap().loss(
-        terms,
-        &StepContext {
-            epoch: 0,
-            n_train: 50,
-            batch_size: 5,
-        },
-    );
+    let loss = AlphaConfig::new()
+        .init()
+        .unwrap()
+        .loss(terms, &StepContext::new(0, 50, 5));
     let mut grads = GradientsParams::from_grads(loss.loss.backward(), &net);
     let ids = list_param_ids(&net.latents);
     assert_eq!(ids.len(), 4, "hidden and output weights and biases");

@@ -71,9 +71,10 @@ impl AlphaDivergence {
     }
 
     /// `−(1/(αB)) Σ_n [logsumexp_k α·a_{kn} − ln K]` for `a` of shape `[K, B]`.
-    fn energy(&self, a: Tensor<2>) -> Tensor<1> {
-        let per_row = log_mean_exp(a * self.alpha, 0);
-        (per_row.mean() / -self.alpha).reshape([1])
+    fn energy(&self, a: Tensor<2>, context: &StepContext) -> Tensor<1> {
+        let b = a.dims()[1];
+        let per_row = log_mean_exp(a * self.alpha, 0).reshape([b]);
+        context.row_mean(per_row) / -self.alpha
     }
 }
 
@@ -101,8 +102,8 @@ impl Objective for AlphaDivergence {
     fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
         let n = context.n_train as f64;
         let ll = terms.log_likelihood;
-        let nll = ll.clone().mean().neg().reshape([1]);
-        let local_mean = |local: Option<Tensor<1>>| local.map(|l| l.mean().reshape([1]));
+        let nll = context.row_mean(super::elbo::per_row_nll(ll.clone()));
+        let local_mean = |local: Option<Tensor<1>>| local.map(|l| context.row_mean(l));
         let loss = if self.exact_elbo {
             let mut loss = nll.clone() + terms.kl.clone() / n;
             if let Some(local) = local_mean(terms.local_kl) {
@@ -123,14 +124,14 @@ impl Objective for AlphaDivergence {
                         (Some(local), _) => a = a - local,
                         (None, local_kl) => outside = local_mean(local_kl),
                     }
-                    let energy = self.energy(a);
+                    let energy = self.energy(a, context);
                     match outside {
                         Some(local) => energy + local,
                         None => energy,
                     }
                 }
                 AlphaBound::VariationalRenyi => {
-                    let mut loss = self.energy(ll) + terms.kl.clone() / n;
+                    let mut loss = self.energy(ll, context) + terms.kl.clone() / n;
                     if let Some(local) = local_mean(terms.local_kl) {
                         loss = loss + local;
                     }

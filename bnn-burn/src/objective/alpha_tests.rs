@@ -6,11 +6,7 @@ const K: usize = 3;
 const B: usize = 4;
 
 fn context(n_train: usize) -> StepContext {
-    StepContext {
-        epoch: 0,
-        n_train,
-        batch_size: B,
-    }
+    StepContext::new(0, n_train, B)
 }
 
 /// Per-draw log-likelihoods `[K, B]`, log-ratios `[K]` and latent log-ratios `[K, B]`.
@@ -234,4 +230,46 @@ fn bad_alphas_name_the_field() {
     }
     let err = AlphaConfig::new().with_elbo_below(-1.0).init().unwrap_err();
     assert_eq!(err.field, "elbo_below");
+}
+
+/// Row weights (w, 0, …, 0) with w = B stand for the first row alone: every bound's per-row
+/// terms (the energy, the latents' ratios, the NLL) average as if the batch held that row.
+#[test]
+fn weighted_rows_average_like_the_rows_they_weigh() {
+    let (ll, ratio, local) = values();
+    let first = |v: &[f64]| (0..K).map(|k| v[k * B]).collect::<Vec<f64>>();
+    let device = test_device();
+    let mut w = vec![0.0f32; B];
+    w[0] = B as f32;
+    let weighted = StepContext {
+        row_weights: Some(Tensor::from_floats(w.as_slice(), &device)),
+        ..context(50)
+    };
+    for bound in [AlphaBound::BlackBox, AlphaBound::VariationalRenyi] {
+        let o = alpha(0.5, 0.0, bound);
+        let all = o.loss(terms(&ll, &ratio, Some(&local), 7.0), &weighted);
+        let one = {
+            let (ll1, local1) = (first(&ll), first(&local));
+            let device = test_device();
+            let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+            let t = StepTerms {
+                log_likelihood: Tensor::<1>::from_floats(f32s(&ll1).as_slice(), &device)
+                    .reshape([K, 1]),
+                kl: Tensor::from_floats([7.0], &device),
+                local_kl: None,
+                log_ratio: Some(Tensor::from_floats(f32s(&ratio).as_slice(), &device)),
+                local_log_ratio: Some(
+                    Tensor::<1>::from_floats(f32s(&local1).as_slice(), &device).reshape([K, 1]),
+                ),
+            };
+            o.loss(t, &StepContext::new(0, 50, 1))
+        };
+        for (a, b) in [(all.loss, one.loss), (all.nll, one.nll)] {
+            let (a, b) = (to_vec(a)[0], to_vec(b)[0]);
+            assert!(
+                (a - b).abs() < 1e-5 * (1.0 + b.abs()),
+                "{bound:?}: {a} vs {b}"
+            );
+        }
+    }
 }

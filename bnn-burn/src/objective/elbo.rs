@@ -2,14 +2,15 @@
 //!
 //! `loss = mean_{s,b}[−ln p(y_b | w_s)] + w(epoch) · (KL/N + mean_b KL_b)  (= −ELBO/N for w = 1)`
 //!
-//! The NLL is averaged over the batch and the `S` training draws (an unbiased estimate of the
-//! expected per-point NLL); the global KL is the whole model's, divided by the training-set size,
+//! The NLL is averaged over the batch (under the rows' weights, [`StepContext::row_mean`]) and
+//! the `S` training draws (an unbiased estimate of the expected per-point NLL); the global KL is the whole model's, divided by the training-set size,
 //! never averaged per weight (Blundell et al. 2015; Farquhar 2022 §1.4 of the digest). Local KLs
 //! of per-row latents are averaged over the batch.
 
 use super::{Loss, Objective, StepContext, StepTerms};
 use crate::error::{Check, ConfigError};
 use burn::config::Config;
+use burn::tensor::Tensor;
 
 /// Weight on the KL term as a function of the epoch (0-based).
 #[derive(Config, Debug, PartialEq, Copy)]
@@ -90,11 +91,11 @@ impl Objective for Elbo {
     }
 
     fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
-        let nll = terms.log_likelihood.mean().neg().reshape([1]);
+        let nll = context.row_mean(per_row_nll(terms.log_likelihood));
         let weight = self.kl_schedule.weight(context.epoch);
         let mut penalty = terms.kl.clone() / context.n_train as f64;
         if let Some(local) = terms.local_kl {
-            penalty = penalty + local.mean().reshape([1]);
+            penalty = penalty + context.row_mean(local);
         }
         Loss {
             loss: nll.clone() + penalty * weight,
@@ -102,6 +103,14 @@ impl Objective for Elbo {
             kl: terms.kl,
         }
     }
+}
+
+/// `−(1/S) Σ_s ln p(y_b | w_s)` per row, `[B]`, from `[S, B]`.
+pub(crate) fn per_row_nll(log_likelihood: Tensor<2>) -> Tensor<1> {
+    let b = log_likelihood.dims()[1];
+    crate::reduce::mean_dim(log_likelihood, 0)
+        .reshape([b])
+        .neg()
 }
 
 #[cfg(test)]
@@ -122,11 +131,7 @@ mod tests {
             log_ratio: None,
             local_log_ratio: None,
         };
-        let context = StepContext {
-            epoch: 0,
-            n_train: 200,
-            batch_size: 3,
-        };
+        let context = StepContext::new(0, 200, 3);
         let t = elbo.loss(terms.clone(), &context);
         assert!((to_vec(t.nll)[0] - 3.0).abs() < 1e-6);
         assert!((to_vec(t.kl)[0] - 50.0).abs() < 1e-6);
@@ -136,6 +141,28 @@ mod tests {
             ..terms
         };
         assert!((to_vec(elbo.loss(local, &context).loss)[0] - 4.25).abs() < 1e-6);
+        // Row weights (2, 0, 1): NLL (2·2 + 0·3 + 1·4)/3 = 8/3; local KL (2·0.5 + 1·1.5)/3.
+        let weighted = StepContext {
+            row_weights: Some(Tensor::<1>::from_floats([2.0, 0.0, 1.0], &device)),
+            ..context
+        };
+        let t = elbo.loss(local_terms(&device), &weighted);
+        assert!((to_vec(t.nll)[0] - 8.0 / 3.0).abs() < 1e-6);
+        let expected = 8.0 / 3.0 + 0.25 + 2.5 / 3.0;
+        assert!((to_vec(t.loss)[0] - expected).abs() < 1e-5);
+    }
+
+    fn local_terms(device: &burn::tensor::Device) -> StepTerms {
+        StepTerms {
+            log_likelihood: Tensor::<2>::from_floats(
+                [[-1.0, -2.0, -3.0], [-3.0, -4.0, -5.0]],
+                device,
+            ),
+            kl: Tensor::<1>::from_floats([50.0], device),
+            local_kl: Some(Tensor::<1>::from_floats([0.5, 1.0, 1.5], device)),
+            log_ratio: None,
+            local_log_ratio: None,
+        }
     }
 
     #[test]

@@ -123,15 +123,11 @@ impl Objective for PacBayes {
     /// Terms without [`StepTerms::local_kl`]: the bound needs the rows' latent (an evidential
     /// head with a [`DirichletRegulariser`](crate::likelihood::DirichletRegulariser)).
     fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
-        let nll = terms.log_likelihood.mean().neg().reshape([1]);
-        let kl = terms
-            .local_kl
-            .expect(
-                "the PAC-Bayes objective needs the rows' local KL: an evidential head with a \
-                 Dirichlet regulariser",
-            )
-            .mean()
-            .reshape([1]);
+        let nll = context.row_mean(super::elbo::per_row_nll(terms.log_likelihood));
+        let kl = context.row_mean(terms.local_kl.expect(
+            "the PAC-Bayes objective needs the rows' local KL: an evidential head with a \
+             Dirichlet regulariser",
+        ));
         let per_point = match self.kl {
             PacKl::Sum => kl.clone().clamp_min(0.0),
             PacKl::Mean => kl.clone().clamp_min(0.0) / context.n_train as f64,
@@ -181,11 +177,7 @@ mod tests {
     /// The loss is eq. 5.10 by hand, under both complexity terms; the weights' KL plays no part.
     #[test]
     fn the_loss_is_the_bound_of_eq_5_10() {
-        let context = StepContext {
-            epoch: 0,
-            n_train: 1000,
-            batch_size: 2,
-        };
+        let context = StepContext::new(0, 1000, 2);
         let t = || terms(&[-0.2, -0.6], Some(&[3.0, 5.0]));
         let nll = 0.4;
         for (complexity, c, kl, kl_over_n) in [
@@ -232,11 +224,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.field, "complexity.bound");
         let pac = PacBayesConfig::new().init().unwrap();
-        let context = StepContext {
-            epoch: 0,
-            n_train: 10,
-            batch_size: 2,
-        };
+        let context = StepContext::new(0, 10, 2);
         let panic = std::panic::catch_unwind(|| pac.loss(terms(&[-0.1, -0.2], None), &context));
         let message = panic.unwrap_err();
         let text = message

@@ -25,6 +25,7 @@ pub struct Trainer<M> {
     objective: Option<Box<dyn Objective>>,
     callbacks: Vec<Box<dyn Callback<M>>>,
     resume: Option<(PathBuf, Duration)>,
+    row_weights: Option<Vec<f64>>,
 }
 
 impl<M: Model> Trainer<M> {
@@ -36,7 +37,18 @@ impl<M: Model> Trainer<M> {
             objective: None,
             callbacks: Vec::new(),
             resume: None,
+            row_weights: None,
         }
+    }
+
+    /// Weighs every per-row term of the objective (the rows' log-likelihoods, their local KLs)
+    /// by `weights[n]`, one per row of the training data in its order
+    /// ([`StepContext::row_mean`]): bootstrap counts, importance weights, Farquhar 2022's
+    /// unbiased active-learning risks. The global KL keeps its `1/N`, so weights that average
+    /// 1 keep the ELBO's balance. Validation rows (early stopping) are scored unweighted.
+    pub fn with_row_weights(mut self, weights: Vec<f64>) -> Self {
+        self.row_weights = Some(weights);
+        self
     }
 
     /// Saves the training state in `dir` after an epoch when `interval` has passed since the
@@ -120,6 +132,9 @@ impl<M: Model> Trainer<M> {
         if n == 0 {
             return Err(TrainError::Empty);
         }
+        if let Some(w) = &self.row_weights {
+            check_row_weights(w, n)?;
+        }
         let device = model
             .devices()
             .into_iter()
@@ -176,12 +191,13 @@ impl<M: Model> Trainer<M> {
             ..StepRequest::new(config.train_samples)
         };
         let n_train = train_rows.len();
+        let row_weights = self.row_weights.clone();
         let check_on_rows = |model: &M| {
             checked_loss(
                 model,
                 objective.as_ref(),
                 &data,
-                &check_rows,
+                (&check_rows, &row_weights),
                 n_train,
                 request,
             )
@@ -205,8 +221,12 @@ impl<M: Model> Trainer<M> {
                             .into(),
                     });
                 }
-                // The data's content binds the state: another set of the same size is refused.
-                let digest = data.digest(&device)?;
+                // The data's content binds the state: another set of the same size is refused,
+                // and so are other row weights.
+                let mut digest = data.digest(&device)?;
+                if let Some(w) = &self.row_weights {
+                    digest += &format!("-w{}", crate::integrity::Digest::new().floats(w).hex());
+                }
                 Some(TrainState::new(
                     dir,
                     interval,
@@ -278,11 +298,7 @@ impl<M: Model> Trainer<M> {
                 if lazy {
                     model.check_data(&batch.input, &batch.target)?;
                 }
-                let context = StepContext {
-                    epoch,
-                    n_train,
-                    batch_size: rows.len(),
-                };
+                let context = context_of(epoch, n_train, rows, &self.row_weights, &device);
                 let request = StepRequest {
                     kl_fold: objective.kl_weight(&context),
                     ..request
@@ -532,13 +548,62 @@ fn largest_input<D: TrainData>(data: &D, rows: &[usize], n_train: usize, device:
     batch.input.max_abs().unwrap_or(f64::NAN)
 }
 
+/// The context of a step on `rows`, their weights gathered from `weights` (one per data row).
+fn context_of(
+    epoch: usize,
+    n_train: usize,
+    rows: &[usize],
+    weights: &Option<Vec<f64>>,
+    device: &Device,
+) -> StepContext {
+    let row_weights = weights.as_ref().map(|w| {
+        let picked: Vec<f32> = rows.iter().map(|&r| w[r] as f32).collect();
+        Tensor::<1>::from_data(burn::tensor::TensorData::new(picked, [rows.len()]), device)
+    });
+    StepContext {
+        rows: rows.to_vec(),
+        row_weights,
+        ..StepContext::new(epoch, n_train, rows.len())
+    }
+}
+
+/// Refuses row weights that are not one finite, non-negative number per data row, or that are
+/// all zero.
+fn check_row_weights(weights: &[f64], n: usize) -> Result<(), TrainError> {
+    let problem = |value: String, expected: &'static str| {
+        Err(TrainError::Config(crate::error::ConfigError {
+            config: "Trainer",
+            field: "row_weights",
+            value,
+            expected,
+        }))
+    };
+    if weights.len() != n {
+        return problem(
+            format!("{} weights for {n} rows", weights.len()),
+            "one weight per row of the training data",
+        );
+    }
+    if let Some((row, w)) = weights
+        .iter()
+        .enumerate()
+        .find(|(_, w)| !w.is_finite() || **w < 0.0)
+    {
+        return problem(format!("{w} at row {row}"), "finite weights ≥ 0");
+    }
+    if weights.iter().all(|w| *w == 0.0) {
+        return problem("all zero".into(), "at least one weight > 0");
+    }
+    Ok(())
+}
+
 /// Finite parameters and objective on the rows `rows` (the divergence check's, before training
 /// and after the last update); returns the objective's loss there (at epoch 0's context).
 fn checked_loss<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     model: &M,
     objective: &dyn Objective,
     data: &D,
-    rows: &[usize],
+    (rows, weights): (&[usize], &Option<Vec<f64>>),
     n_train: usize,
     request: StepRequest,
 ) -> Result<f64, Unusable> {
@@ -556,11 +621,7 @@ fn checked_loss<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
         .valid()
         .step(batch, request)
         .map_err(|e| Unusable::Other(e.to_string()))?;
-    let context = StepContext {
-        epoch: 0,
-        n_train,
-        batch_size: rows.len(),
-    };
+    let context = context_of(0, n_train, rows, weights, &device.inner());
     let loss = objective.loss(terms, &context);
     let value = crate::host::to_vec(Tensor::cat(vec![loss.loss, loss.nll, loss.kl], 0));
     match value[0].is_finite() {

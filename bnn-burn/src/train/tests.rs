@@ -276,6 +276,62 @@ fn bad_input_is_an_error() {
     );
 }
 
+/// Rows weighted 0 leave the fit: half the rows' targets shifted by +5 pull an unweighted fit
+/// off the line, not a fit that weighs them 0. Bad weights are refused before any step.
+#[test]
+fn row_weights_reach_the_objective_and_bad_ones_are_refused() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 3);
+    let n = 256;
+    let (x, y) = linear_data(&device, n);
+    let shift: Vec<f32> = (0..n).map(|i| if i % 2 == 0 { 5.0 } else { 0.0 }).collect();
+    let shift = Tensor::<1>::from_floats(shift.as_slice(), &device).reshape([n, 1]);
+    let corrupted = y + shift;
+    let weights: Vec<f64> = (0..n).map(|i| if i % 2 == 0 { 0.0 } else { 2.0 }).collect();
+    let point = WeightConfig::of(PosteriorConfig::point());
+    let fit = |weights: Option<Vec<f64>>| {
+        let trainer = Trainer::new(quiet(150));
+        let trainer = match weights {
+            Some(w) => trainer.with_row_weights(w),
+            None => trainer,
+        };
+        let (model, _) = trainer
+            .fit(
+                regressor(point.clone(), 16, &device),
+                (x.clone(), corrupted.clone()),
+            )
+            .unwrap();
+        let (xt, yt) = linear_data(&device.clone().inner(), 200);
+        let model = model.valid();
+        let pred = model.predict(xt, PredictMode::Samples(1)).unwrap();
+        pred.scores(yt, &[1.0]).rmse
+    };
+    let (weighted, unweighted) = (fit(Some(weights.clone())), fit(None));
+    assert!(weighted < 0.3, "weighted fit: rmse {weighted}");
+    assert!(unweighted > 1.5, "unweighted fit: rmse {unweighted}");
+    for (bad, says) in [
+        (vec![1.0; n - 1], "255 weights for 256 rows"),
+        (
+            weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| if i == 9 { -1.0 } else { *w })
+                .collect(),
+            "-1 at row 9",
+        ),
+        (vec![0.0; n], "all zero"),
+    ] {
+        let err = Trainer::new(quiet(1))
+            .with_row_weights(bad)
+            .fit(regressor(point.clone(), 4, &device), (x.clone(), x.clone()))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("row_weights") && err.to_string().contains(says),
+            "{err}"
+        );
+    }
+}
+
 /// A model built on a device without autodiff is an error that says what to do.
 #[test]
 fn a_model_without_autodiff_is_an_error_not_a_panic() {
