@@ -22,7 +22,7 @@ use bnn_burn::nets::{
     ConvNetConfig, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights,
 };
 use bnn_burn::predict::{Predict, PredictMode};
-use bnn_burn::train::{TrainConfig, Trainer, train};
+use bnn_burn::train::{Inference, TrainConfig, Trainer, train};
 use bnn_burn::training_device;
 use bnn_datasets::toy::{self, CUBIC_NOISE_STD};
 use bnn_datasets::{MnistFamily, Standardizer};
@@ -72,6 +72,7 @@ fn regression() -> Result<(), Box<dyn Error>> {
             .init(likelihood, &device)?
             .with_moments(moments)?;
         let config = TrainConfig::new(3000)
+            .with_inference(Inference::Moments)
             .with_batch_size(N_TRAIN)
             .with_learning_rate(1e-2)
             .with_seed(7)
@@ -123,6 +124,7 @@ fn mnist() -> Result<(), Box<dyn Error>> {
         .init(Categorical, &device)?
         .with_moments(MomentConfig::vbp())?;
     let config = TrainConfig::new(epochs)
+        .with_inference(Inference::Moments)
         .with_batch_size(100)
         .with_learning_rate(1e-3)
         .with_seed(0);

@@ -19,7 +19,7 @@ use bnn_burn::likelihood::{LogitRule, MultiLabelProbit};
 use bnn_burn::metrics::{accuracy, auroc, mean};
 use bnn_burn::nets::{ConvNetConfig, MlpConfig, MomentConfig, moment_weights};
 use bnn_burn::predict::{Predict, PredictMode};
-use bnn_burn::train::{TrainConfig, train};
+use bnn_burn::train::{Inference, TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::MnistFamily;
 use bnn_examples::{MoonsTask, flat, moons_task, predict_images, quick_mnist};
@@ -86,6 +86,7 @@ fn two_moons() -> Result<(), Box<dyn Error>> {
         .init(MultiLabelProbit, &device)?
         .with_moments(clt())?;
     let config = TrainConfig::new(200)
+        .with_inference(Inference::Moments)
         .with_batch_size(100)
         .with_learning_rate(3e-3)
         .with_seed(3)
@@ -146,6 +147,7 @@ fn mnist() -> Result<(), Box<dyn Error>> {
         .init(MultiLabelProbit, &device)?
         .with_moments(clt())?;
     let config = TrainConfig::new(epochs)
+        .with_inference(Inference::Moments)
         .with_batch_size(100)
         .with_learning_rate(1e-3)
         .with_seed(0);

@@ -36,7 +36,7 @@ use bnn_burn::nets::{ConvNetConfig, MlpConfig, MomentConfig, moment_weights};
 use bnn_burn::objective::{PacBayes, PacBayesConfig};
 use bnn_burn::posterior::PosteriorConfig;
 use bnn_burn::predict::{ClassPrediction, Predict, PredictMode};
-use bnn_burn::train::{TrainConfig, Trainer};
+use bnn_burn::train::{Inference, TrainConfig, Trainer};
 use bnn_burn::{Prior, training_device};
 use bnn_datasets::MnistFamily;
 use bnn_examples::{MoonsTask, flat, moons_task, predict_images, quick_mnist};
@@ -243,13 +243,15 @@ macro_rules! fit_all {
                     let net = $build(method.weights())
                         .init(head.init(), &$device)?
                         .with_moments(moments)?;
-                    let trainer = Trainer::new($config.clone()).with_objective(pac);
+                    let config = $config.clone().with_inference(Inference::Moments);
+                    let trainer = Trainer::new(config).with_objective(pac);
                     let net = trainer.fit(net, ($x.clone(), $y.clone()))?.0.valid();
                     let plain = $device.clone().inner();
                     let bound = net.pac_bound(
                         $x.clone().to_device(&plain),
                         $y.clone().to_device(&plain),
                         &pac,
+                        Inference::Moments,
                         S,
                     )?;
                     println!(

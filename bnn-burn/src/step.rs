@@ -10,10 +10,26 @@ use crate::posterior::Unsupported;
 use burn::module::Module;
 use burn::tensor::Tensor;
 
+/// How a training step carries the posterior through the network: by sampled weights, or by
+/// the moments of the activations (one deterministic pass, the expected log-likelihood in
+/// closed form; VBP, CLT and DVI, Haußmann 2021 ch. 3–4, Wu et al. 2019). Set by the trainer
+/// ([`crate::train::TrainConfig::inference`]), not by the model: one net trains either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum Inference {
+    /// Sampled weights (`samples` draws per example).
+    #[default]
+    Sampled,
+    /// Moment propagation, by the net's moment rules ([`crate::nets::MomentConfig`]).
+    Moments,
+}
+
 /// What a training step must compute.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepRequest {
-    /// Posterior draws per example.
+    /// Sampled weights or moments. A model that cannot step by moments refuses
+    /// [`Inference::Moments`] ([`Unsupported`]).
+    pub inference: Inference,
+    /// Posterior draws per example (under [`Inference::Sampled`]).
     pub samples: usize,
     /// Whether the per-draw `ln q(w_s) − ln p(w_s)` is needed.
     pub log_ratio: bool,
@@ -28,10 +44,11 @@ pub struct StepRequest {
 }
 
 impl StepRequest {
-    /// `samples` draws per example, on the fused kernels, no log-ratio, the layers' KL
+    /// `samples` sampled draws per example, on the fused kernels, no log-ratio, the layers' KL
     /// collected and not folded.
     pub fn new(samples: usize) -> Self {
         Self {
+            inference: Inference::Sampled,
             samples,
             log_ratio: false,
             kernels: Kernels::Fused,

@@ -19,7 +19,7 @@ use bnn_burn::likelihood::{
 use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights};
 use bnn_burn::objective::{KlSchedule, PacBayesConfig, PacComplexity};
 use bnn_burn::posterior::{DropoutConfig, DropoutMask, DropoutNoise, PosteriorConfig};
-use bnn_burn::train::{DecayGroup, TrainConfig, Trainer};
+use bnn_burn::train::{DecayGroup, Inference, TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};
 pub use entries::{
@@ -184,6 +184,15 @@ impl Method {
         self.moments.is_some()
     }
 
+    /// How the method's training steps carry the posterior: by moments where it has moment
+    /// rules, else by sampling.
+    pub fn inference(&self) -> Inference {
+        match self.predicts_by_moments() {
+            true => Inference::Moments,
+            false => Inference::Sampled,
+        }
+    }
+
     /// The MLP regressor of this method (its weights, moment settings and noise model). Its
     /// homoscedastic noise starts at σ = 1 and is held out of the gradient for a method trained
     /// by moments (β₀ = 1, refit in closed form by [`Method::regression_trainer`]); otherwise it
@@ -256,7 +265,8 @@ impl Method {
     }
 
     /// A trainer of `config` for this method's objective: the ELBO of `config.kl_schedule`, its
-    /// annealing, no KL (empirical Bayes), or the PAC-Bayes bound.
+    /// annealing, no KL (empirical Bayes), or the PAC-Bayes bound; by moments for a method
+    /// with moment rules ([`Method::inference`]).
     ///
     /// # Errors
     /// An invalid PAC-Bayes configuration.
@@ -264,7 +274,10 @@ impl Method {
         &self,
         config: &TrainConfig,
     ) -> Result<Trainer<M>, ConfigError> {
-        let config = config.clone().with_decay_groups(self.decay.clone());
+        let config = config
+            .clone()
+            .with_decay_groups(self.decay.clone())
+            .with_inference(self.inference());
         let with = |schedule| Trainer::new(config.clone().with_kl_schedule(schedule));
         Ok(match &self.objective {
             TrainObjective::Elbo => Trainer::new(config.clone()),

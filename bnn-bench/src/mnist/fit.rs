@@ -69,7 +69,7 @@ where
         let rows = start..(start + PAC_CHUNK).min(n);
         (x(rows.clone()), labels.clone().slice(rows))
     });
-    let b = net.pac_bound_chunked(chunks, &code, 100)?;
+    let b = net.pac_bound_chunked(chunks, &code, method.inference(), 100)?;
     let bound = pac.init()?.risk_bound(b.empirical_risk, b.kl, n);
     Ok(Some(PacTrain {
         risk: b.empirical_risk,

@@ -7,7 +7,7 @@ use bnn_burn::layers::Pass;
 use bnn_burn::layers::WeightConfig;
 use bnn_burn::likelihood::{Categorical, Evidential};
 use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
-use bnn_burn::objective::{AlphaConfig, Objective, StepContext, StepRequest, StepTerms};
+use bnn_burn::objective::{AlphaConfig, Inference, Objective, StepContext, StepRequest, StepTerms};
 use bnn_burn::train::{Minibatch, Model};
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -369,6 +369,7 @@ impl MomentNet {
         }
         let context = StepContext::new(0, N_TRAIN as usize, labels.dims()[0]);
         let request = StepRequest {
+            inference: Inference::Moments,
             weight_kl: objective.needs_weight_kl(),
             kl_fold: objective.kl_weight(&context),
             kernels,

@@ -161,17 +161,21 @@ pub(crate) fn draws_per_chunk(widest: usize, rows: usize) -> usize {
 }
 
 /// Test LL (mixture over `split.budget.test_passes` posterior draws, original units), RMSE of
-/// the predictive mean and the 90 % intervals' coverage. The draws go through the net in chunks ([`MixtureAccumulator`]), so
-/// Gal's 10 000 passes over protein's 4 573 test rows need no 18 GB tensor.
+/// the predictive mean and the 90 % intervals' coverage. The draws go through the net in
+/// chunks ([`MixtureAccumulator`]), so Gal's 10 000 passes over protein's 4 573 test rows need
+/// no 18 GB tensor.
 ///
-/// A network that trains by moments predicts by moments (`N(E f, Var f + σ²)`, no draws).
+/// A network trained by moments (`inference`) predicts by moments (`N(E f, Var f + σ²)`, no
+/// draws).
 pub fn evaluate(
     model: &Regressor,
+    inference: Inference,
     split: &PreparedSplit,
 ) -> Result<RegressionScores, Box<dyn Error>> {
     let widest = split.meta.n_hidden.max(split.train.n_features);
     let passes = split.budget.test_passes.max(1);
-    evaluate_predictive(model, model.moments.train, passes, widest, split)
+    let by_moments = inference == Inference::Moments;
+    evaluate_predictive(model, by_moments, passes, widest, split)
 }
 
 /// [`evaluate`] for any regression predictive: by moments when `by_moments`, else a mixture of
@@ -304,7 +308,7 @@ impl UciMethod for BayesianFit {
             split.seed,
         )?;
         let noise = to_vec(model.likelihood.noise_std())[0] * split.y_scaler.std[0];
-        let scores = evaluate(&model, split)?;
+        let scores = evaluate(&model, self.method.inference(), split)?;
         let mut noise = match (self.method.noise, self.method.predicts_by_moments()) {
             (NoiseModel::LogVarianceHead, _) => "log-variance head".to_string(),
             (NoiseModel::Evidential { .. }, _) => "evidential head, β = 100".to_string(),
@@ -359,13 +363,14 @@ fn pac_report(
         )
     };
     let (x, y) = train();
-    let thesis = model.pac_bound(x, y, &objective, 1)?;
+    let thesis = model.pac_bound(x, y, &objective, method.inference(), 1)?;
     let (x, y) = train();
-    let code = model.pac_bound(x, y, &tight, 1)?;
+    let code = model.pac_bound(x, y, &tight, method.inference(), 1)?;
     let test = model.pac_bound(
         matrix(&split.test_x, d, &device),
         matrix(&split.y_scaler.transform(&split.test_y), 1, &device),
         &tight,
+        method.inference(),
         1,
     )?;
     for (what, v) in [
@@ -453,7 +458,7 @@ impl GalDropout {
             .with_noise_std(noise)
             .with_fit(NoiseFit::Fixed)
             .init(&model.devices()[0])?;
-        evaluate(&model, eval)
+        evaluate(&model, method.inference(), eval)
     }
 }
 

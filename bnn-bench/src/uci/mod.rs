@@ -19,7 +19,7 @@ use bnn_burn::posterior::{DropoutMask, PosteriorConfig};
 use bnn_burn::predict::{
     GaussianPrediction, MixtureAccumulator, Predict, PredictMode, RegressionScores,
 };
-use bnn_burn::train::{EarlyStoppingConfig, TrainConfig};
+use bnn_burn::train::{EarlyStoppingConfig, Inference, TrainConfig};
 use bnn_burn::training_device;
 use bnn_datasets::uci::{UciData, UciDataset, UciMeta};
 use bnn_datasets::{DataRoot, RegressionData, Standardizer};

@@ -205,6 +205,7 @@ fn bedl_pac_regressor_learns_the_noise_and_reports_its_bound() {
         .init()
         .unwrap();
     let train = TrainConfig::new(60)
+        .with_inference(crate::step::Inference::Moments)
         .with_batch_size(50)
         .with_learning_rate(1e-2)
         .with_seed(23)
@@ -232,7 +233,15 @@ fn bedl_pac_regressor_learns_the_noise_and_reports_its_bound() {
         .init()
         .unwrap();
     let (xt, yt) = (matrix(&xt, 1, &plain), matrix(&yt, 1, &plain));
-    let on_test = net.pac_bound(xt.clone(), yt.clone(), &thesis, 1).unwrap();
+    let on_test = net
+        .pac_bound(
+            xt.clone(),
+            yt.clone(),
+            &thesis,
+            crate::step::Inference::Moments,
+            1,
+        )
+        .unwrap();
     let densities = to_vec(
         net.predict(xt.clone(), PredictMode::Moments)
             .unwrap()
@@ -262,7 +271,13 @@ fn bedl_pac_regressor_learns_the_noise_and_reports_its_bound() {
     // 0); the reference code's `ln N / N` is not a bound for densities, whose risk reaches
     // −√(β/2π).
     let on_train = net
-        .pac_bound(matrix(&x, 1, &plain), matrix(&y, 1, &plain), &thesis, 1)
+        .pac_bound(
+            matrix(&x, 1, &plain),
+            matrix(&y, 1, &plain),
+            &thesis,
+            crate::step::Inference::Moments,
+            1,
+        )
         .unwrap();
     assert!(on_train.kl > 0.0 && on_train.bound > 0.0, "{on_train:?}");
     let se = density.mean_se;

@@ -330,6 +330,7 @@ fn bedl_pac_learns_and_its_bound_holds_on_fresh_rows() {
         .init()
         .unwrap();
     let train = TrainConfig::new(40)
+        .with_inference(crate::step::Inference::Moments)
         .with_batch_size(50)
         .with_learning_rate(1e-2)
         .with_seed(31)
@@ -342,9 +343,23 @@ fn bedl_pac_learns_and_its_bound_holds_on_fresh_rows() {
     let plain = device.clone().inner();
     let (xt_t, yt_t) = (matrix(&xt, 2, &plain), labels(&yt, &plain));
     let on_train = net
-        .pac_bound(matrix(&x, 2, &plain), labels(&y, &plain), &tight, 100)
+        .pac_bound(
+            matrix(&x, 2, &plain),
+            labels(&y, &plain),
+            &tight,
+            crate::step::Inference::Moments,
+            100,
+        )
         .unwrap();
-    let on_test = net.pac_bound(xt_t.clone(), yt_t, &tight, 100).unwrap();
+    let on_test = net
+        .pac_bound(
+            xt_t.clone(),
+            yt_t,
+            &tight,
+            crate::step::Inference::Moments,
+            100,
+        )
+        .unwrap();
     let pred = net.predict(xt_t, PredictMode::Moments).unwrap();
     let mean = to_vec(pred.mean());
     let right = mean
@@ -531,7 +546,13 @@ fn a_step_without_the_weight_kl_reports_zero_and_changes_nothing_else() {
         values.push(to_vec(pac.loss(terms.clone(), &context).loss)[0]);
         (to_vec(terms.kl)[0], values)
     };
-    let moment_step = |r: StepRequest| moment_net.step(batch(), r).unwrap();
+    let moment_step = |r: StepRequest| {
+        let r = StepRequest {
+            inference: crate::step::Inference::Moments,
+            ..r
+        };
+        moment_net.step(batch(), r).unwrap()
+    };
     let sampled_step = |r: StepRequest| sampled_net.step(batch(), r).unwrap();
     let steps: [(&str, &dyn Fn(StepRequest) -> StepTerms); 2] =
         [("moments", &moment_step), ("sampling", &sampled_step)];

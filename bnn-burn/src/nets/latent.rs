@@ -11,7 +11,7 @@ use crate::error::{ConfigError, DataMismatch};
 use crate::latent::{LatentConfig, LatentPosterior, TargetFeatures};
 use crate::layers::{Pass, WeightConfig};
 use crate::likelihood::{GaussianLikelihood, Likelihood};
-use crate::objective::{StepRequest, StepTerms};
+use crate::objective::{Inference, StepRequest, StepTerms};
 use crate::posterior::Unsupported;
 use crate::predict::{Predict, PredictError, PredictMode};
 use crate::step::Model;
@@ -199,6 +199,12 @@ where
         batch: Minibatch<Tensor<2>, L::Target>,
         request: StepRequest,
     ) -> Result<StepTerms, Unsupported> {
+        if request.inference == Inference::Moments {
+            return Err(Unsupported {
+                family: "BNN+LV",
+                what: "has no moment rule for its latent inputs: train it by sampling",
+            });
+        }
         let s = request.samples;
         let (mean, var) = self
             .latents

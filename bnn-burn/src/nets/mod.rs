@@ -29,7 +29,7 @@ use crate::layers::{
 use crate::likelihood::{
     Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood, LogitRule,
 };
-use crate::objective::{StepRequest, StepTerms};
+use crate::objective::{Inference, StepRequest, StepTerms};
 use crate::posterior::{KlDivergence, Unsupported};
 use crate::predict::{Predict, PredictError, PredictMode};
 use crate::step::Model;
@@ -395,7 +395,7 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
         batch: Minibatch<B::Input, L::Target>,
         request: StepRequest,
     ) -> Result<StepTerms, Unsupported> {
-        if self.moments.train {
+        if request.inference == Inference::Moments {
             return self.moment_step(batch, request);
         }
         let mut pass = Pass::train(request.samples, request.log_ratio)

@@ -23,22 +23,19 @@ pub struct MomentConfig {
     /// How a classifier's expected log-likelihood is approximated in training.
     #[config(default = "LogitRule::Taylor")]
     pub train_logits: LogitRule,
-    /// Train by moment propagation (one deterministic pass per step, the expected
-    /// log-likelihood in closed form) instead of by sampling.
-    #[config(default = false)]
-    pub train: bool,
 }
 
 impl MomentConfig {
-    /// VBP (Haußmann 2021 ch. 3): the gate with `C = 100`, Taylor logits, trained by moments.
+    /// VBP (Haußmann 2021 ch. 3): the gate with `C = 100`, Taylor logits (train it with
+    /// [`crate::train::TrainConfig::inference`] set to moments).
     pub fn vbp() -> Self {
-        Self::new().with_rule(MomentRule::vbp()).with_train(true)
+        Self::new().with_rule(MomentRule::vbp())
     }
 
-    /// Gaussian (CLT/DVI) moments, trained by moments (Wu et al. 2019, diagonal; Haußmann 2021
-    /// ch. 4).
+    /// Gaussian (CLT/DVI) moments (Wu et al. 2019, diagonal; Haußmann 2021 ch. 4): the
+    /// default rules, named.
     pub fn clt() -> Self {
-        Self::new().with_train(true)
+        Self::new()
     }
 
     /// Checks every field: a gate sharpness `C` that is a finite number > 0, and at least one

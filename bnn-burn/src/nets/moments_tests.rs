@@ -10,6 +10,7 @@ use crate::posterior::{
 };
 use crate::predict::{Predict, PredictMode};
 use crate::testing::{sample_moments, seeded, to_vec};
+use crate::train::Inference;
 use crate::train::{TrainConfig, train};
 use crate::{device, training_device};
 use burn::module::Module;
@@ -272,6 +273,7 @@ fn training_by_moments_fits_a_regression_and_never_samples() {
             .predict(x.clone().without_autodiff(), PredictMode::Moments)
             .unwrap();
         let config = TrainConfig::new(50)
+            .with_inference(Inference::Moments)
             .with_batch_size(64)
             .with_learning_rate(0.03)
             .with_progress(false);
@@ -308,6 +310,7 @@ fn noise_refit_sets_the_type_two_maximum_likelihood_noise_every_epoch() {
         .with_moments(MomentConfig::vbp())
         .unwrap();
     let config = TrainConfig::new(8)
+        .with_inference(Inference::Moments)
         .with_batch_size(32)
         .with_learning_rate(0.01)
         .with_progress(false);
@@ -416,6 +419,7 @@ fn dvi_trains_a_heteroscedastic_regression_by_moments() {
     // 150 epochs: at 60 the head had not left a constant variance (≈ 0.4 on both sides) on 3
     // of 101 seed offsets; at 150 the ratio below is at least 7.8 on all 101.
     let config = TrainConfig::new(150)
+        .with_inference(Inference::Moments)
         .with_batch_size(64)
         .with_learning_rate(0.02)
         .with_progress(false);
@@ -491,6 +495,7 @@ fn clt_probit_classifier_trains_by_moments() {
         .with_moments(MomentConfig::clt().with_train_logits(LogitRule::Probit))
         .unwrap();
     let config = TrainConfig::new(15)
+        .with_inference(Inference::Moments)
         .with_batch_size(32)
         .with_learning_rate(0.02)
         .with_progress(false);

@@ -7,7 +7,7 @@ use crate::batch::Batch;
 use crate::host::to_vec;
 use crate::layers::Pass;
 use crate::likelihood::{Likelihood, LogitRule};
-use crate::objective::{PacBayes, PacBound};
+use crate::objective::{Inference, PacBayes, PacBound};
 use crate::posterior::Unsupported;
 use crate::predict::PredictiveLogProb;
 
@@ -15,27 +15,28 @@ impl<B: Body, L: Likelihood> Bnn<B, L>
 where
     L::Prediction: PredictiveLogProb<L::Target>,
 {
-    /// [`PacBound`] of `objective` on the rows `x` with targets `y`, from `samples` draws of
-    /// the outputs (their Gaussian moments for a net trained by moments — a regressor's moments
-    /// are used as they are —, the weights otherwise).
+    /// [`PacBound`] of `objective` on the rows `x` with targets `y`, predicted as the net was
+    /// trained (`inference`): by moments, `samples` draws of the Gaussian outputs (a
+    /// regressor's moments are used as they are), or `samples` draws of the weights.
     ///
     /// # Errors
-    /// A body without moment rules when the net trains by moments.
+    /// A body without moment rules under [`Inference::Moments`].
     pub fn pac_bound(
         &self,
         x: B::Input,
         y: L::Target,
         objective: &PacBayes,
+        inference: Inference,
         samples: usize,
     ) -> Result<PacBound, Unsupported> {
-        self.pac_bound_chunked([(x, y)], objective, samples)
+        self.pac_bound_chunked([(x, y)], objective, inference, samples)
     }
 
     /// [`Bnn::pac_bound`] over a data set given in chunks of rows (a training set too large
     /// for one pass): the risk and the KL are averaged over every row.
     ///
     /// # Errors
-    /// A body without moment rules when the net trains by moments.
+    /// A body without moment rules under [`Inference::Moments`].
     ///
     /// # Panics
     /// No rows.
@@ -43,12 +44,13 @@ where
         &self,
         chunks: impl IntoIterator<Item = (B::Input, L::Target)>,
         objective: &PacBayes,
+        inference: Inference,
         samples: usize,
     ) -> Result<PacBound, Unsupported> {
         let (mut n, mut p_sum, mut kl_sum) = (0, 0.0, 0.0);
         for (x, y) in chunks {
             let rows = y.len();
-            let (prediction, kl) = if self.moments.train {
+            let (prediction, kl) = if inference == Inference::Moments {
                 let out = self.predictive_moments(x)?;
                 let rule = LogitRule::Sampled { samples };
                 let kl = self.likelihood.expected_local_kl(out.clone(), &y, rule)?;

@@ -13,7 +13,7 @@ pub use alpha::{AlphaBound, AlphaConfig, AlphaDivergence};
 pub use elbo::{Elbo, ElboConfig, KlSchedule};
 pub use pac_bayes::{PacBayes, PacBayesConfig, PacBound, PacComplexity, PacKl};
 
-pub use crate::step::{StepContext, StepRequest, StepTerms};
+pub use crate::step::{Inference, StepContext, StepRequest, StepTerms};
 use burn::tensor::Tensor;
 
 /// An objective's value, and its two parts for reports.

@@ -185,6 +185,7 @@ impl<M: Model> Trainer<M> {
                 s.with_group(g.group.clone(), g.learning_rate)
             });
         let request = StepRequest {
+            inference: config.inference,
             log_ratio: objective.needs_log_ratio(),
             kernels: config.kernels,
             weight_kl: objective.needs_weight_kl(),
@@ -349,8 +350,11 @@ impl<M: Model> Trainer<M> {
             let val_nll = match val_rows.is_empty() {
                 true => None,
                 false => {
-                    let samples = config.train_samples.max(8);
-                    let v = validation_nll(&model, &data, &val_rows, n_train, samples, &device)?;
+                    let scoring = StepRequest {
+                        samples: config.train_samples.max(8),
+                        ..request
+                    };
+                    let v = validation_nll(&model, &data, &val_rows, n_train, scoring, &device)?;
                     if !v.is_finite() {
                         bar.abandon();
                         return Err(TrainError::Diverged {
@@ -460,20 +464,22 @@ fn plain_minibatch<D: TrainData>(
     })
 }
 
-/// Mean per-example NLL (averaged over `samples` draws) of `rows`, without gradients.
+/// Mean per-example NLL of `rows` (averaged over the request's draws, or by moments), without
+/// gradients.
 fn validation_nll<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
     model: &M,
     data: &D,
     rows: &[usize],
     n_train: usize,
-    samples: usize,
+    request: StepRequest,
     device: &Device,
 ) -> Result<f64, TrainError> {
     let valid = model.valid();
     // Only the log-likelihood is read: the layers' KL is not computed.
     let request = StepRequest {
         weight_kl: false,
-        ..StepRequest::new(samples)
+        log_ratio: false,
+        ..request
     };
     let mut total = 0.0;
     for chunk in rows.chunks(EVAL_CHUNK) {

@@ -21,6 +21,7 @@ pub use optim::{DecayGroup, LrGroup, OptimizerConfig};
 use crate::error::{Check, ConfigError};
 use crate::fused::Kernels;
 use crate::objective::KlSchedule;
+pub use crate::step::Inference;
 use burn::config::Config;
 
 /// Early stopping on a held-out part of the training data.
@@ -75,6 +76,11 @@ pub struct TrainConfig {
     /// optimisers (the reference).
     #[config(default = "Kernels::Fused")]
     pub kernels: Kernels,
+    /// Train by sampled weights (default) or by moment propagation (VBP, CLT, DVI: the net's
+    /// [`crate::nets::MomentConfig`] says how moments pass its layers). Early stopping's
+    /// validation NLL is computed the same way.
+    #[config(default = "Inference::Sampled")]
+    pub inference: Inference,
 }
 
 impl TrainConfig {
