@@ -15,9 +15,10 @@
 
 use bnn_burn::host::matrix;
 use bnn_burn::metrics::{mean, mean_and_standard_error};
-use bnn_burn::nets::{BnnLvConfig, MlpConfig, depeweg_weights};
+use bnn_burn::nets::{BnnLvConfig, MlpConfig};
 use bnn_burn::objective::AlphaConfig;
 use bnn_burn::predict::{GaussianPrediction, Predict, PredictMode};
+use bnn_burn::recipes::depeweg_weights;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::Standardizer;

@@ -20,8 +20,9 @@
 //! `cargo run --release --example depeweg_ch6_decomposition`
 
 use bnn_burn::host::matrix;
-use bnn_burn::nets::{BnnLvConfig, Decomposition, LatentRegressor, MlpConfig, depeweg_weights};
+use bnn_burn::nets::{BnnLvConfig, Decomposition, LatentRegressor, MlpConfig};
 use bnn_burn::objective::AlphaConfig;
+use bnn_burn::recipes::depeweg_weights;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::Standardizer;

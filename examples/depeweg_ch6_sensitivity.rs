@@ -24,8 +24,9 @@
 
 use bnn_burn::host::matrix;
 use bnn_burn::metrics::mean_and_standard_error;
-use bnn_burn::nets::{BnnLvConfig, MlpConfig, Sensitivity, depeweg_weights};
+use bnn_burn::nets::{BnnLvConfig, MlpConfig, Sensitivity};
 use bnn_burn::objective::AlphaConfig;
+use bnn_burn::recipes::depeweg_weights;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::toy;

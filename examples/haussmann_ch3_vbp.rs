@@ -18,10 +18,9 @@
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::likelihood::{Categorical, GaussianLikelihoodConfig, NoiseFit};
 use bnn_burn::metrics::{accuracy, mean};
-use bnn_burn::nets::{
-    ConvNetConfig, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights,
-};
+use bnn_burn::nets::{ConvNetConfig, MlpConfig, MomentConfig, NoiseRefit, Regressor};
 use bnn_burn::predict::{Predict, PredictMode};
+use bnn_burn::recipes::moment_weights;
 use bnn_burn::train::{Inference, TrainConfig, Trainer, train};
 use bnn_burn::training_device;
 use bnn_datasets::toy::{self, CUBIC_NOISE_STD};

@@ -17,8 +17,9 @@
 use bnn_burn::host::{labels, matrix, to_vec};
 use bnn_burn::likelihood::{LogitRule, MultiLabelProbit};
 use bnn_burn::metrics::{accuracy, auroc, mean};
-use bnn_burn::nets::{ConvNetConfig, MlpConfig, MomentConfig, moment_weights};
+use bnn_burn::nets::{ConvNetConfig, MlpConfig, MomentConfig};
 use bnn_burn::predict::{Predict, PredictMode};
+use bnn_burn::recipes::moment_weights;
 use bnn_burn::train::{Inference, TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::MnistFamily;

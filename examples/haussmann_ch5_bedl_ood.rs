@@ -32,10 +32,11 @@ use bnn_burn::likelihood::{
     Categorical, DirichletRegulariser, EdlLoss, Evidence, EvidentialConfig, LogitRule,
 };
 use bnn_burn::metrics::{accuracy_of, entropy_ecdf_area, mean};
-use bnn_burn::nets::{ConvNetConfig, MlpConfig, MomentConfig, moment_weights};
+use bnn_burn::nets::{ConvNetConfig, MlpConfig, MomentConfig};
 use bnn_burn::objective::{PacBayes, PacBayesConfig};
 use bnn_burn::posterior::PosteriorConfig;
 use bnn_burn::predict::{ClassPrediction, Predict, PredictMode};
+use bnn_burn::recipes::moment_weights;
 use bnn_burn::train::{Inference, TrainConfig, Trainer};
 use bnn_burn::{Prior, training_device};
 use bnn_datasets::MnistFamily;

@@ -58,13 +58,98 @@ impl StepRequest {
     }
 }
 
+/// `KL(q(w) ‖ p(w))` of the global parameters (one element), with the weight `λ` whose
+/// `λ·∇KL` the layers already added inside their fused kernels when the request folded it
+/// ([`StepRequest::kl_fold`]). Its value then carries no gradient of its own, and the only loss
+/// it fits is `… + λ·KL`: an objective reads it through [`KlTerm::weighted`] (linear use, the
+/// weight checked) or [`KlTerm::differentiable`] (any use, refused when folded), so a weight
+/// other than the folded one is an error instead of a silently wrong gradient.
+#[derive(Debug, Clone)]
+pub struct KlTerm {
+    value: Tensor<1>,
+    folded: Option<f64>,
+}
+
+/// An objective used a folded KL with another weight than the one folded, or not linearly.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "the layers folded {folded}·∇KL into their kernels, but the objective {}: \
+     Objective::kl_weight must return the weight its loss puts on the KL, or None",
+    match used { Some(w) => format!("weighs the KL by {w}"), None => "uses it non-linearly".into() }
+)]
+pub struct KlFoldMismatch {
+    /// The folded weight.
+    pub folded: f64,
+    /// The weight the objective used (`None`: a non-linear use).
+    pub used: Option<f64>,
+}
+
+impl KlTerm {
+    /// A KL with its own gradient (nothing folded).
+    pub fn new(value: Tensor<1>) -> Self {
+        Self {
+            value,
+            folded: None,
+        }
+    }
+
+    /// The KL of a step whose request folded `fold` (`Some(λ)`: the layers added `λ·∇KL`
+    /// themselves; `None`: nothing folded).
+    pub fn of_request(value: Tensor<1>, fold: Option<f64>) -> Self {
+        Self {
+            value,
+            folded: fold,
+        }
+    }
+
+    /// The weight folded into the layers, if any.
+    pub fn folded_weight(&self) -> Option<f64> {
+        self.folded
+    }
+
+    /// The value without its gradient, for reports.
+    pub fn value(&self) -> Tensor<1> {
+        self.value.clone().detach()
+    }
+
+    /// `weight·KL` for a loss linear in the KL.
+    ///
+    /// # Errors
+    /// A folded KL whose weight is not `weight` (relative difference above 10⁻⁹).
+    pub fn weighted(&self, weight: f64) -> Result<Tensor<1>, KlFoldMismatch> {
+        match self.folded {
+            Some(f) if (f - weight).abs() > 1e-9 * f.abs().max(weight.abs()) => {
+                Err(KlFoldMismatch {
+                    folded: f,
+                    used: Some(weight),
+                })
+            }
+            _ => Ok(self.value.clone() * weight),
+        }
+    }
+
+    /// The KL with its gradient, for any use.
+    ///
+    /// # Errors
+    /// A folded KL (its gradient is already inside the layers).
+    pub fn differentiable(&self) -> Result<Tensor<1>, KlFoldMismatch> {
+        match self.folded {
+            Some(f) => Err(KlFoldMismatch {
+                folded: f,
+                used: None,
+            }),
+            None => Ok(self.value.clone()),
+        }
+    }
+}
+
 /// The terms of one training step.
 #[derive(Debug, Clone)]
 pub struct StepTerms {
     /// `ln p(y_b | x_b, w_s)`, `[S, B]`.
     pub log_likelihood: Tensor<2>,
-    /// `KL(q(w) ‖ p(w))` of the global parameters (one element).
-    pub kl: Tensor<1>,
+    /// `KL(q(w) ‖ p(w))` of the global parameters.
+    pub kl: KlTerm,
     /// Per-row KL of local latent variables, `[B]` (BNN+LV's `q(z_n)`).
     pub local_kl: Option<Tensor<1>>,
     /// `ln q(w_s) − ln p(w_s)` per draw, `[S]`, when requested.

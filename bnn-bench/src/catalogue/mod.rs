@@ -16,9 +16,10 @@ use bnn_burn::likelihood::{
     DirichletRegulariser, EdlLoss, Evidence, EvidentialConfig, GaussianLikelihoodConfig,
     Likelihood, LogitRule, NoiseFit, NoiseModel,
 };
-use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor, moment_weights};
+use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor};
 use bnn_burn::objective::{KlSchedule, PacBayesConfig, PacComplexity};
 use bnn_burn::posterior::{DropoutConfig, DropoutMask, DropoutNoise, PosteriorConfig};
+use bnn_burn::recipes::moment_weights;
 use bnn_burn::train::{DecayGroup, Inference, TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};

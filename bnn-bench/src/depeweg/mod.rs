@@ -10,11 +10,12 @@ use crate::experiment;
 use crate::uci::{MeanSe, z_score};
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::metrics::mean_and_standard_error;
-use bnn_burn::nets::{BnnLvConfig, MlpConfig, depeweg_weights};
+use bnn_burn::nets::{BnnLvConfig, MlpConfig};
 use bnn_burn::objective::AlphaConfig;
 use bnn_burn::predict::{
     GaussianPrediction, MixtureAccumulator, Predict, PredictMode, RegressionScores,
 };
+use bnn_burn::recipes::depeweg_weights;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::dynamics::WetChicken;

@@ -179,7 +179,7 @@ pub const MAP: &str = "MAP (point weights)";
 pub const MAP_DROPOUT: &str = "MAP, train-time dropout 0.5";
 
 /// The black-box α row: Depeweg's mean-field weights (`σ² = λ·sigmoid(ρ)`,
-/// [`bnn_burn::nets::depeweg_weights`]) trained by black-box α = 1 over
+/// [`bnn_burn::recipes::depeweg_weights`]) trained by black-box α = 1 over
 /// [`BLACK_BOX_DRAWS`] joint weight draws per step, each with its `ln q − ln p`: the fused
 /// draws-with-ratios kernel against the composition of burn ops under `--kernels both`.
 pub const BLACK_BOX: &str = "MFVI black-box α = 1, K = 4";
@@ -352,7 +352,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             for &kernels in &options.kernels {
                 device.seed(options.seed);
                 let name = row_name(BLACK_BOX, kernels);
-                let build = || Bayesian::new(net, bnn_burn::nets::depeweg_weights(1.0), &device);
+                let build = || Bayesian::new(net, bnn_burn::recipes::depeweg_weights(1.0), &device);
                 let optim = OptimizerConfig::adam().init(kernels);
                 let loss = move |m: &Bayesian| {
                     m.black_box_loss(x, y.clone(), kernels, BLACK_BOX_DRAWS, 1.0)

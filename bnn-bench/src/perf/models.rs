@@ -7,7 +7,9 @@ use bnn_burn::layers::Pass;
 use bnn_burn::layers::WeightConfig;
 use bnn_burn::likelihood::{Categorical, Evidential};
 use bnn_burn::nets::{Bnn, Body, ConvNetConfig, MlpConfig};
-use bnn_burn::objective::{AlphaConfig, Inference, Objective, StepContext, StepRequest, StepTerms};
+use bnn_burn::objective::{
+    AlphaConfig, Inference, KlTerm, Objective, StepContext, StepRequest, StepTerms,
+};
 use bnn_burn::train::{Minibatch, Model};
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -249,7 +251,7 @@ impl Bayesian {
         let (kl, ratio) = pass.into_terms(&ll.device());
         let terms = StepTerms {
             log_likelihood: ll,
-            kl,
+            kl: KlTerm::new(kl),
             local_kl: None,
             log_ratio: Some(
                 ratio
@@ -264,6 +266,7 @@ impl Bayesian {
             .init()
             .expect("a valid α")
             .loss(terms, &context)
+            .expect("black-box α folds no KL")
             .loss
     }
 }
@@ -382,6 +385,9 @@ impl MomentNet {
             (MomentNet::DviLeNet5(m), Inputs::Images(x)) => terms(m, x.clone(), labels, request),
             _ => unreachable!("inputs are made for their network"),
         };
-        objective.loss(terms, &context).loss
+        objective
+            .loss(terms, &context)
+            .expect("the request folded the objective's own KL weight")
+            .loss
     }
 }

@@ -5,9 +5,10 @@
 //! action `a = (0, 0)`.
 
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::nets::{BnnLvConfig, Decomposition, LatentRegressor, MlpConfig, depeweg_weights};
+use bnn_burn::nets::{BnnLvConfig, Decomposition, LatentRegressor, MlpConfig};
 use bnn_burn::objective::AlphaConfig;
 use bnn_burn::predict::{Predict, PredictMode};
+use bnn_burn::recipes::depeweg_weights;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::dynamics::WetChicken;

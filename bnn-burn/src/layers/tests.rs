@@ -176,8 +176,8 @@ fn low_rank_layers_match_the_output_moments_with_and_without_the_correlations() 
 }
 
 /// Sampling passes run on the fused kernels for every estimator under each parameterisation of
-/// `σ` (softplus; log-variance, as in the moment methods' [`crate::nets::moment_weights`];
-/// Depeweg's sigmoid variance, [`crate::nets::depeweg_weights`]) with a point bias, with the
+/// `σ` (softplus; log-variance, as in the moment methods' [`crate::recipes::moment_weights`];
+/// Depeweg's sigmoid variance, [`crate::recipes::depeweg_weights`]) with a point bias, with the
 /// analytic output moments (5 s.e. of 5 000 samples) and the bias adding no variance.
 #[test]
 fn sampling_runs_on_the_fused_kernels_under_every_scale_with_a_point_bias() {
@@ -1031,7 +1031,7 @@ fn moment_layers_on_the_fused_kernels_match_the_composition() {
         .with_estimator(Estimator::LocalReparameterization)
         .with_prior(prior)
     };
-    let hyper = crate::nets::moment_weights(10.0)
+    let hyper = crate::recipes::moment_weights(10.0)
         .with_kl_log_var_range(None)
         .with_hyperprior(Some(crate::dist::HyperPrior::new()));
     let cases = [
@@ -1058,7 +1058,7 @@ fn moment_layers_on_the_fused_kernels_match_the_composition() {
             )
             .with_prior(prior),
         ),
-        ("moment weights", crate::nets::moment_weights(10.0)),
+        ("moment weights", crate::recipes::moment_weights(10.0)),
         // ln σ² = ρ around the lower bound: the clamp holds about half of them.
         (
             "log-variance, clamped",

@@ -5,9 +5,10 @@
 use super::*;
 use crate::dist::Moments;
 use crate::host::{matrix, to_vec};
-use crate::nets::{MlpConfig, MomentConfig, moment_weights};
+use crate::nets::{MlpConfig, MomentConfig};
 use crate::objective::{PacBayesConfig, PacComplexity};
 use crate::predict::{GaussianPrediction, Predict, PredictMode};
+use crate::recipes::moment_weights;
 use crate::testing::{HostNormals, golden_section, sample_moments, seeded, test_device};
 use crate::train::{TrainConfig, Trainer};
 use rand::{RngExt, SeedableRng, rngs::StdRng};
@@ -319,12 +320,12 @@ fn bedl_pac_regressor_holds_every_free_row_at_the_objectives_fixed_point() {
                 .expected_log_likelihood(moments.clone(), y.clone(), rule)
                 .unwrap()
                 .reshape([1, n]),
-            kl: Tensor::zeros([1], &device),
+            kl: crate::objective::KlTerm::new(Tensor::zeros([1], &device)),
             local_kl: lik.expected_local_kl(moments, &y, rule).unwrap(),
             log_ratio: None,
             local_log_ratio: None,
         };
-        pac.loss(terms, &context)
+        pac.loss(terms, &context).unwrap()
     };
     // Rows start off the optimum, the means 0.3 from their targets and the log-variances
     // between −6 and −4 (plain gradient descent from f = 0 overshoots where the residuals are

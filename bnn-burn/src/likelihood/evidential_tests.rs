@@ -294,8 +294,9 @@ fn sixty_four_classes_converge_under_the_default_annealing() {
 #[test]
 fn bedl_pac_learns_and_its_bound_holds_on_fresh_rows() {
     use crate::likelihood::LogitRule;
-    use crate::nets::{MomentConfig, moment_weights};
+    use crate::nets::MomentConfig;
     use crate::objective::{PacBayesConfig, PacComplexity};
+    use crate::recipes::moment_weights;
     let device = test_device().autodiff();
     let _guard = crate::testing::seeded(&device, 31);
     let centres = [(-2.0, 0.0), (2.0, 0.0), (0.0, 2.5)];
@@ -450,12 +451,12 @@ fn bedl_pac_holds_every_free_row_at_the_objectives_fixed_point() {
     let objective = |f: Tensor<3>| {
         let terms = StepTerms {
             log_likelihood: head.log_likelihood(f.clone(), y.clone()),
-            kl: Tensor::zeros([1], &device),
+            kl: crate::objective::KlTerm::new(Tensor::zeros([1], &device)),
             local_kl: head.local_kl(&f, &y),
             log_ratio: None,
             local_log_ratio: None,
         };
-        pac.loss(terms, &context)
+        pac.loss(terms, &context).unwrap()
     };
     // Gradient descent (it settles within 40 steps here); each row's gradient carries the
     // loss's 1/N, so the step is N.
@@ -491,10 +492,11 @@ fn bedl_pac_holds_every_free_row_at_the_objectives_fixed_point() {
 #[test]
 fn a_step_without_the_weight_kl_reports_zero_and_changes_nothing_else() {
     use crate::fused::Kernels;
-    use crate::nets::{MomentConfig, moment_weights};
+    use crate::nets::MomentConfig;
     use crate::objective::{
         ElboConfig, Objective, PacBayesConfig, StepContext, StepRequest, StepTerms,
     };
+    use crate::recipes::moment_weights;
     use crate::train::{Minibatch, Model};
     let device = test_device().autodiff();
     let pac = PacBayesConfig::new().init().unwrap();
@@ -543,8 +545,8 @@ fn a_step_without_the_weight_kl_reports_zero_and_changes_nothing_else() {
         });
         let mut values = to_vec(terms.log_likelihood.clone());
         values.extend(to_vec(terms.local_kl.clone().expect("the head's local KL")));
-        values.push(to_vec(pac.loss(terms.clone(), &context).loss)[0]);
-        (to_vec(terms.kl)[0], values)
+        values.push(to_vec(pac.loss(terms.clone(), &context).unwrap().loss)[0]);
+        (to_vec(terms.kl.value())[0], values)
     };
     let moment_step = |r: StepRequest| {
         let r = StepRequest {

@@ -9,9 +9,9 @@ use super::{Bnn, MlpBody, MlpConfig};
 use crate::batch::{Batch, Minibatch};
 use crate::error::{ConfigError, DataMismatch};
 use crate::latent::{LatentConfig, LatentPosterior, TargetFeatures};
-use crate::layers::{Pass, WeightConfig};
+use crate::layers::Pass;
 use crate::likelihood::{GaussianLikelihood, Likelihood};
-use crate::objective::{Inference, StepRequest, StepTerms};
+use crate::objective::{Inference, KlTerm, StepRequest, StepTerms};
 use crate::posterior::Unsupported;
 use crate::predict::{Predict, PredictError, PredictMode};
 use crate::step::Model;
@@ -72,32 +72,6 @@ impl BnnLvConfig {
             .init(device)?;
         self.init(likelihood, rows, device)
     }
-}
-
-/// The weights of Depeweg's BNN+LV code (2019 §3.1.3): mean-field with
-/// `σ² = λ·sigmoid(ρ)` ([`ScaleParam::SigmoidVariance`], `ρ = −10`, so `σ² ≈ 4.5·10⁻⁵·λ`:
-/// the net starts almost deterministic), means `N(0, 0.1²)`, prior `N(0, λ)` (the thesis:
-/// `λ = 1`), drawn per sample (the reparameterisation estimator: black-box α needs explicit
-/// weight draws).
-///
-/// [`ScaleParam::SigmoidVariance`]: crate::posterior::ScaleParam::SigmoidVariance
-pub fn depeweg_weights(prior_variance: f64) -> WeightConfig {
-    use crate::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit, ScaleParam};
-    let scale = ScaleInit::new()
-        .with_param(ScaleParam::SigmoidVariance {
-            bound: prior_variance,
-        })
-        .with_rho(-10.0)
-        .with_rho_std(0.0);
-    WeightConfig::of(PosteriorConfig::MeanField(
-        MeanFieldConfig::new().with_scale(scale),
-    ))
-    .with_estimator(crate::layers::Estimator::Reparameterization)
-    .with_prior(crate::Prior::gaussian(prior_variance.sqrt()))
-    .with_initializer(burn::nn::Initializer::Normal {
-        mean: 0.0,
-        std: 0.1,
-    })
 }
 
 /// BNN+LV (module docs).
@@ -229,7 +203,7 @@ where
             .then(|| latent_log_ratio(z, eps, var.clone(), self.latents.gamma()));
         Ok(StepTerms {
             log_likelihood,
-            kl,
+            kl: KlTerm::of_request(kl, super::folded(&request)),
             local_kl: Some(self.latents.kl(mean, var)),
             log_ratio: log_ratio?,
             local_log_ratio,

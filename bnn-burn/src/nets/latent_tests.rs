@@ -44,7 +44,7 @@ fn a_step_reaches_weights_noise_and_only_the_batch_rows_of_the_table() {
     assert_eq!(terms.log_ratio.as_ref().unwrap().dims(), [5]);
     let objective = AlphaConfig::new().init().unwrap();
     let context = StepContext::new(0, 8, 3);
-    let loss = objective.loss(terms, &context).loss;
+    let loss = objective.loss(terms, &context).unwrap().loss;
     let mut grads = GradientsParams::from_grads(loss.backward(), &net);
     let g_rows = to_vec(
         grads
@@ -162,7 +162,7 @@ fn bnn_lv_learns_bimodal_noise_that_a_bnn_cannot() {
         (x, y)
     };
     let (train, test) = (data(400), data(1000));
-    let weights = super::depeweg_weights(1.0);
+    let weights = crate::recipes::depeweg_weights(1.0);
     let mlp = |d| MlpConfig::new(d, vec![20, 20], 1).with_weights(weights.clone());
     let config = TrainConfig::new(400)
         .with_batch_size(100)
@@ -300,7 +300,8 @@ fn sensitivities_tell_the_epistemic_input() {
         let eps = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 1.0), &device);
         let y = (x1.clone().sin() * 7.0 + (x2.clone() * 0.5).cos().abs() * 3.0 * eps) / 4.0;
         let x = Tensor::cat(vec![x1 / 2.0, x2 / 2.0], 1);
-        let mlp = MlpConfig::new(2, vec![20, 20], 1).with_weights(super::depeweg_weights(1.0));
+        let mlp =
+            MlpConfig::new(2, vec![20, 20], 1).with_weights(crate::recipes::depeweg_weights(1.0));
         let net = BnnLvConfig::new(mlp).init_regressor(n, &device).unwrap();
         let config = TrainConfig::new(300)
             .with_batch_size(100)
@@ -432,7 +433,7 @@ fn the_encoder_starts_at_the_prior_and_is_trained_densely() {
     use crate::likelihood::Categorical;
     let device = test_device().autodiff();
     let _guard = seeded(&device, 6);
-    let weights = super::depeweg_weights(1.0);
+    let weights = crate::recipes::depeweg_weights(1.0);
     let net = BnnLvConfig::new(MlpConfig::new(2, vec![8], 3).with_weights(weights))
         .with_latent(
             crate::latent::LatentConfig::new()
@@ -465,7 +466,8 @@ fn the_encoder_starts_at_the_prior_and_is_trained_densely() {
     let loss = AlphaConfig::new()
         .init()
         .unwrap()
-        .loss(terms, &StepContext::new(0, 50, 5));
+        .loss(terms, &StepContext::new(0, 50, 5))
+        .unwrap();
     let mut grads = GradientsParams::from_grads(loss.loss.backward(), &net);
     let ids = list_param_ids(&net.latents);
     assert_eq!(ids.len(), 4, "hidden and output weights and biases");
@@ -494,7 +496,7 @@ fn the_encoder_learns_bimodal_noise_and_its_latents_find_the_modes() {
     let device = test_device().autodiff();
     let _guard = seeded(&device, 23);
     let (train, test) = (two_branches(400, &device), two_branches(1000, &device));
-    let mlp = MlpConfig::new(1, vec![20, 20], 1).with_weights(super::depeweg_weights(1.0));
+    let mlp = MlpConfig::new(1, vec![20, 20], 1).with_weights(crate::recipes::depeweg_weights(1.0));
     let lv = BnnLvConfig::new(mlp)
         .with_latent(LatentConfig::new().with_encoder(Some(EncoderConfig::new(1).with_hidden(20))))
         .init_regressor(400, &device)

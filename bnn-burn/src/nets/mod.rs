@@ -14,10 +14,10 @@ mod pac;
 pub use conv::{ConvBlock, ConvBody, ConvNetConfig, ConvSpec, conv_features};
 pub use latent::{
     BnnLv, BnnLvConfig, ClassDecomposition, Decomposition, DecompositionError, LatentRegressor,
-    Sensitivity, depeweg_weights,
+    Sensitivity,
 };
 pub use mlp::{MlpBody, MlpConfig};
-pub use moments::{MomentConfig, NoiseRefit, VBP_KL_LOG_VAR_RANGE, moment_weights};
+pub use moments::{MomentConfig, NoiseRefit};
 
 use crate::batch::{Batch, Minibatch};
 use crate::dist::Moments;
@@ -29,7 +29,7 @@ use crate::layers::{
 use crate::likelihood::{
     Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood, LogitRule,
 };
-use crate::objective::{Inference, StepRequest, StepTerms};
+use crate::objective::{Inference, KlTerm, StepRequest, StepTerms};
 use crate::posterior::{KlDivergence, Unsupported};
 use crate::predict::{Predict, PredictError, PredictMode};
 use crate::step::Model;
@@ -380,6 +380,11 @@ pub(crate) fn check_outputs_finite(out: Tensor<3>) -> Result<(), PredictError> {
     }
 }
 
+/// The weight a step's request folded into the layers: only when it collects the KL.
+pub(crate) fn folded(request: &StepRequest) -> Option<f64> {
+    request.kl_fold.filter(|_| request.weight_kl)
+}
+
 impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
     type Input = B::Input;
     type Target = L::Target;
@@ -411,7 +416,7 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
         let (kl, log_ratio) = pass.into_terms(&device);
         Ok(StepTerms {
             log_likelihood,
-            kl,
+            kl: KlTerm::of_request(kl, folded(&request)),
             local_kl,
             log_ratio: log_ratio?,
             local_log_ratio: None,
@@ -457,7 +462,7 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
         let (kl, _) = pass.into_terms(&device);
         Ok(StepTerms {
             log_likelihood: ll.reshape([1, b]),
-            kl,
+            kl: KlTerm::of_request(kl, folded(&request)),
             local_kl,
             log_ratio: None,
             local_log_ratio: None,

@@ -7,7 +7,7 @@
 //! the `logsumexp`. As `α → 0` both are the ELBO; below [`AlphaConfig::elbo_below`] the exact ELBO
 //! is taken. The derivation: the book's *Objectives* page.
 
-use super::{Loss, Objective, StepContext, StepTerms};
+use super::{KlFoldMismatch, Loss, Objective, StepContext, StepTerms};
 use crate::error::{Check, ConfigError};
 use crate::special::log_mean_exp;
 use burn::config::Config;
@@ -99,13 +99,13 @@ impl Objective for AlphaDivergence {
     /// # Panics
     /// Black-box α on terms without [`StepTerms::log_ratio`] (the training loop requests it
     /// through [`Objective::needs_log_ratio`]).
-    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Result<Loss, KlFoldMismatch> {
         let n = context.n_train as f64;
         let ll = terms.log_likelihood;
         let nll = context.row_mean(super::elbo::per_row_nll(ll.clone()));
         let local_mean = |local: Option<Tensor<1>>| local.map(|l| context.row_mean(l));
         let loss = if self.exact_elbo {
-            let mut loss = nll.clone() + terms.kl.clone() / n;
+            let mut loss = nll.clone() + terms.kl.weighted(1.0 / n)?;
             if let Some(local) = local_mean(terms.local_kl) {
                 loss = loss + local;
             }
@@ -131,7 +131,7 @@ impl Objective for AlphaDivergence {
                     }
                 }
                 AlphaBound::VariationalRenyi => {
-                    let mut loss = self.energy(ll, context) + terms.kl.clone() / n;
+                    let mut loss = self.energy(ll, context) + terms.kl.weighted(1.0 / n)?;
                     if let Some(local) = local_mean(terms.local_kl) {
                         loss = loss + local;
                     }
@@ -139,11 +139,11 @@ impl Objective for AlphaDivergence {
                 }
             }
         };
-        Loss {
+        Ok(Loss {
             loss,
             nll,
-            kl: terms.kl,
-        }
+            kl: terms.kl.value(),
+        })
     }
 }
 

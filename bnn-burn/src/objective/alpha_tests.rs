@@ -26,7 +26,7 @@ fn terms(ll: &[f64], ratio: &[f64], local: Option<&[f64]>, kl: f64) -> StepTerms
     let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
     StepTerms {
         log_likelihood: Tensor::<1>::from_floats(f32s(ll).as_slice(), &device).reshape([K, B]),
-        kl: Tensor::from_floats([kl as f32], &device),
+        kl: crate::objective::KlTerm::new(Tensor::from_floats([kl as f32], &device)),
         local_kl: None,
         log_ratio: Some(Tensor::from_floats(f32s(ratio).as_slice(), &device)),
         local_log_ratio: local
@@ -63,7 +63,11 @@ fn black_box_alpha_is_the_tied_energy_with_the_partitions_cancelled() {
         let shifted: Vec<f64> = (0..K * B)
             .map(|i| ll[i] - ratio[i / B] / n as f64)
             .collect();
-        let got = to_vec(bb.loss(terms(&ll, &ratio, None, 7.0), &context(n)).loss)[0];
+        let got = to_vec(
+            bb.loss(terms(&ll, &ratio, None, 7.0), &context(n))
+                .unwrap()
+                .loss,
+        )[0];
         let want = energy_f64(&shifted, a);
         assert!(
             (got - want).abs() < 1e-5 * want.abs(),
@@ -73,6 +77,7 @@ fn black_box_alpha_is_the_tied_energy_with_the_partitions_cancelled() {
         let with_z: Vec<f64> = (0..K * B).map(|i| shifted[i] - local[i]).collect();
         let got = to_vec(
             bb.loss(terms(&ll, &ratio, Some(&local), 7.0), &context(n))
+                .unwrap()
                 .loss,
         )[0];
         let want = energy_f64(&with_z, a);
@@ -83,7 +88,11 @@ fn black_box_alpha_is_the_tied_energy_with_the_partitions_cancelled() {
     }
     // The Rényi bound: the closed-form KL outside.
     let vr = alpha(0.5, 1e-3, AlphaBound::VariationalRenyi);
-    let got = to_vec(vr.loss(terms(&ll, &ratio, None, 7.0), &context(n)).loss)[0];
+    let got = to_vec(
+        vr.loss(terms(&ll, &ratio, None, 7.0), &context(n))
+            .unwrap()
+            .loss,
+    )[0];
     let want = energy_f64(&ll, 0.5) + 7.0 / n as f64;
     assert!((got - want).abs() < 1e-5 * want.abs(), "{got} vs {want}");
 }
@@ -112,7 +121,11 @@ fn as_alpha_goes_to_zero_the_energy_becomes_the_elbo() {
     for a in [0.1, 0.01] {
         let bb = alpha(a, 0.0, AlphaBound::BlackBox);
         assert!(!bb.is_exact_elbo());
-        let got = to_vec(bb.loss(terms(&ll, &ratio, None, 7.0), &context(n)).loss)[0];
+        let got = to_vec(
+            bb.loss(terms(&ll, &ratio, None, 7.0), &context(n))
+                .unwrap()
+                .loss,
+        )[0];
         let gap = mc_elbo - got;
         assert!(
             (gap - a / 2.0 * spread).abs() < 0.2 * a / 2.0 * spread + 1e-4,
@@ -125,7 +138,11 @@ fn as_alpha_goes_to_zero_the_energy_becomes_the_elbo() {
     // Depeweg's "VB", α = 10⁻⁶: the exact ELBO, closed-form KL 7.
     let vb = alpha(1e-6, 1e-3, AlphaBound::BlackBox);
     assert!(vb.is_exact_elbo() && !vb.needs_log_ratio());
-    let got = to_vec(vb.loss(terms(&ll, &ratio, None, 7.0), &context(n)).loss)[0];
+    let got = to_vec(
+        vb.loss(terms(&ll, &ratio, None, 7.0), &context(n))
+            .unwrap()
+            .loss,
+    )[0];
     let elbo = -ll.iter().sum::<f64>() / (K * B) as f64 + 7.0 / n as f64;
     assert!((got - elbo).abs() < 1e-5, "{got} vs {elbo}");
     assert_eq!(vb.kl_weight(&context(n)), Some(1.0 / n as f64));
@@ -247,7 +264,9 @@ fn weighted_rows_average_like_the_rows_they_weigh() {
     };
     for bound in [AlphaBound::BlackBox, AlphaBound::VariationalRenyi] {
         let o = alpha(0.5, 0.0, bound);
-        let all = o.loss(terms(&ll, &ratio, Some(&local), 7.0), &weighted);
+        let all = o
+            .loss(terms(&ll, &ratio, Some(&local), 7.0), &weighted)
+            .unwrap();
         let one = {
             let (ll1, local1) = (first(&ll), first(&local));
             let device = test_device();
@@ -255,14 +274,14 @@ fn weighted_rows_average_like_the_rows_they_weigh() {
             let t = StepTerms {
                 log_likelihood: Tensor::<1>::from_floats(f32s(&ll1).as_slice(), &device)
                     .reshape([K, 1]),
-                kl: Tensor::from_floats([7.0], &device),
+                kl: crate::objective::KlTerm::new(Tensor::from_floats([7.0], &device)),
                 local_kl: None,
                 log_ratio: Some(Tensor::from_floats(f32s(&ratio).as_slice(), &device)),
                 local_log_ratio: Some(
                     Tensor::<1>::from_floats(f32s(&local1).as_slice(), &device).reshape([K, 1]),
                 ),
             };
-            o.loss(t, &StepContext::new(0, 50, 1))
+            o.loss(t, &StepContext::new(0, 50, 1)).unwrap()
         };
         for (a, b) in [(all.loss, one.loss), (all.nll, one.nll)] {
             let (a, b) = (to_vec(a)[0], to_vec(b)[0]);

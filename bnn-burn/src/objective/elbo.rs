@@ -7,7 +7,7 @@
 //! never averaged per weight (Blundell et al. 2015; Farquhar 2022 §1.4 of the digest). Local KLs
 //! of per-row latents are averaged over the batch.
 
-use super::{Loss, Objective, StepContext, StepTerms};
+use super::{KlFoldMismatch, Loss, Objective, StepContext, StepTerms};
 use crate::error::{Check, ConfigError};
 use burn::config::Config;
 use burn::tensor::Tensor;
@@ -90,18 +90,18 @@ impl Objective for Elbo {
         Some(self.kl_schedule.weight(context.epoch) / context.n_train as f64)
     }
 
-    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Result<Loss, KlFoldMismatch> {
         let nll = context.row_mean(per_row_nll(terms.log_likelihood));
         let weight = self.kl_schedule.weight(context.epoch);
-        let mut penalty = terms.kl.clone() / context.n_train as f64;
+        let mut loss = nll.clone() + terms.kl.weighted(weight / context.n_train as f64)?;
         if let Some(local) = terms.local_kl {
-            penalty = penalty + context.row_mean(local);
+            loss = loss + context.row_mean(local) * weight;
         }
-        Loss {
-            loss: nll.clone() + penalty * weight,
+        Ok(Loss {
+            loss,
             nll,
-            kl: terms.kl,
-        }
+            kl: terms.kl.value(),
+        })
     }
 }
 
@@ -126,13 +126,13 @@ mod tests {
         let ll = Tensor::<2>::from_floats([[-1.0, -2.0, -3.0], [-3.0, -4.0, -5.0]], &device);
         let terms = StepTerms {
             log_likelihood: ll,
-            kl: Tensor::<1>::from_floats([50.0], &device),
+            kl: crate::objective::KlTerm::new(Tensor::<1>::from_floats([50.0], &device)),
             local_kl: None,
             log_ratio: None,
             local_log_ratio: None,
         };
         let context = StepContext::new(0, 200, 3);
-        let t = elbo.loss(terms.clone(), &context);
+        let t = elbo.loss(terms.clone(), &context).unwrap();
         assert!((to_vec(t.nll)[0] - 3.0).abs() < 1e-6);
         assert!((to_vec(t.kl)[0] - 50.0).abs() < 1e-6);
         assert!((to_vec(t.loss)[0] - 3.25).abs() < 1e-6);
@@ -140,13 +140,13 @@ mod tests {
             local_kl: Some(Tensor::<1>::from_floats([0.5, 1.0, 1.5], &device)),
             ..terms
         };
-        assert!((to_vec(elbo.loss(local, &context).loss)[0] - 4.25).abs() < 1e-6);
+        assert!((to_vec(elbo.loss(local, &context).unwrap().loss)[0] - 4.25).abs() < 1e-6);
         // Row weights (2, 0, 1): NLL (2·2 + 0·3 + 1·4)/3 = 8/3; local KL (2·0.5 + 1·1.5)/3.
         let weighted = StepContext {
             row_weights: Some(Tensor::<1>::from_floats([2.0, 0.0, 1.0], &device)),
             ..context
         };
-        let t = elbo.loss(local_terms(&device), &weighted);
+        let t = elbo.loss(local_terms(&device), &weighted).unwrap();
         assert!((to_vec(t.nll)[0] - 8.0 / 3.0).abs() < 1e-6);
         let expected = 8.0 / 3.0 + 0.25 + 2.5 / 3.0;
         assert!((to_vec(t.loss)[0] - expected).abs() < 1e-5);
@@ -158,7 +158,7 @@ mod tests {
                 [[-1.0, -2.0, -3.0], [-3.0, -4.0, -5.0]],
                 device,
             ),
-            kl: Tensor::<1>::from_floats([50.0], device),
+            kl: crate::objective::KlTerm::new(Tensor::<1>::from_floats([50.0], device)),
             local_kl: Some(Tensor::<1>::from_floats([0.5, 1.0, 1.5], device)),
             log_ratio: None,
             local_log_ratio: None,

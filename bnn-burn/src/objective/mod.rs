@@ -13,7 +13,7 @@ pub use alpha::{AlphaBound, AlphaConfig, AlphaDivergence};
 pub use elbo::{Elbo, ElboConfig, KlSchedule};
 pub use pac_bayes::{PacBayes, PacBayesConfig, PacBound, PacComplexity, PacKl};
 
-pub use crate::step::{Inference, StepContext, StepRequest, StepTerms};
+pub use crate::step::{Inference, KlFoldMismatch, KlTerm, StepContext, StepRequest, StepTerms};
 use burn::tensor::Tensor;
 
 /// An objective's value, and its two parts for reports.
@@ -44,8 +44,13 @@ pub trait Objective {
         true
     }
 
-    /// The loss of one step.
-    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss;
+    /// The loss of one step. The global KL is read through [`KlTerm::weighted`] (with the
+    /// weight [`Objective::kl_weight`] returned, when it returned one) or
+    /// [`KlTerm::differentiable`].
+    ///
+    /// # Errors
+    /// A KL folded into the layers with another weight than the loss gives it.
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Result<Loss, KlFoldMismatch>;
 
     /// `λ` when the loss is `f(other terms) + λ·KL`, linear in the global KL with a coefficient
     /// known before the step: the training loop then lets the layers fold `λ∇KL` into their

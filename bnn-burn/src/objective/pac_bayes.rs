@@ -5,7 +5,7 @@
 //! ([`PacComplexity`]). Where the bound holds the training points, and the tests that train free
 //! rows to those fixed points: the book's *Objectives* page.
 
-use super::{Loss, Objective, StepContext, StepTerms};
+use super::{KlFoldMismatch, Loss, Objective, StepContext, StepTerms};
 use crate::error::{Check, ConfigError};
 use burn::config::Config;
 
@@ -122,7 +122,7 @@ impl Objective for PacBayes {
     /// # Panics
     /// Terms without [`StepTerms::local_kl`]: the bound needs the rows' latent (an evidential
     /// head with a [`DirichletRegulariser`](crate::likelihood::DirichletRegulariser)).
-    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Result<Loss, KlFoldMismatch> {
         let nll = context.row_mean(super::elbo::per_row_nll(terms.log_likelihood));
         let kl = context.row_mean(terms.local_kl.expect(
             "the PAC-Bayes objective needs the rows' local KL: an evidential head with a \
@@ -133,11 +133,11 @@ impl Objective for PacBayes {
             PacKl::Mean => kl.clone().clamp_min(0.0) / context.n_train as f64,
         };
         let regulariser = (per_point + self.offset(context.n_train)).sqrt();
-        Loss {
+        Ok(Loss {
             loss: nll.clone() + regulariser,
             nll,
             kl,
-        }
+        })
     }
 }
 
@@ -167,7 +167,7 @@ mod tests {
         let device = test_device();
         StepTerms {
             log_likelihood: Tensor::<1>::from_floats(ll, &device).reshape([1, ll.len()]),
-            kl: Tensor::from_floats([123.0], &device),
+            kl: crate::objective::KlTerm::new(Tensor::from_floats([123.0], &device)),
             local_kl: local.map(|l| Tensor::from_floats(l, &device)),
             log_ratio: None,
             local_log_ratio: None,
@@ -200,7 +200,7 @@ mod tests {
                 .with_kl(kl)
                 .init()
                 .unwrap();
-            let loss = pac.loss(t(), &context);
+            let loss = pac.loss(t(), &context).unwrap();
             let want = nll + (kl_over_n - 0.1f64.ln() / 1000.0 + c).sqrt();
             let got = to_vec(loss.loss)[0];
             assert!(
@@ -225,7 +225,8 @@ mod tests {
         assert_eq!(err.field, "complexity.bound");
         let pac = PacBayesConfig::new().init().unwrap();
         let context = StepContext::new(0, 10, 2);
-        let panic = std::panic::catch_unwind(|| pac.loss(terms(&[-0.1, -0.2], None), &context));
+        let panic =
+            std::panic::catch_unwind(|| pac.loss(terms(&[-0.1, -0.2], None), &context).unwrap());
         let message = panic.unwrap_err();
         let text = message
             .downcast_ref::<String>()

@@ -9,6 +9,9 @@ pub enum TrainError {
     /// A configuration value is out of range.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The objective weighs a KL folded into the layers otherwise than it was folded.
+    #[error(transparent)]
+    KlFold(#[from] crate::step::KlFoldMismatch),
     /// No training examples.
     #[error("training data is empty: there must be at least one example")]
     Empty,

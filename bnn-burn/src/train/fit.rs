@@ -305,7 +305,7 @@ impl<M: Model> Trainer<M> {
                     ..request
                 };
                 let terms = model.step(batch, request)?;
-                let loss = objective.loss(terms, &context);
+                let loss = objective.loss(terms, &context)?;
                 sums.push(Tensor::cat(
                     vec![
                         loss.loss.clone().detach(),
@@ -628,7 +628,9 @@ fn checked_loss<M: Model, D: TrainData<Input = M::Input, Target = M::Target>>(
         .step(batch, request)
         .map_err(|e| Unusable::Other(e.to_string()))?;
     let context = context_of(0, n_train, rows, weights, &device.inner());
-    let loss = objective.loss(terms, &context);
+    let loss = objective
+        .loss(terms, &context)
+        .map_err(|e| Unusable::Other(e.to_string()))?;
     let value = crate::host::to_vec(Tensor::cat(vec![loss.loss, loss.nll, loss.kl], 0));
     match value[0].is_finite() {
         true => Ok(value[0]),

@@ -3,7 +3,7 @@ use crate::fused::Kernels;
 use crate::layers::{Estimator, WeightConfig};
 use crate::likelihood::{GaussianLikelihood, GaussianLikelihoodConfig};
 use crate::nets::{MlpConfig, Regressor};
-use crate::objective::{Loss, Objective, StepContext, StepTerms};
+use crate::objective::{KlFoldMismatch, Loss, Objective, StepContext, StepTerms};
 use crate::posterior::{PosteriorConfig, PosteriorDist, WeightPosterior};
 use crate::predict::{Predict, PredictMode};
 use crate::testing::{seeded, test_device, to_vec};
@@ -485,14 +485,14 @@ impl Objective for NeedsLogRatio {
     fn needs_log_ratio(&self) -> bool {
         true
     }
-    fn loss(&self, terms: StepTerms, context: &StepContext) -> Loss {
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Result<Loss, KlFoldMismatch> {
         let ratio = terms.log_ratio.expect("requested").mean().reshape([1]);
         let nll = terms.log_likelihood.mean().neg().reshape([1]);
-        Loss {
+        Ok(Loss {
             loss: nll.clone() + ratio / context.n_train as f64,
             nll,
-            kl: terms.kl,
-        }
+            kl: terms.kl.value(),
+        })
     }
 }
 
@@ -512,6 +512,56 @@ fn an_objective_plugs_in_without_touching_the_loop() {
         .fit(regressor(mfvi(), 8, &device), data)
         .unwrap_err();
     assert!(matches!(err, TrainError::Unsupported(_)), "{err}");
+}
+
+/// An objective that folds `λ = 1/N` but weighs the KL by `2/N`, or folds it and then uses it
+/// non-linearly: the KL's gradient in the kernels would not be the loss's.
+struct Misweighted {
+    factor: f64,
+    nonlinear: bool,
+}
+
+impl Objective for Misweighted {
+    fn name(&self) -> &'static str {
+        "misweighted ELBO"
+    }
+    fn kl_weight(&self, context: &StepContext) -> Option<f64> {
+        Some(1.0 / context.n_train as f64)
+    }
+    fn loss(&self, terms: StepTerms, context: &StepContext) -> Result<Loss, KlFoldMismatch> {
+        let nll = terms.log_likelihood.mean().neg().reshape([1]);
+        let kl = match self.nonlinear {
+            true => terms.kl.differentiable()?.sqrt(),
+            false => terms.kl.weighted(self.factor / context.n_train as f64)?,
+        };
+        Ok(Loss {
+            loss: nll.clone() + kl,
+            nll,
+            kl: terms.kl.value(),
+        })
+    }
+}
+
+#[test]
+fn a_kl_folded_with_one_weight_and_used_with_another_is_an_error() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 4);
+    let data = linear_data(&device, 64);
+    let fit = |factor: f64, nonlinear: bool| {
+        Trainer::new(quiet(2))
+            .with_objective(Misweighted { factor, nonlinear })
+            .fit(regressor(mfvi(), 8, &device), data.clone())
+    };
+    assert!(fit(1.0, false).is_ok());
+    let n_train = 64.0;
+    for (factor, nonlinear, used) in [(2.0, false, Some(2.0 / n_train)), (1.0, true, None)] {
+        let err = fit(factor, nonlinear).unwrap_err();
+        let TrainError::KlFold(m) = &err else {
+            panic!("{err}");
+        };
+        assert_eq!((m.folded, m.used), (1.0 / n_train, used), "{err}");
+        assert!(err.to_string().contains("Objective::kl_weight"), "{err}");
+    }
 }
 
 /// Black-box α (α = ½, Depeweg's energy) trains a reparameterised mean-field net through the
