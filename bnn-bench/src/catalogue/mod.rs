@@ -55,8 +55,8 @@ pub struct Method {
     pub name: &'static str,
     /// The weight model of every layer.
     pub weights: WeightConfig,
-    /// `Some`: the network trains and predicts by moment propagation instead of sampling (the
-    /// constructors set [`MomentConfig::train`]).
+    /// `Some`: the network trains and predicts by moment propagation instead of sampling, by
+    /// these rules ([`Method::inference`] tells the trainer).
     pub moments: Option<MomentConfig>,
     /// A regressor's noise: homoscedastic, or the network's log-variance output (DVI).
     pub noise: NoiseModel,

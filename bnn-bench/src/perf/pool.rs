@@ -1,5 +1,5 @@
 //! `bnn-bench perf-pool`: what max pooling by moments costs, forward and backward, by the fused
-//! kernel ([`bnn_burn::fused::max_pool_moments`]) against the composition of burn ops
+//! kernel (`bnn_burn::fused::max_pool_moments`) against the composition of burn ops
 //! ([`Kernels::Reference`]), on the poolings of the pooled LeNet5 (BEDL and DVI on
 //! `--arch lenet5-pool`) and an overlapping 3×3 one, with the largest difference between the
 //! two paths' outputs and gradients.

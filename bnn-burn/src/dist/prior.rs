@@ -330,7 +330,7 @@ impl<const D: usize> GaussianPrior<D> {
 
     /// [`Self::point_cross_entropy`] on `kernels`: with scalar parameters on
     /// [`Kernels::Fused`], the quadratic term `scale²·Σ (w − μ₀)²/(2σ₀²)` is one fused op
-    /// ([`crate::fused::quadratic`]: one pass forward, one backward); otherwise the composition
+    /// (`crate::fused::quadratic`: one pass forward, one backward); otherwise the composition
     /// of burn ops.
     pub fn point_cross_entropy_on(&self, w: Tensor<D>, scale: f64, kernels: Kernels) -> Tensor<1> {
         match (kernels, self.scalar) {

@@ -1,32 +1,32 @@
 //! Fused kernels: the elementwise work of a stochastic layer's training step in one pass per
-//! tensor, with hand-written backward passes, through burn's backend extensions ([`FusedKernels`]).
+//! tensor, with hand-written backward passes, through burn's backend extensions (`FusedKernels`).
 //!
-//! The noise is counter-based (Philox4x32-10 and Box–Muller, [`rng`]), so a backward pass
-//! regenerates it; [`sample`] keeps a [`Tape`] instead. An objective linear in the KL may fold
+//! The noise is counter-based (Philox4x32-10 and Box–Muller, `rng`), so a backward pass
+//! regenerates it; `sample` keeps a `Tape` instead. An objective linear in the KL may fold
 //! `λ∇KL` into the draws' backward pass ([`crate::layers::Pass::fold_kl`]). Flex and NdArray run the
-//! slice kernels of [`cpu`]; wgpu runs the default bodies. [`Kernels::Reference`] keeps the
+//! slice kernels of `cpu`; wgpu runs the default bodies. [`Kernels::Reference`] keeps the
 //! composition of burn ops. Every op, its backward pass and why: the book's *Fused kernels* page.
 
 mod adam;
 mod autodiff;
-pub mod clark;
-pub mod conv;
-pub mod cpu;
+pub(crate) mod clark;
+pub(crate) mod conv;
+pub(crate) mod cpu;
 mod cpu_backends;
 mod ext;
-pub mod factor;
-pub mod mixture;
-pub mod rectifier;
-pub mod rng;
+pub(crate) mod factor;
+pub(crate) mod mixture;
+pub(crate) mod rectifier;
+pub(crate) mod rng;
 mod simd;
 
-pub use adam::{FusedAdam, FusedAdamW};
-pub use autodiff::FusedOps;
+pub(crate) use adam::{FusedAdam, FusedAdamW};
+pub(crate) use autodiff::FusedOps;
 pub use conv::ConvGeometry;
-pub use cpu::{AdamCoefficients, AdamStep, KlTerms, PerWeight, SigmaRule, Tape, VAR_FLOOR};
-pub use ext::{FusedKernels, PerWeightTensors};
-pub use mixture::{MixtureKl, MixtureTerms};
-pub use rectifier::RectifierRule;
+pub(crate) use cpu::{KlTerms, SigmaRule};
+pub(crate) use ext::{FusedKernels, PerWeightTensors};
+pub(crate) use mixture::{MixtureKl, MixtureTerms};
+pub(crate) use rectifier::RectifierRule;
 
 use burn::backend::Dispatch;
 use burn::tensor::ops::ConvOptions;
@@ -56,7 +56,7 @@ pub enum DropoutNoise {
 /// Stream keys for one pass: a base key drawn from burn's device generator on first use, then a
 /// new key per op.
 #[derive(Debug, Default, Clone)]
-pub struct KeySource {
+pub(crate) struct KeySource {
     base: Option<u64>,
     next: u64,
 }
@@ -82,9 +82,10 @@ fn inner_dispatch<const D: usize>(t: &Tensor<D>) -> burn::backend::DispatchTenso
     t.clone().inner().into_dispatch()
 }
 
+#[cfg(test)]
 /// Standard normals shaped like `like`, sub-stream `stream` of `key`: the `ε` the fused ops use
 /// (for reference compositions).
-pub fn normal_like<const D: usize>(like: &Tensor<D>, key: u64, stream: u32) -> Tensor<D> {
+pub(crate) fn normal_like<const D: usize>(like: &Tensor<D>, key: u64, stream: u32) -> Tensor<D> {
     let eps: Tensor<D> = Tensor::from_dispatch(<Dispatch as FusedKernels>::fused_normal(
         inner_dispatch(like),
         key,
@@ -99,7 +100,7 @@ pub fn normal_like<const D: usize>(like: &Tensor<D>, key: u64, stream: u32) -> T
 
 /// `‖ε_s‖²` of the sub-streams `s = 0..draws` of `key`, each as long as `like` (radial's norms):
 /// one generation pass per draw, one read back for all of them.
-pub fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -> Vec<f32> {
+pub(crate) fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -> Vec<f32> {
     let norms: Tensor<1> = Tensor::from_dispatch(<Dispatch as FusedKernels>::fused_squared_norms(
         inner_dispatch(like),
         key,
@@ -123,7 +124,7 @@ pub fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -
 /// ([`cpu::PerWeight`]; with [`KlTerms::per_weight`]'s terms, the value of [`tensor_kl`]),
 /// folded like the scalar terms: a trained posterior as the next prior costs no pass of its own.
 #[allow(clippy::too_many_arguments)]
-pub fn sample<const D: usize>(
+pub(crate) fn sample<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     key: u64,
@@ -158,7 +159,7 @@ pub fn sample<const D: usize>(
 /// [`KlTerms::per_weight`]`(1)`'s terms) the prior has a mean and a standard deviation per
 /// weight, and both sums take `+ ln σ₀` per weight.
 #[allow(clippy::too_many_arguments)]
-pub fn sample_log_ratio<const D: usize>(
+pub(crate) fn sample_log_ratio<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     key: u64,
@@ -190,7 +191,7 @@ pub fn sample_log_ratio<const D: usize>(
 /// `rule`; `var_scale` is 1 for mean-field, `1/n` for radial) and its summed KL terms
 /// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (a constant; `per_weight` and `fold` as in
 /// [`sample`]).
-pub fn moments<const D: usize>(
+pub(crate) fn moments<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     var_scale: f32,
@@ -234,7 +235,7 @@ fn per_weight_dispatch(per_weight: Option<[Tensor<1>; 2]>, n: usize) -> PerWeigh
 
 /// The differentiable sum of KL terms `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ`, `[1]`
 /// (`σ` by `rule`).
-pub fn kl<const D: usize>(
+pub(crate) fn kl<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     rule: SigmaRule,
@@ -256,7 +257,7 @@ pub fn kl<const D: usize>(
 /// [`KlTerms::with_log_var_range`]), differentiable in `μ` and `ρ` (one pass forward, one
 /// backward; the prior is a constant). `KL = value + n·½ ln 2π − (H[q] − Σ ln σ)`. A pass that
 /// folds the KL's gradient into the draws' takes the same terms in [`sample`] or [`moments`].
-pub fn tensor_kl<const D: usize>(
+pub(crate) fn tensor_kl<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     rule: SigmaRule,
@@ -284,7 +285,7 @@ pub fn tensor_kl<const D: usize>(
 /// `coef·Σ (w − center)²`, `[1]`, differentiable in `w` (one pass forward, one backward): a
 /// Gaussian prior's quadratic term `Σ (w − μ₀)²/(2σ₀²)` at a point (MAP's penalty, Gal's dropout
 /// KL).
-pub fn quadratic<const D: usize>(w: Tensor<D>, center: f32, coef: f32) -> Tensor<1> {
+pub(crate) fn quadratic<const D: usize>(w: Tensor<D>, center: f32, coef: f32) -> Tensor<1> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::quadratic_op(
         w.into_dispatch(),
         center,
@@ -293,7 +294,7 @@ pub fn quadratic<const D: usize>(w: Tensor<D>, center: f32, coef: f32) -> Tensor
 }
 
 /// `mean + √(var + 10⁻¹⁶)·ε` with `ε` of `key` (local reparameterisation's draw).
-pub fn noise<const D: usize>(mean: Tensor<D>, var: Tensor<D>, key: u64) -> Tensor<D> {
+pub(crate) fn noise<const D: usize>(mean: Tensor<D>, var: Tensor<D>, key: u64) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::noise_op(
         mean.into_dispatch(),
         var.into_dispatch(),
@@ -302,7 +303,7 @@ pub fn noise<const D: usize>(mean: Tensor<D>, var: Tensor<D>, key: u64) -> Tenso
 }
 
 /// `x ⊙ s`: a random sign of `key` per group of `inner` consecutive elements (Flipout).
-pub fn flip<const D: usize>(x: Tensor<D>, key: u64, inner: usize) -> Tensor<D> {
+pub(crate) fn flip<const D: usize>(x: Tensor<D>, key: u64, inner: usize) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::flip_op(
         x.into_dispatch(),
         key,
@@ -313,7 +314,12 @@ pub fn flip<const D: usize>(x: Tensor<D>, key: u64, inner: usize) -> Tensor<D> {
 /// `x ⊙ z`: dropout noise of rate `p` per element from `key` (MC dropout's and DropConnect's
 /// masks; the backward regenerates them): inverted Bernoulli, `z ∈ {0, 1/(1−p)}` kept with
 /// probability `1 − p`, or Gaussian, `z ~ N(1, p/(1−p))` (Gal 2016, §3.2).
-pub fn dropout<const D: usize>(x: Tensor<D>, key: u64, p: f64, noise: DropoutNoise) -> Tensor<D> {
+pub(crate) fn dropout<const D: usize>(
+    x: Tensor<D>,
+    key: u64,
+    p: f64,
+    noise: DropoutNoise,
+) -> Tensor<D> {
     Tensor::from_dispatch(<Dispatch as FusedOps>::dropout_op(
         x.into_dispatch(),
         key,
@@ -324,7 +330,7 @@ pub fn dropout<const D: usize>(x: Tensor<D>, key: u64, p: f64, noise: DropoutNoi
 
 /// `(E h, Var h)` of `h = relu(f)` for `f ~ N(mean, var)` elementwise, by `rule` (the
 /// Gaussian moments or VBP's gate; [`rectifier`]): one pass forward, one per output backward.
-pub fn rectifier_moments<const D: usize>(
+pub(crate) fn rectifier_moments<const D: usize>(
     mean: Tensor<D>,
     var: Tensor<D>,
     rule: RectifierRule,
@@ -340,7 +346,7 @@ pub fn rectifier_moments<const D: usize>(
 /// forward, which adds into the base's buffer where it is not shared, and `dF = c·dyᵀ z` in one
 /// pass backward (the base's gradient is `dy`) on the CPU backends; burn's `matmul` elsewhere. A
 /// matrix product with an inner dimension of `k` would waste most of gemm's tiles.
-pub fn add_factor_draws(
+pub(crate) fn add_factor_draws(
     base: Tensor<2>,
     factor: Tensor<2>,
     scale: f64,
@@ -373,7 +379,7 @@ pub fn add_factor_draws(
 /// one backward on the CPU backends ([`mixture`]), burn ops with the same draws elsewhere. An
 /// unbiased estimate with the distribution of the composition's (`WeightPrior::cross_entropy`
 /// minus the entropy).
-pub fn mixture_kl<const D: usize>(
+pub(crate) fn mixture_kl<const D: usize>(
     mu: Tensor<D>,
     rho: Tensor<D>,
     rule: SigmaRule,
@@ -415,7 +421,7 @@ pub fn mixture_kl<const D: usize>(
 /// blocks added in `f64`), the `k × k` Cholesky and inverse in `f64` on the host, and the
 /// backward is one pass; elsewhere burn ops, with `A` read back for the same host Cholesky.
 /// One graph node in place of the `O(k)` small ops of a Cholesky composed of burn ops.
-pub fn factor_kl<const D: usize>(
+pub(crate) fn factor_kl<const D: usize>(
     factor: Tensor<2>,
     rho: Tensor<D>,
     rule: SigmaRule,
@@ -442,7 +448,7 @@ pub fn factor_kl<const D: usize>(
 /// # Panics
 /// If `x` does not have `w`'s input channels, `options` has groups or asymmetric padding, or
 /// the kernel does not fit the padded input.
-pub fn conv2d(x: Tensor<4>, w: Tensor<4>, options: &ConvOptions<2>) -> Tensor<4> {
+pub(crate) fn conv2d(x: Tensor<4>, w: Tensor<4>, options: &ConvOptions<2>) -> Tensor<4> {
     let [_, c, kh, kw] = w.dims();
     let input = x.dims();
     assert_eq!(
@@ -481,7 +487,7 @@ pub fn conv2d(x: Tensor<4>, w: Tensor<4>, options: &ConvOptions<2>) -> Tensor<4>
 /// # Panics
 /// If the sample counts or channels of `x` and `w` differ, `options` has groups or asymmetric
 /// padding, or the kernel does not fit the padded input.
-pub fn conv2d_per_sample(x: Tensor<5>, w: Tensor<5>, options: &ConvOptions<2>) -> Tensor<5> {
+pub(crate) fn conv2d_per_sample(x: Tensor<5>, w: Tensor<5>, options: &ConvOptions<2>) -> Tensor<5> {
     let [s, b, c, h, wd] = x.dims();
     let [s_w, o, c_w, kh, kw] = w.dims();
     assert!(
@@ -519,7 +525,7 @@ pub fn conv2d_per_sample(x: Tensor<5>, w: Tensor<5>, options: &ConvOptions<2>) -
 ///
 /// # Panics
 /// If `x`'s last axis is not `w`'s first.
-pub fn matmul<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
+pub(crate) fn matmul<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
     let mut dims = x.dims();
     let [k, n] = w.dims();
     assert_eq!(
@@ -547,7 +553,7 @@ pub fn matmul<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
 ///
 /// # Panics
 /// If the sample counts differ, or `x`'s last axis is not `w`'s second.
-pub fn batched_matmul(x: Tensor<3>, w: Tensor<3>) -> Tensor<3> {
+pub(crate) fn batched_matmul(x: Tensor<3>, w: Tensor<3>) -> Tensor<3> {
     let ([s, _, k], [s_w, k_w, _]) = (x.dims(), w.dims());
     assert!(
         s == s_w && k == k_w,
@@ -569,7 +575,7 @@ pub fn batched_matmul(x: Tensor<3>, w: Tensor<3>) -> Tensor<3> {
 ///
 /// # Panics
 /// If `means` and `vars` differ in shape, or the window does not fit the maps.
-pub fn max_pool_moments(
+pub(crate) fn max_pool_moments(
     means: Tensor<3>,
     vars: Tensor<3>,
     kernel: usize,

@@ -1,6 +1,7 @@
 //! Every fused op against the composition of burn ops it replaces (same ε), on the test backend;
 //! the generator's statistics; the fused optimisers against burn's.
 
+use super::cpu::VAR_FLOOR;
 use super::*;
 use crate::posterior::ScaleParam;
 use crate::special::softplus;

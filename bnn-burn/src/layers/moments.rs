@@ -253,7 +253,7 @@ impl Pool {
 
     /// [`Pool::moments`] by the pass's kernels: with [`Kernels::Fused`], max pooling reads,
     /// sorts and folds each window in place, in one pass forward and one backward for both
-    /// moments ([`fused::max_pool_moments`]).
+    /// moments (`fused::max_pool_moments`).
     pub fn pass_moments(&self, m: Moments<5>, pass: &Pass) -> Moments<5> {
         self.moments_by(m, pass.kernels())
     }

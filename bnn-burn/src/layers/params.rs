@@ -107,6 +107,20 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         Ok(self)
     }
 
+    /// The layer with each prior's scale at the ELBO's optimum for the current posterior
+    /// ([`WeightPrior::empirical_bayes`], weight and bias apart); a point bias stays without a
+    /// prior.
+    ///
+    /// # Errors
+    /// A prior that is not a scalar Gaussian, or an optimum that is not a positive scale.
+    pub fn with_empirical_bayes_prior(mut self) -> Result<Self, ConfigError> {
+        self.weight_prior = self.weight_prior.empirical_bayes(&self.weight.dist())?;
+        if let (Some(b), Some(p)) = (&self.bias, &self.bias_prior) {
+            self.bias_prior = Some(p.empirical_bayes(&b.dist())?);
+        }
+        Ok(self)
+    }
+
     /// The layer's output under `pass` (see [`estimator`]), adding its terms to the pass.
     pub(crate) fn run<const DX: usize>(
         &self,

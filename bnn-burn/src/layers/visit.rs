@@ -133,6 +133,20 @@ impl<T, F: FnMut(LayerInfo, &dyn LayerView) -> T> LayerVisitor for Collect<T, F>
     }
 }
 
+/// Maps every layer to its empirical-Bayes prior scale
+/// ([`LayerParams::with_empirical_bayes_prior`]).
+pub(crate) struct EmpiricalBayesPrior;
+
+impl LayerMapper for EmpiricalBayesPrior {
+    fn map<const DW: usize>(
+        &mut self,
+        _: LayerInfo,
+        params: AnyLayerParams<DW>,
+    ) -> Result<AnyLayerParams<DW>, ConfigError> {
+        params.with_empirical_bayes_prior()
+    }
+}
+
 /// Maps every layer to its posterior as the prior ([`LayerParams::with_posterior_as_prior`]).
 pub(crate) struct PosteriorAsPrior;
 

@@ -174,7 +174,7 @@ impl MlpBody {
     }
 
     /// `[S, B, d_input]` through every layer and activation (and the train-only dropout: the
-    /// fused dropout kernel, [`crate::fused::dropout`], unless the pass runs the reference
+    /// fused dropout kernel, `crate::fused::dropout`, unless the pass runs the reference
     /// kernels): the one forward loop of dense layers, also used after the convolutions of a
     /// [`super::ConvBody`].
     pub fn propagate(&self, mut h: Tensor<3>, pass: &mut Pass) -> Tensor<3> {

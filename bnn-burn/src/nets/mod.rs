@@ -22,7 +22,7 @@ pub use moments::{MomentConfig, NoiseRefit};
 use crate::batch::{Batch, Minibatch};
 use crate::dist::Moments;
 use crate::error::{ConfigError, DataMismatch};
-use crate::layers::visit::{Collect, LayerView, PosteriorAsPrior};
+use crate::layers::visit::{Collect, EmpiricalBayesPrior, LayerView, PosteriorAsPrior};
 use crate::layers::{
     BayesianLinear, LayerDraw, LayerInfo, LayerKind, LayerMapper, LayerVisitor, Pass,
 };
@@ -186,7 +186,7 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// (Nguyen et al. 2018; Farquhar 2022 ch. 6), whose KL then keeps the weights near what the
     /// earlier tasks taught. On the fused kernels the KL to such a prior (a mean and a standard
     /// deviation per weight) is computed in the draws' own passes, its gradient folded into
-    /// theirs ([`crate::fused::sample`]'s per-weight prior). Its curvature
+    /// theirs (`crate::fused::sample`'s per-weight prior). Its curvature
     /// in a mean is `1/σ₀²`, the trained posterior's inverse variance: with small posterior
     /// variances the next task needs small steps (a mean-field net at the default `σ ≈ 0.007`
     /// diverged under Adam at 10⁻², which the training loop reports, and trained at 10⁻³).
@@ -195,6 +195,17 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// When a layer's posterior has no positive marginal variance (a point estimate).
     pub fn with_posterior_as_prior(self) -> Result<Self, ConfigError> {
         self.map_layers(&mut PosteriorAsPrior)
+    }
+
+    /// The network with every layer's prior scale at the ELBO's optimum for its current
+    /// posterior, per tensor ([`crate::layers::LayerParams::with_empirical_bayes_prior`]);
+    /// between epochs, [`crate::train::EmpiricalBayesPrior`] alternates it with the ELBO's
+    /// steps.
+    ///
+    /// # Errors
+    /// A layer whose prior is not a scalar Gaussian, or whose posterior sits at the prior mean.
+    pub fn with_empirical_bayes_prior(self) -> Result<Self, ConfigError> {
+        self.map_layers(&mut EmpiricalBayesPrior)
     }
 
     /// One weight draw of the whole network, held fixed across calls (roll-outs, SDE paths).

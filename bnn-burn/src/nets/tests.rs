@@ -556,3 +556,105 @@ fn a_trained_posterior_becomes_the_next_tasks_prior() {
     let err = point.with_posterior_as_prior().unwrap_err();
     assert_eq!(err.field, "posterior marginal variance");
 }
+
+/// Each layer's weight-prior `(μ₀, σ₀)` and the host `(1/P) Σ (μ_i² + σ_i²)` of its posterior.
+struct PriorScales(Vec<((f64, f64), f64)>);
+
+impl crate::layers::LayerVisitor for PriorScales {
+    fn visit<const DW: usize>(
+        &mut self,
+        _: crate::layers::LayerInfo,
+        params: &crate::layers::AnyLayerParams<DW>,
+    ) {
+        use crate::posterior::{PosteriorDist, WeightPosterior};
+        let crate::dist::WeightPrior::Gaussian(g) = &params.weight_prior else {
+            panic!("a Gaussian prior");
+        };
+        let q = params.weight.dist();
+        let (m, v) = (to_vec(q.mean()), to_vec(q.marginal_variance().unwrap()));
+        let second = m.iter().zip(&v).map(|(m, v)| m * m + v).sum::<f64>() / m.len() as f64;
+        self.0.push((g.scalars().expect("a scalar prior"), second));
+    }
+}
+
+/// The empirical-Bayes scale is the ELBO's optimum: `σ₀² = mean(μ² + σ²)` per tensor, and the
+/// KL there is below the KL at 0.8 σ₀ and 1.25 σ₀. Trained with the callback, every layer ends
+/// at its optimum (the last update follows the last epoch); priors it cannot fit are refused.
+#[test]
+fn empirical_bayes_prior_scales_are_the_elbo_optimum() {
+    use crate::dist::{GaussianPrior, WeightPrior};
+    use crate::posterior::WeightPosterior;
+    let device = training_device();
+    let _guard = seeded(&device, 21);
+    let mfvi = WeightConfig::of(PosteriorConfig::mean_field());
+    let net = MlpConfig::new(2, vec![12], 1)
+        .with_weights(mfvi.clone())
+        .init_regressor(&device)
+        .unwrap();
+    let fitted = net.clone().with_empirical_bayes_prior().unwrap();
+    let mut scales = PriorScales(Vec::new());
+    fitted.visit_layers(&mut scales);
+    assert_eq!(scales.0.len(), 2);
+    for ((m0, s0), second) in &scales.0 {
+        assert_eq!(*m0, 0.0);
+        assert!(
+            (s0 * s0 - second).abs() < 1e-5 * second,
+            "{s0}² vs {second}"
+        );
+    }
+    // The cross-entropy E_q[−ln p] (the KL up to q's entropy) is lowest at σ₀.
+    let q = net.head.params.weight.dist();
+    let s0 = scales.0[1].0.1;
+    let ce = |s: f64| {
+        let p: WeightPrior<2> = WeightPrior::Gaussian(GaussianPrior::scalar(0.0, s, &device));
+        to_vec(p.cross_entropy(&q))[0]
+    };
+    assert!(
+        ce(s0) < ce(0.8 * s0) && ce(s0) < ce(1.25 * s0),
+        "{}",
+        ce(s0)
+    );
+    // Training alternates the ELBO's steps with the prior's optimum.
+    let x = Tensor::<2>::random([128, 2], Distribution::Uniform(-1.0, 1.0), &device);
+    let y = x.clone().sum_dim(1) * 0.5;
+    let config = TrainConfig::new(6)
+        .with_batch_size(32)
+        .with_learning_rate(1e-2)
+        .with_progress(false);
+    let (trained, _) = crate::train::Trainer::new(config)
+        .with_callback(crate::train::EmpiricalBayesPrior::new())
+        .fit(net, (x, y))
+        .unwrap();
+    let mut after = PriorScales(Vec::new());
+    trained.visit_layers(&mut after);
+    for ((_, s0), second) in &after.0 {
+        assert!(
+            (s0 * s0 - second).abs() < 1e-5 * second,
+            "{s0}² vs {second}"
+        );
+        assert!(
+            (s0 - 1.0).abs() > 1e-3,
+            "the default prior's scale was kept"
+        );
+    }
+    // A scale mixture has no such closed form; a point mass at the prior mean has no scale.
+    let mixture = MlpConfig::new(2, vec![4], 1)
+        .with_weights(mfvi.with_prior(crate::Prior::ScaleMixture {
+            pi: 0.5,
+            sigma1: 1.0,
+            sigma2: 0.01,
+        }))
+        .init_regressor(&device)
+        .unwrap();
+    let err = mixture.with_empirical_bayes_prior().unwrap_err();
+    assert_eq!(err.field, "prior", "{err}");
+    let zero = MlpConfig::new(2, vec![4], 1)
+        .with_weights(
+            WeightConfig::of(PosteriorConfig::point())
+                .with_initializer(burn::nn::Initializer::Zeros),
+        )
+        .init_regressor(&device)
+        .unwrap();
+    let err = zero.with_empirical_bayes_prior().unwrap_err();
+    assert_eq!(err.field, "posterior", "{err}");
+}

@@ -72,7 +72,7 @@ impl McDropout {
     }
 
     /// [`Self::forward`] with the masks of the fused dropout kernel from `key` when given
-    /// ([`crate::fused::dropout`]: one pass forward and one backward, the masks regenerated),
+    /// (`crate::fused::dropout`: one pass forward and one backward, the masks regenerated),
     /// else from burn's generator.
     pub fn forward_keyed<const D: usize>(&self, input: Tensor<D>, key: Option<u64>) -> Tensor<D> {
         match key {
@@ -219,7 +219,7 @@ impl<const D: usize> PosteriorDist<D> for DropoutDist<D> {
     }
 
     /// `n` draws `M ⊙ z_s`. DropConnect masks come from the fused dropout kernel
-    /// ([`crate::fused::dropout`]: the counter-based generator, one pass forward and one
+    /// (`crate::fused::dropout`: the counter-based generator, one pass forward and one
     /// backward, keyed from burn's device generator); unit masks (one entry per input unit,
     /// broadcast over the weights) from burn's generator.
     fn sample(&self, n: usize) -> Tensor<2> {

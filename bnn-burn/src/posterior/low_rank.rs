@@ -114,8 +114,8 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
 
     /// `μ`, `ρ` and the stored factor `F/c` with its scale `c`: the mean-field kernels draw
     /// `μ + σ⊙ε` and give the diagonal's KL terms; the layer adds `F z`
-    /// ([`crate::fused::add_factor_draws`], in place) and the factor's KL terms from
-    /// [`crate::fused::factor_kl`].
+    /// (`crate::fused::add_factor_draws`, in place) and the factor's KL terms from
+    /// `crate::fused::factor_kl`.
     fn fused(&self) -> Option<FusedScale<D>> {
         Some(FusedScale {
             mu: self.mu.val(),

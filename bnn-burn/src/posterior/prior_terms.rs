@@ -8,6 +8,55 @@ use crate::error::ConfigError;
 use burn::tensor::Tensor;
 
 impl<const D: usize> WeightPrior<D> {
+    /// The scalar Gaussian prior `N(μ₀, σ₀²)` whose variance maximises the ELBO for `q`, its
+    /// mean kept: `σ₀² = (1/P) Σ_i ((E_q w_i − μ₀)² + Var_q w_i)` over the tensor's `P`
+    /// entries (the stationary point of `−KL(q ‖ p)` in `σ₀²`; type-II maximum likelihood of
+    /// the prior scale, Bishop 2006 §3.5 for the linear model). A point estimate counts its
+    /// variance as 0.
+    ///
+    /// # Errors
+    /// A prior that is not a scalar Gaussian (a per-weight prior or a scale mixture), or a
+    /// tensor whose optimum is not a positive finite scale (all entries at the prior mean).
+    pub fn empirical_bayes<Q: PosteriorDist<D> + ?Sized>(
+        &self,
+        q: &Q,
+    ) -> Result<Self, ConfigError> {
+        let bad = |field: &'static str, value: String, expected: &'static str| ConfigError {
+            config: "WeightPrior::empirical_bayes",
+            field,
+            value,
+            expected,
+        };
+        let (m0, _) = match self {
+            WeightPrior::Gaussian(g) => g.scalars(),
+            WeightPrior::ScaleMixture(_) => None,
+        }
+        .ok_or_else(|| {
+            bad(
+                "prior",
+                "a per-weight Gaussian or a scale mixture".into(),
+                "a scalar Gaussian prior N(μ₀, σ₀²)",
+            )
+        })?;
+        let mean = q.mean();
+        let device = mean.device();
+        let mut second = (mean - m0).square();
+        if let Some(var) = q.marginal_variance() {
+            second = second + var;
+        }
+        let s0 = crate::host::to_vec(second.mean())[0].sqrt();
+        if !(s0 > 0.0 && s0.is_finite()) {
+            return Err(bad(
+                "posterior",
+                format!("σ₀ = {s0}"),
+                "a posterior away from the prior mean (a positive, finite optimal scale)",
+            ));
+        }
+        Ok(WeightPrior::Gaussian(crate::dist::GaussianPrior::scalar(
+            m0, s0, &device,
+        )))
+    }
+
     /// The Gaussian that matches `q`'s mean and marginal variance, detached from the graph:
     /// the next task's prior in variational continual learning (exact for mean-field `q`).
     ///

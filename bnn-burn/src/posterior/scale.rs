@@ -164,9 +164,9 @@ impl<const D: usize> LocationScale<D> {
 /// What the fused kernels ([`crate::fused`]) read of a location-scale posterior: `μ`, `ρ`, how
 /// `ρ` gives `σ`, and whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`), mean-field
 /// (`w = μ + σ⊙ε`) or low-rank (`w = μ + σ⊙ε + F z`, Brack 2022 §3: the mean-field kernels
-/// and a `k`-column product). The sampling, moment and KL kernels ([`crate::fused::sample`],
-/// [`crate::fused::moments`], [`crate::fused::kl`]) and the black-box α draws
-/// ([`crate::fused::sample_log_ratio`]) take every [`ScaleParam`] ([`FusedScale::sigma_rule`]).
+/// and a `k`-column product). The sampling, moment and KL kernels (`crate::fused::sample`,
+/// `crate::fused::moments`, `crate::fused::kl`) and the black-box α draws
+/// (`crate::fused::sample_log_ratio`) take every [`ScaleParam`] ([`FusedScale::sigma_rule`]).
 #[derive(Debug, Clone)]
 pub struct FusedScale<const D: usize> {
     /// Posterior mean `μ`.

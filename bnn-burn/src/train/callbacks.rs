@@ -148,3 +148,54 @@ impl<M: Module> Callback<M> for Checkpointing {
         true
     }
 }
+
+/// Empirical Bayes for the prior scale: every `every` epochs, each layer's prior scale moves to
+/// the ELBO's optimum for the current posterior, per tensor
+/// ([`crate::nets::Bnn::with_empirical_bayes_prior`]): coordinate ascent on the ELBO in the
+/// weights' posterior (by the optimiser) and the prior variances (in closed form). Keeps no
+/// state of its own, so a resumed run repeats it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmpiricalBayesPrior {
+    every: usize,
+}
+
+impl EmpiricalBayesPrior {
+    /// After every epoch.
+    pub fn new() -> Self {
+        Self { every: 1 }
+    }
+
+    /// After every `epochs` epochs (at least 1).
+    pub fn every(epochs: usize) -> Self {
+        Self {
+            every: epochs.max(1),
+        }
+    }
+}
+
+impl Default for EmpiricalBayesPrior {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<B, L> Callback<crate::nets::Bnn<B, L>> for EmpiricalBayesPrior
+where
+    B: crate::nets::Body,
+    L: crate::likelihood::Likelihood,
+{
+    fn update(
+        &mut self,
+        model: crate::nets::Bnn<B, L>,
+        stats: &EpochStats,
+    ) -> Result<crate::nets::Bnn<B, L>, TrainError> {
+        match (stats.epoch + 1) % self.every {
+            0 => Ok(model.with_empirical_bayes_prior()?),
+            _ => Ok(model),
+        }
+    }
+
+    fn resumable(&self) -> bool {
+        true
+    }
+}

@@ -11,7 +11,7 @@ mod fit;
 mod optim;
 mod resume;
 
-pub use callbacks::{Callback, Checkpointing, EarlyStopping, Flow, StepInfo};
+pub use callbacks::{Callback, Checkpointing, EarlyStopping, EmpiricalBayesPrior, Flow, StepInfo};
 pub use checkpoint::{CheckpointError, CheckpointProblem, load_checkpoint, save_checkpoint};
 pub use data::{Batch, DIGEST_CHUNK, DatasetSource, LocalState, Minibatch, Model, TrainData};
 pub use error::TrainError;

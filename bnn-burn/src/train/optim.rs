@@ -117,7 +117,7 @@ impl OptimizerConfig {
     }
 
     /// The optimiser over a whole module: Adam and AdamW as one fused pass per tensor
-    /// ([`FusedAdam`], [`FusedAdamW`]: burn's numerics and records) on [`Kernels::Fused`],
+    /// (`FusedAdam`, `FusedAdamW`: burn's numerics and records) on [`Kernels::Fused`],
     /// burn's own on [`Kernels::Reference`]; AdamL2 and SGD are burn's on both.
     pub fn init(&self, kernels: Kernels) -> ModuleOptimizer {
         match (self.clone(), kernels) {
