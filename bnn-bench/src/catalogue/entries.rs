@@ -71,6 +71,16 @@ pub const ENTRIES: &[Entry] = &[
         make: |_| Method::mean_field(Estimator::LocalReparameterization),
     },
     Entry {
+        name: "MFVI-LRT (EB prior)",
+        runs_in: &[Uci],
+        regression: true,
+        make: |_| Method {
+            name: "MFVI-LRT (EB prior)",
+            empirical_bayes_prior: true,
+            ..Method::mean_field(Estimator::LocalReparameterization)
+        },
+    },
+    Entry {
         name: "MFVI-Flipout",
         runs_in: &[Perf],
         regression: true,

@@ -20,7 +20,7 @@ use bnn_burn::nets::{Bnn, Body, MlpConfig, MomentConfig, NoiseRefit, Regressor};
 use bnn_burn::objective::{KlSchedule, PacBayesConfig, PacComplexity};
 use bnn_burn::posterior::{DropoutConfig, DropoutMask, DropoutNoise, PosteriorConfig};
 use bnn_burn::recipes::moment_weights;
-use bnn_burn::train::{DecayGroup, Inference, TrainConfig, Trainer};
+use bnn_burn::train::{DecayGroup, EmpiricalBayesPrior, Inference, TrainConfig, Trainer};
 use bnn_burn::{ConfigError, Prior};
 use burn::tensor::{Device, Tensor};
 pub use entries::{
@@ -69,6 +69,9 @@ pub struct Method {
     pub decay: Vec<DecayGroup>,
     /// A post-hoc posterior built on the trained networks (`None`: the network is the model).
     pub posthoc: Option<PostHoc>,
+    /// Every layer's prior scale set to the ELBO's optimum after every epoch
+    /// ([`bnn_burn::train::EmpiricalBayesPrior`]; regressors).
+    pub empirical_bayes_prior: bool,
 }
 
 /// A post-hoc posterior over networks trained as the method's weights say
@@ -162,6 +165,7 @@ impl Method {
             objective: TrainObjective::Elbo,
             decay: Vec::new(),
             posthoc: None,
+            empirical_bayes_prior: false,
         }
     }
 
@@ -177,6 +181,7 @@ impl Method {
             objective: TrainObjective::Elbo,
             decay: Vec::new(),
             posthoc: None,
+            empirical_bayes_prior: false,
         }
     }
 
@@ -242,7 +247,8 @@ impl Method {
     /// The trainer of a regressor of this method on `(x, y)`: its objective
     /// ([`Method::trainer`]; BEDL-PAC's complexity term is the thesis's regression bound
     /// `β/(2π)`, [`BEDL_BETA`]), and a method trained by moments with a homoscedastic noise
-    /// refits it in closed form after every epoch ([`NoiseRefit`], Haußmann 2021 §3.2).
+    /// refits it in closed form after every epoch ([`NoiseRefit`], Haußmann 2021 §3.2); a
+    /// method with [`Method::empirical_bayes_prior`] sets its prior scales after every epoch.
     ///
     /// # Errors
     /// An invalid PAC-Bayes configuration.
@@ -256,7 +262,10 @@ impl Method {
         if let TrainObjective::PacBayes(pac) = &mut method.objective {
             *pac = regression_pac(pac);
         }
-        let trainer = method.trainer(&config)?;
+        let mut trainer = method.trainer(&config)?;
+        if self.empirical_bayes_prior {
+            trainer = trainer.with_callback(EmpiricalBayesPrior::new());
+        }
         Ok(match (&self.moments, self.noise) {
             (Some(_), NoiseModel::Homoscedastic) => {
                 trainer.with_callback(NoiseRefit::new(x.clone(), y.clone()))

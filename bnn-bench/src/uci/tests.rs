@@ -480,6 +480,7 @@ fn the_registry_is_the_catalogues_uci_entries_and_any_regression_entry_runs_by_n
             "MC dropout",
             "MFVI",
             "MFVI-LRT",
+            "MFVI-LRT (EB prior)",
             "Radial",
             "Low-rank",
             "VBP",
