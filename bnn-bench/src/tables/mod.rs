@@ -73,6 +73,14 @@ const GENERATORS: &[Generator] = &[
         make: report::uci_posthoc_coverage,
     },
     Generator {
+        name: "uci-eb-ll",
+        make: report::uci_eb_ll,
+    },
+    Generator {
+        name: "uci-eb-coverage",
+        make: report::uci_eb_coverage,
+    },
+    Generator {
         name: "uci-z",
         make: report::uci_z,
     },

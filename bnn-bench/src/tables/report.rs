@@ -68,6 +68,25 @@ pub(super) fn uci_posthoc_coverage(assets: &Path) -> Result<String, Box<dyn Erro
     )?)
 }
 
+/// Test LL of mean-field VI with and without the empirical-Bayes prior scale
+/// (`assets/uci-eb`, 5 splits per set).
+pub(super) fn uci_eb_ll(assets: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(table_after(
+        &uci_report(assets, "uci-eb")?,
+        "## Test log-likelihood (higher is better)",
+        None,
+    )?)
+}
+
+/// 90 % interval coverage of the same rows (`assets/uci-eb`).
+pub(super) fn uci_eb_coverage(assets: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(table_after(
+        &uci_report(assets, "uci-eb")?,
+        "## Coverage of the central 90 % predictive interval (nominal 0.90)",
+        None,
+    )?)
+}
+
 /// Test LL of every method and published column, the full protocol.
 pub(super) fn uci_ll(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(table_after(
