@@ -76,7 +76,17 @@ pub const ENTRIES: &[Entry] = &[
         regression: true,
         make: |_| Method {
             name: "MFVI-LRT (EB prior)",
-            empirical_bayes_prior: true,
+            empirical_bayes_prior: Some(0.0),
+            ..Method::mean_field(Estimator::LocalReparameterization)
+        },
+    },
+    Entry {
+        name: "MFVI-LRT (late EB prior)",
+        runs_in: &[Uci],
+        regression: true,
+        make: |_| Method {
+            name: "MFVI-LRT (late EB prior)",
+            empirical_bayes_prior: Some(0.5),
             ..Method::mean_field(Estimator::LocalReparameterization)
         },
     },

@@ -69,9 +69,9 @@ pub struct Method {
     pub decay: Vec<DecayGroup>,
     /// A post-hoc posterior built on the trained networks (`None`: the network is the model).
     pub posthoc: Option<PostHoc>,
-    /// Every layer's prior scale set to the ELBO's optimum after every epoch
-    /// ([`bnn_burn::train::EmpiricalBayesPrior`]; regressors).
-    pub empirical_bayes_prior: bool,
+    /// `Some(f)`: every layer's prior scale set to the ELBO's optimum after every epoch from the
+    /// fraction `f` of the budget on ([`bnn_burn::train::EmpiricalBayesPrior`]; regressors).
+    pub empirical_bayes_prior: Option<f64>,
 }
 
 /// A post-hoc posterior over networks trained as the method's weights say
@@ -165,7 +165,7 @@ impl Method {
             objective: TrainObjective::Elbo,
             decay: Vec::new(),
             posthoc: None,
-            empirical_bayes_prior: false,
+            empirical_bayes_prior: None,
         }
     }
 
@@ -181,7 +181,7 @@ impl Method {
             objective: TrainObjective::Elbo,
             decay: Vec::new(),
             posthoc: None,
-            empirical_bayes_prior: false,
+            empirical_bayes_prior: None,
         }
     }
 
@@ -248,7 +248,7 @@ impl Method {
     /// ([`Method::trainer`]; BEDL-PAC's complexity term is the thesis's regression bound
     /// `β/(2π)`, [`BEDL_BETA`]), and a method trained by moments with a homoscedastic noise
     /// refits it in closed form after every epoch ([`NoiseRefit`], Haußmann 2021 §3.2); a
-    /// method with [`Method::empirical_bayes_prior`] sets its prior scales after every epoch.
+    /// method with [`Method::empirical_bayes_prior`] sets its prior scales after its epochs.
     ///
     /// # Errors
     /// An invalid PAC-Bayes configuration.
@@ -263,8 +263,9 @@ impl Method {
             *pac = regression_pac(pac);
         }
         let mut trainer = method.trainer(&config)?;
-        if self.empirical_bayes_prior {
-            trainer = trainer.with_callback(EmpiricalBayesPrior::new());
+        if let Some(start) = self.empirical_bayes_prior {
+            let from = (start * config.epochs as f64) as usize;
+            trainer = trainer.with_callback(EmpiricalBayesPrior::new().from_epoch(from));
         }
         Ok(match (&self.moments, self.noise) {
             (Some(_), NoiseModel::Homoscedastic) => {

@@ -198,9 +198,10 @@ pub struct UciOptions {
     #[arg(long = "dataset", value_parser = DataSet::parse)]
     pub datasets: Vec<DataSet>,
     /// Methods: any of the catalogue's, by name, and Depeweg's models; repeatable [default:
-    /// MAP, "MC dropout", MFVI, MFVI-LRT, "MFVI-LRT (EB prior)", Radial, Low-rank, VBP, DVI,
-    /// CLT, BEDL, BEDL-PAC, BEDL-Hyper, "Deep ensemble", SWAG, MultiSWAG, "Laplace (last
-    /// layer)", "Laplace (KFAC)", BNN, "BNN+LV VB", "BNN+LV alpha=0.5", "BNN+LV alpha=1"].
+    /// MAP, "MC dropout", MFVI, MFVI-LRT, "MFVI-LRT (EB prior)", "MFVI-LRT (late EB prior)",
+    /// Radial, Low-rank, VBP, DVI, CLT, BEDL, BEDL-PAC, BEDL-Hyper, "Deep ensemble", SWAG,
+    /// MultiSWAG, "Laplace (last layer)", "Laplace (KFAC)", BNN, "BNN+LV VB", "BNN+LV
+    /// alpha=0.5", "BNN+LV alpha=1"].
     #[arg(long = "method")]
     pub methods: Vec<String>,
     /// Splits per data set [default: the protocol's 20 (5 for protein); 3 with --quick].

@@ -481,6 +481,7 @@ fn the_registry_is_the_catalogues_uci_entries_and_any_regression_entry_runs_by_n
             "MFVI",
             "MFVI-LRT",
             "MFVI-LRT (EB prior)",
+            "MFVI-LRT (late EB prior)",
             "Radial",
             "Low-rank",
             "VBP",

@@ -621,8 +621,16 @@ fn empirical_bayes_prior_scales_are_the_elbo_optimum() {
         .with_batch_size(32)
         .with_learning_rate(1e-2)
         .with_progress(false);
+    // Not before its first epoch: a start beyond the budget leaves the priors as built.
+    let (late, _) = crate::train::Trainer::new(config.clone())
+        .with_callback(crate::train::EmpiricalBayesPrior::new().from_epoch(6))
+        .fit(net.clone(), (x.clone(), y.clone()))
+        .unwrap();
+    let mut kept = PriorScales(Vec::new());
+    late.visit_layers(&mut kept);
+    assert!(kept.0.iter().all(|((_, s0), _)| *s0 == 1.0), "{:?}", kept.0);
     let (trained, _) = crate::train::Trainer::new(config)
-        .with_callback(crate::train::EmpiricalBayesPrior::new())
+        .with_callback(crate::train::EmpiricalBayesPrior::new().from_epoch(5))
         .fit(net, (x, y))
         .unwrap();
     let mut after = PriorScales(Vec::new());

@@ -157,18 +157,32 @@ impl<M: Module> Callback<M> for Checkpointing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmpiricalBayesPrior {
     every: usize,
+    from_epoch: usize,
 }
 
 impl EmpiricalBayesPrior {
     /// After every epoch.
     pub fn new() -> Self {
-        Self { every: 1 }
+        Self {
+            every: 1,
+            from_epoch: 0,
+        }
     }
 
     /// After every `epochs` epochs (at least 1).
     pub fn every(epochs: usize) -> Self {
         Self {
             every: epochs.max(1),
+            ..Self::new()
+        }
+    }
+
+    /// The same, but only from the 0-based epoch `epoch` on: the weights first fit under the
+    /// configured prior, so that the scale is not fitted to the initial weights.
+    pub fn from_epoch(self, epoch: usize) -> Self {
+        Self {
+            from_epoch: epoch,
+            ..self
         }
     }
 }
@@ -189,9 +203,9 @@ where
         model: crate::nets::Bnn<B, L>,
         stats: &EpochStats,
     ) -> Result<crate::nets::Bnn<B, L>, TrainError> {
-        match (stats.epoch + 1) % self.every {
-            0 => Ok(model.with_empirical_bayes_prior()?),
-            _ => Ok(model),
+        match stats.epoch >= self.from_epoch && (stats.epoch + 1).is_multiple_of(self.every) {
+            true => Ok(model.with_empirical_bayes_prior()?),
+            false => Ok(model),
         }
     }
 
