@@ -81,6 +81,10 @@ const GENERATORS: &[Generator] = &[
         make: report::uci_eb_coverage,
     },
     Generator {
+        name: "uci-eb-full-ll",
+        make: report::uci_eb_full_ll,
+    },
+    Generator {
         name: "uci-z",
         make: report::uci_z,
     },

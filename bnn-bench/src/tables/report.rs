@@ -78,6 +78,15 @@ pub(super) fn uci_eb_ll(assets: &Path) -> Result<String, Box<dyn Error>> {
     )?)
 }
 
+/// Test LL of the late empirical-Bayes prior on the protocol's splits (`assets/uci-eb-full`).
+pub(super) fn uci_eb_full_ll(assets: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(table_after(
+        &uci_report(assets, "uci-eb-full")?,
+        "## Test log-likelihood (higher is better)",
+        None,
+    )?)
+}
+
 /// 90 % interval coverage of the same rows (`assets/uci-eb`).
 pub(super) fn uci_eb_coverage(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(table_after(
