@@ -63,10 +63,13 @@ pub enum LaplaceError {
         /// The layer.
         layer: usize,
     },
-    /// `H + λI` is not positive definite (a non-finite curvature).
+    /// `H + λI` is not positive definite: a curvature so far above `λ` that its rounding
+    /// leaves it indefinite (a target noise far below the targets' scale), or a non-finite one.
     #[error(
-        "the posterior precision H + λI is not positive definite at pivot {pivot}: the \
-         curvature holds NaN or an infinity; check the network's outputs on the data"
+        "the posterior precision H + λI is not positive definite at pivot {pivot}: a curvature \
+         many orders of magnitude above λ (a tiny noise scale) whose rounding leaves it \
+         indefinite, or one that holds NaN or an infinity; check the noise scale and the \
+         network's outputs on the data"
     )]
     NotPositiveDefinite {
         /// The failing pivot.
