@@ -1,6 +1,7 @@
 //! Training one row and scoring it on every set.
 
 use super::*;
+use bnn_burn::host::labels as labels_on;
 
 /// A trained classifier of either shape and either class likelihood, and how it predicts
 /// (by moments for a method trained by moments, else by `samples` posterior draws).
@@ -327,16 +328,10 @@ fn joined(chunks: Vec<ClassPrediction>) -> Option<ClassPrediction> {
     })
 }
 
-/// The rows `rows` of a prediction.
-fn rows_of(pred: &ClassPrediction, rows: &[usize]) -> ClassPrediction {
+/// The rows `rows` of a prediction that lives on `device`.
+fn rows_of(pred: &ClassPrediction, rows: &[usize], device: &Device) -> ClassPrediction {
     use bnn_burn::predict::{ClassSamples, DirichletPrediction};
-    let device = match pred {
-        ClassPrediction::Samples(s) => s.probs.device(),
-        ClassPrediction::Dirichlet(d) => d.alpha.device(),
-    };
-    let ids: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
-    let ids =
-        Tensor::<1, Int>::from_data(burn::tensor::TensorData::new(ids, [rows.len()]), &device);
+    let ids = labels_on(rows, device);
     match pred {
         ClassPrediction::Samples(s) => ClassPrediction::Samples(ClassSamples {
             probs: s.probs.clone().select(1, ids),
@@ -346,12 +341,6 @@ fn rows_of(pred: &ClassPrediction, rows: &[usize]) -> ClassPrediction {
             outputs: d.outputs.clone().map(|o| o.select(0, ids)),
         }),
     }
-}
-
-/// Labels as a tensor on `device`.
-fn label_tensor(labels: &[usize], device: &Device) -> Tensor<1, Int> {
-    let ids: Vec<i64> = labels.iter().map(|&l| l as i64).collect();
-    Tensor::from_data(burn::tensor::TensorData::new(ids, [labels.len()]), device)
 }
 
 /// The miscoverage of the conformal class sets the bench reports (MNIST's errors are near 1 %,
@@ -374,11 +363,14 @@ fn calibrate(
     let (cal, scored): (Vec<usize>, Vec<usize>) = (0..labels.len()).partition(|i| i % 2 == 0);
     let pick = |rows: &[usize]| rows.iter().map(|&i| labels[i]).collect::<Vec<usize>>();
     let (cal_labels, scored_labels) = (pick(&cal), pick(&scored));
-    let (cal_pred, scored_pred) = (rows_of(pred, &cal), rows_of(pred, &scored));
+    let (cal_pred, scored_pred) = (
+        rows_of(pred, &cal, &device),
+        rows_of(pred, &scored, &device),
+    );
     let scores = |p: &ClassPrediction| -> (f64, f64) {
         let probs = to_vec(p.mean());
         let predicted = bnn_burn::host::to_labels(p.predicted_class());
-        let ll = to_vec(p.log_prob(label_tensor(&scored_labels, &device)));
+        let ll = to_vec(p.log_prob(labels_on(&scored_labels, &device)));
         (
             nll(&ll),
             ece_of(&probs, &predicted, classes, &scored_labels, ECE_BINS),
@@ -387,7 +379,7 @@ fn calibrate(
     let (nll_raw, ece_raw) = scores(&scored_pred);
     let tempered = match pred {
         ClassPrediction::Samples(_) => {
-            let t = TemperatureScaling::fit(&cal_pred, label_tensor(&cal_labels, &device))?;
+            let t = TemperatureScaling::fit(&cal_pred, labels_on(&cal_labels, &device))?;
             let (nll, ece) = scores(&t.apply(&scored_pred)?);
             Some(Tempered {
                 temperature: t.temperature,
@@ -399,13 +391,13 @@ fn calibrate(
     };
     let sets = ConformalSets::fit(
         &cal_pred,
-        label_tensor(&cal_labels, &device),
+        labels_on(&cal_labels, &device),
         CONFORMAL_ALPHA,
         seed,
     )?;
     let (coverage, set_size) = sets.coverage(
         &scored_pred,
-        label_tensor(&scored_labels, &device),
+        labels_on(&scored_labels, &device),
         seed.wrapping_add(1),
     )?;
     Ok(CalibrationReport {
