@@ -63,16 +63,15 @@ pub enum LaplaceError {
         /// The layer.
         layer: usize,
     },
-    /// `H + λI` is not positive definite: a curvature so far above `λ` that its rounding
-    /// leaves it indefinite (a target noise far below the targets' scale), or a non-finite one.
+    /// `H + λI` has no positive factor even with `H`'s rounding clipped (a non-finite
+    /// eigenvalue).
     #[error(
-        "the posterior precision H + λI is not positive definite at pivot {pivot}: a curvature \
-         many orders of magnitude above λ (a tiny noise scale) whose rounding leaves it \
-         indefinite, or one that holds NaN or an infinity; check the noise scale and the \
+        "the posterior precision H + λI is not positive definite at eigenvalue {pivot}, even \
+         with the curvature's negative rounding clipped; check the noise scale and the \
          network's outputs on the data"
     )]
     NotPositiveDefinite {
-        /// The failing pivot.
+        /// The failing pivot or eigenvalue.
         pivot: usize,
     },
 }
@@ -230,7 +229,7 @@ pub struct LastLayerLaplace<B: Body, L: Likelihood> {
     net: Bnn<B, L>,
     /// `θ*` in `(feature, output)` order, the bias as the last feature, `[1, P]`.
     theta: Tensor<2>,
-    /// `L⁻¹` of the posterior precision's Cholesky factor `L Lᵀ = H + λI`, `[P, P]`: a draw is
+    /// `L⁻¹` with `L⁻ᵀ L⁻¹ = (H + λI)⁻¹` (the Cholesky factor's inverse), `[P, P]`: a draw is
     /// `θ* + z L⁻¹`.
     inverse_factor: Tensor<2>,
     /// The covariance blocks of each output, `Σ_kk`, `[k, F + 1, F + 1]`.
@@ -276,20 +275,10 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
                 (best_prior_precision(&eig, norm2, p), Some(eig))
             }
         };
-        let mut factor = curvature.h.clone();
-        for i in 0..p {
-            factor[i * p + i] += lambda;
-        }
-        dense::cholesky(&mut factor, p)
-            .map_err(|pivot| LaplaceError::NotPositiveDefinite { pivot })?;
-        let log_det = match eigen {
-            Some(eig) => eigen_log_det(&eig, lambda),
-            None => dense::cholesky_log_det(&factor, p),
-        };
+        let (inverse, log_det) = posterior_factor(&curvature.h, p, lambda, eigen.as_deref())?;
         let log_marginal_likelihood =
             curvature.log_likelihood + evidence_terms(lambda, norm2, p, log_det);
         let device = net.devices()[0].clone();
-        let inverse = dense::lower_inverse(&factor, p);
         let inverse_factor = crate::host::matrix(&inverse, p, &device);
         let [_, k] = net.head.shape();
         let features = p / k;
@@ -323,7 +312,9 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
         let bias = net.head.params.bias.is_some();
         let features = f_in + usize::from(bias);
         let p = features * k;
-        let mut h = Tensor::<2>::zeros([p, p], &device);
+        // Each batch's sum in f32 on the device, the running total in f64 on the host: with a
+        // tiny noise scale `H` is many orders above `λ`, and f32 totals would swamp it.
+        let mut total = vec![0.0f64; p * p];
         let mut log_likelihood = 0.0;
         for start in (0..n).step_by(batch_size) {
             let end = (start + batch_size).min(n);
@@ -344,6 +335,7 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
             // Σ_n φφᵀ ⊗ diag(a_n): for output j, Φᵀ diag(a_·j) Φ, placed at (f₁ j, f₂ j).
             let weighted = phi.clone().unsqueeze_dim::<3>(0).repeat_dim(0, k)
                 * a.clone().transpose().unsqueeze_dim::<3>(2);
+            let mut h = Tensor::<2>::zeros([p, p], &device);
             let diag_blocks = weighted
                 .transpose()
                 .matmul(phi.clone().unsqueeze_dim::<3>(0));
@@ -357,9 +349,15 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
                 let outer = (phi.unsqueeze_dim::<3>(2) * u.unsqueeze_dim::<3>(1)).reshape([b, p]);
                 h = h - outer.clone().transpose().matmul(outer);
             }
+            for (t, v) in total.iter_mut().zip(crate::host::to_vec(h)) {
+                *t += v;
+            }
         }
         let theta = head_vector(net);
-        let h = crate::host::to_vec(h);
+        if !total.iter().all(|v| v.is_finite()) {
+            return Err(LaplaceError::NonFiniteCurvature { layer: 0 });
+        }
+        let h = total;
         // Symmetrise (the f32 products are symmetric up to rounding).
         let mut hs = vec![0.0; p * p];
         for i in 0..p {
@@ -415,6 +413,41 @@ fn head_vector<B: Body, L: Likelihood>(net: &Bnn<B, L>) -> Vec<f64> {
         theta.extend(crate::host::to_vec(b));
     }
     theta
+}
+
+/// `(L⁻¹, ln det(H + λI))` with `L⁻ᵀ L⁻¹ = (H + λI)⁻¹`. By Cholesky; when rounding has left
+/// `H` indefinite (a curvature far above `λ`), from `H = V diag(e) Vᵀ` with `e` clipped at 0:
+/// `L⁻¹ = diag((e + λ)^{-1/2}) Vᵀ`. `eig`: `H`'s eigenvalues when already known.
+pub(super) fn posterior_factor(
+    h: &[f64],
+    p: usize,
+    lambda: f64,
+    eig: Option<&[f64]>,
+) -> Result<(Vec<f64>, f64), LaplaceError> {
+    let mut factor = h.to_vec();
+    for i in 0..p {
+        factor[i * p + i] += lambda;
+    }
+    if dense::cholesky(&mut factor, p).is_ok() {
+        let log_det = match eig {
+            Some(eig) => eigen_log_det(eig, lambda),
+            None => dense::cholesky_log_det(&factor, p),
+        };
+        return Ok((dense::lower_inverse(&factor, p), log_det));
+    }
+    let (e, v) = dense::symmetric_eigen(h.to_vec(), p);
+    let mut inverse = vec![0.0; p * p];
+    for j in 0..p {
+        let precision = e[j].max(0.0) + lambda;
+        if !(precision > 0.0 && precision.is_finite()) {
+            return Err(LaplaceError::NotPositiveDefinite { pivot: j });
+        }
+        let scale = precision.sqrt().recip();
+        for i in 0..p {
+            inverse[j * p + i] = scale * v[i * p + j];
+        }
+    }
+    Ok((inverse, eigen_log_det(&e, lambda)))
 }
 
 /// The `λ` in `[1e-6, 1e6]` that maximises `(P/2) ln λ − ½λ‖θ‖² − ½ Σ ln(e_i + λ)`: a grid over

@@ -481,6 +481,78 @@ fn laplace_refuses_stochastic_networks_and_bad_settings() {
     assert!(matches!(err, LaplaceError::Mismatch(_)), "{err}");
 }
 
+/// Collinear features and a tiny noise scale: `H ≈ 10⁹` on most directions and 0 on one, which
+/// f32 rounding leaves indefinite. The fit still succeeds: the covariance is finite and positive
+/// semi-definite, exact where `H` is large, and no wider than the prior `1/λ` on the null one.
+#[test]
+fn laplace_survives_a_curvature_that_rounding_leaves_indefinite() {
+    let dev = device();
+    let _guard = seeded(&dev, 11);
+    let (n, noise, lambda) = (2_000, 1e-6, 1.0);
+    let mut data = LinearGaussian::new(n, 3, noise, 12);
+    for i in 0..n {
+        data.x[i * 3 + 2] = data.x[i * 3] + data.x[i * 3 + 1];
+    }
+    let (x, y) = data.tensors(&dev);
+    let net = data.net_at(&[0.5, -0.2, 0.3, 0.1], &dev);
+    let config = LaplaceConfig::new()
+        .with_prior_precision(PriorPrecision::Fixed { value: lambda })
+        .with_batch_size(256);
+    let laplace = LastLayerLaplace::fit(net, x, y, &config).unwrap();
+    let cov = to_vec(laplace.covariance());
+    let p = 4;
+    assert!(cov.iter().all(|v| v.is_finite()));
+    let quad = |v: &[f64]| -> f64 {
+        (0..p)
+            .map(|i| v[i] * (0..p).map(|j| cov[i * p + j] * v[j]).sum::<f64>())
+            .sum()
+    };
+    // The null direction of the features: at most the prior's variance, and positive.
+    let s = 3f64.sqrt().recip();
+    let null = quad(&[s, s, -s, 0.0]);
+    assert!(null > 0.0 && null <= 1.0 / lambda + 1e-9, "{null}");
+    // A well-determined direction: the bias, with variance ≈ σ²/n.
+    let bias = quad(&[0.0, 0.0, 0.0, 1.0]);
+    let want = noise * noise / n as f64;
+    assert!((bias / want - 1.0).abs() < 0.1, "{bias} vs {want}");
+    let draws = laplace.joint_draws(16);
+    let head = draws.last().unwrap();
+    assert!(to_vec(head.weight.clone()).iter().all(|v| v.is_finite()));
+}
+
+/// The eigen path of the posterior factor: an indefinite `H` has its negative eigenvalue
+/// clipped at 0, so `Σ = V diag(1/(max(e, 0) + λ)) Vᵀ`.
+#[test]
+fn the_posterior_factor_clips_negative_rounding() {
+    // H = Q diag(-5, 2) Qᵀ with Q a rotation by 30°.
+    let (c, s) = (30f64.to_radians().cos(), 30f64.to_radians().sin());
+    let h = [
+        -5.0 * c * c + 2.0 * s * s,
+        (-5.0 - 2.0) * c * s,
+        (-5.0 - 2.0) * c * s,
+        -5.0 * s * s + 2.0 * c * c,
+    ];
+    let lambda = 0.5;
+    let (inverse, log_det) = super::laplace::posterior_factor(&h, 2, lambda, None).unwrap();
+    let cov = |i: usize, j: usize| {
+        (0..2)
+            .map(|k| inverse[k * 2 + i] * inverse[k * 2 + j])
+            .sum()
+    };
+    let e = [1.0 / lambda, 1.0 / (2.0 + lambda)];
+    let want = [
+        e[0] * c * c + e[1] * s * s,
+        (e[0] - e[1]) * c * s,
+        e[0] * s * s + e[1] * c * c,
+    ];
+    let got: [f64; 3] = [cov(0, 0), cov(0, 1), cov(1, 1)];
+    for (a, b) in got.iter().zip(want) {
+        assert!((a - b).abs() < 1e-12, "{got:?} vs {want:?}");
+    }
+    let want_log_det = lambda.ln() + (2.0 + lambda).ln();
+    assert!((log_det - want_log_det).abs() < 1e-12);
+}
+
 /// Checks the sample covariance of `n` draws of `p` values against `want(i, j)` within five
 /// standard errors (`σ_i σ_j √(2/n)`); returns the sample means.
 fn check_covariance(
