@@ -20,6 +20,7 @@ use std::time::Instant;
 
 mod args;
 pub mod data;
+pub mod laplace;
 pub mod models;
 pub mod pool;
 pub mod predict;
