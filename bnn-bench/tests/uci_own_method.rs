@@ -28,6 +28,7 @@ impl UciMethod for Constant {
             test_ll: -z2 / (2.0 * n) - std.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln(),
             test_rmse: std * (z2 / n).sqrt(),
             coverage_90: None,
+            conformal_coverage_90: None,
             detail: String::new(),
         })
     }

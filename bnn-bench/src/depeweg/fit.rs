@@ -14,6 +14,9 @@ pub struct FitScores {
     pub test_rmse: f64,
     /// Fraction of test targets inside their central 90 % predictive interval (the same draws).
     pub coverage_90: f64,
+    /// The same after split-conformal calibration on half the test rows
+    /// ([`bnn_burn::predict::RegressionScores::conformal_coverage_90`]).
+    pub conformal_coverage_90: Option<f64>,
     /// Learned noise std `√Σ`.
     pub noise_std: f64,
     /// `Some((T, LL))`: the test LL of the mixture of `T` draws of the same trained net, its
@@ -153,6 +156,7 @@ pub fn fit_standardised(
         test_ll: scores.log_likelihood,
         test_rmse: scores.rmse,
         coverage_90: scores.coverage_90,
+        conformal_coverage_90: scores.conformal_coverage_90,
         noise_std: noise * y_std,
         wide,
     })
@@ -236,6 +240,7 @@ fn fit_ensemble(
         test_ll: scores.log_likelihood,
         test_rmse: scores.rmse,
         coverage_90: scores.coverage_90,
+        conformal_coverage_90: scores.conformal_coverage_90,
         noise_std: bnn_burn::metrics::mean(&noise),
         wide: None,
     })

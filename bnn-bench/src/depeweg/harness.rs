@@ -130,6 +130,7 @@ impl Harness for DepewegHarness<'_> {
             test_ll: fit.test_ll,
             test_rmse: fit.test_rmse,
             coverage_90: Some(fit.coverage_90),
+            conformal_coverage_90: fit.conformal_coverage_90,
             noise_std: fit.noise_std,
             wide: fit.wide,
             seconds: t.elapsed().as_secs_f64(),

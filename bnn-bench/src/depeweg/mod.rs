@@ -365,6 +365,10 @@ pub struct SplitRow {
     /// rows written before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage_90: Option<f64>,
+    /// The same after split-conformal calibration on the even-numbered test rows, measured on
+    /// the odd-numbered ones; absent from rows written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conformal_coverage_90: Option<f64>,
     /// Learned noise std `√Σ`, original units.
     pub noise_std: f64,
     /// `(T, LL)`: the test LL of a mixture of `T` draws of the same net ([`FitScores::wide`]);

@@ -58,9 +58,7 @@ impl PerfArgs {
             rounds: self.rounds,
             seed: self.seed,
             out: self.out,
-            peer_python: self.peer_python.or_else(|| {
-                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peer/bin/python"))
-            }),
+            peer_python: self.peer_python.or_else(default_peer_python),
             peer_dir: self.peer_dir.unwrap_or_else(|| {
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer")
             }),
@@ -68,4 +66,9 @@ impl PerfArgs {
             methods: self.methods,
         })
     }
+}
+
+/// `$HOME/.venvs/peer/bin/python`, the peers' Python of `../shared/peer/README.md`.
+pub fn default_peer_python() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peer/bin/python"))
 }

@@ -108,9 +108,7 @@ fn validate(o: &LaplacePeerOptions) -> Result<(PathBuf, PathBuf), Box<dyn Error>
     let python = o
         .peer_python
         .clone()
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".venvs/peer/bin/python"))
-        })
+        .or_else(super::args::default_peer_python)
         .ok_or("--peer-python: no default without HOME; give the peer's Python")?;
     if !python.is_file() {
         return Err(format!(

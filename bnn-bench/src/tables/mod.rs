@@ -173,6 +173,10 @@ const GENERATORS: &[Generator] = &[
         make: perf::flex,
     },
     Generator {
+        name: "perf-laplace",
+        make: perf::laplace,
+    },
+    Generator {
         name: "perf-pool",
         make: perf::pool,
     },

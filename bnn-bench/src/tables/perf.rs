@@ -434,6 +434,43 @@ pub(super) fn pool(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(md)
 }
 
+/// Laplace here and in laplace-torch on one MAP LeNet5 (`assets/perf-laplace/perf-laplace.json`).
+pub(super) fn laplace(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("perf-laplace/perf-laplace.json");
+    let record = read_json(&path)?;
+    let mut md = String::from(
+        "| Laplace | side | error % | NLL | ECE | AUROC(H) | λ | fit (s) | predict (s) | time \
+         ratio | largest prob. difference |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in record["results"].as_array().into_iter().flatten() {
+        let variant = r["variant"].as_str().unwrap_or("?");
+        for (side, key) in [("bnn-burn", "ours"), ("laplace-torch", "peer")] {
+            let s = &r[key];
+            let f = |k: &str| number(s, k, &path);
+            let (ratio, diff) = match key {
+                "ours" => (
+                    format!("{:.2}", number(r, "time_ratio", &path)?),
+                    format!("{:.1e}", number(r, "max_prob_diff", &path)?),
+                ),
+                _ => (String::new(), String::new()),
+            };
+            let _ = writeln!(
+                md,
+                "| {variant} | {side} | {:.2} | {:.4} | {:.4} | {:.3} | {:.3} | {:.1} | {:.1} | \
+                 {ratio} | {diff} |",
+                f("error_pct")?,
+                f("nll")?,
+                f("ece")?,
+                f("auroc_entropy")?,
+                f("prior_precision")?,
+                f("fit_seconds")?,
+                f("predict_seconds")?,
+            );
+        }
+    }
+    Ok(md)
+}
+
 /// Prediction by moments against 100-sample Monte Carlo (`assets/perf-predict/perf-predict.json`).
 pub(super) fn predict(assets: &Path) -> Result<String, Box<dyn Error>> {
     let path = assets.join("perf-predict/perf-predict.json");

@@ -131,6 +131,7 @@ impl UciMethod for DepewegFit {
             test_ll: fit.test_ll,
             test_rmse: fit.test_rmse,
             coverage_90: Some(fit.coverage_90),
+            conformal_coverage_90: fit.conformal_coverage_90,
             detail: format!(
                 "α = {}, K = {DEPEWEG_TRAIN_SAMPLES}, learned noise std {noise:.4}",
                 self.0.alpha
@@ -322,6 +323,7 @@ impl UciMethod for BayesianFit {
             test_ll: scores.log_likelihood,
             test_rmse: scores.rmse,
             coverage_90: Some(scores.coverage_90),
+            conformal_coverage_90: scores.conformal_coverage_90,
             detail: match self.early_stopping {
                 Some(_) => format!("{noise}, best validation epoch {best_epoch}"),
                 None => noise,
@@ -597,6 +599,7 @@ impl UciMethod for GalDropout {
             test_ll: scores.log_likelihood,
             test_rmse: scores.rmse,
             coverage_90: Some(scores.coverage_90),
+            conformal_coverage_90: scores.conformal_coverage_90,
             detail: format!("p = {p}, τ = {tau} (validation LL {val_ll:.3}){warning}"),
         })
     }

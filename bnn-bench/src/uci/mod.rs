@@ -185,6 +185,10 @@ pub struct SplitOutcome {
     /// method that does not say, or a row written before it was measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage_90: Option<f64>,
+    /// The same after split-conformal calibration on the even-numbered test rows, measured on
+    /// the odd-numbered ones ([`RegressionScores::conformal_coverage_90`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conformal_coverage_90: Option<f64>,
     /// Method-specific choices (e.g. the grid point chosen), for the record.
     pub detail: String,
 }
@@ -343,6 +347,17 @@ impl MethodResult {
         c.filter(|c| !c.is_empty())
             .map(|c| mean_and_standard_error(&c))
     }
+
+    /// The same for the split-conformal intervals.
+    pub fn conformal_coverage_90(&self) -> Option<MeanSe> {
+        let c: Option<Vec<f64>> = self
+            .splits
+            .iter()
+            .map(|s| s.conformal_coverage_90)
+            .collect();
+        c.filter(|c| !c.is_empty())
+            .map(|c| mean_and_standard_error(&c))
+    }
 }
 
 /// The seed of one (data set, method, split): independent of which other data sets and methods
@@ -415,7 +430,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
 ///             - std.ln()
 ///             - 0.5 * (2.0 * std::f64::consts::PI).ln();
 ///         let test_rmse = std * (split.test_y.iter().map(z2).sum::<f64>() / n).sqrt();
-///         Ok(SplitOutcome { test_ll, test_rmse, coverage_90: None, detail: String::new() })
+///         Ok(SplitOutcome { test_ll, test_rmse, coverage_90: None, conformal_coverage_90: None, detail: String::new() })
 ///     }
 /// }
 ///

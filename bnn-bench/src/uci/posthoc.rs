@@ -149,6 +149,7 @@ impl UciMethod for PostHocFit {
             test_ll: scores.log_likelihood,
             test_rmse: scores.rmse,
             coverage_90: Some(scores.coverage_90),
+            conformal_coverage_90: scores.conformal_coverage_90,
             detail,
         })
     }

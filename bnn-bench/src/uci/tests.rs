@@ -183,6 +183,7 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
                 test_ll: -1.0,
                 test_rmse: 0.5,
                 coverage_90: None,
+                conformal_coverage_90: None,
                 detail: String::new(),
             };
             2
@@ -250,6 +251,7 @@ fn reports_refuse_nan_rows_and_rows_without_splits() {
                 test_ll,
                 test_rmse: 0.6,
                 coverage_90: None,
+                conformal_coverage_90: None,
                 detail: String::new(),
             })
             .collect(),
@@ -320,6 +322,7 @@ fn boston_row(o: &UciOptions, method: &str, ll: &[f64]) -> MethodResult {
                 test_ll,
                 test_rmse: 3.0,
                 coverage_90: None,
+                conformal_coverage_90: None,
                 detail: String::new(),
             })
             .collect(),
@@ -412,6 +415,7 @@ fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
             test_ll: ll,
             test_rmse: 3.0,
             coverage_90: None,
+            conformal_coverage_90: None,
             detail: String::new(),
         }],
         seconds: 1.0,

@@ -118,18 +118,6 @@ fn check_alpha(config: &'static str, alpha: f64) -> Result<(), ConfigError> {
     }
 }
 
-/// The conformal quantile: the `⌈(n + 1)(1 − α)⌉`-th smallest score (infinite when that rank
-/// passes `n`: too few calibration points for this `α`).
-fn conformal_quantile(mut scores: Vec<f64>, alpha: f64) -> f64 {
-    let n = scores.len();
-    let rank = ((n as f64 + 1.0) * (1.0 - alpha)).ceil() as usize;
-    if rank > n {
-        return f64::INFINITY;
-    }
-    scores.sort_by(f64::total_cmp);
-    scores[rank.max(1) - 1]
-}
-
 /// Means, standard deviations and targets of a regression prediction, on the host.
 type Columns = (Vec<f64>, Vec<f64>, Vec<f64>);
 
@@ -158,7 +146,7 @@ impl ConformalRegression {
             .map(|((m, s), v)| (v - m).abs() / s.max(1e-300))
             .collect();
         Ok(Self {
-            quantile: conformal_quantile(scores, alpha),
+            quantile: crate::metrics::conformal_quantile(scores, alpha),
             alpha,
         })
     }
@@ -253,7 +241,7 @@ impl ConformalSets {
             .map(|(i, &y)| all[i * c + y])
             .collect();
         Ok(Self {
-            quantile: conformal_quantile(scores, alpha),
+            quantile: crate::metrics::conformal_quantile(scores, alpha),
             alpha,
         })
     }

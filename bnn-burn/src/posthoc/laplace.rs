@@ -29,6 +29,10 @@ pub enum PriorPrecision {
     /// `ln p(D) ≈ ln p(D | θ*) − ½λ‖θ*‖² + (P/2) ln λ − ½ ln det(H + λI)`, over `λ ∈ [1e-6, 1e6]`
     /// (from the eigenvalues of `H`, so every `λ` costs `O(P)`).
     MarginalLikelihood,
+    /// One `λ_l` per layer, each maximising its layer's terms of the marginal likelihood: with
+    /// a block-diagonal `H` (KFAC, diagonal) the evidence separates over layers. A last-layer
+    /// Laplace has one layer, so this is [`Self::MarginalLikelihood`] there.
+    MarginalLikelihoodPerLayer,
 }
 
 /// Configuration of [`LastLayerLaplace::fit`].
@@ -270,7 +274,7 @@ impl<B: Body, L: OutputCurvature> LastLayerLaplace<B, L> {
         let norm2 = dense::dot(&curvature.theta, &curvature.theta);
         let (lambda, eigen) = match config.prior_precision {
             PriorPrecision::Fixed { value } => (value, None),
-            PriorPrecision::MarginalLikelihood => {
+            PriorPrecision::MarginalLikelihood | PriorPrecision::MarginalLikelihoodPerLayer => {
                 let eig = dense::symmetric_eigenvalues(curvature.h.clone(), p);
                 (best_prior_precision(&eig, norm2, p), Some(eig))
             }

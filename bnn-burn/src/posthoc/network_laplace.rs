@@ -242,7 +242,8 @@ pub struct NetworkLaplace<B: Body, L: Likelihood> {
     /// The MAP weights as matrices `[d_in (+1), d_out]` per layer.
     means: Vec<Tensor<2>>,
     posteriors: Vec<LayerPosterior>,
-    prior_precision: f64,
+    /// `λ_l` per layer (all equal unless chosen per layer).
+    prior_precisions: Vec<f64>,
     log_marginal_likelihood: f64,
 }
 
@@ -380,14 +381,15 @@ impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
             .zip(net.mean_draw())
             .map(|(s, d)| draw_matrix(s, &d).squeeze_dim(0))
             .collect();
-        let norm2: f64 = means
+        let norm2: Vec<f64> = means
             .iter()
             .map(|m| crate::host::to_vec(m.clone().square().sum())[0])
-            .sum();
-        let p: usize = means
+            .collect();
+        let sizes: Vec<usize> = means
             .iter()
             .map(|m| m.dims().iter().product::<usize>())
-            .sum();
+            .collect();
+        let p: usize = sizes.iter().sum();
         // The curvature's eigenvalues per layer (diagonal: the entries; KFAC: a_i g_j / N).
         let mut eigen = Vec::with_capacity(p);
         let mut factored = Vec::with_capacity(shapes.len());
@@ -423,15 +425,36 @@ impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
                 }
             }
         }
-        let lambda = match config.prior_precision {
-            PriorPrecision::Fixed { value } => value,
-            PriorPrecision::MarginalLikelihood => best_prior_precision(&eigen, norm2, p),
+        // Each layer's eigenvalues, in `eigen`'s order.
+        let mut blocks = Vec::with_capacity(sizes.len());
+        let mut at = 0;
+        for &size in &sizes {
+            blocks.push(&eigen[at..at + size]);
+            at += size;
+        }
+        let prior_precisions = match config.prior_precision {
+            PriorPrecision::Fixed { value } => vec![value; sizes.len()],
+            PriorPrecision::MarginalLikelihood => {
+                let total: f64 = norm2.iter().sum();
+                vec![best_prior_precision(&eigen, total, p); sizes.len()]
+            }
+            PriorPrecision::MarginalLikelihoodPerLayer => blocks
+                .iter()
+                .zip(&norm2)
+                .map(|(e, &n2)| best_prior_precision(e, n2, e.len()))
+                .collect(),
         };
-        let log_det = eigen_log_det(&eigen, lambda);
-        let log_marginal_likelihood = log_likelihood + evidence_terms(lambda, norm2, p, log_det);
+        let evidence: f64 = blocks
+            .iter()
+            .zip(&norm2)
+            .zip(&prior_precisions)
+            .map(|((e, &n2), &l)| evidence_terms(l, n2, e.len(), eigen_log_det(e, l)))
+            .sum();
+        let log_marginal_likelihood = log_likelihood + evidence;
         let posteriors = factored
             .into_iter()
-            .map(|(h, uv)| {
+            .zip(&prior_precisions)
+            .map(|((h, uv), &lambda)| {
                 let inv = (h.clamp_min(0.0) + lambda).recip();
                 match uv {
                     None => LayerPosterior::Diagonal { var: inv },
@@ -444,7 +467,7 @@ impl<B: Body, L: OutputCurvature> NetworkLaplace<B, L> {
             shapes,
             means,
             posteriors,
-            prior_precision: lambda,
+            prior_precisions,
             log_marginal_likelihood,
         })
     }
@@ -489,9 +512,28 @@ fn per_example_pass<B: Body, L: Likelihood>(
 }
 
 impl<B: Body, L: Likelihood> NetworkLaplace<B, L> {
-    /// The prior precision `λ` in use.
+    /// The prior precision `λ` in use: the shared one, or with one per layer their geometric
+    /// mean weighted by the layers' parameter counts.
     pub fn prior_precision(&self) -> f64 {
-        self.prior_precision
+        let first = self.prior_precisions[0];
+        if self.prior_precisions.iter().all(|&l| l == first) {
+            return first;
+        }
+        let sizes = self
+            .means
+            .iter()
+            .map(|m| m.dims().iter().product::<usize>());
+        let (log_sum, count) = sizes
+            .zip(&self.prior_precisions)
+            .fold((0.0, 0usize), |(s, c), (n, l)| {
+                (s + n as f64 * l.ln(), c + n)
+            });
+        (log_sum / count as f64).exp()
+    }
+
+    /// `λ_l` per layer, in forward order (all equal unless chosen per layer).
+    pub fn prior_precisions(&self) -> &[f64] {
+        &self.prior_precisions
     }
 
     /// The Laplace log marginal likelihood at `λ` (nats, over the training set).

@@ -481,6 +481,52 @@ fn laplace_refuses_stochastic_networks_and_bad_settings() {
     assert!(matches!(err, LaplaceError::Mismatch(_)), "{err}");
 }
 
+/// Per-layer prior precisions maximise the KFAC evidence over a larger set than one shared `λ`,
+/// so the evidence is at least the shared one's; on a net of one layer they are the shared `λ`.
+#[test]
+fn per_layer_prior_precisions_raise_the_evidence() {
+    let dev = device();
+    let _guard = seeded(&dev, 15);
+    let n = 40;
+    let xs = Tensor::<2>::random([n, 2], Distribution::Normal(0.0, 1.0), &dev);
+    let labels = Tensor::<1, Int>::from_data(
+        TensorData::new((0..n as i64).map(|i| i % 3).collect::<Vec<_>>(), [n]),
+        &dev,
+    );
+    let net = |hidden: Vec<usize>| {
+        MlpConfig::new(2, hidden, 3)
+            .with_weights(point())
+            .init_classifier(&dev)
+            .unwrap()
+    };
+    let fit = |net: &crate::nets::Classifier, prior| {
+        let config = NetworkLaplaceConfig::new().with_prior_precision(prior);
+        NetworkLaplace::fit(net.clone(), xs.clone(), labels.clone(), &config).unwrap()
+    };
+    let two = net(vec![8]);
+    let shared = fit(&two, PriorPrecision::MarginalLikelihood);
+    let per = fit(&two, PriorPrecision::MarginalLikelihoodPerLayer);
+    let (a, b) = (
+        shared.log_marginal_likelihood(),
+        per.log_marginal_likelihood(),
+    );
+    assert!(b >= a - 1e-9 * a.abs(), "per layer {b} < shared {a}");
+    let lambdas = per.prior_precisions();
+    assert_eq!(lambdas.len(), 2);
+    assert!(lambdas.iter().all(|l| l.is_finite() && *l > 0.0));
+    assert!((lambdas[0] / lambdas[1] - 1.0).abs() > 1e-3, "{lambdas:?}");
+    assert_eq!(shared.prior_precisions().len(), 2);
+    assert_eq!(shared.prior_precisions()[0], shared.prior_precision());
+    let one = net(vec![]);
+    let one_shared = fit(&one, PriorPrecision::MarginalLikelihood);
+    let one_per = fit(&one, PriorPrecision::MarginalLikelihoodPerLayer);
+    assert_eq!(one_shared.prior_precision(), one_per.prior_precision());
+    assert_eq!(
+        one_shared.log_marginal_likelihood(),
+        one_per.log_marginal_likelihood()
+    );
+}
+
 /// Collinear features and a tiny noise scale: `H ≈ 10⁹` on most directions and 0 on one, which
 /// f32 rounding leaves indefinite. The fit still succeeds: the covariance is finite and positive
 /// semi-definite, exact where `H` is large, and no wider than the prior `1/λ` on the null one.

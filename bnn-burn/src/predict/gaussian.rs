@@ -3,7 +3,9 @@
 //! test scores in the targets' original units.
 
 use crate::dist::gaussian_log_density;
-use crate::metrics::{log_likelihood_in_original_units, pit_coverage, rmse};
+use crate::metrics::{
+    conformal_pit_coverage, log_likelihood_in_original_units, pit_coverage, rmse,
+};
 use crate::reduce::{mean_dim, sum_dim};
 use crate::special::{log_mean_exp, normal_cdf};
 use burn::tensor::Tensor;
@@ -48,6 +50,11 @@ pub struct RegressionScores {
     /// The fraction of targets inside their central 90 % predictive interval (per dimension;
     /// nominal 0.9), from the predictive CDF at each target ([`GaussianPrediction::pit`]).
     pub coverage_90: f64,
+    /// The same after split-conformal calibration by the PIT, calibrated on the even-numbered
+    /// rows and measured on the odd-numbered ones ([`crate::metrics::conformal_pit_coverage`]);
+    /// `None` with fewer than two rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conformal_coverage_90: Option<f64>,
 }
 
 /// The nominal level of [`RegressionScores::coverage_90`].
@@ -141,6 +148,7 @@ impl GaussianPrediction {
             log_likelihood: log_likelihood_in_original_units(ll, target_std),
             rmse: rmse(&pred, &y, target_std),
             coverage_90: pit_coverage(&pit, INTERVAL_LEVEL),
+            conformal_coverage_90: conformal_pit_coverage(&pit, INTERVAL_LEVEL),
         }
     }
 }
@@ -245,6 +253,7 @@ impl MixtureAccumulator {
             log_likelihood: log_likelihood_in_original_units(ll, target_std),
             rmse: rmse(&mean, &self.targets, target_std),
             coverage_90: pit_coverage(&pit, INTERVAL_LEVEL),
+            conformal_coverage_90: conformal_pit_coverage(&pit, INTERVAL_LEVEL),
         }
     }
 }
