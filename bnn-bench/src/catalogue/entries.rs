@@ -208,7 +208,18 @@ pub const ENTRIES: &[Entry] = &[
         name: "Laplace (KFAC)",
         runs_in: &[Uci, Mnist],
         regression: true,
-        make: |_| Method::posthoc("Laplace (KFAC)", PostHoc::KfacLaplace),
+        make: |_| Method::posthoc("Laplace (KFAC)", PostHoc::KfacLaplace { per_layer: false }),
+    },
+    Entry {
+        name: "Laplace (KFAC, λ per layer)",
+        runs_in: &[Uci],
+        regression: true,
+        make: |_| {
+            Method::posthoc(
+                "Laplace (KFAC, λ per layer)",
+                PostHoc::KfacLaplace { per_layer: true },
+            )
+        },
     },
 ];
 

@@ -93,9 +93,21 @@ pub enum PostHoc {
     },
     /// Last-layer Laplace, `λ` by the marginal likelihood, the GLM predictive.
     LastLayerLaplace,
-    /// KFAC Laplace over every layer (exact GGN factors), `λ` by the marginal likelihood, the
-    /// GLM predictive.
-    KfacLaplace,
+    /// KFAC Laplace over every layer (exact GGN factors), `λ` by the marginal likelihood (one
+    /// per layer when `per_layer`), the GLM predictive.
+    KfacLaplace {
+        /// One `λ_l` per layer ([`bnn_burn::posthoc::PriorPrecision::MarginalLikelihoodPerLayer`]).
+        per_layer: bool,
+    },
+}
+
+/// The prior precision of [`PostHoc::KfacLaplace`]: by marginal likelihood, shared or per layer.
+pub fn kfac_prior(per_layer: bool) -> bnn_burn::posthoc::PriorPrecision {
+    use bnn_burn::posthoc::PriorPrecision;
+    match per_layer {
+        true => PriorPrecision::MarginalLikelihoodPerLayer,
+        false => PriorPrecision::MarginalLikelihood,
+    }
 }
 
 /// The training objective of a method.

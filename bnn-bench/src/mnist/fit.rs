@@ -265,10 +265,11 @@ where
             seconds += s + start.elapsed().as_secs_f64();
             Box::new(fit)
         }
-        PostHoc::KfacLaplace => {
+        PostHoc::KfacLaplace { per_layer } => {
             let (net, s) = member(0)?;
             let start = std::time::Instant::now();
-            let config = NetworkLaplaceConfig::new();
+            let config = NetworkLaplaceConfig::new()
+                .with_prior_precision(crate::catalogue::kfac_prior(per_layer));
             let fit = NetworkLaplace::fit(net.valid(), plain_x, plain_labels, &config)?;
             seconds += s + start.elapsed().as_secs_f64();
             Box::new(fit)
@@ -534,7 +535,7 @@ pub fn run_one(
     };
     let linearised = matches!(
         method.posthoc,
-        Some(PostHoc::LastLayerLaplace | PostHoc::KfacLaplace)
+        Some(PostHoc::LastLayerLaplace | PostHoc::KfacLaplace { .. })
     );
     let mode = if method.predicts_by_moments() || linearised {
         PredictMode::Moments

@@ -204,8 +204,8 @@ pub struct UciOptions {
     /// Methods: any of the catalogue's, by name, and Depeweg's models; repeatable [default:
     /// MAP, "MC dropout", MFVI, MFVI-LRT, "MFVI-LRT (EB prior)", "MFVI-LRT (late EB prior)",
     /// Radial, Low-rank, VBP, DVI, CLT, BEDL, BEDL-PAC, BEDL-Hyper, "Deep ensemble", SWAG,
-    /// MultiSWAG, "Laplace (last layer)", "Laplace (KFAC)", BNN, "BNN+LV VB", "BNN+LV
-    /// alpha=0.5", "BNN+LV alpha=1"].
+    /// MultiSWAG, "Laplace (last layer)", "Laplace (KFAC)", "Laplace (KFAC, λ per layer)", BNN,
+    /// "BNN+LV VB", "BNN+LV alpha=0.5", "BNN+LV alpha=1"].
     #[arg(long = "method")]
     pub methods: Vec<String>,
     /// Splits per data set [default: the protocol's 20 (5 for protein); 3 with --quick].

@@ -120,7 +120,7 @@ impl UciMethod for PostHocFit {
                 let scores = evaluate_predictive(&ensemble, false, passes, widest, split)?;
                 (scores, format!("K = {rank}, SGD rate {}", rates.join(" ")))
             }
-            PostHoc::LastLayerLaplace | PostHoc::KfacLaplace => {
+            PostHoc::LastLayerLaplace | PostHoc::KfacLaplace { .. } => {
                 let (map, best) = self.member(split, 0)?;
                 let device = map.devices()[0].clone();
                 let d = split.train.n_features;
@@ -130,17 +130,33 @@ impl UciMethod for PostHocFit {
                     PostHoc::LastLayerLaplace => {
                         let fit = LastLayerLaplace::fit(map, x, y, &LaplaceConfig::new())?;
                         let scores = evaluate_predictive(&fit, true, 1, widest, split)?;
-                        (scores, fit.prior_precision(), "last layer")
+                        (
+                            scores,
+                            format!("λ = {:.3}", fit.prior_precision()),
+                            "last layer",
+                        )
                     }
-                    _ => {
-                        let fit = NetworkLaplace::fit(map, x, y, &NetworkLaplaceConfig::new())?;
+                    PostHoc::KfacLaplace { per_layer } => {
+                        let config = NetworkLaplaceConfig::new()
+                            .with_prior_precision(crate::catalogue::kfac_prior(per_layer));
+                        let fit = NetworkLaplace::fit(map, x, y, &config)?;
                         let scores = evaluate_predictive(&fit, true, 1, widest, split)?;
-                        (scores, fit.prior_precision(), "KFAC, exact GGN factors")
+                        let lambdas: Vec<String> = fit
+                            .prior_precisions()
+                            .iter()
+                            .map(|l| format!("{l:.3}"))
+                            .collect();
+                        let lambda = match per_layer {
+                            true => format!("λ per layer {}", lambdas.join(" ")),
+                            false => format!("λ = {:.3}", fit.prior_precision()),
+                        };
+                        (scores, lambda, "KFAC, exact GGN factors")
                     }
+                    _ => unreachable!("a Laplace method"),
                 };
                 let detail = format!(
-                    "{what}, λ = {lambda:.3} by marginal likelihood, GLM predictive, best \
-                     validation epoch {best}"
+                    "{what}, {lambda} by marginal likelihood, GLM predictive, best validation \
+                     epoch {best}"
                 );
                 (scores, detail)
             }

@@ -499,6 +499,7 @@ fn the_registry_is_the_catalogues_uci_entries_and_any_regression_entry_runs_by_n
             "MultiSWAG",
             "Laplace (last layer)",
             "Laplace (KFAC)",
+            "Laplace (KFAC, λ per layer)",
             "BNN",
             "BNN+LV VB",
             "BNN+LV α=0.5",
