@@ -81,6 +81,14 @@ const GENERATORS: &[Generator] = &[
         make: report::uci_eb_coverage,
     },
     Generator {
+        name: "uci-kfac-layer-ll",
+        make: report::uci_kfac_layer_ll,
+    },
+    Generator {
+        name: "uci-kfac-layer-coverage",
+        make: report::uci_kfac_layer_coverage,
+    },
+    Generator {
         name: "uci-eb-full-ll",
         make: report::uci_eb_full_ll,
     },

@@ -96,6 +96,27 @@ pub(super) fn uci_eb_coverage(assets: &Path) -> Result<String, Box<dyn Error>> {
     )?)
 }
 
+/// Test LL of KFAC Laplace with one λ per layer (`assets/uci-kfac-layer`).
+pub(super) fn uci_kfac_layer_ll(assets: &Path) -> Result<String, Box<dyn Error>> {
+    Ok(table_after(
+        &uci_report(assets, "uci-kfac-layer")?,
+        "## Test log-likelihood (higher is better)",
+        None,
+    )?)
+}
+
+/// Raw and split-conformal 90 % coverage of the same rows (`assets/uci-kfac-layer`).
+pub(super) fn uci_kfac_layer_coverage(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let report = uci_report(assets, "uci-kfac-layer")?;
+    let raw = table_after(
+        &report,
+        "## Coverage of the central 90 % predictive interval (nominal 0.90)",
+        None,
+    )?;
+    let conformal = table_after(&report, "## Split-conformal coverage (nominal 0.90)", None)?;
+    Ok(format!("Raw:\n\n{raw}\nSplit-conformal:\n\n{conformal}"))
+}
+
 /// Test LL of every method and published column, the full protocol.
 pub(super) fn uci_ll(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(table_after(
