@@ -12,7 +12,7 @@ use bnn_burn::batch::Batch;
 use bnn_burn::host::to_vec;
 use bnn_burn::layers::{AnyLayerParams, LayerInfo, LayerKind, LayerVisitor};
 use bnn_burn::likelihood::Categorical;
-use bnn_burn::metrics::{accuracy_of, auroc, ece_of, nll};
+use bnn_burn::metrics::{accuracy_of, auroc, ece_of, entropies, nll, predicted_labels};
 use bnn_burn::nets::{Bnn, ConvBody};
 use bnn_burn::posterior::WeightPosterior;
 use bnn_burn::posthoc::{LaplaceConfig, LastLayerLaplace, NetworkLaplace, NetworkLaplaceConfig};
@@ -249,22 +249,7 @@ fn probabilities(
 
 /// Error, NLL, ECE and OOD AUROC from the test and OOD probabilities.
 fn score(test: &[f64], ood: &[f64], labels: &[usize], classes: usize) -> [f64; 4] {
-    let argmax = |p: &[f64]| -> Vec<usize> {
-        p.chunks(classes)
-            .map(|r| (0..classes).fold(0, |b, j| if r[j] > r[b] { j } else { b }))
-            .collect()
-    };
-    let entropy = |p: &[f64]| -> Vec<f64> {
-        p.chunks(classes)
-            .map(|r| {
-                -r.iter()
-                    .filter(|&&q| q > 0.0)
-                    .map(|q| q * q.ln())
-                    .sum::<f64>()
-            })
-            .collect()
-    };
-    let predicted = argmax(test);
+    let predicted = predicted_labels(test, classes);
     let log_lik: Vec<f64> = labels
         .iter()
         .enumerate()
@@ -274,7 +259,7 @@ fn score(test: &[f64], ood: &[f64], labels: &[usize], classes: usize) -> [f64; 4
         100.0 * (1.0 - accuracy_of(&predicted, labels)),
         nll(&log_lik),
         ece_of(test, &predicted, classes, labels, ECE_BINS),
-        auroc(&entropy(test), &entropy(ood)),
+        auroc(&entropies(test, classes), &entropies(ood, classes)),
     ]
 }
 
@@ -511,4 +496,66 @@ fn write_report(
     let record = crate::experiment::record("perf-laplace", o, wall, &rows, serde_json::json!({}));
     folder.write_record("perf-laplace.json", &record)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> LaplacePeerOptions {
+        LaplacePeerOptions {
+            out: PathBuf::from("unused"),
+            epochs: 1,
+            exp: crate::runner::ExperimentArgs {
+                seed: 0,
+                quick: true,
+            },
+            data_dir: None,
+            peer_python: Some(PathBuf::from("/nonexistent/python")),
+            peer_script: None,
+            test_images: None,
+            threads: 2,
+        }
+    }
+
+    /// Bad options and a missing peer are refused before any work, naming the flag.
+    #[test]
+    fn validate_names_the_flag() {
+        let err = |o: LaplacePeerOptions| validate(&o).unwrap_err().to_string();
+        assert!(err(options()).contains("--peer-python"));
+        assert!(
+            err(LaplacePeerOptions {
+                epochs: 0,
+                ..options()
+            })
+            .contains("--epochs")
+        );
+        assert!(
+            err(LaplacePeerOptions {
+                test_images: Some(0),
+                ..options()
+            })
+            .contains("--test-images")
+        );
+        let this = std::env::current_exe().unwrap();
+        let msg = err(LaplacePeerOptions {
+            peer_python: Some(this),
+            peer_script: Some(PathBuf::from("/nonexistent/peer.py")),
+            ..options()
+        });
+        assert!(msg.contains("--peer-script"), "{msg}");
+    }
+
+    /// The scores of a hand-computed case: two test rows (one wrong), two OOD rows.
+    #[test]
+    fn score_by_hand() {
+        let test = [0.9, 0.1, 0.4, 0.6];
+        let ood = [0.5, 0.5, 0.5, 0.5];
+        let [error, nll, ece, auroc] = score(&test, &ood, &[0, 0], 2);
+        assert!((error - 50.0).abs() < 1e-12);
+        assert!((nll - -(0.9f64.ln() + 0.4f64.ln()) / 2.0).abs() < 1e-12);
+        assert!(ece > 0.0 && ece < 1.0);
+        // Every OOD row is at the largest entropy.
+        assert!((auroc - 1.0).abs() < 1e-12);
+    }
 }
