@@ -23,7 +23,6 @@ use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 /// Images per prediction call.
@@ -277,22 +276,12 @@ fn run_peer(
     variant: &str,
     threads: usize,
 ) -> Result<PeerLine, Box<dyn Error>> {
-    let output = Command::new(python)
-        .arg(script)
-        .arg(dir)
-        .arg(variant)
-        .arg(threads.to_string())
-        .output()
-        .map_err(|e| format!("could not start {}: {e}", python.display()))?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "{} {variant} failed: {}",
-            script.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )
-        .into());
-    }
+    let args = [
+        dir.display().to_string(),
+        variant.to_string(),
+        threads.to_string(),
+    ];
+    let text = super::run_peer_program(python, script, &args)?;
     let line = text
         .lines()
         .rev()

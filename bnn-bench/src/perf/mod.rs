@@ -536,23 +536,35 @@ struct Peer {
     args: Vec<String>,
 }
 
-/// Runs one peer program once and parses its `ms/step`.
-fn peer_round(python: &Path, peer: &Peer, threads: usize) -> Result<f64, String> {
-    let script = &peer.script;
+/// Runs `python script args…` and returns its standard output, or an error naming the program
+/// with its standard error.
+pub(crate) fn run_peer_program(
+    python: &Path,
+    script: &Path,
+    args: &[String],
+) -> Result<String, String> {
     let output = Command::new(python)
         .arg(script)
-        .args(&peer.args)
-        .arg(threads.to_string())
+        .args(args)
         .output()
         .map_err(|e| format!("could not start {}: {e}", python.display()))?;
-    let text = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
         return Err(format!(
-            "{} failed: {}",
+            "{} {} failed: {}",
             script.display(),
+            args.join(" "),
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Runs one peer program once and parses its `ms/step`.
+fn peer_round(python: &Path, peer: &Peer, threads: usize) -> Result<f64, String> {
+    let script = &peer.script;
+    let mut args = peer.args.clone();
+    args.push(threads.to_string());
+    let text = run_peer_program(python, script, &args)?;
     text.split(',')
         .find_map(|part| part.trim().strip_suffix("ms/step"))
         .and_then(|v| v.trim().parse::<f64>().ok())
