@@ -246,20 +246,29 @@ fn probabilities(
     Ok(probs)
 }
 
-/// Error, NLL, ECE and OOD AUROC from the test and OOD probabilities.
-fn score(test: &[f64], ood: &[f64], labels: &[usize], classes: usize) -> [f64; 4] {
+/// One side's scores from its test and OOD probabilities (error, NLL, ECE, OOD AUROC), with
+/// its `(λ, fit seconds, predict seconds)`.
+fn score(
+    (test, ood): (&[f64], &[f64]),
+    labels: &[usize],
+    classes: usize,
+    (prior_precision, fit_seconds, predict_seconds): (f64, f64, f64),
+) -> SideScores {
     let predicted = predicted_labels(test, classes);
     let log_lik: Vec<f64> = labels
         .iter()
         .enumerate()
         .map(|(i, &y)| test[i * classes + y].max(f64::MIN_POSITIVE).ln())
         .collect();
-    [
-        100.0 * (1.0 - accuracy_of(&predicted, labels)),
-        nll(&log_lik),
-        ece_of(test, &predicted, classes, labels, ECE_BINS),
-        auroc(&entropies(test, classes), &entropies(ood, classes)),
-    ]
+    SideScores {
+        error_pct: 100.0 * (1.0 - accuracy_of(&predicted, labels)),
+        nll: nll(&log_lik),
+        ece: ece_of(test, &predicted, classes, labels, ECE_BINS),
+        auroc_entropy: auroc(&entropies(test, classes), &entropies(ood, classes)),
+        prior_precision,
+        fit_seconds,
+        predict_seconds,
+    }
 }
 
 /// The peer's output line: `{"fit_seconds", "predict_seconds", "prior_precision"}`.
@@ -375,30 +384,22 @@ pub fn run(o: &LaplacePeerOptions) -> Result<Vec<LaplacePeerRow>, Box<dyn Error>
         let ood = probabilities(model.as_ref(), &data.ood, &ood_norm)?;
         let predict_seconds = t1.elapsed().as_secs_f64();
         drop(model);
-        let [error_pct, nll, ece, auroc_entropy] = score(&test, &ood, &labels, classes);
-        let ours = SideScores {
-            error_pct,
-            nll,
-            ece,
-            auroc_entropy,
-            prior_precision: lambda,
-            fit_seconds,
-            predict_seconds,
-        };
+        let ours = score(
+            (&test, &ood),
+            &labels,
+            classes,
+            (lambda, fit_seconds, predict_seconds),
+        );
         eprintln!("[perf-laplace] {variant}: laplace-torch");
         let line = run_peer((&python, &script), &scratch, variant, o.threads)?;
         let peer_test = read_f32(&scratch.join("probs-test.f32"), test.len())?;
         let peer_ood = read_f32(&scratch.join("probs-ood.f32"), ood.len())?;
-        let [error_pct, nll, ece, auroc_entropy] = score(&peer_test, &peer_ood, &labels, classes);
-        let peer = SideScores {
-            error_pct,
-            nll,
-            ece,
-            auroc_entropy,
-            prior_precision: line.prior_precision,
-            fit_seconds: line.fit_seconds,
-            predict_seconds: line.predict_seconds,
-        };
+        let peer = score(
+            (&peer_test, &peer_ood),
+            &labels,
+            classes,
+            (line.prior_precision, line.fit_seconds, line.predict_seconds),
+        );
         let max_prob_diff = test
             .iter()
             .chain(&ood)
@@ -540,7 +541,8 @@ mod tests {
     fn score_by_hand() {
         let test = [0.9, 0.1, 0.4, 0.6];
         let ood = [0.5, 0.5, 0.5, 0.5];
-        let [error, nll, ece, auroc] = score(&test, &ood, &[0, 0], 2);
+        let s = score((&test, &ood), &[0, 0], 2, (1.0, 0.0, 0.0));
+        let (error, nll, ece, auroc) = (s.error_pct, s.nll, s.ece, s.auroc_entropy);
         assert!((error - 50.0).abs() < 1e-12);
         assert!((nll - -(0.9f64.ln() + 0.4f64.ln()) / 2.0).abs() < 1e-12);
         assert!(ece > 0.0 && ece < 1.0);
