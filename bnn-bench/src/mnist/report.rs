@@ -272,27 +272,30 @@ fn pac_table(results: &[MnistResult], data: &MnistData) -> String {
 /// Temperature scaling and conformal sets beside the raw predictive, on the scored half of the
 /// test images.
 fn calibration_table(results: &[MnistResult], data: &MnistData) -> String {
-    let rows: Vec<_> = results
-        .iter()
-        .filter_map(|r| r.calibration.map(|c| (r, c)))
-        .collect();
-    let Some((_, first)) = rows.first() else {
+    let Some(first) = results.iter().find_map(|r| r.calibration) else {
         return String::new();
     };
     let (name, _) = data.names();
-    let mut md = format!(
+    format!(
         "\n## Post-hoc calibration\n\nFitted on the {} even-numbered {name} test images, \
          scored on the {} odd-numbered ones: NLL and ECE of the raw predictive and of the \
          tempered one (temperature scaling; `–` for a Dirichlet head), and split-conformal \
-         class sets (APS, randomised) at α = {}: coverage (nominal {}) and mean set size.\n\n\
-         | architecture | method | NLL raw | NLL tempered | ECE raw | ECE tempered | T | \
-         set coverage | set size |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+         class sets (APS, randomised) at α = {}: coverage (nominal {}) and mean set size.\n\n{}",
         first.calibration_images,
         first.scored_images,
         first.conformal_alpha,
-        1.0 - first.conformal_alpha
+        1.0 - first.conformal_alpha,
+        calibration_rows(results)
+    )
+}
+
+/// The table of [`calibration_table`]: a row per result that has calibration scores.
+pub(crate) fn calibration_rows(results: &[MnistResult]) -> String {
+    let mut md = String::from(
+        "| architecture | method | NLL raw | NLL tempered | ECE raw | ECE tempered | T | \
+         set coverage | set size |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for (r, c) in rows {
+    for (r, c) in results.iter().filter_map(|r| r.calibration.map(|c| (r, c))) {
         let (nll_t, ece_t, t) = match c.tempered {
             Some(t) => (
                 format!("{:.4}", t.nll),

@@ -85,6 +85,20 @@ pub(super) fn moments_quick(assets: &Path) -> Result<String, Box<dyn Error>> {
     record_table(assets, "mnist-moments-quick")
 }
 
+/// The post-hoc methods on the strided LeNet5 (`assets/mnist-posthoc`): every row's scores,
+/// then temperature scaling and conformal sets beside the raw predictive.
+pub(super) fn posthoc(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("mnist-posthoc/mnist.json");
+    let results: Vec<crate::mnist::MnistResult> =
+        serde_json::from_value(Value::Array(rows(assets, "mnist-posthoc")?))
+            .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?;
+    Ok(format!(
+        "{}\n{}",
+        record_table(assets, "mnist-posthoc")?,
+        crate::mnist::calibration_rows(&results)
+    ))
+}
+
 /// The LeNet5 rows of `assets/mnist` on the other OOD sets (uniform noise, inverted digits) and
 /// their error on rotated digits.
 pub(super) fn ood_sets(assets: &Path) -> Result<String, Box<dyn Error>> {

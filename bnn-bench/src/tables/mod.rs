@@ -137,6 +137,10 @@ const GENERATORS: &[Generator] = &[
         make: report::depeweg_table,
     },
     Generator {
+        name: "depeweg-mlp-ens",
+        make: report::depeweg_mlp_ens,
+    },
+    Generator {
         name: "depeweg-wide",
         make: report::depeweg_wide,
     },
@@ -147,6 +151,10 @@ const GENERATORS: &[Generator] = &[
     Generator {
         name: "mnist-moments-quick",
         make: mnist::moments_quick,
+    },
+    Generator {
+        name: "mnist-posthoc",
+        make: mnist::posthoc,
     },
     Generator {
         name: "mnist-ood",
@@ -280,40 +288,42 @@ fn uci_glance(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(md)
 }
 
-/// The MNIST record's rows (`assets/mnist/mnist.json`): error, NLL, ECE and the Fashion-MNIST
-/// OOD AUROC of the predictive entropy, one run each.
+/// The rows of the MNIST records `assets/mnist` and `assets/mnist-posthoc`: error, NLL, ECE and
+/// the Fashion-MNIST OOD AUROC of the predictive entropy, one run each.
 fn mnist_glance(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let path = assets.join("mnist/mnist.json");
-    let record = read_json(&path)?;
-    let results = record["results"]
-        .as_array()
-        .ok_or_else(|| format!("{}: no results", path.display()))?;
     let mut md = String::from(
         "| net | method | epochs | error % | NLL | ECE | AUROC, Fashion-MNIST by entropy |\n\
          |---|---|---:|---:|---:|---:|---:|\n",
     );
-    for r in results {
-        let num = |k: &str| number(r, k, &path);
-        let fashion = r["ood_sets"]
+    for folder in ["mnist", "mnist-posthoc"] {
+        let path = assets.join(folder).join("mnist.json");
+        let record = read_json(&path)?;
+        let results = record["results"]
             .as_array()
-            .and_then(|s| s.iter().find(|o| o["set"] == "Fashion-MNIST"))
-            .and_then(|o| o["auroc_entropy"].as_f64());
-        let net = match r["arch"].as_str() {
-            Some("Mlp") => "MLP 784-400-400-10",
-            Some("LeNet5") => "LeNet5 (strided)",
-            Some(other) => other,
-            None => "–",
-        };
-        let _ = writeln!(
-            md,
-            "| {net} | {} | {} | {:.2} | {:.3} | {:.3} | {} |",
-            r["method"].as_str().unwrap_or("–"),
-            r["epochs"],
-            num("error_pct")?,
-            num("nll")?,
-            num("ece")?,
-            fashion.map_or("–".into(), |a| format!("{a:.3}"))
-        );
+            .ok_or_else(|| format!("{}: no results", path.display()))?;
+        for r in results {
+            let num = |k: &str| number(r, k, &path);
+            let fashion = r["ood_sets"]
+                .as_array()
+                .and_then(|s| s.iter().find(|o| o["set"] == "Fashion-MNIST"))
+                .and_then(|o| o["auroc_entropy"].as_f64());
+            let net = match r["arch"].as_str() {
+                Some("Mlp") => "MLP 784-400-400-10",
+                Some("LeNet5") => "LeNet5 (strided)",
+                Some(other) => other,
+                None => "–",
+            };
+            let _ = writeln!(
+                md,
+                "| {net} | {} | {} | {:.2} | {:.3} | {:.3} | {} |",
+                r["method"].as_str().unwrap_or("–"),
+                r["epochs"],
+                num("error_pct")?,
+                num("nll")?,
+                num("ece")?,
+                fashion.map_or("–".into(), |a| format!("{a:.3}"))
+            );
+        }
     }
     Ok(md)
 }

@@ -270,8 +270,11 @@ pub(super) fn lv_mnist_patterns(assets: &Path) -> Result<String, Box<dyn Error>>
 }
 
 /// The rows of the Depeweg record (`assets/depeweg/depeweg.json`) and its split count.
-fn depeweg(assets: &Path) -> Result<(Vec<crate::depeweg::TableRow>, usize), Box<dyn Error>> {
-    let path = assets.join("depeweg/depeweg.json");
+fn depeweg(
+    assets: &Path,
+    folder: &str,
+) -> Result<(Vec<crate::depeweg::TableRow>, usize), Box<dyn Error>> {
+    let path = assets.join(folder).join("depeweg.json");
     let record = super::read_json(&path)?;
     let rows = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: unreadable results ({e})", path.display()))?;
@@ -283,13 +286,19 @@ fn depeweg(assets: &Path) -> Result<(Vec<crate::depeweg::TableRow>, usize), Box<
 
 /// Depeweg's Tables 5.1/5.2: every finished (set, model) beside the published cells.
 pub(super) fn depeweg_table(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let (rows, splits) = depeweg(assets)?;
+    let (rows, splits) = depeweg(assets, "depeweg")?;
+    Ok(crate::depeweg::main_table(&rows, splits))
+}
+
+/// Table 5.2's MLP ensemble column (`assets/depeweg-mlp-ens`) beside the published cells.
+pub(super) fn depeweg_mlp_ens(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let (rows, splits) = depeweg(assets, "depeweg-mlp-ens")?;
     Ok(crate::depeweg::main_table(&rows, splits))
 }
 
 /// The same nets' test LL under the wider mixture.
 pub(super) fn depeweg_wide(assets: &Path) -> Result<String, Box<dyn Error>> {
-    Ok(crate::depeweg::wide_table(&depeweg(assets)?.0))
+    Ok(crate::depeweg::wide_table(&depeweg(assets, "depeweg")?.0))
 }
 
 #[cfg(test)]
