@@ -269,7 +269,7 @@ pub(super) fn lv_mnist_patterns(assets: &Path) -> Result<String, Box<dyn Error>>
     Ok(crate::lv_mnist::patterns_table(&findings))
 }
 
-/// The rows of the Depeweg record (`assets/depeweg/depeweg.json`) and its split count.
+/// The rows of the Depeweg record in `assets/<folder>/depeweg.json` and its split count.
 fn depeweg(
     assets: &Path,
     folder: &str,
