@@ -41,6 +41,11 @@ pub struct StepRequest {
     /// Whether the layers' `KL(q ‖ p)` is needed ([`crate::objective::Objective::needs_weight_kl`]); without it
     /// the step may report a KL of 0 and not compute it.
     pub weight_kl: bool,
+    /// The base key of the fused kernels' counter-based noise for this step; `None` draws it
+    /// from the device's generator. A caller that steps one model on several devices at once
+    /// (burn-train's multi-device strategies) gives each step its own key, so that no two
+    /// devices draw the same noise however their generators were seeded.
+    pub noise_key: Option<u64>,
 }
 
 impl StepRequest {
@@ -54,6 +59,7 @@ impl StepRequest {
             kernels: Kernels::Fused,
             kl_fold: None,
             weight_kl: true,
+            noise_key: None,
         }
     }
 }
@@ -238,6 +244,11 @@ pub trait Model: Module + 'static {
         _learning_rate: f64,
     ) -> Self {
         self
+    }
+
+    /// Whether [`Model::local_update`] does anything (it then needs each step's rows).
+    fn has_local_update(&self) -> bool {
+        false
     }
 
     /// The state of [`Model::local_update`]'s own optimiser, saved with a training state

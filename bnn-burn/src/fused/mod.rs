@@ -62,6 +62,14 @@ pub(crate) struct KeySource {
 }
 
 impl KeySource {
+    /// Keys derived from `base` instead of the device's generator.
+    pub fn keyed(base: u64) -> Self {
+        Self {
+            base: Some(rng::mix(base)),
+            next: 0,
+        }
+    }
+
     /// The next key.
     pub fn next(&mut self, device: &Device) -> u64 {
         let base = *self.base.get_or_insert_with(|| {

@@ -180,6 +180,15 @@ impl<'a> Pass<'a> {
         self
     }
 
+    /// The same pass with the fused kernels' noise keyed by `key`
+    /// ([`crate::step::StepRequest::noise_key`]); `None` leaves it to the device's generator.
+    pub fn with_noise_key(mut self, key: Option<u64>) -> Self {
+        if let Some(key) = key {
+            self.keys = KeySource::keyed(key);
+        }
+        self
+    }
+
     /// The same pass with the layers' KL collected only when `collect` (a training pass for an
     /// objective that has no use for it, [`crate::objective::Objective::needs_weight_kl`],
     /// skips it: the terms then carry a KL of 0). A pass that does not collect it is unchanged.

@@ -191,6 +191,7 @@ where
         let z = batch3(mean.clone()) + batch3(var.clone().sqrt()) * eps.clone();
         let mut pass = Pass::train(s, request.log_ratio)
             .with_kernels(request.kernels)
+            .with_noise_key(request.noise_key)
             .collecting_kl(request.weight_kl);
         if let Some(weight) = request.kl_fold {
             pass = pass.fold_kl(weight);
@@ -208,6 +209,10 @@ where
             log_ratio: log_ratio?,
             local_log_ratio,
         })
+    }
+
+    fn has_local_update(&self) -> bool {
+        true
     }
 
     /// The latent table's rows of the batch, by its sparse Adam

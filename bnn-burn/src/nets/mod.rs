@@ -416,6 +416,7 @@ impl<B: Body, L: Likelihood> Model for Bnn<B, L> {
         }
         let mut pass = Pass::train(request.samples, request.log_ratio)
             .with_kernels(request.kernels)
+            .with_noise_key(request.noise_key)
             .collecting_kl(request.weight_kl);
         if let Some(weight) = request.kl_fold {
             pass = pass.fold_kl(weight);

@@ -8,6 +8,8 @@ mod checkpoint;
 mod data;
 mod error;
 mod fit;
+#[cfg(feature = "learner")]
+mod learner;
 mod optim;
 mod resume;
 
@@ -16,6 +18,11 @@ pub use checkpoint::{CheckpointError, CheckpointProblem, load_checkpoint, save_c
 pub use data::{Batch, DIGEST_CHUNK, DatasetSource, LocalState, Minibatch, Model, TrainData};
 pub use error::TrainError;
 pub use fit::Trainer;
+#[cfg(feature = "learner")]
+pub use learner::{
+    CalibrationInput, ClassItem, EceMetric, Learnable, LearnableConfig, PredictiveLogProb,
+    RegressionItem, StepItem, TermMetric, TermsInput, ValidItem, Validation,
+};
 pub use optim::{DecayGroup, LrGroup, OptimizerConfig};
 
 use crate::error::{Check, ConfigError};
