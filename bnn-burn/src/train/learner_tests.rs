@@ -302,3 +302,48 @@ fn an_annealed_objective_needs_the_epoch_length() {
     learnable.setup.counters[0].store(9, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(learnable.epoch(), 2);
 }
+
+/// BNN+LV on the Learner: its latent table moves by its own sparse Adam (each row's step count
+/// is the number of minibatches that held it) and only by it (after two steps no mean has
+/// moved more than two of its steps, `scale·lr·N/B` each, which a dense Adam step of `lr` on
+/// top would exceed).
+#[test]
+fn bnn_lv_steps_its_latents_with_its_own_optimiser_on_the_learner() {
+    use crate::layers::{Estimator, WeightConfig};
+    use crate::nets::{BnnLvConfig, LatentRegressor};
+    use crate::posterior::PosteriorConfig;
+    let device = crate::testing::test_device().autodiff();
+    let guard = seeded(&device, 51);
+    let (x, y) = sine(&device, 32);
+    let x = Tensor::cat(vec![x.clone(), x * 0.5], 1);
+    let weights = WeightConfig::of(PosteriorConfig::mean_field())
+        .with_estimator(Estimator::Reparameterization);
+    let config = BnnLvConfig::new(MlpConfig::new(2, vec![8], 1).with_weights(weights));
+    let step = config.latent.learning_rate_scale * 1e-2 * 32.0 / 8.0;
+    let model: LatentRegressor = config.init_regressor(32, &device).unwrap();
+    let table = |m: &LatentRegressor| m.latents.table().expect("a latent table").clone();
+    let before = to_vec(table(&model).mean.val());
+    let learnable = LearnableConfig::new().init(model).unwrap();
+    let trained = learn(
+        learnable,
+        ((x.clone(), y.clone()), (x, y)),
+        2,
+        ExecutionStrategy::single(device.clone()),
+        (8, 0),
+        "bnn-lv",
+        |training| training.metric_train_numeric(LossMetric::new()),
+    );
+    drop(guard);
+    let after = table(&trained);
+    assert_eq!(after.adam_state().counts, vec![2; 32]);
+    let moved = to_vec(after.mean.val())
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        moved > step && moved <= 2.0 * step * 1.001,
+        "largest move of a latent mean: {moved}; two steps: {}",
+        2.0 * step
+    );
+}
