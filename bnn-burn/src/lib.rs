@@ -89,6 +89,9 @@ pub mod book {
     pub struct ConceptsObjectives;
     #[doc = include_str!("../../book/src/concepts/training.md")]
     pub struct ConceptsTraining;
+    #[cfg(feature = "learner")]
+    #[doc = include_str!("../../book/src/concepts/learner.md")]
+    pub struct ConceptsLearner;
     #[doc = include_str!("../../book/src/concepts/callbacks.md")]
     pub struct ConceptsCallbacks;
     #[doc = include_str!("../../book/src/concepts/prediction.md")]
