@@ -44,7 +44,7 @@ impl BackendKind {
     }
 
     /// The backend's default device.
-    fn device(self) -> Device {
+    pub fn device(self) -> Device {
         match self {
             #[cfg(feature = "wgpu")]
             BackendKind::Wgpu => Device::wgpu(burn::tensor::DeviceKind::DefaultDevice),

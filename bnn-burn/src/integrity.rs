@@ -129,9 +129,21 @@ pub enum IntegrityError {
     /// The file carries no checksum where one belongs.
     #[error("it carries no checksum: it was cut short, or was not written by this library{0}")]
     Unsealed(&'static str),
+    /// The file was sealed by a newer version of the format than this library reads.
+    #[error(
+        "it was written in format version {found}, newer than the version {known} this \
+         library reads: load it with the newer version of the library that wrote it"
+    )]
+    Newer {
+        /// The file's format version.
+        found: u16,
+        /// The newest version this library reads.
+        known: u16,
+    },
 }
 
-/// What ends a sealed binary file: 8 bytes of magic, the content's digest, its length.
+/// What ends a sealed binary file: 8 bytes of magic (6 of name, a big-endian format version),
+/// the content's digest, its length.
 const MAGIC: &[u8; 8] = b"bnnsum\x00\x01";
 const TRAILER: usize = 24;
 
@@ -156,6 +168,13 @@ pub fn open_bytes(sealed: &[u8]) -> Result<&[u8], IntegrityError> {
         return Err(unsealed);
     };
     let (content, trailer) = sealed.split_at(at);
+    if trailer[..6] == MAGIC[..6] {
+        let version = |b: &[u8]| u16::from_be_bytes([b[6], b[7]]);
+        let (found, known) = (version(trailer), version(MAGIC));
+        if found > known {
+            return Err(IntegrityError::Newer { found, known });
+        }
+    }
     if &trailer[..8] != MAGIC {
         return Err(unsealed);
     }

@@ -85,3 +85,7 @@ pub fn load_checkpoint<M: Module>(model: M, path: impl AsRef<Path>) -> Result<M,
         e => error(path, e),
     })
 }
+
+#[cfg(test)]
+#[path = "checkpoint_tests.rs"]
+mod tests;
