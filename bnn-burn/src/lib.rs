@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod convert;
 pub mod device;
 pub mod dist;
 pub mod error;

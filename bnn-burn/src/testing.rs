@@ -180,6 +180,51 @@ impl HostNormals {
     }
 }
 
+/// `y = sin(2x) + ε`, `ε ~ N(0, 0.1²)`, `x ~ U(−2, 2)`: `n` rows of a one-input regression.
+pub fn sine(device: &Device, n: usize) -> (burn::tensor::Tensor<2>, burn::tensor::Tensor<2>) {
+    use burn::tensor::{Distribution, Tensor};
+    let x = Tensor::<2>::random([n, 1], Distribution::Uniform(-2.0, 2.0), device);
+    let noise = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 0.1), device);
+    let y = (x.clone() * 2.0).sin() + noise;
+    (x, y)
+}
+
+/// The ELBO per example (`mean NLL + KL/N`) of `model` on all of `(x, y)`, averaged over
+/// `draws` draws: what the training loops minimise, for comparing two ways of training.
+pub fn full_batch_elbo<M>(
+    model: &M,
+    (x, y): (burn::tensor::Tensor<2>, burn::tensor::Tensor<2>),
+    draws: usize,
+) -> f64
+where
+    M: crate::step::Model<Input = burn::tensor::Tensor<2>, Target = burn::tensor::Tensor<2>>,
+{
+    use crate::objective::{ElboConfig, Objective, StepContext, StepRequest};
+    let n = x.dims()[0];
+    let device = x.device();
+    let batch = crate::batch::Minibatch {
+        input: x,
+        target: y,
+        rows: crate::host::labels(&(0..n).collect::<Vec<_>>(), &device),
+        n_train: n,
+    };
+    let terms = model.step(batch, StepRequest::new(draws)).unwrap();
+    let loss = ElboConfig::new()
+        .init()
+        .unwrap()
+        .loss(terms, &StepContext::new(0, n, n))
+        .unwrap();
+    to_vec(loss.loss)[0]
+}
+
+/// The fraction of `predicted` labels equal to `labels`.
+pub fn accuracy(
+    predicted: burn::tensor::Tensor<1, burn::tensor::Int>,
+    labels: burn::tensor::Tensor<1, burn::tensor::Int>,
+) -> f64 {
+    to_vec(predicted.equal(labels).float().mean())[0]
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The modules in dependency order: each may use those before it.
-const ORDER: [&str; 22] = [
+const ORDER: [&str; 23] = [
     "error",
     "host",
     "reduce",
@@ -27,6 +27,7 @@ const ORDER: [&str; 22] = [
     "objective",
     "latent",
     "nets",
+    "convert",
     "train",
     "posthoc",
     "recipes",

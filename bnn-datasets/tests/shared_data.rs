@@ -155,3 +155,89 @@ fn a_missing_file_lists_the_paths_tried_and_the_download_address() {
     );
     std::fs::remove_dir_all(&empty).unwrap();
 }
+
+/// A plain burn CNN (two `nn::Conv2d` with max pooling, two `nn::Linear`), made Bayesian by
+/// the library's converter (mean-field weights, one draw per forward pass), trains on MNIST:
+/// 10 000 training images, 3 epochs, tested on 2 000 test images.
+#[test]
+fn a_converted_burn_cnn_trains_on_mnist() {
+    use bnn_burn::burn::module::Module;
+    use bnn_burn::burn::nn::conv::{Conv2d, Conv2dConfig};
+    use bnn_burn::burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+    use bnn_burn::burn::nn::{Linear, LinearConfig, Relu};
+    use bnn_burn::burn::tensor::{Device, Int, Tensor};
+    use bnn_burn::convert::{ConvertConfig, Converted, Forward};
+    use bnn_burn::likelihood::Categorical;
+    use bnn_burn::predict::{Predict, PredictMode};
+    use bnn_burn::train::{DatasetSource, TrainConfig, train};
+    use bnn_datasets::burn_data::ImageBatcher;
+    use bnn_datasets::images::Normalization;
+
+    #[derive(Module, Debug)]
+    struct Cnn {
+        conv1: Conv2d,
+        conv2: Conv2d,
+        pool: MaxPool2d,
+        fc1: Linear,
+        fc2: Linear,
+        relu: Relu,
+    }
+
+    impl Cnn {
+        fn new(device: &Device) -> Self {
+            Self {
+                conv1: Conv2dConfig::new([1, 8], [5, 5]).init(device),
+                conv2: Conv2dConfig::new([8, 16], [5, 5]).init(device),
+                pool: MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
+                fc1: LinearConfig::new(16 * 4 * 4, 64).init(device),
+                fc2: LinearConfig::new(64, 10).init(device),
+                relu: Relu::new(),
+            }
+        }
+    }
+
+    impl Forward for Cnn {
+        type Input = Tensor<4>;
+        fn apply(&self, x: Tensor<4>) -> Tensor<2> {
+            let x = self.pool.forward(self.relu.forward(self.conv1.forward(x)));
+            let x = self.pool.forward(self.relu.forward(self.conv2.forward(x)));
+            let b = x.dims()[0];
+            self.fc2
+                .forward(self.relu.forward(self.fc1.forward(x.reshape([b, 256]))))
+        }
+    }
+
+    let Some(root) = shared_data() else { return };
+    let device = bnn_burn::training_device();
+    let _guard = bnn_burn::testing::seeded(&device, 5);
+    let train_set = MnistFamily::Mnist
+        .load(Split::Train, &root)
+        .unwrap()
+        .first(10_000);
+    let test_set = MnistFamily::Mnist
+        .load(Split::Test, &root)
+        .unwrap()
+        .first(2_000);
+    let net = ConvertConfig::new().convert(Cnn::new(&device)).unwrap();
+    let model = Converted::new(net, Categorical);
+    let source = DatasetSource::new(train_set, ImageBatcher::new(Normalization::mnist()));
+    let config = TrainConfig::new(3)
+        .with_batch_size(64)
+        .with_learning_rate(2e-3)
+        .with_progress(false);
+    let (model, _) = train(model, source, &config).unwrap();
+    let plain = device.clone().inner();
+    let indices: Vec<usize> = (0..test_set.len()).collect();
+    let batch = test_set.batch(&indices, &Normalization::mnist(), &plain);
+    let prediction = model
+        .valid()
+        .predict(batch.images, PredictMode::Samples(8))
+        .unwrap();
+    let hits: Tensor<1, Int> = prediction.predicted_class().equal(batch.labels).int();
+    let accuracy = hits.sum().into_scalar::<i64>() as f64 / test_set.len() as f64;
+    // The converted net reaches about 95 % here (its KL to an N(0, 1) prior is weighed by 1/N of
+    // only 10 000 images); 2 000 test images give a standard error of 0.5 %, and a net that
+    // failed to learn would be near 10 %.
+    eprintln!("converted burn CNN, MNIST test accuracy {accuracy}");
+    assert!(accuracy > 0.93, "accuracy {accuracy}");
+}

@@ -11,14 +11,6 @@ use burn::train::logger::InMemoryMetricLogger;
 use burn::train::metric::{AccuracyMetric, Adaptor, LossInput, LossMetric};
 use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
 
-/// `y = sin(2x) + ε`, `ε ~ N(0, 0.1²)`, `x ~ U(−2, 2)`.
-fn sine(device: &Device, n: usize) -> (Tensor<2>, Tensor<2>) {
-    let x = Tensor::<2>::random([n, 1], Distribution::Uniform(-2.0, 2.0), device);
-    let noise = Tensor::<2>::random([n, 1], Distribution::Normal(0.0, 0.1), device);
-    let y = (x.clone() * 2.0).sin() + noise;
-    (x, y)
-}
-
 fn regressor(device: &Device) -> Regressor {
     let likelihood: GaussianLikelihood = GaussianLikelihoodConfig::new()
         .with_noise_std(0.5)
@@ -27,26 +19,6 @@ fn regressor(device: &Device) -> Regressor {
     MlpConfig::new(1, vec![32], 1)
         .init(likelihood, device)
         .unwrap()
-}
-
-/// The ELBO per example (`mean NLL + KL/N`) of `model` on all of `data`, averaged over 256
-/// draws: the quantity both training paths minimise.
-fn elbo(model: &Regressor, (x, y): (Tensor<2>, Tensor<2>)) -> f64 {
-    let n = x.dims()[0];
-    let device = x.device();
-    let batch = Minibatch {
-        input: x,
-        target: y,
-        rows: crate::host::labels(&(0..n).collect::<Vec<_>>(), &device),
-        n_train: n,
-    };
-    let terms = model.step(batch, StepRequest::new(256)).unwrap();
-    let loss = ElboConfig::new()
-        .init()
-        .unwrap()
-        .loss(terms, &StepContext::new(0, n, n))
-        .unwrap();
-    to_vec(loss.loss)[0]
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -111,14 +83,6 @@ where
         .metric_valid_numeric(TermMetric::nll())
 }
 
-/// Mean and standard error.
-fn mean_se(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, (var / n).sqrt())
-}
-
 const EPOCHS: usize = 200;
 const SAMPLES: usize = 4;
 const SEEDS: u64 = 4;
@@ -129,8 +93,8 @@ const SEEDS: u64 = 4;
 fn three_paths() -> [Vec<f64>; 3] {
     let device = crate::testing::test_device().autodiff();
     let guard = seeded(&device, 11);
-    let data = sine(&device, 256);
-    let valid = sine(&device, 64);
+    let data = crate::testing::sine(&device, 256);
+    let valid = crate::testing::sine(&device, 64);
     let initial = regressor(&device);
     let config = TrainConfig::new(EPOCHS)
         .with_batch_size(32)
@@ -146,7 +110,11 @@ fn three_paths() -> [Vec<f64>; 3] {
             &config.clone().with_seed(seed),
         )
         .unwrap();
-        paths[0].push(elbo(&m.valid(), plain(data.clone())));
+        paths[0].push(crate::testing::full_batch_elbo(
+            &m.valid(),
+            plain(data.clone()),
+            256,
+        ));
         // The Learner's training steps key their own noise; its validation predictive draws
         // from the device's generator, on this thread.
         let learnable = LearnableConfig::new()
@@ -164,7 +132,11 @@ fn three_paths() -> [Vec<f64>; 3] {
             "single",
             regression_metrics,
         );
-        paths[1].push(elbo(&m, plain(data.clone())));
+        paths[1].push(crate::testing::full_batch_elbo(
+            &m,
+            plain(data.clone()),
+            256,
+        ));
         let devices = vec![device.clone(), device.clone()];
         let learnable = LearnableConfig::new()
             .with_seed(seed)
@@ -185,7 +157,11 @@ fn three_paths() -> [Vec<f64>; 3] {
         );
         // 16 minibatches an epoch, each stepped once, on one of the two devices.
         assert_eq!(counter.steps(), 16 * EPOCHS as u64);
-        paths[2].push(elbo(&m, plain(data.clone())));
+        paths[2].push(crate::testing::full_batch_elbo(
+            &m,
+            plain(data.clone()),
+            256,
+        ));
     }
     drop(guard);
     paths
@@ -201,9 +177,11 @@ fn three_paths() -> [Vec<f64>; 3] {
 #[test]
 fn the_learner_reaches_the_loops_elbo_on_one_device_or_two() {
     let paths = three_paths();
-    let (ours, ours_se) = mean_se(&paths[0]);
+    let m = crate::testing::sample_moments(&paths[0]);
+    let (ours, ours_se) = (m.mean, m.mean_se);
     for path in [1, 2] {
-        let (theirs, theirs_se) = mean_se(&paths[path]);
+        let m = crate::testing::sample_moments(&paths[path]);
+        let (theirs, theirs_se) = (m.mean, m.mean_se);
         let bound = 4.0 * (ours_se.powi(2) + theirs_se.powi(2)).sqrt();
         assert!(
             (theirs - ours).abs() < bound,
@@ -268,13 +246,7 @@ fn a_classifier_trains_with_accuracy_and_calibration_metrics() {
     let _guard = seeded(&device, 32);
     let (x, labels) = valid_data;
     let prediction = model.predict(x.inner(), PredictMode::Samples(32)).unwrap();
-    let accuracy = to_vec(
-        prediction
-            .predicted_class()
-            .equal(labels.inner())
-            .float()
-            .mean(),
-    )[0];
+    let accuracy = crate::testing::accuracy(prediction.predicted_class(), labels.inner());
     // The blobs' Bayes accuracy is Φ(1.5) = 0.93; 128 rows give a standard error of 0.02.
     assert!(accuracy > 0.85, "accuracy {accuracy}");
 }
@@ -314,7 +286,7 @@ fn bnn_lv_steps_its_latents_with_its_own_optimiser_on_the_learner() {
     use crate::posterior::PosteriorConfig;
     let device = crate::testing::test_device().autodiff();
     let guard = seeded(&device, 51);
-    let (x, y) = sine(&device, 32);
+    let (x, y) = crate::testing::sine(&device, 32);
     let x = Tensor::cat(vec![x.clone(), x * 0.5], 1);
     let weights = WeightConfig::of(PosteriorConfig::mean_field())
         .with_estimator(Estimator::Reparameterization);
