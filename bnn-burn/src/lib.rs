@@ -115,6 +115,8 @@ pub mod book {
     pub struct MethodsEvidential;
     #[doc = include_str!("../../book/src/methods/post-hoc.md")]
     pub struct MethodsPostHoc;
+    #[doc = include_str!("../../book/src/methods/convert.md")]
+    pub struct MethodsConvert;
     #[doc = include_str!("../../book/src/contributing/architecture.md")]
     pub struct ContributingArchitecture;
     #[doc = include_str!("../../book/src/contributing/extending.md")]
