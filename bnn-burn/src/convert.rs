@@ -1,15 +1,11 @@
 //! Any burn module made Bayesian, as bayesian-torch's `dnn_to_bnn` does for PyTorch: chosen
-//! float parameters (every weight and bias of burn's `Linear` and `Conv*` by default) get a
-//! mean-field or radial posterior `w = μ + σ ⊙ ε` and a Gaussian prior through burn 0.22's
-//! `Module::apply_reparameterization`, so the module keeps its type and its `forward`.
-//! [`Converted`] pairs it with a forward function and a likelihood and trains with the
-//! library's objectives. MOPED (Krishnan et al. 2020) starts from trained weights:
-//! `μ = w`, `σ = δ|w|`, the prior centred on `w`. Guide: the book's *Any burn model made
-//! Bayesian* page.
-//!
-//! Every `param.val()` draws afresh: one weight draw per forward pass, for the whole batch.
-//! The layer-level estimators (local reparameterisation, Flipout) and moment propagation need
-//! the layer's own operation, so a converted module has none of them and refuses moments.
+//! float parameters (every `Linear` and `Conv*` weight and bias by default) get a mean-field or
+//! radial posterior `w = μ + σ ⊙ ε` and a Gaussian prior through burn's
+//! `Module::apply_reparameterization`; the module keeps its type and `forward`, and each
+//! forward pass draws its weights. [`Converted`] adds a likelihood for the library's
+//! objectives. MOPED (Krishnan et al. 2020): `μ = w`, `σ = δ|w|`, the prior centred on `w`.
+//! No layer-level estimators or moments: they need the layer's own operation. Guide: the
+//! book's *Any burn model made Bayesian* page.
 
 use crate::batch::{Batch, Minibatch};
 use crate::dist::{GaussianPrior, WeightPrior};
