@@ -109,7 +109,8 @@ fn conversion_chooses_linear_and_conv_parameters() {
 }
 
 /// Each forward pass draws new weights around the means, with the configured spread: over 4000
-/// passes, the output of one unit has the variance `Σ_j x_j² σ² + σ²` of a linear layer.
+/// passes, the output of one unit has the mean of the mean weights and the variance
+/// `Σ_j x_j² σ² + σ²` of a linear layer.
 #[test]
 fn every_forward_pass_draws_new_weights() {
     let device = test_device();
@@ -123,9 +124,19 @@ fn every_forward_pass_draws_new_weights() {
     let draws: Vec<f64> = (0..4000)
         .map(|_| to_vec(net.forward(x.clone()))[0])
         .collect();
-    let mean_weight = to_vec(net.forward(x.clone()) * 0.0)[0];
-    assert_eq!(mean_weight, 0.0);
+    // The output of the means: x·μ_w + μ_b (burn's weight is [d_in, d_out]).
+    let (w, b) = (
+        to_vec(net.weight.base()),
+        to_vec(net.bias.as_ref().unwrap().base()),
+    );
+    let mean = w[0] - 2.0 * w[1] + 0.5 * w[2] + b[0];
     let m = crate::testing::sample_moments(&draws);
+    assert!(
+        (m.mean - mean).abs() < 4.0 * m.mean_se,
+        "mean {} ± {} vs {mean}",
+        m.mean,
+        m.mean_se
+    );
     let var = sigma * sigma * (1.0 + 4.0 + 0.25 + 1.0);
     // The sample variance of 4000 Gaussian draws has a relative s.e. of √(2/3999) ≈ 0.022.
     assert!(

@@ -84,6 +84,31 @@ pub trait TrainData {
 /// Rows per batch of [`TrainData::digest`]'s default.
 pub const DIGEST_CHUNK: usize = 1024;
 
+/// `data` on `device`, checked before any work: no value that is NaN or infinite (the error
+/// names the part and the row), and widths, class labels and rows that fit `model` where the
+/// data are tensors. Returns whether the data are read lazily, so that each minibatch must be
+/// checked against the model as it is read.
+///
+/// # Errors
+/// [`TrainError::NonFiniteData`], or the model's [`Model::check_data`] error.
+pub(crate) fn checked_on<M, D>(data: D, model: &M, device: &Device) -> Result<(D, bool), TrainError>
+where
+    M: Model,
+    D: TrainData<Input = M::Input, Target = M::Target>,
+{
+    let data = data.into_device(device);
+    if let Some((part, row)) = data.first_non_finite() {
+        return Err(TrainError::NonFiniteData { part, row });
+    }
+    let whole = data.whole();
+    if let Some((x, y)) = &whole {
+        model.check_data(x, y)?;
+    }
+    let lazy = whole.is_none();
+    drop(whole);
+    Ok((data, lazy))
+}
+
 impl<I: Batch, T: Batch> TrainData for (I, T) {
     type Input = I;
     type Target = T;

@@ -146,18 +146,9 @@ impl<M: Model> Trainer<M> {
             });
         }
         let start = std::time::Instant::now();
-        let data = data.into_device(&device);
-        if let Some((part, row)) = data.first_non_finite() {
-            return Err(TrainError::NonFiniteData { part, row });
-        }
         // Widths, class labels and rows against the model, before any work: at once where the
         // data are tensors, minibatch by minibatch where they are read lazily.
-        let whole = data.whole();
-        if let Some((x, y)) = &whole {
-            model.check_data(x, y)?;
-        }
-        let lazy = whole.is_none();
-        drop(whole);
+        let (data, lazy) = super::data::checked_on(data, &model, &device)?;
         let mut rng = StdRng::seed_from_u64(config.seed);
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut rng);

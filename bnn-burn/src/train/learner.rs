@@ -206,13 +206,7 @@ impl<M: Model + ModuleDisplay> Learnable<M> {
             if n == 0 {
                 return Err(TrainError::Empty);
             }
-            let data = data.into_device(&home);
-            if let Some((part, row)) = data.first_non_finite() {
-                return Err(TrainError::NonFiniteData { part, row });
-            }
-            if let Some((x, y)) = data.whole() {
-                self.model.check_data(&x, &y)?;
-            }
+            let (data, _) = super::data::checked_on(data, &self.model, &home)?;
             let batcher = RowBatcher {
                 data: Arc::new(data),
                 n_train,
@@ -732,15 +726,10 @@ impl Metric for EceMetric {
     ) -> Result<SerializedEntry, TensorReadError> {
         let [_, classes] = item.probs.dims();
         self.classes = classes;
-        self.probs
-            .extend(item.probs.clone().into_data().iter::<f64>());
-        self.labels.extend(
-            item.labels
-                .clone()
-                .into_data()
-                .iter::<i64>()
-                .map(|l| l as usize),
-        );
+        let probs = item.probs.clone().try_into_data_as::<f64>()?;
+        let labels = item.labels.clone().try_into_data_as::<i64>()?;
+        self.probs.extend(probs.iter::<f64>());
+        self.labels.extend(labels.iter::<i64>().map(|l| l as usize));
         Ok(self.entry())
     }
 

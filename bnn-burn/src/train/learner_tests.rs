@@ -117,11 +117,10 @@ fn three_paths() -> [Vec<f64>; 3] {
         ));
         // The Learner's training steps key their own noise; its validation predictive draws
         // from the device's generator, on this thread.
-        let learnable = LearnableConfig::new()
+        let config = LearnableConfig::new()
             .with_seed(seed)
-            .with_train_samples(SAMPLES)
-            .init(initial.clone())
-            .unwrap();
+            .with_train_samples(SAMPLES);
+        let learnable = config.init(initial.clone()).unwrap();
         let single = ExecutionStrategy::single(device.clone());
         let m = learn(
             learnable,
@@ -138,12 +137,7 @@ fn three_paths() -> [Vec<f64>; 3] {
             256,
         ));
         let devices = vec![device.clone(), device.clone()];
-        let learnable = LearnableConfig::new()
-            .with_seed(seed)
-            .with_train_samples(SAMPLES)
-            .init(initial.clone())
-            .unwrap()
-            .with_devices(&devices);
+        let learnable = config.init(initial.clone()).unwrap().with_devices(&devices);
         let counter = learnable.clone();
         let multi = ExecutionStrategy::multi(devices, MultiDeviceOptim::OptimMainDevice);
         let m = learn(
