@@ -20,10 +20,15 @@ pub trait Batch: Clone {
     fn to(self, device: &Device) -> Self;
     /// The same data without autodiff tracking (for evaluation).
     fn plain(self) -> Self;
-    /// The first example that holds NaN or an infinity (`None` when every value is finite;
-    /// integer data always is).
-    fn first_non_finite(&self) -> Option<usize> {
+    /// How many NaN or infinite values each example holds, `[N]`, on the data's device, not
+    /// read back (`None` for integer data, always finite).
+    fn non_finite_counts(&self) -> Option<Tensor<1>> {
         None
+    }
+    /// The first example that holds NaN or an infinity (`None` when every value is finite).
+    fn first_non_finite(&self) -> Option<usize> {
+        let counts = crate::host::to_vec(self.non_finite_counts()?);
+        crate::host::first_positive(&counts)
     }
     /// Feeds the examples' content (values, shape and type) to `digest`: what binds a saved
     /// training state to its data ([`crate::train::Trainer::with_resume`]).
@@ -47,7 +52,7 @@ pub trait Batch: Clone {
 }
 
 macro_rules! tensor_batch {
-    ($kind:ty, $check_as_target:ident $(, $first_non_finite:ident, $max_abs:ident)?) => {
+    ($kind:ty, $check_as_target:ident $(, $non_finite_counts:ident, $max_abs:ident)?) => {
         impl<const D: usize> Batch for Tensor<D, $kind> {
             fn len(&self) -> usize {
                 self.dims()[0]
@@ -61,8 +66,8 @@ macro_rules! tensor_batch {
             fn plain(self) -> Self {
                 self.without_autodiff()
             }
-            $(fn first_non_finite(&self) -> Option<usize> {
-                $first_non_finite(self)
+            $(fn non_finite_counts(&self) -> Option<Tensor<1>> {
+                $non_finite_counts(self.clone())
             })?
             fn digest(&self, digest: &mut Digest) {
                 let data = self.clone().into_data();
@@ -81,7 +86,7 @@ macro_rules! tensor_batch {
 tensor_batch!(
     burn::tensor::Float,
     target_width,
-    first_non_finite_row,
+    non_finite_counts,
     largest_magnitude
 );
 
@@ -131,11 +136,9 @@ fn class_labels<const D: usize>(y: &Tensor<D, Int>, classes: usize) -> Result<()
     }
 }
 
-/// The first row (index on axis 0) of `x` with a NaN or an infinity.
-fn first_non_finite_row<const D: usize>(x: &Tensor<D>) -> Option<usize> {
-    crate::host::non_finite_per_row(x.clone())
-        .iter()
-        .position(|&count| count > 0.0)
+/// [`crate::host::non_finite_counts`] for [`Batch::non_finite_counts`].
+fn non_finite_counts<const D: usize>(x: Tensor<D>) -> Option<Tensor<1>> {
+    Some(crate::host::non_finite_counts(x))
 }
 
 /// One minibatch: inputs, targets, the rows they came from and the training-set size `N`

@@ -24,29 +24,51 @@ pub fn labels(values: &[usize], device: &Device) -> Tensor<1, Int> {
 }
 
 /// The tensor's values as `f64`, row-major.
+///
+/// # Panics
+/// On a device that cannot read back synchronously (WebGPU in a browser): use
+/// [`to_vec_async`] there.
 pub fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f64> {
     t.into_data()
         .try_into_vec_as::<f64>()
         .expect("float tensor converts to f64")
 }
 
-/// How many entries of each row (index on axis 0) of `x` are NaN or infinite, as floats `[N]`.
-/// By the backends' own `is_nan`/`is_inf` (`x − x`, which is NaN exactly there on the CPU
-/// backends, is folded to 0 on wgpu) and read back as floats (boolean tensors do not read back
+/// [`to_vec`], awaiting the read: what a browser's WebGPU device needs.
+pub async fn to_vec_async<const D: usize>(t: Tensor<D>) -> Vec<f64> {
+    t.into_data_async()
+        .await
+        .expect("a tensor of this device reads back")
+        .try_into_vec_as::<f64>()
+        .expect("float tensor converts to f64")
+}
+
+/// How many entries of each row (index on axis 0) of `x` are NaN or infinite, as floats `[N]`,
+/// not read back. By the backends' own `is_nan`/`is_inf` (`x − x`, which is NaN exactly there
+/// on the CPU backends, is folded to 0 on wgpu), as floats (boolean tensors do not read back
 /// alike on every backend).
-pub(crate) fn non_finite_per_row<const D: usize>(x: Tensor<D>) -> Vec<f64> {
+pub(crate) fn non_finite_counts<const D: usize>(x: Tensor<D>) -> Tensor<1> {
     let n = x.dims()[0];
-    if n == 0 {
-        return Vec::new();
-    }
-    let rest = x.shape().num_elements() / n;
-    let bad = x
-        .reshape([n, rest])
+    let rest = x.shape().num_elements() / n.max(1);
+    x.reshape([n, rest])
         .is_finite()
         .bool_not()
         .float()
-        .sum_dim(1);
-    to_vec(bad)
+        .sum_dim(1)
+        .reshape([n])
+}
+
+/// [`non_finite_counts`], read back.
+pub(crate) fn non_finite_per_row<const D: usize>(x: Tensor<D>) -> Vec<f64> {
+    match x.dims()[0] {
+        0 => Vec::new(),
+        _ => to_vec(non_finite_counts(x)),
+    }
+}
+
+/// The index of the first positive count.
+pub(crate) fn first_positive(counts: &[f64]) -> Option<usize> {
+    counts.iter().position(|&c| c > 0.0)
 }
 
 /// The values of an integer tensor of class labels or indices (`≥ 0`), as `usize`.

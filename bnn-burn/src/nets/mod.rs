@@ -260,14 +260,67 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// # Errors
     /// The first problem, naming the row where there is one.
     pub fn check_prediction_input(&self, input: &B::Input) -> Result<(), PredictError> {
-        if input.is_empty() {
-            return Err(DataMismatch::Empty { part: "inputs" }.into());
-        }
-        self.body.check_input(input)?;
+        self.check_prediction_shape(input)?;
         match input.first_non_finite() {
             Some(row) => Err(PredictError::NonFiniteInput { row }),
             None => Ok(()),
         }
+    }
+
+    /// [`Self::check_prediction_input`] but for the values: rows, and the body's shape.
+    fn check_prediction_shape(&self, input: &B::Input) -> Result<(), PredictError> {
+        if input.is_empty() {
+            return Err(DataMismatch::Empty { part: "inputs" }.into());
+        }
+        self.body.check_input(input)?;
+        Ok(())
+    }
+
+    /// [`Predict::predict`] on a device that cannot read back synchronously (WebGPU in a
+    /// browser): the same checks, their reads awaited, and the noise keyed by `key` instead of
+    /// drawn from the device's generator (a read). The same `key` gives the same draws.
+    ///
+    /// # Errors
+    /// As [`Predict::predict`].
+    pub async fn predict_async(
+        &self,
+        input: B::Input,
+        mode: PredictMode,
+        key: u64,
+    ) -> Result<L::Prediction, PredictError> {
+        self.check_prediction_shape(&input)?;
+        if let Some(counts) = input.non_finite_counts()
+            && let Some(row) = crate::host::first_positive(&crate::host::to_vec_async(counts).await)
+        {
+            return Err(PredictError::NonFiniteInput { row });
+        }
+        let samples = match mode {
+            PredictMode::Samples(0) => return Err(PredictError::NoSamples),
+            PredictMode::Samples(_) if self.is_point() => 1,
+            PredictMode::Samples(n) => n,
+            PredictMode::Moments => {
+                let m = {
+                    let _flushed = crate::device::SubnormalsFlushed::enter();
+                    self.predictive_moments(input)
+                        .map_err(moments_unsupported)?
+                };
+                let rows = Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1);
+                let counts = crate::host::to_vec_async(output_counts(rows.unsqueeze())).await;
+                first_non_finite_output(&counts)?;
+                let logits = self.moments.predict_logits;
+                return self
+                    .likelihood
+                    .predict_moments(m, logits)
+                    .map_err(moments_unsupported);
+            }
+        };
+        let mut pass = Pass::predict(samples).with_noise_key(Some(key));
+        let out = {
+            let _flushed = crate::device::SubnormalsFlushed::enter();
+            self.forward(input, &mut pass)
+        };
+        first_non_finite_output(&crate::host::to_vec_async(output_counts(out.clone())).await)?;
+        Ok(self.likelihood.predict(out))
     }
 
     /// Bayesian layers, the head included.
@@ -363,15 +416,21 @@ pub(crate) fn predict_from_moments<L: Likelihood>(
     moments: Result<Moments<2>, Unsupported>,
     logits: LogitRule,
 ) -> Result<L::Prediction, PredictError> {
-    let unsupported = |why: Unsupported| PredictError::Unsupported {
+    let m = moments.map_err(moments_unsupported)?;
+    let rows = Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1);
+    check_outputs_finite(rows.unsqueeze::<3>())?;
+    likelihood
+        .predict_moments(m, logits)
+        .map_err(moments_unsupported)
+}
+
+/// A moment rule the model cannot follow, as the prediction error.
+fn moments_unsupported(why: Unsupported) -> PredictError {
+    PredictError::Unsupported {
         model: why.family,
         mode: PredictMode::Moments,
         reason: why.what,
-    };
-    let m = moments.map_err(unsupported)?;
-    let rows = Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1);
-    check_outputs_finite(rows.unsqueeze::<3>())?;
-    likelihood.predict_moments(m, logits).map_err(unsupported)
+    }
 }
 
 /// Refuses outputs `[S, B, k]` with a NaN or an infinity from finite inputs (an overflow),
@@ -380,12 +439,18 @@ pub(crate) fn predict_from_moments<L: Likelihood>(
 /// # Errors
 /// [`PredictError::NonFiniteOutput`] with the first such row.
 pub(crate) fn check_outputs_finite(out: Tensor<3>) -> Result<(), PredictError> {
+    first_non_finite_output(&crate::host::to_vec(output_counts(out)))
+}
+
+/// How many NaN or infinite outputs each input row `b` of `out [S, B, k]` has, `[B]`.
+fn output_counts(out: Tensor<3>) -> Tensor<1> {
     let [s, b, k] = out.dims();
-    let per_row = out.swap_dims(0, 1).reshape([b, s * k]);
-    match crate::host::non_finite_per_row(per_row)
-        .iter()
-        .position(|&n| n > 0.0)
-    {
+    crate::host::non_finite_counts(out.swap_dims(0, 1).reshape([b, s * k]))
+}
+
+/// The error for the first row with a positive count of non-finite outputs.
+fn first_non_finite_output(counts: &[f64]) -> Result<(), PredictError> {
+    match crate::host::first_positive(counts) {
         None => Ok(()),
         Some(row) => Err(PredictError::NonFiniteOutput { row }),
     }

@@ -392,6 +392,76 @@ fn prediction_modes_and_point_estimates() {
     );
 }
 
+/// `predict_async` (for a browser's WebGPU) makes `predict`'s checks with awaited reads: the same
+/// errors, the same moments, samples keyed by the key (the same key, the same draws) that agree
+/// with `predict`'s within Monte Carlo error.
+#[test]
+fn predict_async_checks_and_predicts_as_predict_does() {
+    use crate::likelihood::HeteroscedasticGaussian;
+    use burn::tensor::read_sync;
+    let d = device();
+    let _guard = seeded(&d, 107);
+    let weights = WeightConfig::of(PosteriorConfig::mean_field())
+        .with_estimator(Estimator::LocalReparameterization);
+    let lik = GaussianLikelihoodConfig::new().init(&d).unwrap();
+    let net = MlpConfig::new(2, vec![16], 1)
+        .with_weights(weights.clone())
+        .init(lik, &d)
+        .unwrap();
+    let x = Tensor::<2>::random([6, 2], Distribution::Normal(0.0, 1.0), &d);
+    let run = |x: Tensor<2>, mode, key| read_sync(net.predict_async(x, mode, key));
+
+    let moments = net.predict(x.clone(), PredictMode::Moments).unwrap();
+    let awaited = run(x.clone(), PredictMode::Moments, 0).unwrap();
+    assert_eq!(to_vec(awaited.mean()), to_vec(moments.mean()));
+    assert_eq!(
+        to_vec(awaited.epistemic_variance()),
+        to_vec(moments.epistemic_variance())
+    );
+
+    let s = 400;
+    let first = run(x.clone(), PredictMode::Samples(s), 3).unwrap();
+    let again = run(x.clone(), PredictMode::Samples(s), 3).unwrap();
+    let other = run(x.clone(), PredictMode::Samples(s), 4).unwrap();
+    assert_eq!(to_vec(first.mean()), to_vec(again.mean()));
+    assert_ne!(to_vec(first.mean()), to_vec(other.mean()));
+    let sampled = net.predict(x.clone(), PredictMode::Samples(s)).unwrap();
+    let epistemic = to_vec(sampled.epistemic_variance());
+    for ((a, b), v) in to_vec(first.mean())
+        .iter()
+        .zip(to_vec(sampled.mean()))
+        .zip(epistemic)
+    {
+        // Two independent means of s draws: their difference has variance 2 Var[μ] / s.
+        let bound = 5.0 * (2.0 * v / s as f64).sqrt() + 1e-6;
+        assert!((a - b).abs() <= bound, "{a} against {b} (bound {bound})");
+    }
+
+    let bad = crate::host::matrix(&[0.0, 1.0, f64::NAN, 1.0], 2, &d);
+    assert_eq!(
+        run(bad, PredictMode::Samples(5), 0).unwrap_err(),
+        PredictError::NonFiniteInput { row: 1 }
+    );
+    assert_eq!(
+        run(x.clone(), PredictMode::Samples(0), 0).unwrap_err(),
+        PredictError::NoSamples
+    );
+    let wide = Tensor::<2>::zeros([2, 3], &d);
+    assert_eq!(
+        run(wide.clone(), PredictMode::Samples(2), 0).unwrap_err(),
+        net.predict(wide, PredictMode::Samples(2)).unwrap_err()
+    );
+    // A mode the likelihood cannot do: the same error.
+    let softplus = MlpConfig::new(2, vec![16], 1)
+        .with_weights(weights)
+        .init(HeteroscedasticGaussian, &d)
+        .unwrap();
+    assert_eq!(
+        read_sync(softplus.predict_async(x.clone(), PredictMode::Moments, 0)).unwrap_err(),
+        softplus.predict(x, PredictMode::Moments).unwrap_err()
+    );
+}
+
 /// A network draw is one fixed function: the same outputs call after call, for roll-outs.
 #[test]
 fn a_network_draw_is_held_fixed() {

@@ -145,7 +145,7 @@ impl<M: Model> Trainer<M> {
                 device: format!("{device:?}"),
             });
         }
-        let start = std::time::Instant::now();
+        let start = web_time::Instant::now();
         // Widths, class labels and rows against the model, before any work: at once where the
         // data are tensors, minibatch by minibatch where they are read lazily.
         let (data, lazy) = super::data::checked_on(data, &model, &device)?;

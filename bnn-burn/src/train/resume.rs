@@ -13,7 +13,8 @@ use burn::module::{ModuleVisitor, Param, ParamId};
 use burn::optim::ModuleOptimizer;
 use burn::tensor::Tensor;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use web_time::Instant;
 
 /// Version of the state format (2: checksums, and the data's digest in the fingerprint).
 const FORMAT: u32 = 2;
