@@ -99,6 +99,8 @@ pub mod book {
     pub struct ConceptsPrediction;
     #[doc = include_str!("../../book/src/concepts/backends.md")]
     pub struct ConceptsBackends;
+    #[doc = include_str!("../../book/src/concepts/browser.md")]
+    pub struct ConceptsBrowser;
     #[doc = include_str!("../../book/src/concepts/fused-kernels.md")]
     pub struct ConceptsFusedKernels;
     #[doc = include_str!("../../book/src/methods/variational.md")]
