@@ -313,3 +313,77 @@ fn bnn_lv_steps_its_latents_with_its_own_optimiser_on_the_learner() {
         2.0 * step
     );
 }
+
+/// burn's checkpointers save the model and the fused Adam at every epoch; a run resumed at an
+/// epoch starts from the model saved there (resumed with no epoch left, it predicts exactly as
+/// the run that saved it) and trains on; burn's early stopping ends a run whose validation NLL
+/// stops improving (a learning rate of 0) long before its last epoch.
+#[test]
+fn the_learner_checkpoints_resumes_and_stops_early() {
+    use burn::train::metric::store::{Aggregate, Direction, Split};
+    use burn::train::{MetricEarlyStoppingStrategy, StoppingCondition};
+    let device = crate::testing::test_device().autodiff();
+    let _guard = seeded(&device, 12);
+    let data = crate::testing::sine(&device, 128);
+    let valid = crate::testing::sine(&device, 32);
+    let initial = regressor(&device);
+    let dir = temp_dir("checkpoints");
+    let run = |model: Regressor, epochs: usize, resume: Option<usize>, lr: f64, early: bool| {
+        let learnable = LearnableConfig::new().with_seed(3).init(model).unwrap();
+        let (train_loader, valid_loader) = learnable
+            .loaders(data.clone(), valid.clone(), 32, 3)
+            .unwrap();
+        let mut training = SupervisedTraining::new(&dir, train_loader, valid_loader)
+            .num_epochs(epochs)
+            .with_default_checkpointers()
+            .with_application_logger(None)
+            .metric_train_numeric(LossMetric::new())
+            .metric_valid_numeric(TermMetric::nll());
+        if let Some(epoch) = resume {
+            training = training.checkpoint(epoch);
+        }
+        if early {
+            training = training.early_stopping(MetricEarlyStoppingStrategy::new(
+                &TermMetric::nll(),
+                Aggregate::Mean,
+                Direction::Lowest,
+                Split::Valid,
+                StoppingCondition::NoImprovementSince { n_epochs: 1 },
+            ));
+        }
+        let result = training.launch(Learner::new(
+            learnable,
+            OptimizerConfig::adam().init(Kernels::Fused),
+            ConstantLr::new(lr),
+        ));
+        assert!(result.error.is_none(), "{:?}", result.error);
+        result.model.model
+    };
+    let saved = |name: &str, epoch: usize| {
+        dir.join("checkpoint")
+            .join(format!("{name}-{epoch}.bpk"))
+            .exists()
+    };
+    let means = |m: &Regressor| {
+        let x = Tensor::<2>::from_floats([[-1.0], [0.5], [1.5]], &device).inner();
+        to_vec(m.predict(x, PredictMode::Moments).unwrap().mean())
+    };
+
+    let trained = run(initial.clone(), 3, None, 1e-2, false);
+    assert!(saved("model", 3) && saved("optim", 3) && saved("scheduler", 3));
+    // Resumed at its last epoch from other initial parameters: the saved model, exactly.
+    let other = regressor(&device);
+    assert_ne!(means(&other.valid()), means(&trained));
+    let resumed = run(other.clone(), 3, Some(3), 1e-2, false);
+    assert_eq!(means(&resumed), means(&trained));
+    // Resumed and trained on: two more epochs from the saved model and optimiser.
+    let on = run(other, 5, Some(3), 1e-2, false);
+    assert!(saved("model", 5));
+    assert_ne!(means(&on), means(&trained));
+
+    let _ = std::fs::remove_dir_all(&dir);
+    run(initial, 40, None, 0.0, true);
+    let epochs = (1..=40).filter(|&e| saved("model", e)).max().unwrap();
+    assert!(epochs < 40, "early stopping let all {epochs} epochs run");
+    let _ = std::fs::remove_dir_all(&dir);
+}
