@@ -136,9 +136,9 @@ fn class_labels<const D: usize>(y: &Tensor<D, Int>, classes: usize) -> Result<()
     }
 }
 
-/// [`crate::host::non_finite_counts`] for [`Batch::non_finite_counts`].
+/// [`crate::host::non_finite_counts`] for [`Batch::non_finite_counts`] (`None` without rows).
 fn non_finite_counts<const D: usize>(x: Tensor<D>) -> Option<Tensor<1>> {
-    Some(crate::host::non_finite_counts(x))
+    (x.dims()[0] > 0).then(|| crate::host::non_finite_counts(x))
 }
 
 /// One minibatch: inputs, targets, the rows they came from and the training-set size `N`

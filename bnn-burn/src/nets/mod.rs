@@ -267,7 +267,8 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
         }
     }
 
-    /// [`Self::check_prediction_input`] but for the values: rows, and the body's shape.
+    /// The checks of [`Self::check_prediction_input`] that read nothing back: rows, and the
+    /// body's shape.
     fn check_prediction_shape(&self, input: &B::Input) -> Result<(), PredictError> {
         if input.is_empty() {
             return Err(DataMismatch::Empty { part: "inputs" }.into());
@@ -304,8 +305,7 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
                     self.predictive_moments(input)
                         .map_err(moments_unsupported)?
                 };
-                let rows = Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1);
-                let counts = crate::host::to_vec_async(output_counts(rows.unsqueeze())).await;
+                let counts = crate::host::to_vec_async(output_counts(moment_rows(&m))).await;
                 first_non_finite_output(&counts)?;
                 let logits = self.moments.predict_logits;
                 return self
@@ -417,11 +417,15 @@ pub(crate) fn predict_from_moments<L: Likelihood>(
     logits: LogitRule,
 ) -> Result<L::Prediction, PredictError> {
     let m = moments.map_err(moments_unsupported)?;
-    let rows = Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1);
-    check_outputs_finite(rows.unsqueeze::<3>())?;
+    check_outputs_finite(moment_rows(&m))?;
     likelihood
         .predict_moments(m, logits)
         .map_err(moments_unsupported)
+}
+
+/// Output moments `[B, k]` as the rows `[1, B, 2k]` of the finite check.
+fn moment_rows(m: &Moments<2>) -> Tensor<3> {
+    Tensor::cat(vec![m.mean.clone(), m.var.clone()], 1).unsqueeze()
 }
 
 /// A moment rule the model cannot follow, as the prediction error.
