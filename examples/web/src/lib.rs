@@ -113,10 +113,7 @@ impl Demo {
                 .predict_async(x, PredictMode::Samples(samples), key)
                 .await
                 .map_err(|e| JsValue::from(js(e)))?;
-            let mean = to_vec_async(pred.mean()).await;
-            let aleatoric = to_vec_async(pred.aleatoric_variance().sqrt()).await;
-            let epistemic = to_vec_async(pred.epistemic_variance().sqrt()).await;
-            let all = [mean, aleatoric, epistemic].concat();
+            let all = to_vec_async(bands(&pred)).await;
             Ok(js_sys::Float64Array::from(&all[..]).into())
         }))
     }
@@ -129,10 +126,7 @@ impl Demo {
         let pred = model
             .predict(x, PredictMode::Samples(samples))
             .map_err(js)?;
-        let mean = bnn_burn::host::to_vec(pred.mean());
-        let aleatoric = bnn_burn::host::to_vec(pred.aleatoric_variance().sqrt());
-        let epistemic = bnn_burn::host::to_vec(pred.epistemic_variance().sqrt());
-        Ok([mean, aleatoric, epistemic].concat())
+        Ok(bnn_burn::host::to_vec(bands(&pred)))
     }
 }
 
@@ -161,6 +155,16 @@ impl Gpu {
             .map_err(|e| JsError::new(&format!("no WebGPU device: {e:?}")))?;
         Ok(Gpu { device })
     }
+}
+
+/// The means, the aleatoric and the epistemic standard deviations `[3, B]`, one read back.
+fn bands(pred: &bnn_burn::predict::GaussianPrediction) -> burn::tensor::Tensor<2> {
+    let columns = [
+        pred.mean(),
+        pred.aleatoric_variance().sqrt(),
+        pred.epistemic_variance().sqrt(),
+    ];
+    burn::tensor::Tensor::cat(columns.to_vec(), 1).transpose()
 }
 
 /// The net's inputs for points of the page's x axis.
