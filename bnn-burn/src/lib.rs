@@ -18,6 +18,7 @@ pub mod dist;
 pub mod error;
 pub mod fused;
 pub mod host;
+pub mod inference;
 pub mod integrity;
 pub mod latent;
 pub mod layers;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The modules in dependency order: each may use those before it.
-const ORDER: [&str; 23] = [
+const ORDER: [&str; 24] = [
     "error",
     "host",
     "reduce",
@@ -30,6 +30,7 @@ const ORDER: [&str; 23] = [
     "convert",
     "train",
     "posthoc",
+    "inference",
     "recipes",
 ];
 

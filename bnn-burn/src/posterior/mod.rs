@@ -4,11 +4,13 @@
 //! variational parameters for one tensor); [`WeightPosterior::dist`] evaluates them once per step
 //! into a [`PosteriorDist`], whose mean, marginal variance, samples, `ln q(w)`, entropy and KL to a
 //! [`WeightPrior`] the layers and objectives use. Families: point, mean-field (Blundell et al.
-//! 2015), radial (Farquhar 2022 eq. 4.6), dropout masks (Gal 2016 ch. 3), low-rank (Brack 2022 §3).
+//! 2015), radial (Farquhar 2022 eq. 4.6), dropout masks (Gal 2016 ch. 3), low-rank and full-rank
+//! (Brack 2022 §3).
 //! Adding one is a file and a line in `posterior_families!` below. Guide: the book's *Posteriors
 //! and priors* page.
 
 mod dropout;
+mod full_rank;
 mod low_rank;
 mod mean_field;
 mod point;
@@ -20,6 +22,7 @@ pub use dropout::{
     DropoutConfig, DropoutDist, DropoutMask, DropoutNoise, DropoutPosterior, McDropout,
     model_precision, prior_length_scale_for_weight_decay, weight_decay_for_prior,
 };
+pub use full_rank::{FullRankConfig, FullRankDist, FullRankPosterior};
 pub use low_rank::{LowRankConfig, LowRankDist, LowRankPosterior};
 pub use mean_field::{MeanFieldConfig, MeanFieldDist, MeanFieldPosterior};
 pub use point::{PointConfig, PointDist, PointPosterior};
@@ -275,6 +278,8 @@ posterior_families! {
     Dropout(DropoutConfig => DropoutPosterior),
     /// Low-rank plus diagonal Gaussian.
     LowRank(LowRankConfig => LowRankPosterior),
+    /// Full-rank Gaussian (small tensors only: `n²` parameters).
+    FullRank(FullRankConfig => FullRankPosterior),
 }
 
 impl PosteriorConfig {
@@ -306,6 +311,11 @@ impl PosteriorConfig {
     /// Low-rank plus diagonal Gaussian of rank `rank` per tensor.
     pub fn low_rank(rank: usize) -> Self {
         Self::LowRank(LowRankConfig::new().with_rank(rank))
+    }
+
+    /// Full-rank Gaussian per tensor, with ρ₀ = −5 on the diagonal.
+    pub fn full_rank() -> Self {
+        Self::FullRank(FullRankConfig::new())
     }
 }
 

@@ -11,6 +11,7 @@ fn every_family() -> Vec<PosteriorConfig> {
         PosteriorConfig::mc_dropout(0.3),
         PosteriorConfig::drop_connect(0.3),
         PosteriorConfig::low_rank(2),
+        PosteriorConfig::full_rank(),
     ]
 }
 
@@ -23,6 +24,7 @@ fn wide(config: PosteriorConfig) -> PosteriorConfig {
         PosteriorConfig::LowRank(c) => {
             PosteriorConfig::LowRank(c.with_scale(scale).with_factor_init_std(0.4))
         }
+        PosteriorConfig::FullRank(c) => PosteriorConfig::FullRank(c.with_scale(scale)),
         other => other,
     }
 }
@@ -208,6 +210,56 @@ fn low_rank_kl_and_density_match_the_dense_closed_form() {
         &device,
     )
     .reshape([1, n]);
+    let got = to_vec(d.log_q(wt).unwrap())[0];
+    assert!((got - dense).abs() < 1e-3, "{got} vs {dense}");
+}
+
+/// The full-rank density, entropy and KL against a dense f64 computation with `Σ = L Lᵀ`, for a
+/// factor with a random strict lower triangle.
+#[test]
+fn full_rank_kl_and_density_match_the_dense_closed_form() {
+    let device = test_device();
+    let _guard = seeded(&device, 43);
+    let AnyPosterior::FullRank(mut fr) = posterior(&wide(PosteriorConfig::full_rank()), &device)
+    else {
+        unreachable!()
+    };
+    let n = 12;
+    let off = Tensor::<2>::random([n, n], Distribution::Normal(0.0, 0.3), &device);
+    fr.scale_tril = burn::module::Param::from_tensor(fr.scale_tril.val() + off.tril(-1));
+    let d = fr.dist();
+    let (mu, l) = (to_vec(d.mu.clone()), to_vec(d.tril.clone()));
+    let chol: Vec<Vec<f64>> = (0..n).map(|i| l[i * n..(i + 1) * n].to_vec()).collect();
+    for (i, row) in chol.iter().enumerate() {
+        assert!(
+            row[i] > 0.0 && row[i + 1..].iter().all(|v| *v == 0.0),
+            "{row:?}"
+        );
+    }
+    let log_det: f64 = (0..n).map(|i| 2.0 * chol[i][i].ln()).sum();
+    let var: Vec<f64> = chol.iter().map(|r| r.iter().map(|v| v * v).sum()).collect();
+    let got_var = to_vec(d.marginal_variance().unwrap());
+    for (a, b) in got_var.iter().zip(&var) {
+        assert!((a - b).abs() < 1e-5, "{got_var:?} vs {var:?}");
+    }
+    let entropy = 0.5 * log_det + n as f64 * (crate::special::HALF_LN_2PI + 0.5);
+    assert!((to_vec(d.entropy())[0] - entropy).abs() < 1e-4);
+    let (m0, s0) = (0.1, 0.8);
+    let trace: f64 = var.iter().sum::<f64>() / (s0 * s0);
+    let quad: f64 = mu.iter().map(|m| (m - m0).powi(2)).sum::<f64>() / (s0 * s0);
+    let kl_dense = 0.5 * (trace + quad - n as f64 + 2.0 * n as f64 * f64::ln(s0) - log_det);
+    let prior = Prior::Gaussian { mean: m0, std: s0 }.weight_prior::<2>(1, &device);
+    let kl = to_vec(d.kl(&prior))[0];
+    assert!((kl - kl_dense).abs() < 1e-4 * kl_dense.abs().max(1.0));
+    let w: Vec<f64> = (0..n)
+        .map(|i| mu[i] + 0.3 * (i as f64 - 5.0) / 5.0)
+        .collect();
+    let r: Vec<f64> = w.iter().zip(&mu).map(|(a, b)| a - b).collect();
+    let y = host_forward(&chol, &r);
+    let dense = -0.5 * y.iter().map(|v| v * v).sum::<f64>()
+        - 0.5 * log_det
+        - n as f64 * crate::special::HALF_LN_2PI;
+    let wt = crate::host::matrix(&w, n, &device);
     let got = to_vec(d.log_q(wt).unwrap())[0];
     assert!((got - dense).abs() < 1e-3, "{got} vs {dense}");
 }

@@ -1,0 +1,298 @@
+use super::*;
+use crate::posterior::{FullRankConfig, MeanFieldConfig, ScaleInit};
+use crate::testing::{HostNormals, seeded, to_vec};
+use burn::module::Module;
+use burn::module::Param;
+use burn::tensor::Tensor;
+use rand::{RngExt, SeedableRng, rngs::StdRng};
+
+/// `points` rows of `d` host normals scaled by `scale`, as f64 rows.
+fn host_points(points: usize, d: usize, scale: f64, seed: u64) -> Vec<Vec<f64>> {
+    let mut z = HostNormals::new(seed);
+    (0..points)
+        .map(|_| (0..d).map(|_| scale * z.next()).collect())
+        .collect()
+}
+
+/// Closed-form host values and gradients agree with the tensor densities and autodiff.
+fn check_target<T: LogDensity>(target: &T, scale: f64, seed: u64) {
+    let d = target.dim();
+    for theta in host_points(5, d, scale, seed) {
+        let mut grad = vec![0.0; d];
+        let lp = target.value_and_grad(&theta, &mut grad);
+        let mut grad_t = vec![0.0; d];
+        let lp_t = autodiff_value_and_grad(target, &theta, &mut grad_t);
+        assert!(
+            (lp - lp_t).abs() < 1e-4 * lp.abs().max(1.0),
+            "{lp} vs {lp_t} at {theta:?}"
+        );
+        for (g, gt) in grad.iter().zip(&grad_t) {
+            assert!(
+                (g - gt).abs() < 1e-3 * g.abs().max(1.0),
+                "gradient {grad:?} vs autodiff {grad_t:?} at {theta:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn targets_host_gradients_match_their_tensor_densities_under_autodiff() {
+    check_target(&EightSchools::default(), 1.5, 1);
+    check_target(&EightSchools::centred(), 1.5, 4);
+    check_target(&Funnel { dim: 4 }, 1.0, 2);
+    let cov = vec![2.0, 0.6, 0.1, 0.6, 1.0, -0.3, 0.1, -0.3, 0.5];
+    check_target(
+        &GaussianTarget::new(vec![1.0, -2.0, 0.5], cov).unwrap(),
+        1.0,
+        3,
+    );
+    // The Gaussian target is normalised: its density at the mean is (2π)^{-D/2} det Σ^{-1/2}.
+    let g = GaussianTarget::new(vec![0.0; 2], vec![4.0, 0.0, 0.0, 1.0]).unwrap();
+    let mut grad = [0.0; 2];
+    let lp = g.value_and_grad(&[0.0, 0.0], &mut grad);
+    assert!((lp - (-(2.0 * std::f64::consts::PI).ln() - 2f64.ln() * 1.0)).abs() < 1e-12);
+    let bad = GaussianTarget::new(vec![0.0; 2], vec![1.0, 2.0, 2.0, 1.0]).unwrap_err();
+    assert_eq!(bad.field, "covariance");
+}
+
+#[test]
+fn eight_schools_log_evidence_agrees_with_importance_sampling_from_the_prior() {
+    // p(y) = E_{μ,τ ~ prior}[Π_j N(y_j; μ, σ_j² + τ²)], θ̃ integrated out; the quadrature of
+    // `log_evidence` integrates μ in closed form instead, so the two share no code path.
+    let m = EightSchools::default();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut z = HostNormals::new(8);
+    let n = 400_000;
+    let lik: Vec<f64> = (0..n)
+        .map(|_| {
+            let mu = 5.0 * z.next();
+            let u: f64 = rng.random();
+            let tau = 5.0 * (std::f64::consts::FRAC_PI_2 * u).tan();
+            m.y.iter()
+                .zip(&m.sigma)
+                .map(|(y, s)| {
+                    let v = s * s + tau * tau;
+                    -0.5 * (y - mu).powi(2) / v - 0.5 * (2.0 * std::f64::consts::PI * v).ln()
+                })
+                .sum::<f64>()
+                .exp()
+        })
+        .collect();
+    let mean = lik.iter().sum::<f64>() / n as f64;
+    let se = (lik.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n as f64 / n as f64).sqrt();
+    let exact = m.log_evidence();
+    // The delta method: se(ln mean) = se / mean.
+    let tol = 4.0 * se / mean;
+    assert!(
+        (mean.ln() - exact).abs() < tol,
+        "quadrature {exact} vs prior IS {} ± {}",
+        mean.ln(),
+        se / mean
+    );
+}
+
+/// `n` draws of a generalised Pareto of shape `k`, scale 1 (inverse CDF).
+fn gpd_draws(n: usize, k: f64, seed: u64) -> Vec<f64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let u: f64 = rng.random();
+            ((-k * (1.0 - u).ln()).exp() - 1.0) / k
+        })
+        .collect()
+}
+
+#[test]
+fn k_hat_recovers_the_shape_of_pareto_tails() {
+    // The fit itself, on exact GPD draws: the MLE's asymptotic sd is (1 + k)/√n.
+    let n = 20_000;
+    for (i, k) in [0.2, 0.5, 0.9].into_iter().enumerate() {
+        let (k_hat, sigma) = gpd_fit(&gpd_draws(n, k, 11 + i as u64));
+        let tol = 4.0 * (1.0 + k) / (n as f64).sqrt();
+        assert!((k_hat - k).abs() < tol, "k = {k}: fitted {k_hat} (± {tol})");
+        assert!((sigma - 1.0).abs() < 0.1, "k = {k}: σ = {sigma}");
+    }
+    // PSIS on ratios whose tail is Pareto of shape k (w = U^{−k}): above any threshold the
+    // exceedances are GPD with shape k; the tail holds M = 3√S draws.
+    let s = 100_000;
+    let mut rng = StdRng::seed_from_u64(21);
+    for k in [0.3, 0.6, 0.9] {
+        let ratios: Vec<f64> = (0..s)
+            .map(|_| -k * (1.0 - rng.random::<f64>()).ln())
+            .collect();
+        let fit = psis(&ratios).unwrap();
+        let m = fit.tail_len as f64;
+        assert_eq!(fit.tail_len, 949);
+        let tol = 4.0 * (1.0 + k) / m.sqrt();
+        assert!((fit.k_hat - k).abs() < tol, "k = {k}: k̂ {}", fit.k_hat);
+        let total: f64 = fit.log_weights.iter().map(|w| w.exp()).sum();
+        assert!((total - 1.0).abs() < 1e-9);
+        // Smoothing keeps the ratios' order.
+        let mut order: Vec<usize> = (0..s).collect();
+        order.sort_by(|&a, &b| ratios[a].total_cmp(&ratios[b]));
+        for pair in order.windows(2) {
+            let (a, b) = (fit.log_weights[pair[0]], fit.log_weights[pair[1]]);
+            assert!(a <= b + 1e-12, "smoothed weights out of order: {a} > {b}");
+        }
+    }
+    assert_eq!(KHatBand::of(0.3), KHatBand::Good);
+    assert_eq!(KHatBand::of(0.6), KHatBand::Acceptable);
+    assert_eq!(KHatBand::of(0.7), KHatBand::Unreliable);
+}
+
+#[test]
+fn psis_rejects_bad_ratios_and_keeps_equal_ones() {
+    assert_eq!(
+        psis(&[0.0; 5]).unwrap_err(),
+        PsisError::TooFew { min: 10, got: 5 }
+    );
+    let mut r = vec![0.5; 20];
+    r[3] = f64::NAN;
+    assert!(matches!(
+        psis(&r).unwrap_err(),
+        PsisError::NotFinite { index: 3, .. }
+    ));
+    r[3] = f64::INFINITY;
+    assert!(matches!(
+        psis(&r).unwrap_err(),
+        PsisError::NotFinite { index: 3, .. }
+    ));
+    // q ∝ p: every ratio equal, nothing to fit, uniform weights.
+    let fit = psis(&[1.25; 50]).unwrap();
+    assert_eq!(fit.k_hat, f64::NEG_INFINITY);
+    assert_eq!(fit.band(), KHatBand::Good);
+    for w in &fit.log_weights {
+        assert!((w + 50f64.ln()).abs() < 1e-12);
+    }
+    // A zero weight (−∞) is a valid ratio.
+    let mut r: Vec<f64> = (0..40).map(|i| i as f64 * 0.01).collect();
+    r[0] = f64::NEG_INFINITY;
+    let fit = psis(&r).unwrap();
+    assert_eq!(fit.log_weights[0], f64::NEG_INFINITY);
+    assert!(fit.k_hat.is_finite());
+}
+
+/// `ln |det J|` of a 3 × 3 matrix (rows).
+fn log_abs_det3(j: &[Vec<f64>]) -> f64 {
+    let det = j[0][0] * (j[1][1] * j[2][2] - j[1][2] * j[2][1])
+        - j[0][1] * (j[1][0] * j[2][2] - j[1][2] * j[2][0])
+        + j[0][2] * (j[1][0] * j[2][1] - j[1][1] * j[2][0]);
+    det.abs().ln()
+}
+
+#[test]
+fn every_flow_log_det_equals_the_log_det_of_its_autodiff_jacobian() {
+    let device = crate::training_device();
+    let _guard = seeded(&device, 31);
+    let (d, s) = (3, 4);
+    for kind in [
+        FlowKind::Planar,
+        FlowKind::Radial,
+        FlowKind::Iaf { hidden: 8 },
+    ] {
+        let mut flow = FlowConfig::new(kind, 2)
+            .with_init_std(0.7)
+            .init(d, &device)
+            .unwrap();
+        if kind == FlowKind::Radial {
+            // Radial steps start at the identity (β = 0): one expands, one contracts.
+            for (step, b) in flow.steps.iter_mut().zip([1.0f32, -2.0]) {
+                if let FlowStep::Radial(r) = step {
+                    r.alpha = Param::from_tensor(Tensor::from_floats([0.3], &device));
+                    r.beta = Param::from_tensor(Tensor::from_floats([b], &device));
+                }
+            }
+        }
+        for (k, step) in flow.steps.iter().enumerate() {
+            let z0: Vec<f64> = host_points(s, d, 1.0, 40 + k as u64)
+                .concat()
+                .into_iter()
+                .collect();
+            let z = || crate::host::matrix(&z0, d, &device).require_grad();
+            let log_det = to_vec(step.forward(z()).1);
+            // Row i of each draw's Jacobian: the gradient of Σ_s out[s, i] (a fresh forward
+            // pass per row: burn's tape is consumed by a backward pass).
+            let rows: Vec<Vec<f64>> = (0..d)
+                .map(|i| {
+                    let z = z();
+                    let out = step.forward(z.clone()).0;
+                    let g = out.slice([0..s, i..i + 1]).sum().backward();
+                    to_vec(z.grad(&g).unwrap())
+                })
+                .collect();
+            for n in 0..s {
+                let jac: Vec<Vec<f64>> = (0..d)
+                    .map(|i| (0..d).map(|j| rows[i][n * d + j]).collect())
+                    .collect();
+                let exact = log_abs_det3(&jac);
+                assert!(
+                    (exact - log_det[n]).abs() < 1e-4 * exact.abs().max(1.0),
+                    "{} step {k}, draw {n}: log det {} vs autodiff {exact}",
+                    kind.name(),
+                    log_det[n]
+                );
+                if let FlowKind::Iaf { .. } = kind {
+                    // Autoregressive in the step's order (1..D, reversed on odd steps):
+                    // output i depends only on the entries before it.
+                    for (i, row) in jac.iter().enumerate() {
+                        for (j, &entry) in row.iter().enumerate() {
+                            let (oi, oj) = if k % 2 == 1 { (d - i, d - j) } else { (i, j) };
+                            if oj > oi {
+                                assert_eq!(entry, 0.0, "step {k}: ∂out_{i}/∂z_{j}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn full_rank_vi_reaches_the_exact_gaussian_posterior_and_mean_field_cannot() {
+    let device = crate::training_device();
+    let _guard = seeded(&device, 5);
+    let mean = vec![1.0, -1.0, 0.5];
+    let cov = vec![1.0, 0.8, 0.3, 0.8, 1.0, 0.2, 0.3, 0.2, 0.5];
+    let target = GaussianTarget::new(mean.clone(), cov.clone()).unwrap();
+    let config = ViConfig::new()
+        .with_iterations(3000)
+        .with_samples(32)
+        .with_learning_rate(0.02);
+    let scale = ScaleInit::new().with_rho(0.0).with_rho_std(0.0);
+    let full = flat_at_zero(&FullRankConfig::new().with_scale(scale), 3, &device).unwrap();
+    let fitted = fit(&target, full, &config).unwrap();
+    // A second phase at a tenth of the rate settles Adam's noise around the optimum.
+    let fine = config.clone().with_learning_rate(0.002).with_seed(6);
+    let fitted = fit(&target, fitted.family, &fine).unwrap();
+    use crate::posterior::{PosteriorDist, WeightPosterior};
+    let q = fitted.family.valid().dist();
+    let mu = to_vec(q.mean());
+    let l = to_vec(q.tril.clone());
+    // Σ_q = L Lᵀ against Σ; the optimum is exact, the rest is Adam's noise at this rate.
+    for i in 0..3 {
+        assert!((mu[i] - mean[i]).abs() < 0.03, "mean {mu:?} vs {mean:?}");
+        for j in 0..3 {
+            let c: f64 = (0..3).map(|m| l[i * 3 + m] * l[j * 3 + m]).sum();
+            assert!(
+                (c - cov[i * 3 + j]).abs() < 0.03,
+                "Σ[{i},{j}] = {c} vs {}",
+                cov[i * 3 + j]
+            );
+        }
+    }
+    // The target is normalised: the optimal ELBO is 0, every ratio 0, k̂ far below 0.5.
+    let report = evaluate(&target, &fitted.family, 20_000).unwrap();
+    assert!(
+        report.elbo > -0.02 && report.elbo <= 4.0 * report.elbo_se,
+        "{report:?}"
+    );
+    assert!(report.psis.k_hat < 0.5, "k̂ {}", report.psis.k_hat);
+    assert!(report.log_evidence.abs() < 0.01);
+    // Mean-field cannot express the 0.8 correlation: its ELBO stays below by the KL between
+    // the exact posterior and its best diagonal fit (½ ln det diag(Σ⁻¹)⁻¹ / det Σ > 0.3 nats).
+    let diag = flat_at_zero(&MeanFieldConfig::new().with_scale(scale), 3, &device).unwrap();
+    let fitted = fit(&target, diag, &config).unwrap();
+    let report = evaluate(&target, &fitted.family, 20_000).unwrap();
+    assert!(report.elbo < -0.3, "mean-field ELBO {}", report.elbo);
+}

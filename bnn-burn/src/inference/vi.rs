@@ -1,0 +1,199 @@
+//! Variational inference on a [`LogDensity`]: the ELBO `E_q[ln p̃(θ) − ln q(θ)]` maximised by
+//! reparameterised Monte Carlo gradients, then judged by PSIS (Yao et al. 2018).
+
+use super::family::FlatFamily;
+use super::psis::{Psis, PsisError, psis};
+use super::target::LogDensity;
+use crate::error::{Check, ConfigError};
+use crate::fused::Kernels;
+use crate::host::to_vec;
+use crate::posterior::Unsupported;
+use crate::train::OptimizerConfig;
+use burn::config::Config;
+use burn::optim::GradientsParams;
+use burn::tensor::Tensor;
+
+/// How to fit a [`FlatFamily`] to a [`LogDensity`].
+#[derive(Config, Debug, PartialEq)]
+pub struct ViConfig {
+    /// Optimiser steps.
+    #[config(default = 10_000)]
+    pub iterations: usize,
+    /// Draws per step for the ELBO's gradient.
+    #[config(default = 16)]
+    pub samples: usize,
+    /// The learning rate.
+    #[config(default = 1e-2)]
+    pub learning_rate: f64,
+    /// The optimiser.
+    #[config(default = "OptimizerConfig::adam()")]
+    pub optimizer: OptimizerConfig,
+    /// The seed of the device's generator for the fit's draws.
+    #[config(default = 0)]
+    pub seed: u64,
+}
+
+impl ViConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let check = Check("ViConfig");
+        check.at_least_one("iterations", self.iterations)?;
+        check.at_least_one("samples", self.samples)?;
+        check.positive("learning_rate", self.learning_rate)?;
+        self.optimizer.validate()
+    }
+}
+
+/// Why a variational fit stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ViError {
+    /// A configuration field is out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The family has no density.
+    #[error(transparent)]
+    Unsupported(#[from] Unsupported),
+    /// The target and the family disagree on `D`.
+    #[error("the family is over {family} entries, the target over {target}")]
+    Dimension {
+        /// The family's `D`.
+        family: usize,
+        /// The target's `D`.
+        target: usize,
+    },
+    /// The ELBO estimate stopped being finite.
+    #[error(
+        "the ELBO estimate is {value} at iteration {iteration}: lower `learning_rate` or raise `samples`"
+    )]
+    NotFinite {
+        /// The first iteration whose estimate is not finite.
+        iteration: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// PSIS could not run on the evaluation's draws.
+    #[error(transparent)]
+    Psis(#[from] PsisError),
+}
+
+/// Iterations whose ELBO estimates are read back together (one device sync).
+const READ_EVERY: usize = 100;
+
+/// A fitted family and its per-iteration ELBO estimates (each from [`ViConfig::samples`] draws).
+#[derive(Debug, Clone)]
+pub struct ViFit<F> {
+    /// The fitted family (on the device it was trained on).
+    pub family: F,
+    /// The ELBO estimate of every iteration.
+    pub elbo_trace: Vec<f64>,
+}
+
+/// Maximises the ELBO of `family` (built on an autodiff device, e.g.
+/// [`crate::training_device`]) for `target`.
+///
+/// # Errors
+/// A configuration out of range, a family without density, mismatched dimensions, or an ELBO
+/// estimate that is not finite (the error names the iteration).
+pub fn fit<T: LogDensity, F: FlatFamily>(
+    target: &T,
+    family: F,
+    config: &ViConfig,
+) -> Result<ViFit<F>, ViError> {
+    config.validate()?;
+    if family.dim() != target.dim() {
+        return Err(ViError::Dimension {
+            family: family.dim(),
+            target: target.dim(),
+        });
+    }
+    let device = family
+        .devices()
+        .first()
+        .cloned()
+        .unwrap_or_else(crate::training_device);
+    crate::device::uses_generator();
+    device.seed(config.seed);
+    let mut optim = config.optimizer.init(Kernels::Reference);
+    let mut family = family;
+    let mut trace = Vec::with_capacity(config.iterations);
+    let mut pending = Vec::with_capacity(READ_EVERY);
+    for iteration in 0..config.iterations {
+        let (theta, log_q) = family.sample_log_q(config.samples)?;
+        let elbo = (target.log_density(theta) - log_q).mean();
+        pending.push(elbo.clone().detach());
+        let grads = GradientsParams::from_grads(elbo.neg().backward(), &family);
+        family = optim.step(config.learning_rate, family, grads);
+        if pending.len() == READ_EVERY || iteration + 1 == config.iterations {
+            let values = to_vec(Tensor::cat(std::mem::take(&mut pending), 0));
+            let first = trace.len();
+            if let Some((i, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+                return Err(ViError::NotFinite {
+                    iteration: first + i,
+                    value,
+                });
+            }
+            trace.extend(values);
+        }
+    }
+    Ok(ViFit {
+        family,
+        elbo_trace: trace,
+    })
+}
+
+/// The evaluation of a fitted `q` by `draws` fresh draws.
+#[derive(Debug, Clone)]
+pub struct ViReport {
+    /// The ELBO estimate `mean(ln p̃ − ln q)`.
+    pub elbo: f64,
+    /// Its Monte Carlo standard error.
+    pub elbo_se: f64,
+    /// The importance-sampling estimate of `ln ∫ p̃` (the log evidence when `p̃` is a joint):
+    /// `ln mean exp(ln p̃ − ln q)`.
+    pub log_evidence: f64,
+    /// PSIS of the log ratios: `k̂` and the smoothed weights.
+    pub psis: Psis,
+    /// The log ratios `ln p̃(θ_s) − ln q(θ_s)`, for cross-checks.
+    pub log_ratios: Vec<f64>,
+}
+
+/// Draws per chunk of an evaluation.
+const EVAL_CHUNK: usize = 4096;
+
+/// ELBO, importance-sampled evidence and PSIS `k̂` of `family` for `target`, from `draws` draws
+/// of the device's generator (in chunks, without autodiff).
+///
+/// # Errors
+/// A family without density, mismatched dimensions, or ratios PSIS rejects (fewer than 10, NaN).
+pub fn evaluate<T: LogDensity, F: FlatFamily>(
+    target: &T,
+    family: &F,
+    draws: usize,
+) -> Result<ViReport, ViError> {
+    if family.dim() != target.dim() {
+        return Err(ViError::Dimension {
+            family: family.dim(),
+            target: target.dim(),
+        });
+    }
+    let q = family.valid();
+    let mut log_ratios = Vec::with_capacity(draws);
+    while log_ratios.len() < draws {
+        let n = EVAL_CHUNK.min(draws - log_ratios.len());
+        let (theta, log_q) = q.sample_log_q(n)?;
+        log_ratios.extend(to_vec(target.log_density(theta) - log_q));
+    }
+    let psis = psis(&log_ratios)?;
+    let n = log_ratios.len() as f64;
+    let elbo = log_ratios.iter().sum::<f64>() / n;
+    let var = log_ratios.iter().map(|r| (r - elbo).powi(2)).sum::<f64>() / (n - 1.0);
+    let max = log_ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let log_evidence = max + (log_ratios.iter().map(|r| (r - max).exp()).sum::<f64>() / n).ln();
+    Ok(ViReport {
+        elbo,
+        elbo_se: (var / n).sqrt(),
+        log_evidence,
+        psis,
+        log_ratios,
+    })
+}
