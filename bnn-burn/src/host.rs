@@ -84,6 +84,52 @@ pub fn to_labels(t: Tensor<1, Int>) -> Vec<usize> {
         .collect()
 }
 
+/// `n` standard normal draws (Box–Muller in `f64`), reproducible from `seed`: the host side of
+/// the Monte Carlo oracles of the tests, independent of the backend under test.
+pub fn host_normals(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = HostNormals::new(seed);
+    (0..n).map(|_| rng.next()).collect()
+}
+
+/// A stream of standard normal draws (Box–Muller in `f64`) from a seeded host generator: the
+/// samplers' momenta and the tests' oracles.
+pub struct HostNormals {
+    rng: rand::rngs::StdRng,
+    spare: Option<f64>,
+}
+
+impl HostNormals {
+    /// The stream of `seed`.
+    pub fn new(seed: u64) -> Self {
+        use rand::SeedableRng;
+        Self {
+            rng: rand::rngs::StdRng::seed_from_u64(seed),
+            spare: None,
+        }
+    }
+
+    /// A uniform draw on `[0, 1)` from the same generator.
+    pub fn uniform(&mut self) -> f64 {
+        use rand::RngExt;
+        self.rng.random()
+    }
+
+    /// The next draw.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> f64 {
+        use rand::RngExt;
+        if let Some(z) = self.spare.take() {
+            return z;
+        }
+        let u1: f64 = 1.0 - self.rng.random::<f64>();
+        let u2: f64 = self.rng.random();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let t = std::f64::consts::TAU * u2;
+        self.spare = Some(r * t.sin());
+        r * t.cos()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

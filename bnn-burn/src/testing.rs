@@ -75,6 +75,12 @@ pub(crate) fn assert_holds_rng_lock() {
     }
 }
 
+/// `seed` shifted by [`SEED_OFFSET_ENV`]'s value: the seed of a host-side stream (a sampler's,
+/// a host oracle's) that must move with the suite's offset like [`seeded`]'s.
+pub fn offset_seed(seed: u64) -> u64 {
+    seed.wrapping_add(seed_offset())
+}
+
 /// [`SEED_OFFSET_ENV`]'s value, 0 when unset.
 fn seed_offset() -> u64 {
     match std::env::var(SEED_OFFSET_ENV) {
@@ -141,44 +147,7 @@ pub fn golden_section(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64) -> f64 {
     (lo + hi) / 2.0
 }
 
-/// `n` standard normal draws (Box–Muller in `f64`), reproducible from `seed`: the host side of
-/// the Monte Carlo oracles, independent of the backend under test.
-pub fn host_normals(n: usize, seed: u64) -> Vec<f64> {
-    let mut rng = HostNormals::new(seed);
-    (0..n).map(|_| rng.next()).collect()
-}
-
-/// A stream of standard normal draws (Box–Muller in `f64`) from a seeded host generator.
-pub struct HostNormals {
-    rng: rand::rngs::StdRng,
-    spare: Option<f64>,
-}
-
-impl HostNormals {
-    /// The stream of `seed`.
-    pub fn new(seed: u64) -> Self {
-        use rand::SeedableRng;
-        Self {
-            rng: rand::rngs::StdRng::seed_from_u64(seed),
-            spare: None,
-        }
-    }
-
-    /// The next draw.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> f64 {
-        use rand::RngExt;
-        if let Some(z) = self.spare.take() {
-            return z;
-        }
-        let u1: f64 = 1.0 - self.rng.random::<f64>();
-        let u2: f64 = self.rng.random();
-        let r = (-2.0 * u1.ln()).sqrt();
-        let t = std::f64::consts::TAU * u2;
-        self.spare = Some(r * t.sin());
-        r * t.cos()
-    }
-}
+pub use crate::host::{HostNormals, host_normals};
 
 /// `y = sin(2x) + ε`, `ε ~ N(0, 0.1²)`, `x ~ U(−2, 2)`: `n` rows of a one-input regression.
 pub fn sine(device: &Device, n: usize) -> (burn::tensor::Tensor<2>, burn::tensor::Tensor<2>) {

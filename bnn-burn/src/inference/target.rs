@@ -290,12 +290,22 @@ impl LogDensity for GaussianTarget {
     }
 }
 
-/// Neal's funnel (Neal 2003): `v ~ N(0, 3²)`, `x_i | v ~ N(0, eᵛ)`, `θ = (v, x₁..x_{D−1})`.
-/// Its margin of `v` is `N(0, 3²)`: the test of samplers on varying curvature.
+/// Neal's funnel (Neal 2003): `v ~ N(0, s²)`, `x_i | v ~ N(0, eᵛ)`, `θ = (v, x₁..x_{D−1})`.
+/// Its margin of `v` is `N(0, s²)`: the test of samplers on varying curvature. At Neal's
+/// `s = 3` the neck (`v ≪ 0`) defeats a fixed step size; divergences then say so.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Funnel {
     /// `D` (≥ 2).
     pub dim: usize,
+    /// The standard deviation `s` of `v` (Neal's 3).
+    pub scale: f64,
+}
+
+impl Funnel {
+    /// Neal's funnel over `dim` entries (`s = 3`).
+    pub fn neal(dim: usize) -> Self {
+        Self { dim, scale: 3.0 }
+    }
 }
 
 impl LogDensity for Funnel {
@@ -308,7 +318,8 @@ impl LogDensity for Funnel {
         let v = column(&theta, 0);
         let x = theta.slice([0..s, 1..d]);
         let k = (d - 1) as f64;
-        let lp_v = v.clone().square() * (-1.0 / 18.0) - (3f64.ln() + HALF_LN_2PI);
+        let lp_v = v.clone().square() * (-0.5 / (self.scale * self.scale))
+            - (self.scale.ln() + HALF_LN_2PI);
         let lp_x = (x.square() * v.clone().neg().exp()).sum_dim(1) * -0.5
             - v * (0.5 * k)
             - k * HALF_LN_2PI;
@@ -319,11 +330,17 @@ impl LogDensity for Funnel {
         let v = theta[0];
         let k = (self.dim - 1) as f64;
         let e = (-v).exp();
+        let s2 = self.scale * self.scale;
         let sq: f64 = theta[1..].iter().map(|x| x * x).sum();
-        grad[0] = -v / 9.0 + 0.5 * sq * e - 0.5 * k;
+        grad[0] = -v / s2 + 0.5 * sq * e - 0.5 * k;
         for (g, x) in grad[1..].iter_mut().zip(&theta[1..]) {
             *g = -x * e;
         }
-        -v * v / 18.0 - 3f64.ln() - HALF_LN_2PI - 0.5 * sq * e - 0.5 * k * v - k * HALF_LN_2PI
+        -0.5 * v * v / s2
+            - self.scale.ln()
+            - HALF_LN_2PI
+            - 0.5 * sq * e
+            - 0.5 * k * v
+            - k * HALF_LN_2PI
     }
 }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::posterior::{FullRankConfig, MeanFieldConfig, ScaleInit};
-use crate::testing::{HostNormals, seeded, to_vec};
+use crate::testing::{HostNormals, offset_seed, seeded, to_vec};
 use burn::module::Module;
 use burn::module::Param;
 use burn::tensor::Tensor;
@@ -8,7 +8,7 @@ use rand::{RngExt, SeedableRng, rngs::StdRng};
 
 /// `points` rows of `d` host normals scaled by `scale`, as f64 rows.
 fn host_points(points: usize, d: usize, scale: f64, seed: u64) -> Vec<Vec<f64>> {
-    let mut z = HostNormals::new(seed);
+    let mut z = HostNormals::new(offset_seed(seed));
     (0..points)
         .map(|_| (0..d).map(|_| scale * z.next()).collect())
         .collect()
@@ -39,7 +39,7 @@ fn check_target<T: LogDensity>(target: &T, scale: f64, seed: u64) {
 fn targets_host_gradients_match_their_tensor_densities_under_autodiff() {
     check_target(&EightSchools::default(), 1.5, 1);
     check_target(&EightSchools::centred(), 1.5, 4);
-    check_target(&Funnel { dim: 4 }, 1.0, 2);
+    check_target(&Funnel::neal(4), 1.0, 2);
     let cov = vec![2.0, 0.6, 0.1, 0.6, 1.0, -0.3, 0.1, -0.3, 0.5];
     check_target(
         &GaussianTarget::new(vec![1.0, -2.0, 0.5], cov).unwrap(),
@@ -60,8 +60,8 @@ fn eight_schools_log_evidence_agrees_with_importance_sampling_from_the_prior() {
     // p(y) = E_{μ,τ ~ prior}[Π_j N(y_j; μ, σ_j² + τ²)], θ̃ integrated out; the quadrature of
     // `log_evidence` integrates μ in closed form instead, so the two share no code path.
     let m = EightSchools::default();
-    let mut rng = StdRng::seed_from_u64(7);
-    let mut z = HostNormals::new(8);
+    let mut rng = StdRng::seed_from_u64(offset_seed(7));
+    let mut z = HostNormals::new(offset_seed(8));
     let n = 400_000;
     let lik: Vec<f64> = (0..n)
         .map(|_| {
@@ -93,7 +93,7 @@ fn eight_schools_log_evidence_agrees_with_importance_sampling_from_the_prior() {
 
 /// `n` draws of a generalised Pareto of shape `k`, scale 1 (inverse CDF).
 fn gpd_draws(n: usize, k: f64, seed: u64) -> Vec<f64> {
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = StdRng::seed_from_u64(offset_seed(seed));
     (0..n)
         .map(|_| {
             let u: f64 = rng.random();
@@ -115,7 +115,7 @@ fn k_hat_recovers_the_shape_of_pareto_tails() {
     // PSIS on ratios whose tail is Pareto of shape k (w = U^{−k}): above any threshold the
     // exceedances are GPD with shape k; the tail holds M = 3√S draws.
     let s = 100_000;
-    let mut rng = StdRng::seed_from_u64(21);
+    let mut rng = StdRng::seed_from_u64(offset_seed(21));
     for k in [0.3, 0.6, 0.9] {
         let ratios: Vec<f64> = (0..s)
             .map(|_| -k * (1.0 - rng.random::<f64>()).ln())
@@ -295,4 +295,155 @@ fn full_rank_vi_reaches_the_exact_gaussian_posterior_and_mean_field_cannot() {
     let fitted = fit(&target, diag, &config).unwrap();
     let report = evaluate(&target, &fitted.family, 20_000).unwrap();
     assert!(report.elbo < -0.3, "mean-field ELBO {}", report.elbo);
+}
+
+#[test]
+fn normal_quantile_matches_known_values() {
+    for (p, z) in [
+        (0.5, 0.0),
+        (0.975, 1.959_963_984_540_054),
+        (0.025, -1.959_963_984_540_054),
+        (1e-10, -6.361_340_902_404_056),
+        (0.999, 3.090_232_306_167_813_6),
+    ] {
+        let got = normal_quantile(p);
+        assert!(
+            (got - z).abs() < 1e-8 * z.abs().max(1.0),
+            "Φ⁻¹({p}) = {got}, not {z}"
+        );
+    }
+}
+
+/// `m` AR(1) chains `x_t = φ x_{t−1} + √(1−φ²) ε_t` of length `n`, each started at `shift_c`.
+fn ar1_chains(m: usize, n: usize, phi: f64, shift: &[f64], seed: u64) -> Vec<Vec<f64>> {
+    let mut z = HostNormals::new(offset_seed(seed));
+    (0..m)
+        .map(|c| {
+            let mut x = z.next();
+            (0..n)
+                .map(|_| {
+                    x = phi * x + (1.0 - phi * phi).sqrt() * z.next();
+                    x + shift[c]
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn ess_and_rhat_agree_with_ar1_theory_and_flag_disagreeing_chains() {
+    // An AR(1) chain's integrated autocorrelation time is (1 + φ)/(1 − φ).
+    let (m, n) = (4, 20_000);
+    for phi in [0.0, 0.5, 0.9] {
+        let chains = ar1_chains(m, n, phi, &[0.0; 4], offset_seed(50));
+        let s = summarise(&chains);
+        let tau = (1.0 + phi) / (1.0 - phi);
+        let expected = (m * n) as f64 / tau;
+        // τ̂ sums about M = 5τ lags: its relative sd is about √(2(2M + 1)/(m n)).
+        let tol = 4.0 * (2.0 * (10.0 * tau + 1.0) / (m * n) as f64).sqrt();
+        assert!(
+            (s.ess_mean / expected - 1.0).abs() < tol,
+            "φ = {phi}: ESS {} vs {expected}",
+            s.ess_mean
+        );
+        assert!((s.ess_bulk / expected - 1.0).abs() < tol, "{s:?}");
+        assert!(s.rhat < 1.01, "φ = {phi}: R̂ {}", s.rhat);
+        assert!((s.mcse - s.sd / s.ess_mean.sqrt()).abs() < 1e-12);
+    }
+    // One chain shifted by one standard deviation: R̂ ≈ √(1 + Var(means)/W) ≈ 1.1.
+    let chains = ar1_chains(m, 2000, 0.5, &[0.0, 0.0, 0.0, 1.0], offset_seed(51));
+    assert!(rhat(&chains) > 1.05, "R̂ {}", rhat(&chains));
+    // Equal spread, different scale: only the folded R̂ sees it.
+    let mut chains = ar1_chains(m, 2000, 0.0, &[0.0; 4], offset_seed(52));
+    for x in &mut chains[3] {
+        *x *= 3.0;
+    }
+    assert!(rhat(&chains) > 1.05, "folded R̂ {}", rhat(&chains));
+}
+
+/// Means within 4 MCSE, standard deviations within 4 of their standard errors
+/// (`sd/√(2 ESS)`), R̂ below 1.01, and no divergences.
+fn check_recovers(run: &McmcRun, mean: &[f64], sd: &[f64], what: &str) {
+    for (i, s) in run.summary().iter().enumerate() {
+        assert!(
+            (s.mean - mean[i]).abs() < 4.0 * s.mcse,
+            "{what}: mean[{i}] {} vs {} (MCSE {})",
+            s.mean,
+            mean[i],
+            s.mcse
+        );
+        let sd_se = sd[i] / (2.0 * s.ess_bulk).sqrt();
+        assert!(
+            (s.sd - sd[i]).abs() < 4.0 * sd_se,
+            "{what}: sd[{i}] {} vs {} (± {sd_se})",
+            s.sd,
+            sd[i]
+        );
+        assert!(s.rhat < 1.01, "{what}: R̂[{i}] {}", s.rhat);
+    }
+}
+
+#[test]
+fn nuts_and_hmc_recover_a_correlated_gaussian() {
+    let mean = vec![1.0, -2.0, 0.5];
+    // sds 3, 1, 0.3 with correlations 0.9, 0.5, 0.3.
+    let sd = [3.0, 1.0, 0.3];
+    let corr = [[1.0, 0.9, 0.5], [0.9, 1.0, 0.3], [0.5, 0.3, 1.0]];
+    let cov: Vec<f64> = (0..9)
+        .map(|k| corr[k / 3][k % 3] * sd[k / 3] * sd[k % 3])
+        .collect();
+    let target = GaussianTarget::new(mean.clone(), cov).unwrap();
+    let config = McmcConfig::new()
+        .with_warmup(500)
+        .with_draws(2000)
+        .with_seed(offset_seed(3));
+    let run = sample(&target, &config, None).unwrap();
+    assert_eq!(run.divergences(), 0);
+    check_recovers(&run, &mean, &sd, "NUTS");
+    // Dual averaging aims the iterates at 0.8; the averaged step it keeps is a little smaller.
+    let accept = run.mean_accept();
+    assert!((0.75..0.97).contains(&accept), "accept {accept}");
+    let hmc = config.with_sampler(Sampler::Hmc { steps: 20 });
+    let run = sample(&target, &hmc, None).unwrap();
+    check_recovers(&run, &mean, &sd, "HMC");
+}
+
+#[test]
+fn nuts_recovers_a_funnels_margin_and_flags_neals_neck() {
+    // v ~ N(0, s²) whatever the dimension; at s = 1.5 a high target acceptance reaches the neck.
+    let target = Funnel { dim: 3, scale: 1.5 };
+    let config = McmcConfig::new()
+        .with_warmup(1000)
+        .with_draws(4000)
+        .with_target_accept(0.95)
+        .with_seed(offset_seed(4));
+    let run = sample(&target, &config, None).unwrap();
+    let v = summarise(&run.param(0));
+    assert!(v.mean.abs() < 4.0 * v.mcse, "{v:?}");
+    let sd_se = 1.5 / (2.0 * v.ess_bulk).sqrt();
+    assert!((v.sd - 1.5).abs() < 4.0 * sd_se, "{v:?}");
+    // R̂ itself fluctuates by about 1/√ESS: at a few hundred effective draws, 1.02.
+    assert!(v.rhat < 1.02, "{v:?}");
+    // At Neal's s = 3 the neck is out of reach of one step size: the run reports divergences.
+    let run = sample(&Funnel::neal(3), &config.with_target_accept(0.8), None).unwrap();
+    assert!(run.divergences() > 0);
+}
+
+#[test]
+fn samplers_reject_bad_settings_and_unusable_starts() {
+    let target = Funnel::neal(3);
+    let err = sample(&target, &McmcConfig::new().with_draws(2), None).unwrap_err();
+    assert!(err.to_string().contains("draws"), "{err}");
+    let err = sample(&target, &McmcConfig::new().with_target_accept(1.0), None).unwrap_err();
+    assert!(err.to_string().contains("target_accept"), "{err}");
+    let err = sample(&target, &McmcConfig::new(), Some(&[0.0; 2])).unwrap_err();
+    assert!(matches!(
+        err,
+        McmcError::InitLength {
+            got: 2,
+            expected: 3
+        }
+    ));
+    let err = sample(&target, &McmcConfig::new(), Some(&[f64::NAN; 3])).unwrap_err();
+    assert!(err.to_string().contains("no initial point"), "{err}");
 }
