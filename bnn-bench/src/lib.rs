@@ -1,6 +1,6 @@
 //! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the
 //! UCI protocol ([`uci`]: [`uci::UciMethod`], [`uci::run_with`]), MNIST with OOD sets ([`mnist`]),
-//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]), the quick start, the performance
+//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]), Brack's eight schools ([`eight_schools`]), the quick start, the performance
 //! benchmarks ([`perf`]), the runner every harness shares ([`runner`]), the tables of the README and
 //! the book ([`tables`]) and the ledger of paper tables ([`published`]). The `bnn-bench` binary is a
 //! thin command line over these modules; a user crate runs the same protocols on its own methods
@@ -12,6 +12,7 @@ pub mod alloc;
 pub mod catalogue;
 pub mod decomposition;
 pub mod depeweg;
+pub mod eight_schools;
 pub mod experiment;
 pub mod lv_mnist;
 pub mod mnist;

@@ -3,7 +3,8 @@
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
 use bnn_bench::{
-    alloc, depeweg, lv_mnist, mnist, perf, published, quickstart, runner, tables, toy, uci,
+    alloc, depeweg, eight_schools, lv_mnist, mnist, perf, published, quickstart, runner, tables,
+    toy, uci,
 };
 use clap::{Parser, Subcommand};
 
@@ -58,6 +59,11 @@ enum Command {
     /// Every finished split is saved as it ends (`--resume` skips it).
     #[command(mut_arg("out", |a| a.default_value("runs/depeweg").required(false)))]
     Depeweg(depeweg::DepewegArgs),
+    /// Brack (2022) Table 5.1: mean-field, full-rank and planar/radial/IAF flows (K = 4–32) on
+    /// the eight-schools model, centred and non-centred, each judged by its ELBO and PSIS k̂
+    /// beside the printed table; NUTS as the reference of the posterior's moments.
+    #[command(mut_arg("out", |a| a.default_value("runs/eight-schools").required(false)))]
+    EightSchools(eight_schools::EightSchoolsOptions),
     /// One UCI report from the rows of several `uci` run records (uci.json), with no training:
     /// a later record's row replaces the same (data set, method) row of an earlier one.
     UciReport(uci::UciReportArgs),
@@ -105,6 +111,7 @@ fn main() {
         Command::Uci(o) => uci::run(&o).map(drop),
         Command::LvMnist(o) => lv_mnist::run(&o).map(drop),
         Command::Depeweg(a) => depeweg::run(&a.options()).map(drop),
+        Command::EightSchools(o) => eight_schools::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),

@@ -1,23 +1,25 @@
 //! Published numbers beside the bench's tables, as data files in `bnn-bench/published/`
 //! (compiled in, so the binary needs no files): `columns.csv` names every published column's
 //! source, what its ± is and its errata; `uci.csv`, `depeweg.csv` and `mnist.csv` hold the
-//! numbers as printed. One loader ([`read`]) reads them all; [`uci`], [`depeweg`] and
+//! numbers as printed (`brack.csv`: the eight-schools table). One loader ([`read`]) reads them all; [`uci`], [`depeweg`] and
 //! [`mnist`] give each table its typed view. Adding a published column is a data-file edit.
 
 use bnn_datasets::delimited::csv_fields;
 
+pub mod brack;
 pub mod depeweg;
 pub mod ledger;
 pub mod mnist;
 pub mod uci;
 
 /// The data files, by name.
-const FILES: [(&str, &str); 5] = [
+const FILES: [(&str, &str); 6] = [
     ("columns.csv", include_str!("../../published/columns.csv")),
     ("ledger.csv", include_str!("../../published/ledger.csv")),
     ("uci.csv", include_str!("../../published/uci.csv")),
     ("depeweg.csv", include_str!("../../published/depeweg.csv")),
     ("mnist.csv", include_str!("../../published/mnist.csv")),
+    ("brack.csv", include_str!("../../published/brack.csv")),
 ];
 
 /// One row of a data file: its fields by the header's names.

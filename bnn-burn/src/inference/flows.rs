@@ -19,7 +19,8 @@ pub enum FlowKind {
     Planar,
     /// `f(z) = z + β (z − z₀)/(α + ‖z − z₀‖)`, `α > 0`, `β ≥ −α`.
     Radial,
-    /// `f(z)_i = m_i(z_{<i}) + exp(s_i(z_{<i})) z_i`, `(m, s)` a MADE with two hidden layers.
+    /// `f(z)_i = m_i(z_{<i}) + exp(s_i(z_{<i})) z_i`, `(m, s)` a MADE with two hidden layers,
+    /// `s = 3 tanh(s'/3)` bounded so that a step cannot scale by more than `e³`.
     Iaf {
         /// Width of each of the MADE's two hidden layers.
         hidden: usize,
@@ -217,6 +218,9 @@ impl Radial {
     }
 }
 
+/// The bound of an IAF step's log-scale.
+const LOG_SCALE_BOUND: f64 = 3.0;
+
 /// An affine inverse-autoregressive step: a MADE with two ReLU hidden layers gives the shift `m`
 /// and log-scale `s` of each entry from the entries before it in the step's order.
 #[derive(Module, Debug)]
@@ -282,7 +286,8 @@ impl Iaf {
         }
     }
 
-    /// `f(z) = m + exp(s) ⊙ z`; `ln |det| = Σ_i s_i`.
+    /// `f(z) = m + exp(s) ⊙ z`, `s = 3 tanh(s'/3)` (the identity near 0, bounded: unbounded
+    /// log-scales overflow within a few hundred steps of a deep stack); `ln |det| = Σ_i s_i`.
     pub fn forward(&self, z: Tensor<2>) -> (Tensor<2>, Tensor<1>) {
         let [s, d] = z.dims();
         let device = z.device();
@@ -297,7 +302,7 @@ impl Iaf {
             }
         }
         let shift = h.clone().slice([0..s, 0..d]);
-        let log_scale = h.slice([0..s, d..2 * d]);
+        let log_scale = (h.slice([0..s, d..2 * d]) / LOG_SCALE_BOUND).tanh() * LOG_SCALE_BOUND;
         let out = shift + log_scale.clone().exp() * z;
         (out, log_scale.sum_dim(1).reshape([s]))
     }
