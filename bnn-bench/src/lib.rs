@@ -46,6 +46,8 @@ pub mod book {
     pub struct BenchmarksToys;
     #[doc = include_str!("../../book/src/benchmarks/depeweg.md")]
     pub struct BenchmarksDepeweg;
+    #[doc = include_str!("../../book/src/benchmarks/eight-schools.md")]
+    pub struct BenchmarksEightSchools;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]

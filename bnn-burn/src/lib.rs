@@ -3,9 +3,10 @@
 //! Bayesian neural networks as ordinary [burn](https://burn.dev) modules: posteriors over weight
 //! tensors ([`posterior`], [`dist`]), layers generic over them ([`layers`]), networks with a
 //! body/head split ([`nets`], [`latent`]), likelihoods, objectives, a training loop ([`train`]),
-//! predictions with aleatoric/epistemic decompositions ([`predict`]), metrics, and fused kernels
-//! ([`fused`]). The backend is a cargo feature ([`mod@device`]). The README's example and every
-//! page of the book's library chapters are compiled and run as doctests of this crate.
+//! predictions with aleatoric/epistemic decompositions ([`predict`]), metrics, fused kernels
+//! ([`fused`]), and reference inference on small models ([`inference`]). The backend is a cargo
+//! feature ([`mod@device`]). The README's example and every page of the book's library chapters
+//! are compiled and run as doctests of this crate.
 //!
 //! Guide, concepts and method pages: the book (`book/`, `mdbook serve book`).
 
@@ -120,6 +121,8 @@ pub mod book {
     pub struct MethodsPostHoc;
     #[doc = include_str!("../../book/src/methods/convert.md")]
     pub struct MethodsConvert;
+    #[doc = include_str!("../../book/src/methods/reference-inference.md")]
+    pub struct MethodsReferenceInference;
     #[doc = include_str!("../../book/src/contributing/architecture.md")]
     pub struct ContributingArchitecture;
     #[doc = include_str!("../../book/src/contributing/extending.md")]

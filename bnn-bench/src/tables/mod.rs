@@ -25,6 +25,14 @@ struct Generator {
 
 const GENERATORS: &[Generator] = &[
     Generator {
+        name: "eight-schools-centred",
+        make: |assets| eight_schools(assets, "centred"),
+    },
+    Generator {
+        name: "eight-schools-non-centred",
+        make: |assets| eight_schools(assets, "non-centred"),
+    },
+    Generator {
         name: "mnist-runs",
         make: mnist_runs,
     },
@@ -528,6 +536,32 @@ fn toy(assets: &Path) -> Result<String, Box<dyn Error>> {
 /// BNN+LV on the toys (`assets/toy-lv/toy.json`), as [`toy`].
 fn toy_lv(assets: &Path) -> Result<String, Box<dyn Error>> {
     toy_table(assets, "toy-lv")
+}
+
+/// One parameterisation's part of the `eight-schools` record (`assets/eight-schools`): the
+/// families beside Brack (2022) Table 5.1, then the NUTS reference and the peer comparison when
+/// the record has them, as the harness's own report prints them.
+fn eight_schools(assets: &Path, model: &str) -> Result<String, Box<dyn Error>> {
+    use crate::eight_schools::{Row, nuts_table, peer_table, table};
+    let path = assets.join("eight-schools").join("eight-schools.json");
+    let record = read_json(&path)?;
+    let rows: Vec<Row> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    let mut md = table(&rows, model)?;
+    for r in &rows {
+        match r {
+            Row::Nuts(n) if n.model == model => {
+                md.push('\n');
+                md.push_str(&nuts_table(n));
+            }
+            Row::Peer(p) if p.model == model => {
+                md.push('\n');
+                md.push_str(&peer_table(p));
+            }
+            _ => {}
+        }
+    }
+    Ok(md)
 }
 
 /// The rows of the `toy` record in `folder`.

@@ -447,3 +447,200 @@ fn samplers_reject_bad_settings_and_unusable_starts() {
     let err = sample(&target, &McmcConfig::new(), Some(&[f64::NAN; 3])).unwrap_err();
     assert!(err.to_string().contains("no initial point"), "{err}");
 }
+
+/// A target whose "minibatches" are the whole target: exact gradients.
+struct Exact(GaussianTarget);
+
+impl Minibatches for Exact {
+    type Target = GaussianTarget;
+    fn draw(&self, _: usize, _: &mut HostNormals) -> GaussianTarget {
+        self.0.clone()
+    }
+}
+
+#[test]
+fn sgld_settles_on_its_discretised_stationary_law_and_sghmc_near_the_target() {
+    // On N(0, σ²) SGLD is the AR(1) θ' = (1 − ε/(2σ²)) θ + √ε z, whose stationary variance is
+    // σ²/(1 − ε/(4σ²)): 11 % above σ² at ε = 0.4, σ = 1.
+    let sd = [1.0, 2.0];
+    let target = Exact(GaussianTarget::new(vec![0.0, 0.0], vec![1.0, 0.0, 0.0, 4.0]).unwrap());
+    let eps = 0.4;
+    let config = SgMcmcConfig::new(eps)
+        .with_burn_in(1000)
+        .with_draws(90_000)
+        .with_thin(1)
+        .with_seed(offset_seed(60));
+    let run = sg_sample(&target, &[0.0, 0.0], &config).unwrap();
+    for (i, s) in sd.iter().enumerate() {
+        let chain = vec![run.draws.iter().map(|d| d[i]).collect::<Vec<_>>()];
+        let summary = summarise(&chain);
+        let expected = s * s / (1.0 - eps / (4.0 * s * s));
+        let var = summary.sd * summary.sd;
+        let var_se = var * (2.0 / summary.ess_mean).sqrt();
+        assert!(
+            (var - expected).abs() < 4.0 * var_se,
+            "entry {i}: variance {var} vs {expected} (± {var_se})"
+        );
+        if i == 0 {
+            assert!(var - s * s > 4.0 * var_se, "the bias is visible: {var}");
+        }
+    }
+    let sghmc = SgMcmcConfig {
+        step_size: 0.01,
+        ..config.clone()
+    }
+    .with_sampler(SgSampler::Sghmc { friction: 0.1 })
+    .with_thin(5)
+    .with_draws(20_000);
+    let run = sg_sample(&target, &[0.0, 0.0], &sghmc).unwrap();
+    for (i, s) in sd.iter().enumerate() {
+        let chain = vec![run.draws.iter().map(|d| d[i]).collect::<Vec<_>>()];
+        let summary = summarise(&chain);
+        assert!(summary.mean.abs() < 4.0 * summary.mcse, "{summary:?}");
+        assert!((summary.sd / s - 1.0).abs() < 0.1, "entry {i}: {summary:?}");
+    }
+    let bad = sg_sample(&target, &[0.0], &config).unwrap_err();
+    assert!(matches!(
+        bad,
+        SgMcmcError::InitLength {
+            got: 1,
+            expected: 2
+        }
+    ));
+    let zero = SgMcmcConfig {
+        step_size: 0.0,
+        ..config
+    };
+    let err = sg_sample(&target, &[0.0, 0.0], &zero).unwrap_err();
+    assert!(err.to_string().contains("step_size"), "{err}");
+}
+
+/// A linear-Gaussian network (no hidden layer, point weights, fixed noise) on `n` rows, and its
+/// exact posterior over (w₁, w₂, b): precision `A = ΦᵀΦ/σ² + I/s₀²`, mean `A⁻¹Φᵀy/σ²`.
+fn linear_problem(
+    n: usize,
+    device: &burn::tensor::Device,
+) -> (
+    crate::nets::Regressor,
+    Tensor<2>,
+    Tensor<2>,
+    Vec<f64>,
+    Vec<f64>,
+) {
+    use crate::layers::WeightConfig;
+    use crate::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+    use crate::posterior::PosteriorConfig;
+    let sigma = 0.5;
+    let likelihood = GaussianLikelihoodConfig::new()
+        .with_noise_std(sigma)
+        .with_fit(NoiseFit::Fixed)
+        .init(device)
+        .unwrap();
+    let net = crate::nets::MlpConfig::new(2, vec![], 1)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .init(likelihood, device)
+        .unwrap();
+    let z = crate::host::host_normals(3 * n, offset_seed(70));
+    let phi: Vec<[f64; 3]> = (0..n).map(|i| [z[3 * i], z[3 * i + 1], 1.0]).collect();
+    let y: Vec<f64> = (0..n)
+        .map(|i| 0.8 * phi[i][0] - 0.5 * phi[i][1] + 0.3 + sigma * z[3 * i + 2])
+        .collect();
+    let mut a = vec![0.0; 9];
+    let mut rhs = [0.0; 3];
+    for (p, t) in phi.iter().zip(&y) {
+        for r in 0..3 {
+            rhs[r] += p[r] * t / (sigma * sigma);
+            for c in 0..3 {
+                a[r * 3 + c] += p[r] * p[c] / (sigma * sigma);
+            }
+        }
+    }
+    let prior_std = 1.0; // the default prior, N(0, 1)
+    for r in 0..3 {
+        a[r * 3 + r] += 1.0 / (prior_std * prior_std);
+    }
+    let mut l = a.clone();
+    crate::linalg::dense::cholesky(&mut l, 3).unwrap();
+    let cov = crate::linalg::dense::inverse_from_cholesky(&l, 3);
+    let mean: Vec<f64> = (0..3)
+        .map(|r| (0..3).map(|c| cov[r * 3 + c] * rhs[c]).sum())
+        .collect();
+    let sd: Vec<f64> = (0..3).map(|r| cov[r * 3 + r].sqrt()).collect();
+    let x: Vec<f64> = phi.iter().flat_map(|p| [p[0], p[1]]).collect();
+    (
+        net,
+        crate::host::matrix(&x, 2, device),
+        crate::host::matrix(&y, 1, device),
+        mean,
+        sd,
+    )
+}
+
+#[test]
+fn a_linear_networks_log_joint_is_the_closed_form_and_nuts_on_it_finds_the_exact_posterior() {
+    let device = crate::training_device();
+    let _guard = seeded(&device, 71);
+    let (net, x, y, mean, sd) = linear_problem(40, &device);
+    let target = BnnTarget::new(net.clone(), x.clone(), y.clone()).unwrap();
+    assert_eq!(target.dim(), 3);
+    // The log joint at a few points against the host formula (weights then bias, as the layout
+    // has them).
+    let xs = to_vec(x.clone());
+    let ys = to_vec(y.clone());
+    let prior_std = 1.0; // the default prior, N(0, 1)
+    for theta in host_points(3, 3, 1.0, 72) {
+        let mut lp = 0.0;
+        for (i, t) in ys.iter().enumerate() {
+            let f = theta[0] * xs[2 * i] + theta[1] * xs[2 * i + 1] + theta[2];
+            lp += -0.5 * ((t - f) / 0.5).powi(2) - 0.5f64.ln() - crate::special::HALF_LN_2PI;
+        }
+        for v in &theta {
+            lp += -0.5 * (v / prior_std).powi(2) - prior_std.ln() - crate::special::HALF_LN_2PI;
+        }
+        let mut grad = vec![0.0; 3];
+        let got = target.value_and_grad(&theta, &mut grad);
+        assert!((got - lp).abs() < 1e-3 * lp.abs().max(1.0), "{got} vs {lp}");
+    }
+    // NUTS from the autodiff gradients recovers the exact Gaussian posterior.
+    let config = McmcConfig::new()
+        .with_warmup(300)
+        .with_draws(400)
+        .with_seed(offset_seed(73));
+    let run = sample(&target, &config, None).unwrap();
+    check_recovers(&run, &mean, &sd, "NUTS on a linear network");
+    // Its samples predict as a network-level posterior: the predictive mean at the data is
+    // Φ·E[θ].
+    let posterior = SampledPosterior::new(net.valid(), &run.pooled()).unwrap();
+    let pred = crate::posthoc::predict_network(
+        &posterior,
+        x.clone().inner(),
+        crate::predict::PredictMode::Samples(400),
+    )
+    .unwrap();
+    let mu = to_vec(pred.mean());
+    for i in 0..5 {
+        let expected = mean[0] * xs[2 * i] + mean[1] * xs[2 * i + 1] + mean[2];
+        assert!(
+            (mu[i] - expected).abs() < 0.05,
+            "row {i}: {} vs {expected}",
+            mu[i]
+        );
+    }
+    // SGLD on minibatches of 10 rows, at a step small against the posterior's scale, lands
+    // near the same posterior mean (its bias and noise are what 0.1 sd allows).
+    let sg = SgMcmcConfig::new(2e-4)
+        .with_batch_size(10)
+        .with_burn_in(2000)
+        .with_draws(2000)
+        .with_thin(5)
+        .with_seed(offset_seed(74));
+    let run = sg_sample(&target, &mean, &sg).unwrap();
+    for i in 0..3 {
+        let m = run.draws.iter().map(|d| d[i]).sum::<f64>() / run.draws.len() as f64;
+        assert!(
+            (m - mean[i]).abs() < 0.3 * sd[i] + 0.02,
+            "θ{i}: {m} vs {}",
+            mean[i]
+        );
+    }
+}

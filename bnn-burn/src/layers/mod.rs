@@ -27,7 +27,7 @@ pub use moments::{
 };
 pub use ops::Conv2dGeometry;
 pub use params::LayerParams;
-pub use pass::{LayerDraw, Pass, Recorded};
+pub use pass::{FlatLayout, LayerDraw, Pass, Recorded};
 pub use pool::Pool;
 pub use visit::{AnyLayerParams, LayerIds, LayerInfo, LayerKind, LayerMapper, LayerVisitor};
 pub use weights::WeightConfig;

@@ -26,6 +26,68 @@ impl LayerDraw {
     }
 }
 
+/// How a network's weights lie in one flat vector `θ` (`P` entries): its layers in forward
+/// order, each weight (row-major) then its bias. The seam between network draws
+/// ([`LayerDraw`]s) and samplers or families over `θ` (SWAG's moments, MCMC, full covariance).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FlatLayout(pub Vec<(usize, Option<usize>)>);
+
+impl FlatLayout {
+    /// The layout of `draws` (one per layer).
+    pub fn of(draws: &[LayerDraw]) -> Self {
+        Self(
+            draws
+                .iter()
+                .map(|d| (d.weight.dims()[1], d.bias.as_ref().map(|b| b.dims()[1])))
+                .collect(),
+        )
+    }
+
+    /// `P`, the entries of `θ`.
+    pub fn numel(&self) -> usize {
+        self.0.iter().map(|(w, b)| w + b.unwrap_or(0)).sum()
+    }
+
+    /// `draws` as flat rows `θ`, `[S, P]` (detached).
+    pub fn flatten(draws: Vec<LayerDraw>) -> Tensor<2> {
+        let mut parts = Vec::with_capacity(2 * draws.len());
+        for d in draws {
+            parts.push(d.weight.detach());
+            if let Some(b) = d.bias {
+                parts.push(b.detach());
+            }
+        }
+        Tensor::cat(parts, 1)
+    }
+
+    /// Rows `θ [S, P]` as one draw per layer (slices: gradients flow back to `θ`).
+    ///
+    /// # Panics
+    /// If `θ` does not have `P` columns.
+    pub fn split(&self, theta: Tensor<2>) -> Vec<LayerDraw> {
+        let [n, p] = theta.dims();
+        assert_eq!(
+            p,
+            self.numel(),
+            "θ has {p} entries, the layout {}",
+            self.numel()
+        );
+        let mut at = 0;
+        let mut take = |k: usize| {
+            let t = theta.clone().slice([0..n, at..at + k]);
+            at += k;
+            t
+        };
+        self.0
+            .iter()
+            .map(|&(w, b)| LayerDraw {
+                weight: take(w),
+                bias: b.map(&mut take),
+            })
+            .collect()
+    }
+}
+
 /// What a recording pass keeps of one layer ([`Pass::recording`]): its input, and a zero leaf
 /// added to its output whose gradient is the loss's gradient in the layer's outputs.
 #[derive(Debug, Clone)]

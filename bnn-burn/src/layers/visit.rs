@@ -91,6 +91,16 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         }
     }
 
+    /// `ln p(w_s) + ln p(b_s)` of each of `S` draws under the layer's priors, `[S]` (a bias
+    /// without a prior, [`crate::layers::WeightConfig::point_bias`], adds nothing).
+    pub fn log_prior(&self, draw: &LayerDraw) -> Tensor<1> {
+        let weight = self.weight_prior.log_prob(draw.weight.clone());
+        match (&self.bias_prior, &draw.bias) {
+            (Some(prior), Some(bias)) => weight + prior.log_prob(bias.clone()),
+            _ => weight,
+        }
+    }
+
     /// `n` independent draws of weight and bias, `[n, numel]` each.
     pub fn draws(&self, n: usize) -> LayerDraw {
         LayerDraw {
@@ -109,6 +119,7 @@ pub(crate) trait LayerView {
     fn draws(&self, n: usize) -> LayerDraw;
     fn is_point(&self) -> bool;
     fn kl(&self) -> Tensor<1>;
+    fn log_prior(&self, draw: &LayerDraw) -> Tensor<1>;
 }
 
 impl<const DW: usize> LayerView for AnyLayerParams<DW> {
@@ -123,6 +134,9 @@ impl<const DW: usize> LayerView for AnyLayerParams<DW> {
     }
     fn kl(&self) -> Tensor<1> {
         LayerParams::kl(self)
+    }
+    fn log_prior(&self, draw: &LayerDraw) -> Tensor<1> {
+        LayerParams::log_prior(self, draw)
     }
 }
 

@@ -24,7 +24,7 @@ use crate::dist::Moments;
 use crate::error::{ConfigError, DataMismatch};
 use crate::layers::visit::{Collect, EmpiricalBayesPrior, LayerView, PosteriorAsPrior};
 use crate::layers::{
-    BayesianLinear, LayerDraw, LayerInfo, LayerKind, LayerMapper, LayerVisitor, Pass,
+    BayesianLinear, FlatLayout, LayerDraw, LayerInfo, LayerKind, LayerMapper, LayerVisitor, Pass,
 };
 use crate::likelihood::{
     Categorical, GaussianLikelihood, HeteroscedasticGaussian, Likelihood, LogitRule,
@@ -333,6 +333,27 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
         let mut draws = collect_layers(&self.body, |_, l| l.mean_draw());
         draws.push(self.head.params.mean_draw());
         draws
+    }
+
+    /// How this network's weights lie in one flat vector ([`FlatLayout`]).
+    pub fn flat_layout(&self) -> FlatLayout {
+        FlatLayout::of(&self.mean_draw())
+    }
+
+    /// `ln p(θ_s)` of `S` joint draws of every layer (as [`Self::forward_draws`] takes them)
+    /// under the layers' priors, `[S]`.
+    ///
+    /// # Panics
+    /// If `draws` does not have one entry per layer.
+    pub fn log_prior_draws(&self, draws: &[LayerDraw]) -> Tensor<1> {
+        assert_eq!(
+            draws.len(),
+            self.layer_count(),
+            "a network draw has one entry per Bayesian layer"
+        );
+        let mut parts = collect_layers(&self.body, |info, l| l.log_prior(&draws[info.index]));
+        parts.push(self.head.params.log_prior(&draws[draws.len() - 1]));
+        parts.into_iter().reduce(|a, b| a + b).expect("a head")
     }
 
     /// The head's outputs `[S, B, k]` under `S` joint draws of every layer's weights (one

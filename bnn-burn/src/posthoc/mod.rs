@@ -88,11 +88,7 @@ pub fn predict_network<P: NetworkPosterior>(
             return predict_from_moments(&net.likelihood, m, posterior.logit_rule());
         }
     };
-    let weights: usize = net
-        .mean_draw()
-        .iter()
-        .map(|d| d.weight.dims()[1] + d.bias.as_ref().map_or(0, |b| b.dims()[1]))
-        .sum();
+    let weights = net.flat_layout().numel();
     let chunk = (CHUNK_WEIGHTS / weights.max(1)).clamp(1, n);
     let mut outs = Vec::with_capacity(n.div_ceil(chunk));
     let mut done = 0;

@@ -7,7 +7,7 @@
 
 use super::NetworkPosterior;
 use crate::error::ConfigError;
-use crate::layers::{LayerDraw, LayerIds};
+use crate::layers::{FlatLayout, LayerDraw, LayerIds};
 use crate::likelihood::Likelihood;
 use crate::nets::{Bnn, Body};
 use crate::train::{Callback, EpochStats, Flow, StepInfo, TrainError};
@@ -42,19 +42,16 @@ pub struct SwagMoments {
     pub sq_mean: Tensor<2>,
     /// The last `K` deviations `θ_i − θ̄_i`, `[1, P]` each, oldest first.
     pub deviations: VecDeque<Tensor<2>>,
-    /// Per layer, the weight's and the bias's element counts.
-    pub layout: Vec<(usize, Option<usize>)>,
+    /// How the layers lie in `θ`.
+    pub layout: FlatLayout,
     /// Per layer, its parameter ids (checked against the network the moments are used on).
     pub ids: Vec<LayerIds>,
 }
 
 impl SwagMoments {
     fn first(draws: Vec<LayerDraw>, ids: Vec<LayerIds>) -> Self {
-        let layout = draws
-            .iter()
-            .map(|d| (d.weight.dims()[1], d.bias.as_ref().map(|b| b.dims()[1])))
-            .collect();
-        let theta = flatten(draws);
+        let layout = FlatLayout::of(&draws);
+        let theta = FlatLayout::flatten(draws);
         Self {
             count: 1,
             sq_mean: theta.clone().square(),
@@ -66,7 +63,7 @@ impl SwagMoments {
     }
 
     fn add(&mut self, draws: Vec<LayerDraw>, rank: usize) {
-        let theta = flatten(draws);
+        let theta = FlatLayout::flatten(draws);
         let n = self.count as f64;
         self.mean = (self.mean.clone() * n + theta.clone()) / (n + 1.0);
         self.sq_mean = (self.sq_mean.clone() * n + theta.clone().square()) / (n + 1.0);
@@ -94,17 +91,6 @@ impl SwagMoments {
             .collect();
         self
     }
-}
-
-fn flatten(draws: Vec<LayerDraw>) -> Tensor<2> {
-    let mut parts = Vec::with_capacity(2 * draws.len());
-    for d in draws {
-        parts.push(d.weight.detach());
-        if let Some(b) = d.bias {
-            parts.push(b.detach());
-        }
-    }
-    Tensor::cat(parts, 1)
 }
 
 /// A training callback that collects [`SwagMoments`] of a point network's weights; read them
@@ -329,19 +315,7 @@ impl<B: Body, L: Likelihood> NetworkPosterior for Swag<B, L> {
                     + z2.matmul(d) / (2.0 * (k as f64 - 1.0)).sqrt()
             }
         };
-        let mut draws = Vec::with_capacity(m.layout.len());
-        let mut at = 0;
-        for &(w, b) in &m.layout {
-            let weight = theta.clone().slice([0..n, at..at + w]);
-            at += w;
-            let bias = b.map(|b| {
-                let t = theta.clone().slice([0..n, at..at + b]);
-                at += b;
-                t
-            });
-            draws.push(LayerDraw { weight, bias });
-        }
-        draws
+        m.layout.split(theta)
     }
 }
 
