@@ -262,11 +262,12 @@ impl Iaf {
             .iter()
             .enumerate()
             .map(|(l, &(i, o))| {
-                // He initialisation on the hidden layers; the output layer at `init_std`.
-                let std = if l < 2 {
-                    (2.0 / i as f64).sqrt()
-                } else {
-                    init_std
+                // He initialisation on the hidden layers; the output layer at `init_std/√H`,
+                // so that every step starts near the identity whatever its width (a deep stack
+                // of steps each scaling by e^O(1) overflows before the first update).
+                let std = match l < 2 {
+                    true => (2.0 / i as f64).sqrt(),
+                    false => init_std / (hidden as f64).sqrt(),
                 };
                 Param::from_tensor(Tensor::random(
                     [i, o],
