@@ -517,19 +517,31 @@ fn sgld_settles_on_its_discretised_stationary_law_and_sghmc_near_the_target() {
 
 /// A linear-Gaussian network (no hidden layer, point weights, fixed noise) on `n` rows, and its
 /// exact posterior over (w₁, w₂, b): precision `A = ΦᵀΦ/σ² + I/s₀²`, mean `A⁻¹Φᵀy/σ²`.
-fn linear_problem(
-    n: usize,
-    device: &burn::tensor::Device,
-) -> (
+fn linear_problem(n: usize, device: &burn::tensor::Device) -> LinearProblem {
+    let (net, x, y, mean, cov) =
+        linear_problem_with(n, crate::posterior::PosteriorConfig::point(), device);
+    let sd = (0..3).map(|r| cov[r * 3 + r].sqrt()).collect();
+    (net, x, y, mean, sd)
+}
+
+/// A network, its inputs and targets, and two vectors (the exact posterior's mean and sds, or
+/// its mean and covariance).
+type LinearProblem = (
     crate::nets::Regressor,
     Tensor<2>,
     Tensor<2>,
     Vec<f64>,
     Vec<f64>,
-) {
+);
+
+/// [`linear_problem`] with weights of `family`, and the exact covariance (row-major 3 × 3).
+fn linear_problem_with(
+    n: usize,
+    family: crate::posterior::PosteriorConfig,
+    device: &burn::tensor::Device,
+) -> LinearProblem {
     use crate::layers::WeightConfig;
     use crate::likelihood::{GaussianLikelihoodConfig, NoiseFit};
-    use crate::posterior::PosteriorConfig;
     let sigma = 0.5;
     let likelihood = GaussianLikelihoodConfig::new()
         .with_noise_std(sigma)
@@ -537,7 +549,7 @@ fn linear_problem(
         .init(device)
         .unwrap();
     let net = crate::nets::MlpConfig::new(2, vec![], 1)
-        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .with_weights(WeightConfig::of(family))
         .init(likelihood, device)
         .unwrap();
     let z = crate::host::host_normals(3 * n, offset_seed(70));
@@ -565,14 +577,13 @@ fn linear_problem(
     let mean: Vec<f64> = (0..3)
         .map(|r| (0..3).map(|c| cov[r * 3 + c] * rhs[c]).sum())
         .collect();
-    let sd: Vec<f64> = (0..3).map(|r| cov[r * 3 + r].sqrt()).collect();
     let x: Vec<f64> = phi.iter().flat_map(|p| [p[0], p[1]]).collect();
     (
         net,
         crate::host::matrix(&x, 2, device),
         crate::host::matrix(&y, 1, device),
         mean,
-        sd,
+        cov,
     )
 }
 
@@ -643,4 +654,88 @@ fn a_linear_networks_log_joint_is_the_closed_form_and_nuts_on_it_finds_the_exact
             mean[i]
         );
     }
+}
+
+#[test]
+fn network_check_gives_the_closed_form_elbo_and_evidence_of_a_linear_network() {
+    use crate::posterior::{AnyPosterior, PosteriorConfig, PosteriorDist, WeightPosterior};
+    let device = crate::device();
+    let _guard = seeded(&device, 75);
+    let n = 40;
+    let (mut net, x, y, mean, cov) = linear_problem_with(n, PosteriorConfig::mean_field(), &device);
+    // q: independent Gaussians at the exact posterior's means and marginal sds.
+    let sd: Vec<f64> = (0..3).map(|r| cov[r * 3 + r].sqrt()).collect();
+    let set = |p: &mut AnyPosterior<2>, m: &[f64], s: &[f64]| {
+        let AnyPosterior::MeanField(q) = p else {
+            unreachable!()
+        };
+        let rho: Vec<f64> = s.iter().map(|s| q.loc.param.rho_of(*s)).collect();
+        q.loc.mu = Param::from_tensor(crate::host::matrix(m, 1, &device));
+        q.loc.rho = Param::from_tensor(crate::host::matrix(&rho, 1, &device));
+    };
+    set(&mut net.head.params.weight, &mean[..2], &sd[..2]);
+    let Some(AnyPosterior::MeanField(b)) = net.head.params.bias.as_mut() else {
+        unreachable!()
+    };
+    b.loc.mu = Param::from_tensor(Tensor::from_floats([mean[2] as f32], &device));
+    let rho = b.loc.param.rho_of(sd[2]);
+    b.loc.rho = Param::from_tensor(Tensor::from_floats([rho as f32], &device));
+    let q_mean = to_vec(net.head.params.weight.dist().mean());
+    assert!((q_mean[1] - mean[1]).abs() < 1e-5);
+    let report = network_check(&net, x.clone(), y.clone(), 20_000).unwrap();
+    // The ELBO of a Gaussian q in closed form: E_q ln p(y|θ) + E_q ln p(θ) + H[q].
+    let (xs, ys) = (to_vec(x), to_vec(y));
+    let sigma2 = 0.25;
+    let mut elbo = 0.0;
+    for i in 0..n {
+        let phi = [xs[2 * i], xs[2 * i + 1], 1.0];
+        let f: f64 = (0..3).map(|j| phi[j] * mean[j]).sum();
+        let var: f64 = (0..3).map(|j| phi[j] * phi[j] * sd[j] * sd[j]).sum();
+        elbo += -0.5 * (2.0 * std::f64::consts::PI * sigma2).ln()
+            - ((ys[i] - f).powi(2) + var) / (2.0 * sigma2);
+    }
+    for j in 0..3 {
+        elbo += -crate::special::HALF_LN_2PI - 0.5 * (mean[j] * mean[j] + sd[j] * sd[j]);
+        elbo += 0.5 * (2.0 * std::f64::consts::PI * std::f64::consts::E * sd[j] * sd[j]).ln();
+    }
+    assert!(
+        (report.elbo - elbo).abs() < 4.0 * report.elbo_se + 1e-3,
+        "ELBO {} ± {} vs {elbo}",
+        report.elbo,
+        report.elbo_se
+    );
+    // The evidence: y ~ N(0, σ²I + Φ Φᵀ) (unit priors).
+    let mut k = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            let (a, b) = (
+                [xs[2 * i], xs[2 * i + 1], 1.0],
+                [xs[2 * j], xs[2 * j + 1], 1.0],
+            );
+            k[i * n + j] =
+                (0..3).map(|m| a[m] * b[m]).sum::<f64>() + if i == j { sigma2 } else { 0.0 };
+        }
+    }
+    let mut l = k;
+    crate::linalg::dense::cholesky(&mut l, n).unwrap();
+    let inv = crate::linalg::dense::inverse_from_cholesky(&l, n);
+    let quad: f64 = (0..n)
+        .map(|i| (0..n).map(|j| ys[i] * inv[i * n + j] * ys[j]).sum::<f64>())
+        .sum();
+    let evidence = -0.5 * quad
+        - 0.5 * crate::linalg::dense::cholesky_log_det(&l, n)
+        - n as f64 * crate::special::HALF_LN_2PI;
+    assert!(report.elbo < evidence, "{} vs {evidence}", report.elbo);
+    assert!(report.psis.k_hat < 0.7, "k̂ {}", report.psis.k_hat);
+    assert!(
+        (report.log_evidence - evidence).abs() < 0.02,
+        "IS evidence {} vs {evidence}",
+        report.log_evidence
+    );
+    // Point weights have no density.
+    let (point, x, y, _, _) = linear_problem(n, &device);
+    assert!(matches!(
+        network_check(&point, x, y, 100).unwrap_err(),
+        ViError::Unsupported(_)
+    ));
 }

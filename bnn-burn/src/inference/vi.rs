@@ -1,15 +1,20 @@
 //! Variational inference on a [`LogDensity`]: the ELBO `E_q[ln p̃(θ) − ln q(θ)]` maximised by
 //! reparameterised Monte Carlo gradients, then judged by PSIS (Yao et al. 2018).
 
+use super::bnn::BnnTarget;
 use super::family::FlatFamily;
 use super::psis::{Psis, PsisError, psis};
 use super::target::LogDensity;
 use crate::error::{Check, ConfigError};
 use crate::fused::Kernels;
 use crate::host::to_vec;
+use crate::layers::FlatLayout;
+use crate::likelihood::Likelihood;
+use crate::nets::{Bnn, Body};
 use crate::posterior::Unsupported;
 use crate::train::OptimizerConfig;
 use burn::config::Config;
+use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
@@ -183,6 +188,11 @@ pub fn evaluate<T: LogDensity, F: FlatFamily>(
         let (theta, log_q) = q.sample_log_q(n)?;
         log_ratios.extend(to_vec(target.log_density(theta) - log_q));
     }
+    report(log_ratios)
+}
+
+/// ELBO, evidence and PSIS of log ratios `ln p̃(θ_s) − ln q(θ_s)`, `θ_s ~ q`.
+fn report(log_ratios: Vec<f64>) -> Result<ViReport, ViError> {
     let psis = psis(&log_ratios)?;
     let n = log_ratios.len() as f64;
     let elbo = log_ratios.iter().sum::<f64>() / n;
@@ -196,4 +206,32 @@ pub fn evaluate<T: LogDensity, F: FlatFamily>(
         psis,
         log_ratios,
     })
+}
+
+/// Whether a trained network's variational posterior (per-layer families: mean-field, radial,
+/// low-rank, full-rank) can be trusted on `(input, target)`: its ELBO, the importance-sampled
+/// evidence and PSIS `k̂` of `draws` joint draws, the log joint from the layers' priors and the
+/// likelihood ([`BnnTarget`]). Give a subset of the rows when the data are large: each chunk of
+/// draws runs a forward pass over all of them.
+///
+/// # Errors
+/// A layer without a density (point weights, dropout masks), data of mismatched lengths, or
+/// ratios PSIS rejects.
+pub fn network_check<B: Body, L: Likelihood>(
+    net: &Bnn<B, L>,
+    input: B::Input,
+    target: L::Target,
+    draws: usize,
+) -> Result<ViReport, ViError> {
+    let net = net.valid();
+    let joint = BnnTarget::new(net.clone(), input, target)?;
+    let chunk = (EVAL_CHUNK * 64 / joint.rows().max(1)).clamp(1, EVAL_CHUNK);
+    let mut log_ratios = Vec::with_capacity(draws);
+    while log_ratios.len() < draws {
+        let n = chunk.min(draws - log_ratios.len());
+        let (layers, log_q) = net.draws_with_log_q(n)?;
+        let theta = FlatLayout::flatten(layers);
+        log_ratios.extend(to_vec(joint.log_density(theta) - log_q));
+    }
+    report(log_ratios)
 }

@@ -101,6 +101,18 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         }
     }
 
+    /// `ln q(w_s) + ln q(b_s)` of each of `S` draws under the layer's posteriors, `[S]`.
+    ///
+    /// # Errors
+    /// When a posterior has no density (a point mass, a dropout mask).
+    pub fn log_q(&self, draw: &LayerDraw) -> Result<Tensor<1>, crate::posterior::Unsupported> {
+        let weight = self.weight.dist().log_q(draw.weight.clone())?;
+        match (&self.bias, &draw.bias) {
+            (Some(q), Some(bias)) => Ok(weight + q.dist().log_q(bias.clone())?),
+            _ => Ok(weight),
+        }
+    }
+
     /// `n` independent draws of weight and bias, `[n, numel]` each.
     pub fn draws(&self, n: usize) -> LayerDraw {
         LayerDraw {
@@ -120,6 +132,7 @@ pub(crate) trait LayerView {
     fn is_point(&self) -> bool;
     fn kl(&self) -> Tensor<1>;
     fn log_prior(&self, draw: &LayerDraw) -> Tensor<1>;
+    fn log_q(&self, draw: &LayerDraw) -> Result<Tensor<1>, crate::posterior::Unsupported>;
 }
 
 impl<const DW: usize> LayerView for AnyLayerParams<DW> {
@@ -137,6 +150,9 @@ impl<const DW: usize> LayerView for AnyLayerParams<DW> {
     }
     fn log_prior(&self, draw: &LayerDraw) -> Tensor<1> {
         LayerParams::log_prior(self, draw)
+    }
+    fn log_q(&self, draw: &LayerDraw) -> Result<Tensor<1>, crate::posterior::Unsupported> {
+        LayerParams::log_q(self, draw)
     }
 }
 

@@ -335,6 +335,34 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
         draws
     }
 
+    /// `n` joint draws of every layer from its posterior (independent across layers), with
+    /// `ln q` of each, `[n]`: the proposal of importance sampling ([`crate::inference`]'s
+    /// `network_check`).
+    ///
+    /// # Errors
+    /// When a layer's posterior has no density (a point mass, a dropout mask).
+    pub fn draws_with_log_q(&self, n: usize) -> Result<(Vec<LayerDraw>, Tensor<1>), Unsupported> {
+        let mut layers = collect_layers(&self.body, |_, l| {
+            let draw = l.draws(n);
+            let log_q = l.log_q(&draw);
+            (draw, log_q)
+        });
+        let head = self.head.params.draws(n);
+        let head_log_q = self.head.params.log_q(&head);
+        layers.push((head, head_log_q));
+        let mut draws = Vec::with_capacity(layers.len());
+        let mut total: Option<Tensor<1>> = None;
+        for (draw, log_q) in layers {
+            let log_q = log_q?;
+            total = Some(match total {
+                Some(t) => t + log_q,
+                None => log_q,
+            });
+            draws.push(draw);
+        }
+        Ok((draws, total.expect("a head")))
+    }
+
     /// How this network's weights lie in one flat vector ([`FlatLayout`]).
     pub fn flat_layout(&self) -> FlatLayout {
         FlatLayout::of(&self.mean_draw())

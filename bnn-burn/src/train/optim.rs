@@ -48,6 +48,17 @@ pub enum OptimizerConfig {
         /// Decoupled weight decay.
         weight_decay: f64,
     },
+    /// AMSGrad (Reddi et al. 2018): Adam whose denominator uses the running maximum of the
+    /// second moments, so that step sizes never grow (the optimiser of Farquhar 2022 ch. 3).
+    /// burn's on every [`Kernels`] choice.
+    AmsGrad {
+        /// First-moment decay.
+        beta_1: f64,
+        /// Second-moment decay.
+        beta_2: f64,
+        /// Denominator floor.
+        epsilon: f64,
+    },
     /// Stochastic gradient descent with (Nesterov) momentum.
     Sgd {
         /// Momentum factor (0 for plain SGD).
@@ -67,6 +78,15 @@ impl OptimizerConfig {
     /// Adam with burn's defaults (β = 0.9, 0.999; ε = 10⁻⁵).
     pub fn adam() -> Self {
         Self::Adam {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-5,
+        }
+    }
+
+    /// AMSGrad with Adam's defaults (β = 0.9, 0.999; ε = 10⁻⁵).
+    pub fn ams_grad() -> Self {
+        Self::AmsGrad {
             beta_1: 0.9,
             beta_2: 0.999,
             epsilon: 1e-5,
@@ -96,6 +116,11 @@ impl OptimizerConfig {
                 beta_1,
                 beta_2,
                 epsilon,
+            }
+            | Self::AmsGrad {
+                beta_1,
+                beta_2,
+                epsilon,
             } => betas(beta_1, beta_2, epsilon),
             Self::AdamL2 {
                 beta_1,
@@ -118,7 +143,7 @@ impl OptimizerConfig {
 
     /// The optimiser over a whole module: Adam and AdamW as one fused pass per tensor
     /// (`FusedAdam`, `FusedAdamW`: burn's numerics and records) on [`Kernels::Fused`],
-    /// burn's own on [`Kernels::Reference`]; AdamL2 and SGD are burn's on both.
+    /// burn's own on [`Kernels::Reference`]; AdamL2, AMSGrad and SGD are burn's on both.
     pub fn init(&self, kernels: Kernels) -> ModuleOptimizer {
         match (self.clone(), kernels) {
             (
@@ -188,6 +213,20 @@ impl OptimizerConfig {
                 .with_beta_2(beta_2 as f32)
                 .with_epsilon(epsilon as f32)
                 .with_weight_decay(weight_decay as f32)
+                .init(),
+            (
+                Self::AmsGrad {
+                    beta_1,
+                    beta_2,
+                    epsilon,
+                },
+                _,
+            ) => AdamWConfig::new()
+                .with_beta_1(beta_1 as f32)
+                .with_beta_2(beta_2 as f32)
+                .with_epsilon(epsilon as f32)
+                .with_weight_decay(0.0)
+                .with_amsgrad(true)
                 .init(),
             (Self::Sgd { momentum, nesterov }, _) => {
                 let momentum = (momentum > 0.0).then(|| {

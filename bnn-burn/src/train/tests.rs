@@ -378,7 +378,7 @@ fn a_divergent_final_step_is_an_error_naming_epoch_and_step() {
 }
 
 #[test]
-fn sgd_with_momentum_and_adamw_train_too() {
+fn sgd_with_momentum_adamw_and_amsgrad_train_too() {
     let device = test_device().autodiff();
     let _guard = seeded(&device, 6);
     let data = linear_data(&device, 128);
@@ -400,6 +400,7 @@ fn sgd_with_momentum_and_adamw_train_too() {
             },
             1e-2,
         ),
+        (OptimizerConfig::ams_grad(), 1e-2),
     ] {
         let config = quiet(40)
             .with_learning_rate(lr)
