@@ -12,8 +12,8 @@
 //! `cargo run --release --example mfvi_vs_radial`
 
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::layers::{Pass, WeightConfig};
-use bnn_burn::likelihood::{GaussianLikelihoodConfig, HeteroscedasticGaussian, Likelihood};
+use bnn_burn::layers::WeightConfig;
+use bnn_burn::likelihood::{GaussianLikelihoodConfig, HeteroscedasticGaussian};
 use bnn_burn::metrics::{mean, mean_and_standard_error};
 use bnn_burn::nets::MlpConfig;
 use bnn_burn::posterior::{
@@ -22,11 +22,11 @@ use bnn_burn::posterior::{
 };
 use bnn_burn::predict::{Predict, PredictMode};
 use bnn_burn::special::inverse_softplus;
-use bnn_burn::train::{TrainConfig, train};
+use bnn_burn::train::{TrainConfig, gradient_noise, train};
 use bnn_burn::{device, training_device};
 use bnn_datasets::Standardizer;
 use bnn_datasets::toy;
-use burn::module::Module;
+use burn::module::{Module, ParamGroup};
 use burn::tensor::Tensor;
 use std::error::Error;
 
@@ -118,28 +118,14 @@ fn gradient_variance() -> Result<(), Box<dyn Error>> {
             let model = MlpConfig::new(1, vec![200, 200], 1)
                 .with_weights(weights)
                 .init(likelihood, &device)?;
-            let mut grads = Vec::with_capacity(DRAWS);
-            for _ in 0..DRAWS {
-                let out = model.forward(x.clone(), &mut Pass::predict(1));
-                let nll = model.likelihood.log_likelihood(out, y.clone()).mean().neg();
-                let g = nll.backward();
-                let mu = match &model.body.layers[1].params.weight {
-                    AnyPosterior::MeanField(p) => &p.loc.mu,
-                    AnyPosterior::Radial(p) => &p.loc.mu,
-                    _ => unreachable!("only the two families are compared"),
-                };
-                grads.push(to_vec(mu.val().grad(&g).expect("μ receives a gradient")));
-            }
+            let mu = match &model.body.layers[1].params.weight {
+                AnyPosterior::MeanField(p) => &p.loc.mu,
+                AnyPosterior::Radial(p) => &p.loc.mu,
+                _ => unreachable!("only the two families are compared"),
+            };
             // E‖g − ḡ‖² / ‖ḡ‖² over the layer: total gradient variance relative to its signal.
-            let k = grads[0].len();
-            let (mut var, mut signal) = (0.0, 0.0);
-            for j in 0..k {
-                let col: Vec<f64> = grads.iter().map(|g| g[j]).collect();
-                let m = mean(&col);
-                var += col.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (DRAWS - 1) as f64;
-                signal += m * m;
-            }
-            row.push(var / signal);
+            let group = ParamGroup::from_ids(vec![mu.id]);
+            row.push(gradient_noise(&model, &x, &y, DRAWS, Some(&group)).ratio);
         }
         println!("| {sigma} | {:.3e} | {:.3e} |", row[0], row[1]);
     }

@@ -8,6 +8,7 @@ mod checkpoint;
 mod data;
 mod error;
 mod fit;
+mod gradient_noise;
 #[cfg(feature = "learner")]
 mod learner;
 mod optim;
@@ -18,6 +19,7 @@ pub use checkpoint::{CheckpointError, CheckpointProblem, load_checkpoint, save_c
 pub use data::{Batch, DIGEST_CHUNK, DatasetSource, LocalState, Minibatch, Model, TrainData};
 pub use error::TrainError;
 pub use fit::Trainer;
+pub use gradient_noise::{GradientNoiseMonitor, GradientNoiseRecord, gradient_noise};
 #[cfg(feature = "learner")]
 pub use learner::{
     CalibrationInput, ClassItem, EceMetric, Learnable, LearnableConfig, PredictiveLogProb,

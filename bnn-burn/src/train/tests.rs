@@ -815,3 +815,46 @@ fn a_huge_epoch_count_allocates_nothing_up_front() {
         .unwrap();
     assert_eq!(report.history.len(), 1);
 }
+
+/// The gradient noise of point weights is zero; a mean-field net's grows with its σ; the
+/// monitor records it after every `every` epochs, for the group it is given.
+#[test]
+fn gradient_noise_grows_with_the_posterior_scale_and_the_monitor_records_it() {
+    use super::{GradientNoiseMonitor, gradient_noise};
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 9);
+    let (x, y) = linear_data(&device, 64);
+    let point = regressor(WeightConfig::of(PosteriorConfig::point()), 8, &device);
+    let r = gradient_noise(&point, &x, &y, 5, None);
+    assert_eq!(r.noise, 0.0);
+    assert!(r.signal > 0.0);
+    let at = |rho: f64| {
+        let weights = WeightConfig::of(PosteriorConfig::MeanField(
+            crate::posterior::MeanFieldConfig::new().with_scale(
+                crate::posterior::ScaleInit::new()
+                    .with_rho(rho)
+                    .with_rho_std(0.0),
+            ),
+        ));
+        let net = regressor(weights, 8, &device);
+        gradient_noise(&net, &x, &y, 30, None).ratio
+    };
+    let (small, large) = (at(-6.0), at(0.5));
+    assert!(
+        large > 10.0 * small,
+        "σ ≈ 0.0025: {small}, σ ≈ 0.97: {large}"
+    );
+    let monitor = GradientNoiseMonitor::new(x.clone(), y.clone(), 4, 2)
+        .with_group(ParamGroup::from_regex(r"^head\.").unwrap());
+    let records = monitor.handle();
+    Trainer::new(quiet(4))
+        .with_callback(monitor)
+        .fit(regressor(mfvi(), 4, &device), (x, y))
+        .unwrap();
+    let records = records.lock().unwrap();
+    assert_eq!(
+        records.iter().map(|r| r.epoch).collect::<Vec<_>>(),
+        vec![1, 3]
+    );
+    assert!(records.iter().all(|r| r.ratio.is_finite() && r.ratio > 0.0));
+}
