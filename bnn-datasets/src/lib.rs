@@ -1,7 +1,7 @@
 //! # bnn-datasets
 //!
 //! Every data set of the bnn-burn experiments: seeded generators that need no files ([`toy`],
-//! [`dynamics`]), loaders for UCI ([`uci`]), MNIST and Fashion-MNIST ([`images`], [`idx`]) and
+//! [`dynamics`]), Fisher's Iris built in ([`iris`]), loaders for UCI ([`uci`]), MNIST and Fashion-MNIST ([`images`], [`idx`]) and
 //! CIFAR ([`cifar`]), a user's own delimited table ([`delimited`]), in-memory tables ([`table`]), a
 //! [`Standardizer`] and burn `Dataset`s and batchers ([`burn_data`]). Files are looked for through
 //! one [`DataRoot`]; every error names the file, the line or byte offset, what was expected and what
@@ -15,6 +15,7 @@ pub mod dynamics;
 pub mod error;
 pub mod idx;
 pub mod images;
+pub mod iris;
 pub mod root;
 pub mod standardize;
 pub mod table;

@@ -217,6 +217,27 @@ impl ClassificationData {
     pub fn row(&self, i: usize) -> &[f64] {
         &self.x[i * self.n_features..(i + 1) * self.n_features]
     }
+
+    /// The rows `indices`, in that order (the same classes).
+    ///
+    /// # Errors
+    /// [`DataError::OutOfRange`] for an index past the table.
+    pub fn select(&self, indices: &[usize]) -> Result<Self, DataError> {
+        let n = self.len();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(DataError::OutOfRange {
+                what: "row index".into(),
+                expected: format!("0..{n}"),
+                found: bad.to_string(),
+            });
+        }
+        Ok(Self {
+            x: indices.iter().flat_map(|&i| self.row(i).to_vec()).collect(),
+            labels: indices.iter().map(|&i| self.labels[i]).collect(),
+            n_features: self.n_features,
+            n_classes: self.n_classes,
+        })
+    }
 }
 
 impl From<crate::toy::Classification2d> for ClassificationData {
