@@ -1,7 +1,8 @@
 //! Normalizing flows on a Gaussian base (Brack 2022 §3, Table 5.1): `θ = f_K ∘ … ∘ f_1(z₀)`,
 //! `z₀ ~ q₀`, `ln q(θ) = ln q₀(z₀) − Σ_k ln |det ∂f_k/∂z|`. Planar and radial flows (Rezende &
-//! Mohamed 2015 eqs. 10–14) and affine inverse-autoregressive flows (Kingma et al. 2016) whose
-//! shift and log-scale come from a MADE (Germain et al. 2015), the order reversed between steps.
+//! Mohamed 2015 eqs. 10–14) and inverse-autoregressive flows (Kingma et al. 2016, their gated
+//! update) whose gate and shift come from a MADE (Germain et al. 2015), the order reversed
+//! between steps.
 
 use super::family::FlatFamily;
 use crate::error::{Check, ConfigError};
@@ -19,8 +20,8 @@ pub enum FlowKind {
     Planar,
     /// `f(z) = z + β (z − z₀)/(α + ‖z − z₀‖)`, `α > 0`, `β ≥ −α`.
     Radial,
-    /// `f(z)_i = m_i(z_{<i}) + exp(s_i(z_{<i})) z_i`, `(m, s)` a MADE with two hidden layers,
-    /// `s = 3 tanh(s'/3)` bounded so that a step cannot scale by more than `e³`.
+    /// `f(z) = σ ⊙ z + (1 − σ) ⊙ m`, `σ = sigmoid(s)`, `(m, s)` from a MADE with two hidden
+    /// layers of `z`'s earlier entries (Kingma et al. 2016's numerically stable step).
     Iaf {
         /// Width of each of the MADE's two hidden layers.
         hidden: usize,
@@ -100,9 +101,13 @@ impl FlowConfig {
                     alpha: Param::from_tensor(Tensor::zeros([1], device)),
                     beta: Param::from_tensor(Tensor::zeros([1], device)),
                 }),
-                FlowKind::Iaf { hidden } => {
-                    FlowStep::Iaf(Iaf::init(dim, hidden, k % 2 == 1, self.init_std, device))
-                }
+                FlowKind::Iaf { hidden } => FlowStep::Iaf(Iaf::init(
+                    dim,
+                    hidden,
+                    k % 2 == 1,
+                    (self.init_std, self.steps),
+                    device,
+                )),
             })
             .collect();
         Ok(Flow { base, steps })
@@ -218,11 +223,8 @@ impl Radial {
     }
 }
 
-/// The bound of an IAF step's log-scale.
-const LOG_SCALE_BOUND: f64 = 3.0;
-
-/// An affine inverse-autoregressive step: a MADE with two ReLU hidden layers gives the shift `m`
-/// and log-scale `s` of each entry from the entries before it in the step's order.
+/// An inverse-autoregressive step: a MADE with two ReLU hidden layers gives the shift `m` and
+/// gate logit `s` of each entry from the entries before it in the step's order.
 #[derive(Module, Debug)]
 pub struct Iaf {
     /// The MADE's weights `[in, out]`, input to output.
@@ -232,12 +234,22 @@ pub struct Iaf {
     /// The autoregressive masks, row-major like the weights.
     #[module(skip)]
     masks: Vec<Vec<f32>>,
+    /// Added to the gate logits: `ln(4K)` for a stack of `K`, so that the gates start at
+    /// `4K/(4K + 1)` and the whole stack near the identity (their product ≈ e^{−1/4}).
+    #[module(skip)]
+    gate_bias: f64,
 }
 
 impl Iaf {
     /// A step over `dim` entries, order `1..D` (reversed when `reverse`), hidden width `hidden`;
     /// the output layer starts near zero, so the step starts near the identity.
-    fn init(dim: usize, hidden: usize, reverse: bool, init_std: f64, device: &Device) -> Self {
+    fn init(
+        dim: usize,
+        hidden: usize,
+        reverse: bool,
+        (init_std, steps): (f64, usize),
+        device: &Device,
+    ) -> Self {
         let input: Vec<usize> = (0..dim)
             .map(|i| if reverse { dim - i } else { i + 1 })
             .collect();
@@ -284,11 +296,11 @@ impl Iaf {
             weights,
             biases,
             masks,
+            gate_bias: (4.0 * steps as f64).ln(),
         }
     }
 
-    /// `f(z) = m + exp(s) ⊙ z`, `s = 3 tanh(s'/3)` (the identity near 0, bounded: unbounded
-    /// log-scales overflow within a few hundred steps of a deep stack); `ln |det| = Σ_i s_i`.
+    /// `f(z) = σ ⊙ z + (1 − σ) ⊙ m`, `σ = sigmoid(s + ln 4K)`; `ln |det| = Σ_i ln σ_i`.
     pub fn forward(&self, z: Tensor<2>) -> (Tensor<2>, Tensor<1>) {
         let [s, d] = z.dims();
         let device = z.device();
@@ -303,8 +315,10 @@ impl Iaf {
             }
         }
         let shift = h.clone().slice([0..s, 0..d]);
-        let log_scale = (h.slice([0..s, d..2 * d]) / LOG_SCALE_BOUND).tanh() * LOG_SCALE_BOUND;
-        let out = shift + log_scale.clone().exp() * z;
-        (out, log_scale.sum_dim(1).reshape([s]))
+        // ln σ = −softplus(−(s + b)), stable for logits of either sign.
+        let log_gate = softplus((h.slice([0..s, d..2 * d]) + self.gate_bias).neg()).neg();
+        let gate = log_gate.clone().exp();
+        let out = gate.clone() * z + (gate.neg() + 1.0) * shift;
+        (out, log_gate.sum_dim(1).reshape([s]))
     }
 }
