@@ -4,9 +4,8 @@
 //! tensors ([`posterior`], [`dist`]), layers generic over them ([`layers`]), networks with a
 //! body/head split ([`nets`], [`latent`]), likelihoods, objectives, a training loop ([`train`]),
 //! predictions with aleatoric/epistemic decompositions ([`predict`]), metrics, fused kernels
-//! ([`fused`]), and reference inference on small models ([`inference`]). The backend is a cargo
-//! feature ([`mod@device`]). The README's example and every page of the book's library chapters
-//! are compiled and run as doctests of this crate.
+//! ([`fused`]) and reference inference on small models ([`inference`]). The backend is a cargo
+//! feature ([`mod@device`]). The README's example and the book's library pages run as doctests.
 //!
 //! Guide, concepts and method pages: the book (`book/`, `mdbook serve book`).
 
