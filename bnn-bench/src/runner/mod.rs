@@ -380,6 +380,14 @@ pub fn run<H: Harness>(
             false => None,
         });
     }
+    // A task killed after writing its row but before removing its training state leaves the
+    // state behind: the row is final, so the state goes now.
+    for ((id, key), row) in ids.iter().zip(&keys).zip(&done) {
+        let state = state_path(out.path(), id, key);
+        if row.is_some() && state.exists() && !options.report_only {
+            let _ = std::fs::remove_dir_all(&state);
+        }
+    }
     let reused = done.iter().flatten().count();
     if options.report_only {
         eprintln!(
