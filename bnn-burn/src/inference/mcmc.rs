@@ -422,9 +422,7 @@ impl<T: LogDensity> System<'_, T> {
         max_depth: usize,
         rng: &mut HostNormals,
     ) -> (Point, f64, usize, bool) {
-        let mut start = x.clone();
-        start.p = self.momentum(rng);
-        let h0 = self.energy(&start);
+        let (start, h0) = self.refreshed(x, rng);
         let mut tree = Tree {
             left: start.clone(),
             right: start.clone(),
@@ -476,9 +474,7 @@ impl<T: LogDensity> System<'_, T> {
         steps: usize,
         rng: &mut HostNormals,
     ) -> (Point, f64, usize, bool) {
-        let mut start = x.clone();
-        start.p = self.momentum(rng);
-        let h0 = self.energy(&start);
+        let (start, h0) = self.refreshed(x, rng);
         let steps = 1 + (rng.uniform() * (2 * steps - 1) as f64) as usize;
         let mut y = start.clone();
         for _ in 0..steps {
@@ -495,20 +491,22 @@ impl<T: LogDensity> System<'_, T> {
         (next, accept, steps, diverged)
     }
 
-    /// `p ~ N(0, M)`.
-    fn momentum(&self, rng: &mut HostNormals) -> Vec<f64> {
-        self.inv_mass
+    /// `x` with a fresh momentum `p ~ N(0, M)`, and its energy.
+    fn refreshed(&self, x: &Point, rng: &mut HostNormals) -> (Point, f64) {
+        let mut start = x.clone();
+        start.p = self
+            .inv_mass
             .iter()
             .map(|m| rng.next() / m.sqrt())
-            .collect()
+            .collect();
+        let h0 = self.energy(&start);
+        (start, h0)
     }
 
     /// Hoffman & Gelman (2014) Alg. 4: double or halve `eps` until one leapfrog step's
     /// acceptance crosses ½.
     fn reasonable_step(&self, x: &Point, mut eps: f64, rng: &mut HostNormals) -> f64 {
-        let mut start = x.clone();
-        start.p = self.momentum(rng);
-        let h0 = self.energy(&start);
+        let (start, h0) = self.refreshed(x, rng);
         let log_accept = |eps: f64| {
             let e = h0 - self.energy(&self.leapfrog(&start, eps));
             if e.is_nan() { f64::NEG_INFINITY } else { e }

@@ -188,14 +188,8 @@ impl LogDensity for EightSchools {
         let (mu, v) = (theta[0], theta[1]);
         let tau = v.exp();
         let (ms, ts) = (self.mu_scale, self.tau_scale);
-        let z = 2.0 * (v - ts.ln());
-        let log1p_exp = if z > 30.0 { z } else { z.exp().ln_1p() };
-        let sigmoid = 1.0 / (1.0 + (-z).exp());
-        let mut lp = -0.5 * mu * mu / (ms * ms) - ms.ln() - HALF_LN_2PI
-            + (2.0 / std::f64::consts::PI).ln()
-            - ts.ln()
-            - log1p_exp
-            + v;
+        let sigmoid = 1.0 / (1.0 + (-2.0 * (v - ts.ln())).exp());
+        let mut lp = -0.5 * mu * mu / (ms * ms) - ms.ln() - HALF_LN_2PI + self.log_prior_log_tau(v);
         grad[0] = -mu / (ms * ms);
         grad[1] = 1.0 - 2.0 * sigmoid;
         for j in 0..8 {
