@@ -223,6 +223,9 @@ pub struct ViRow {
     pub log_evidence_is: f64,
     /// The mean ELBO estimate of the last 500 steps.
     pub final_train_elbo: f64,
+    /// Training draws left out of their step for a ratio that was not finite.
+    #[serde(default)]
+    pub dropped_draws: usize,
     /// Seconds of fitting and evaluation.
     pub seconds: f64,
 }
@@ -422,6 +425,7 @@ impl EightSchoolsHarness<'_> {
             k_hat: m.k_hat,
             log_evidence_is: m.log_evidence,
             final_train_elbo: m.final_train_elbo,
+            dropped_draws: m.dropped_draws,
             seconds: start.elapsed().as_secs_f64(),
         };
         Ok((row, m.log_ratios))
@@ -556,6 +560,7 @@ struct Measured {
     k_hat: f64,
     log_evidence: f64,
     final_train_elbo: f64,
+    dropped_draws: usize,
 }
 
 /// Fits `q`, then evaluates it by `draws` fresh draws.
@@ -578,6 +583,7 @@ fn measure<Q: FlatFamily>(
             k_hat: report.psis.k_hat,
             log_evidence: report.log_evidence,
             final_train_elbo: tail.iter().sum::<f64>() / tail.len() as f64,
+            dropped_draws: fitted.dropped_draws,
         },
     ))
 }
@@ -883,6 +889,24 @@ fn markdown(rows: &[Row], o: &EightSchoolsOptions, wall: f64) -> Result<String, 
         }
         md.push_str(&format!("\n## {model}\n\n"));
         md.push_str(&table(rows, model)?);
+        let dropped: Vec<String> = rows
+            .iter()
+            .filter_map(|r| match r {
+                Row::Vi(v) if v.model == model && v.dropped_draws > 0 => Some(format!(
+                    "{} K={} replicate {}: {}",
+                    v.family, v.steps, v.replicate, v.dropped_draws
+                )),
+                _ => None,
+            })
+            .collect();
+        if !dropped.is_empty() {
+            md.push_str(&format!(
+                "\nTraining draws left out of their step for a log ratio beyond f32's range \
+                 (of {} per fit): {}.\n",
+                o.iterations() * o.samples,
+                dropped.join("; ")
+            ));
+        }
         if let Some(Row::Nuts(n)) = rows
             .iter()
             .find(|r| matches!(r, Row::Nuts(n) if n.model == model))

@@ -165,15 +165,16 @@ impl LogDensity for EightSchools {
             .reshape([1, 8])
         };
         let (y, sigma) = (f(&self.y), f(&self.sigma));
-        let tau = v.clone().exp();
         let log_norm_y: f64 = self.sigma.iter().map(|s| s.ln() + HALF_LN_2PI).sum();
         let (log_prior_tilde, resid) = if self.centred {
-            let z = (tilde.clone() - mu.clone()) / tau.clone();
+            // (θ − μ)·e^{−v}, not (θ − μ)/τ: the quotient's backward squares τ, which
+            // underflows in the funnel's neck (v ≲ −44 in f32) and turns the gradient to NaN.
+            let z = (tilde.clone() - mu.clone()) * v.clone().neg().exp();
             let lp = z.square().sum_dim(1) * -0.5 - v.clone() * 8.0 - 8.0 * HALF_LN_2PI;
             (lp, (y - tilde) / sigma)
         } else {
             let lp = tilde.clone().square().sum_dim(1) * -0.5 - 8.0 * HALF_LN_2PI;
-            (lp, (y - (mu.clone() + tau * tilde)) / sigma)
+            (lp, (y - (mu.clone() + v.clone().exp() * tilde)) / sigma)
         };
         let ms = self.mu_scale;
         let log_prior_mu = mu.square() * (-0.5 / (ms * ms)) - (ms.ln() + HALF_LN_2PI);

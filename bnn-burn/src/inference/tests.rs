@@ -739,3 +739,55 @@ fn network_check_gives_the_closed_form_elbo_and_evidence_of_a_linear_network() {
         ViError::Unsupported(_)
     ));
 }
+
+/// `N(0, 1)` on `θ₀ < cut` and `ln p̃ = −∞` beyond: a density whose ratio leaves f32's range
+/// on a known share of a Gaussian `q`'s draws.
+struct Truncated {
+    cut: f64,
+}
+
+impl LogDensity for Truncated {
+    fn dim(&self) -> usize {
+        1
+    }
+
+    fn log_density(&self, theta: Tensor<2>) -> Tensor<1> {
+        let s = theta.dims()[0];
+        let beyond = theta.clone().greater_elem(self.cut).reshape([s]);
+        let lp = (theta.square() * -0.5).reshape([s]);
+        lp.mask_fill(beyond, f64::NEG_INFINITY)
+    }
+}
+
+#[test]
+fn vi_leaves_out_draws_beyond_f32s_range_counts_them_and_stops_when_none_is_left() {
+    use crate::posterior::{PosteriorDist, WeightPosterior};
+    let device = crate::training_device();
+    let _guard = seeded(&device, 7);
+    let scale = ScaleInit::new().with_rho(0.0).with_rho_std(0.0);
+    let q = flat_at_zero(&MeanFieldConfig::new().with_scale(scale), 1, &device).unwrap();
+    let sigma = to_vec(q.valid().dist().marginal_variance().unwrap())[0].sqrt();
+    // A rate too small to move q: each draw lands beyond the cut with probability
+    // P(z > cut/σ); the count is binomial over every draw of the fit.
+    let (iterations, samples, p) = (200, 50, 0.075);
+    let cut = sigma * normal_quantile(1.0 - p);
+    let config = ViConfig::new()
+        .with_iterations(iterations)
+        .with_samples(samples)
+        .with_learning_rate(1e-9);
+    let fitted = fit(&Truncated { cut }, q.clone(), &config).unwrap();
+    assert!(fitted.elbo_trace.iter().all(|v| v.is_finite()));
+    let n = (iterations * samples) as f64;
+    let expected = n * p;
+    let sd = (n * p * (1.0 - p)).sqrt();
+    let got = fitted.dropped_draws as f64;
+    assert!(
+        (got - expected).abs() < 5.0 * sd,
+        "dropped {got}, expected {expected:.0} ± {sd:.0}"
+    );
+    // A cut below every draw leaves none: the first step's estimate is not finite.
+    match fit(&Truncated { cut: -1e3 }, q, &config) {
+        Err(ViError::NotFinite { iteration: 0, .. }) => {}
+        other => panic!("expected NotFinite at iteration 0, got {other:?}"),
+    }
+}

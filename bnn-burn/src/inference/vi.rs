@@ -91,6 +91,9 @@ pub struct ViFit<F> {
     pub family: F,
     /// The ELBO estimate of every iteration.
     pub elbo_trace: Vec<f64>,
+    /// Draws left out of their step because `ln p̃ − ln q` was not finite (an iteration
+    /// with none finite stops the fit).
+    pub dropped_draws: usize,
 }
 
 /// Maximises the ELBO of `family` (built on an autodiff device, e.g.
@@ -122,14 +125,27 @@ pub fn fit<T: LogDensity, F: FlatFamily>(
     let mut family = family;
     let mut trace = Vec::with_capacity(config.iterations);
     let mut pending = Vec::with_capacity(READ_EVERY);
+    let mut pending_kept = Vec::with_capacity(READ_EVERY);
+    let mut dropped = 0;
     for iteration in 0..config.iterations {
         let (theta, log_q) = family.sample_log_q(config.samples)?;
-        let elbo = (target.log_density(theta) - log_q).mean();
+        // A draw whose ratio overflows (a flow's tail event deep in a funnel's neck, where
+        // `ln p̃` is below f32's range) is left out of the step, and counted.
+        let ratio = target.log_density(theta) - log_q;
+        let finite = ratio.clone().is_finite();
+        let kept = finite.clone().float().sum();
+        let elbo = ratio.mask_fill(finite.bool_not(), 0.0).sum() / kept.clone();
         pending.push(elbo.clone().detach());
+        pending_kept.push(kept);
         let grads = GradientsParams::from_grads(elbo.neg().backward(), &family);
         family = optim.step(config.learning_rate, family, grads);
         if pending.len() == READ_EVERY || iteration + 1 == config.iterations {
             let values = to_vec(Tensor::cat(std::mem::take(&mut pending), 0));
+            let kept = to_vec(Tensor::cat(std::mem::take(&mut pending_kept), 0));
+            dropped += kept
+                .iter()
+                .map(|&k| config.samples - k as usize)
+                .sum::<usize>();
             let first = trace.len();
             if let Some((i, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
                 return Err(ViError::NotFinite {
@@ -143,6 +159,7 @@ pub fn fit<T: LogDensity, F: FlatFamily>(
     Ok(ViFit {
         family,
         elbo_trace: trace,
+        dropped_draws: dropped,
     })
 }
 
