@@ -14,6 +14,7 @@ pub mod decomposition;
 pub mod depeweg;
 pub mod eight_schools;
 pub mod experiment;
+pub mod iris_covariance;
 pub mod lv_mnist;
 pub mod mnist;
 pub mod perf;

@@ -226,6 +226,9 @@ pub struct ViRow {
     /// Training draws left out of their step for a ratio that was not finite.
     #[serde(default)]
     pub dropped_draws: usize,
+    /// Training steps whose gradient had entries that were not finite (zeroed).
+    #[serde(default)]
+    pub zeroed_gradient_steps: usize,
     /// Seconds of fitting and evaluation.
     pub seconds: f64,
 }
@@ -426,6 +429,7 @@ impl EightSchoolsHarness<'_> {
             log_evidence_is: m.log_evidence,
             final_train_elbo: m.final_train_elbo,
             dropped_draws: m.dropped_draws,
+            zeroed_gradient_steps: m.zeroed_gradient_steps,
             seconds: start.elapsed().as_secs_f64(),
         };
         Ok((row, m.log_ratios))
@@ -561,6 +565,7 @@ struct Measured {
     log_evidence: f64,
     final_train_elbo: f64,
     dropped_draws: usize,
+    zeroed_gradient_steps: usize,
 }
 
 /// Fits `q`, then evaluates it by `draws` fresh draws.
@@ -584,6 +589,7 @@ fn measure<Q: FlatFamily>(
             log_evidence: report.log_evidence,
             final_train_elbo: tail.iter().sum::<f64>() / tail.len() as f64,
             dropped_draws: fitted.dropped_draws,
+            zeroed_gradient_steps: fitted.zeroed_gradient_steps,
         },
     ))
 }
@@ -892,17 +898,20 @@ fn markdown(rows: &[Row], o: &EightSchoolsOptions, wall: f64) -> Result<String, 
         let dropped: Vec<String> = rows
             .iter()
             .filter_map(|r| match r {
-                Row::Vi(v) if v.model == model && v.dropped_draws > 0 => Some(format!(
-                    "{} K={} replicate {}: {}",
-                    v.family, v.steps, v.replicate, v.dropped_draws
-                )),
+                Row::Vi(v) if v.model == model && v.dropped_draws + v.zeroed_gradient_steps > 0 => {
+                    Some(format!(
+                        "{} K={} replicate {}: {} draws, {} steps",
+                        v.family, v.steps, v.replicate, v.dropped_draws, v.zeroed_gradient_steps
+                    ))
+                }
                 _ => None,
             })
             .collect();
         if !dropped.is_empty() {
             md.push_str(&format!(
                 "\nTraining draws left out of their step for a log ratio beyond f32's range \
-                 (of {} per fit): {}.\n",
+                 (of {} per fit), and steps whose gradient had entries that were not finite \
+                 (zeroed): {}.\n",
                 o.iterations() * o.samples,
                 dropped.join("; ")
             ));

@@ -52,6 +52,7 @@ fn tasks_cover_every_family_length_and_replicate_and_the_table_reads_the_printed
             log_evidence_is: -31.3,
             final_train_elbo: elbo,
             dropped_draws: 0,
+            zeroed_gradient_steps: 0,
             seconds: 1.0,
         })
     };

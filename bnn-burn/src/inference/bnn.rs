@@ -74,6 +74,20 @@ impl<B: Body, L: Likelihood> BnnTarget<B, L> {
         }
     }
 
+    /// One epoch of minibatches: the rows shuffled by `rng`, cut into batches of `batch_size`
+    /// (the last one shorter), each scaled by `N/|batch|`; the whole set when `batch_size`
+    /// covers it.
+    pub fn epoch<R: rand::Rng + ?Sized>(&self, batch_size: usize, rng: &mut R) -> Vec<Self> {
+        use rand::seq::SliceRandom;
+        let n = self.rows();
+        if batch_size >= n || batch_size == 0 {
+            return vec![self.clone()];
+        }
+        let mut rows: Vec<usize> = (0..n).collect();
+        rows.shuffle(rng);
+        rows.chunks(batch_size).map(|b| self.minibatch(b)).collect()
+    }
+
     /// The rows of the data.
     pub fn rows(&self) -> usize {
         self.input.len()

@@ -25,10 +25,7 @@ impl<P: WeightPosterior<1>> FlatFamily for P {
     }
 
     fn sample_log_q(&self, n: usize) -> Result<(Tensor<2>, Tensor<1>), Unsupported> {
-        let q = self.dist();
-        let draws = q.sample(n);
-        let log_q = q.log_q(draws.clone())?;
-        Ok((draws, log_q))
+        self.dist().sample_with_log_q(n)
     }
 }
 

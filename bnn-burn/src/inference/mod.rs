@@ -25,7 +25,7 @@ pub use mcmc::{Chain, McmcConfig, McmcError, McmcRun, Sampler, sample};
 pub use psis::{KHatBand, Psis, PsisError, gpd_fit, psis};
 pub use sgmcmc::{Minibatches, SgMcmcConfig, SgMcmcError, SgRun, SgSampler, sg_sample};
 pub use target::{EightSchools, Funnel, GaussianTarget, LogDensity, autodiff_value_and_grad};
-pub use vi::{ViConfig, ViError, ViFit, ViReport, evaluate, fit, network_check};
+pub use vi::{ViConfig, ViError, ViFit, ViReport, ViTrainer, evaluate, fit, network_check};
 
 #[cfg(test)]
 #[path = "tests.rs"]

@@ -791,3 +791,45 @@ fn vi_leaves_out_draws_beyond_f32s_range_counts_them_and_stops_when_none_is_left
         other => panic!("expected NotFinite at iteration 0, got {other:?}"),
     }
 }
+
+#[test]
+fn gradient_entries_that_are_not_finite_are_zeroed_and_counted() {
+    let device = crate::training_device();
+    let _guard = seeded(&device, 8);
+    let q = flat_at_zero(&MeanFieldConfig::new(), 3, &device).unwrap();
+    let c = Tensor::<1>::from_floats([1.0, f32::NAN, f32::INFINITY], &device);
+    let loss = (q.loc.mu.val() * c).sum();
+    let mut grads = burn::optim::GradientsParams::from_grads(loss.backward(), &q);
+    let mut sanitise = vi::Sanitise {
+        grads: &mut grads,
+        non_finite: None,
+    };
+    q.visit(&mut sanitise);
+    assert_eq!(to_vec(sanitise.non_finite.unwrap()), vec![2.0]);
+    let g = to_vec(grads.get::<1>(q.loc.mu.id).unwrap());
+    assert_eq!(g, vec![1.0, 0.0, 0.0]);
+}
+
+#[test]
+fn full_rank_log_q_from_the_noise_equals_the_density_at_the_draws() {
+    use crate::posterior::{PosteriorDist, WeightPosterior};
+    let device = crate::device();
+    let _guard = seeded(&device, 9);
+    let q = flat_at_zero(&FullRankConfig::new(), 4, &device).unwrap();
+    // A well-conditioned L with off-diagonal entries, where the solve is exact enough.
+    let raw = Tensor::<2>::random(
+        [4, 4],
+        burn::tensor::Distribution::Normal(0.0, 0.3),
+        &device,
+    );
+    let q = crate::posterior::FullRankPosterior {
+        scale_tril: Param::from_tensor(raw),
+        ..q
+    };
+    let dist = q.dist();
+    let (w, log_q) = dist.sample_with_log_q(64).unwrap();
+    let direct = to_vec(dist.log_q(w).unwrap());
+    for (a, b) in to_vec(log_q).iter().zip(&direct) {
+        assert!((a - b).abs() < 1e-3 * (1.0 + b.abs()), "{a} vs {b}");
+    }
+}

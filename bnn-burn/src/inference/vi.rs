@@ -76,6 +76,17 @@ pub enum ViError {
         /// Its value.
         value: f64,
     },
+    /// Every gradient of a group of steps had entries that were not finite.
+    #[error(
+        "the gradient was not finite at every iteration from {first} to {last}: lower \
+         `learning_rate` or raise `samples`"
+    )]
+    GradientNotFinite {
+        /// The group's first iteration.
+        first: usize,
+        /// Its last.
+        last: usize,
+    },
     /// PSIS could not run on the evaluation's draws.
     #[error(transparent)]
     Psis(#[from] PsisError),
@@ -94,10 +105,13 @@ pub struct ViFit<F> {
     /// Draws left out of their step because `ln p̃ − ln q` was not finite (an iteration
     /// with none finite stops the fit).
     pub dropped_draws: usize,
+    /// Steps whose gradient had entries that were not finite, zeroed before the update (a
+    /// group of 100 steps all so stops the fit).
+    pub zeroed_gradient_steps: usize,
 }
 
 /// Maximises the ELBO of `family` (built on an autodiff device, e.g.
-/// [`crate::training_device`]) for `target`.
+/// [`crate::training_device`]) for `target`, [`ViConfig::iterations`] steps of [`ViTrainer`].
 ///
 /// # Errors
 /// A configuration out of range, a family without density, mismatched dimensions, or an ELBO
@@ -107,60 +121,181 @@ pub fn fit<T: LogDensity, F: FlatFamily>(
     family: F,
     config: &ViConfig,
 ) -> Result<ViFit<F>, ViError> {
-    config.validate()?;
-    if family.dim() != target.dim() {
-        return Err(ViError::Dimension {
-            family: family.dim(),
-            target: target.dim(),
-        });
+    let mut trainer = ViTrainer::new(family, config)?;
+    for _ in 0..config.iterations {
+        trainer.step(target)?;
     }
-    let device = family
-        .devices()
-        .first()
-        .cloned()
-        .unwrap_or_else(crate::training_device);
-    crate::device::uses_generator();
-    device.seed(config.seed);
-    let mut optim = config.optimizer.init(Kernels::Reference);
-    let mut family = family;
-    let mut trace = Vec::with_capacity(config.iterations);
-    let mut pending = Vec::with_capacity(READ_EVERY);
-    let mut pending_kept = Vec::with_capacity(READ_EVERY);
-    let mut dropped = 0;
-    for iteration in 0..config.iterations {
-        let (theta, log_q) = family.sample_log_q(config.samples)?;
+    trainer.finish()
+}
+
+/// A variational fit one step at a time, for loops the caller owns: a new target per step
+/// (minibatches, [`BnnTarget::epoch`]), a validation check between epochs. Each step draws
+/// [`ViConfig::samples`] from `q` and takes one optimiser step on the ELBO estimate; the
+/// estimates are read back in groups of 100, so a non-finite one is reported up to 100 steps
+/// late ([`ViTrainer::finish`] checks the rest).
+pub struct ViTrainer<F: FlatFamily> {
+    family: Option<F>,
+    optim: burn::optim::ModuleOptimizer,
+    learning_rate: f64,
+    samples: usize,
+    trace: Vec<f64>,
+    pending: Vec<Tensor<1>>,
+    pending_kept: Vec<Tensor<1>>,
+    pending_bad: Vec<Tensor<1>>,
+    dropped: usize,
+    sanitised: usize,
+}
+
+impl<F: FlatFamily> ViTrainer<F> {
+    /// A trainer of `family` (on an autodiff device) under `config`; seeds the family's device
+    /// with [`ViConfig::seed`] ([`ViConfig::iterations`] is [`fit`]'s alone).
+    ///
+    /// # Errors
+    /// A configuration out of range or a family without density.
+    pub fn new(family: F, config: &ViConfig) -> Result<Self, ViError> {
+        config.validate()?;
+        family.sample_log_q(1)?;
+        let device = family
+            .devices()
+            .first()
+            .cloned()
+            .unwrap_or_else(crate::training_device);
+        crate::device::uses_generator();
+        device.seed(config.seed);
+        Ok(Self {
+            family: Some(family),
+            optim: config.optimizer.init(Kernels::Reference),
+            learning_rate: config.learning_rate,
+            samples: config.samples,
+            trace: Vec::new(),
+            pending: Vec::with_capacity(READ_EVERY),
+            pending_kept: Vec::with_capacity(READ_EVERY),
+            pending_bad: Vec::with_capacity(READ_EVERY),
+            dropped: 0,
+            sanitised: 0,
+        })
+    }
+
+    /// One optimiser step on the ELBO of `target`.
+    ///
+    /// # Errors
+    /// Mismatched dimensions, or (every 100 steps) an ELBO estimate that is not finite.
+    pub fn step<T: LogDensity + ?Sized>(&mut self, target: &T) -> Result<(), ViError> {
+        let family = self.family.take().expect("a trainer holds its family");
+        if family.dim() != target.dim() {
+            let err = ViError::Dimension {
+                family: family.dim(),
+                target: target.dim(),
+            };
+            self.family = Some(family);
+            return Err(err);
+        }
+        let (theta, log_q) = family.sample_log_q(self.samples)?;
         // A draw whose ratio overflows (a flow's tail event deep in a funnel's neck, where
         // `ln p̃` is below f32's range) is left out of the step, and counted.
         let ratio = target.log_density(theta) - log_q;
         let finite = ratio.clone().is_finite();
         let kept = finite.clone().float().sum();
         let elbo = ratio.mask_fill(finite.bool_not(), 0.0).sum() / kept.clone();
-        pending.push(elbo.clone().detach());
-        pending_kept.push(kept);
-        let grads = GradientsParams::from_grads(elbo.neg().backward(), &family);
-        family = optim.step(config.learning_rate, family, grads);
-        if pending.len() == READ_EVERY || iteration + 1 == config.iterations {
-            let values = to_vec(Tensor::cat(std::mem::take(&mut pending), 0));
-            let kept = to_vec(Tensor::cat(std::mem::take(&mut pending_kept), 0));
-            dropped += kept
-                .iter()
-                .map(|&k| config.samples - k as usize)
-                .sum::<usize>();
-            let first = trace.len();
-            if let Some((i, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-                return Err(ViError::NotFinite {
-                    iteration: first + i,
-                    value,
-                });
-            }
-            trace.extend(values);
+        self.pending.push(elbo.clone().detach());
+        self.pending_kept.push(kept);
+        let mut grads = GradientsParams::from_grads(elbo.neg().backward(), &family);
+        // A left-out draw can still leave 0·∞ = NaN in the backward pass (its intermediates
+        // overflowed); such entries are zeroed, and the step counted.
+        let mut sanitise = Sanitise {
+            grads: &mut grads,
+            non_finite: None,
+        };
+        family.visit(&mut sanitise);
+        if let Some(n) = sanitise.non_finite {
+            self.pending_bad.push(n.greater_elem(0.0).float());
         }
+        self.family = Some(self.optim.step(self.learning_rate, family, grads));
+        if self.pending.len() == READ_EVERY {
+            self.flush()?;
+        }
+        Ok(())
     }
-    Ok(ViFit {
-        family,
-        elbo_trace: trace,
-        dropped_draws: dropped,
-    })
+
+    /// Reads the pending estimates back.
+    fn flush(&mut self) -> Result<(), ViError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let values = to_vec(Tensor::cat(std::mem::take(&mut self.pending), 0));
+        let kept = to_vec(Tensor::cat(std::mem::take(&mut self.pending_kept), 0));
+        let bad = match self.pending_bad.is_empty() {
+            true => Vec::new(),
+            false => to_vec(Tensor::cat(std::mem::take(&mut self.pending_bad), 0)),
+        };
+        let bad_steps = bad.iter().filter(|&&b| b > 0.0).count();
+        self.sanitised += bad_steps;
+        self.dropped += kept
+            .iter()
+            .map(|&k| self.samples - k as usize)
+            .sum::<usize>();
+        let first = self.trace.len();
+        if let Some((i, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(ViError::NotFinite {
+                iteration: first + i,
+                value,
+            });
+        }
+        if bad_steps == values.len() {
+            return Err(ViError::GradientNotFinite {
+                first,
+                last: first + values.len() - 1,
+            });
+        }
+        self.trace.extend(values);
+        Ok(())
+    }
+
+    /// The family as it stands.
+    pub fn family(&self) -> &F {
+        self.family.as_ref().expect("a trainer holds its family")
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> usize {
+        self.trace.len() + self.pending.len()
+    }
+
+    /// The fitted family and its ELBO trace.
+    ///
+    /// # Errors
+    /// An ELBO estimate since the last read that is not finite.
+    pub fn finish(mut self) -> Result<ViFit<F>, ViError> {
+        self.flush()?;
+        Ok(ViFit {
+            family: self.family.take().expect("a trainer holds its family"),
+            elbo_trace: self.trace,
+            dropped_draws: self.dropped,
+            zeroed_gradient_steps: self.sanitised,
+        })
+    }
+}
+
+/// Zeroes the entries of a module's gradients that are not finite, counting them on the
+/// device.
+pub(super) struct Sanitise<'a> {
+    pub(super) grads: &'a mut GradientsParams,
+    pub(super) non_finite: Option<Tensor<1>>,
+}
+
+impl burn::module::ModuleVisitor for Sanitise<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+        let Some(g) = self.grads.remove::<D>(param.id) else {
+            return;
+        };
+        let bad = g.clone().is_finite().bool_not();
+        let count = bad.clone().float().sum();
+        self.non_finite = Some(match self.non_finite.take() {
+            Some(n) => n + count,
+            None => count,
+        });
+        self.grads.register(param.id, g.mask_fill(bad, 0.0));
+    }
 }
 
 /// The evaluation of a fitted `q` by `draws` fresh draws.

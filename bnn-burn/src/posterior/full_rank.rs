@@ -94,6 +94,18 @@ impl<const D: usize> WeightPosterior<D> for FullRankPosterior<D> {
     }
 }
 
+impl<const D: usize> FullRankDist<D> {
+    /// `ε ~ N(0, I)`, `[n, numel]`.
+    fn noise(&self, n: usize) -> Tensor<2> {
+        crate::device::uses_generator();
+        Tensor::<2>::random(
+            [n, self.tril.dims()[0]],
+            Distribution::Normal(0.0, 1.0),
+            &self.mu.device(),
+        )
+    }
+}
+
 impl<const D: usize> PosteriorDist<D> for FullRankDist<D> {
     fn family(&self) -> &'static str {
         "full-rank"
@@ -118,14 +130,17 @@ impl<const D: usize> PosteriorDist<D> for FullRankDist<D> {
     }
 
     fn perturbation(&self, n: usize) -> Tensor<2> {
-        let total = self.tril.dims()[0];
-        crate::device::uses_generator();
-        let eps = Tensor::<2>::random(
-            [n, total],
-            Distribution::Normal(0.0, 1.0),
-            &self.mu.device(),
-        );
-        eps.matmul(self.tril.clone().transpose())
+        self.noise(n).matmul(self.tril.clone().transpose())
+    }
+
+    fn sample_with_log_q(&self, n: usize) -> Result<(Tensor<2>, Tensor<1>), Unsupported> {
+        let eps = self.noise(n);
+        let total = eps.dims()[1];
+        let log_q = eps.clone().square().sum_dim(1).reshape([n]) * (-0.5)
+            - self.sigma.clone().log().sum()
+            - total as f64 * HALF_LN_2PI;
+        let w = row(self.mu.clone()) + eps.matmul(self.tril.clone().transpose());
+        Ok((w, log_q))
     }
 
     fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported> {

@@ -105,6 +105,20 @@ pub trait PosteriorDist<const D: usize> {
     /// When `q` has no density (a point mass, a dropout mask).
     fn log_q(&self, w: Tensor<2>) -> Result<Tensor<1>, Unsupported>;
 
+    /// `n` reparameterised draws `[n, numel]` and `ln q` of each, `[n]`: the ELBO's pair. The
+    /// default evaluates [`Self::log_q`] at the draws; a family whose density inverts its
+    /// transformation (full-rank's triangular solve) uses the draws' own noise instead,
+    /// `ln q = −½‖ε‖² − Σ ln σ − (n/2) ln 2π`: the same value and gradient, without the solve's
+    /// loss of precision when `L` is ill-conditioned.
+    ///
+    /// # Errors
+    /// When `q` has no density.
+    fn sample_with_log_q(&self, n: usize) -> Result<(Tensor<2>, Tensor<1>), Unsupported> {
+        let w = self.sample(n);
+        let log_q = self.log_q(w.clone())?;
+        Ok((w, log_q))
+    }
+
     /// The differential entropy `H[q] = −E_q ln q(w)` (one element). The degenerate families
     /// (points, dropout masks) use 0: their KL is then the prior cross-entropy, MAP's penalty.
     fn entropy(&self) -> Tensor<1>;
