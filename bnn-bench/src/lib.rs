@@ -17,6 +17,7 @@ pub mod experiment;
 pub mod iris_covariance;
 pub mod lv_mnist;
 pub mod mnist;
+pub mod moons_hmc;
 pub mod perf;
 pub mod plots;
 pub mod published;

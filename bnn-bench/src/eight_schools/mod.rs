@@ -712,22 +712,12 @@ impl Harness for EightSchoolsHarness<'_> {
     }
 
     fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
-        let rows: Vec<Row> = run.rows.iter().map(|d| d.row.clone()).collect();
-        let md = markdown(&rows, self.options, run.wall_seconds)?;
-        let record = experiment::record(
-            Self::NAME,
-            self.options,
-            run.wall_seconds,
-            &rows,
-            serde_json::json!({
-                "log_evidence": EightSchools::default().log_evidence(),
-                "iaf_hidden": IAF_HIDDEN,
-            }),
-        );
-        run.out.write_record("eight-schools.json", &record)?;
-        run.out.write("eight-schools.md", md.as_bytes())?;
-        println!("{md}");
-        Ok(())
+        let md = markdown(&run.rows(), self.options, run.wall_seconds)?;
+        let extra = serde_json::json!({
+            "log_evidence": EightSchools::default().log_evidence(),
+            "iaf_hidden": IAF_HIDDEN,
+        });
+        run.write_report(self.options, extra, &md)
     }
 }
 

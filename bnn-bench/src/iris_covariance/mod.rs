@@ -386,19 +386,10 @@ impl Harness for IrisCovarianceHarness<'_> {
     }
 
     fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
-        let rows = run.rows();
-        let md = markdown(&rows, self.options, run.wall_seconds);
-        let record = experiment::record(
-            Self::NAME,
-            self.options,
-            run.wall_seconds,
-            &rows,
-            serde_json::json!({ "best": self.options.best(), "seeds": self.options.seeds() }),
-        );
-        run.out.write_record("iris-covariance.json", &record)?;
-        run.out.write("iris-covariance.md", md.as_bytes())?;
-        println!("{md}");
-        Ok(())
+        let md = markdown(&run.rows(), self.options, run.wall_seconds);
+        let extra =
+            serde_json::json!({ "best": self.options.best(), "seeds": self.options.seeds() });
+        run.write_report(self.options, extra, &md)
     }
 }
 

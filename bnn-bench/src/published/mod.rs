@@ -8,18 +8,20 @@ use bnn_datasets::delimited::csv_fields;
 
 pub mod brack;
 pub mod depeweg;
+pub mod farquhar;
 pub mod ledger;
 pub mod mnist;
 pub mod uci;
 
 /// The data files, by name.
-const FILES: [(&str, &str); 6] = [
+const FILES: [(&str, &str); 7] = [
     ("columns.csv", include_str!("../../published/columns.csv")),
     ("ledger.csv", include_str!("../../published/ledger.csv")),
     ("uci.csv", include_str!("../../published/uci.csv")),
     ("depeweg.csv", include_str!("../../published/depeweg.csv")),
     ("mnist.csv", include_str!("../../published/mnist.csv")),
     ("brack.csv", include_str!("../../published/brack.csv")),
+    ("farquhar.csv", include_str!("../../published/farquhar.csv")),
 ];
 
 /// One row of a data file: its fields by the header's names.

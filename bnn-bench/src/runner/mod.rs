@@ -83,6 +83,26 @@ impl<H: Harness + ?Sized> ReportInput<'_, H> {
     pub fn rows(&self) -> Vec<H::Row> {
         rows_of(self.rows)
     }
+
+    /// Writes the run record (`NAME.json`: `options`, the rows and `extra`) and the Markdown
+    /// report `md` (`NAME.md`) into the output folder, and prints the report.
+    ///
+    /// # Errors
+    /// A file that cannot be written.
+    pub fn write_report(
+        &self,
+        options: &impl Serialize,
+        extra: serde_json::Value,
+        md: &str,
+    ) -> Result<(), Box<dyn Error>> {
+        let record =
+            crate::experiment::record(H::NAME, options, self.wall_seconds, &self.rows(), extra);
+        self.out
+            .write_record(format!("{}.json", H::NAME), &record)?;
+        self.out.write(format!("{}.md", H::NAME), md.as_bytes())?;
+        println!("{md}");
+        Ok(())
+    }
 }
 
 /// Where a task keeps what survives an interruption.
