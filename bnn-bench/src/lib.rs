@@ -1,10 +1,11 @@
 //! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the
 //! UCI protocol ([`uci`]: [`uci::UciMethod`], [`uci::run_with`]), MNIST with OOD sets ([`mnist`]),
-//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]), Brack's eight schools ([`eight_schools`]), the quick start, the performance
-//! benchmarks ([`perf`]), the runner every harness shares ([`runner`]), the tables of the README and
-//! the book ([`tables`]) and the ledger of paper tables ([`published`]). The `bnn-bench` binary is a
-//! thin command line over these modules; a user crate runs the same protocols on its own methods
-//! (the book's *UCI benchmark* page has an example).
+//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]), Brack's eight schools ([`eight_schools`]),
+//! Farquhar's Iris and make_moons studies ([`iris_covariance`], [`moons_hmc`]), the quick start,
+//! the performance benchmarks ([`perf`]), the runner every harness shares ([`runner`]), the
+//! tables of the README and the book ([`tables`]) and the ledger of paper tables
+//! ([`published`]). The `bnn-bench` binary is a thin command line over these modules; a user
+//! crate runs the same protocols on its own methods (the book's *UCI benchmark* page has one).
 
 #![warn(missing_docs)]
 
@@ -50,6 +51,10 @@ pub mod book {
     pub struct BenchmarksDepeweg;
     #[doc = include_str!("../../book/src/benchmarks/eight-schools.md")]
     pub struct BenchmarksEightSchools;
+    #[doc = include_str!("../../book/src/benchmarks/iris-covariance.md")]
+    pub struct BenchmarksIrisCovariance;
+    #[doc = include_str!("../../book/src/benchmarks/moons-hmc.md")]
+    pub struct BenchmarksMoonsHmc;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]

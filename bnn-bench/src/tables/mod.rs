@@ -33,6 +33,14 @@ const GENERATORS: &[Generator] = &[
         make: |assets| eight_schools(assets, "non-centred"),
     },
     Generator {
+        name: "iris-covariance",
+        make: iris_covariance,
+    },
+    Generator {
+        name: "moons-hmc",
+        make: moons_hmc,
+    },
+    Generator {
         name: "mnist-runs",
         make: mnist_runs,
     },
@@ -562,6 +570,27 @@ fn eight_schools(assets: &Path, model: &str) -> Result<String, Box<dyn Error>> {
         }
     }
     Ok(md)
+}
+
+/// Farquhar Fig. 3.11 from the `iris-covariance` record: each cell's best seeds.
+fn iris_covariance(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("iris-covariance").join("iris-covariance.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::iris_covariance::Row> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    let best = record["best"]
+        .as_u64()
+        .ok_or_else(|| format!("{}: no `best`", path.display()))?;
+    Ok(crate::iris_covariance::table(&rows, best as usize))
+}
+
+/// Farquhar Table A.4 (reduced) from the `moons-hmc` record.
+fn moons_hmc(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("moons-hmc").join("moons-hmc.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::moons_hmc::Row> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::moons_hmc::table(&rows))
 }
 
 /// The rows of the `toy` record in `folder`.
