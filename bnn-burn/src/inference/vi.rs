@@ -36,6 +36,14 @@ pub struct ViConfig {
     /// The seed of the device's generator for the fit's draws.
     #[config(default = 0)]
     pub seed: u64,
+    /// Clips the gradient's global norm to this before each update (`None`: no clipping;
+    /// deep flows need it).
+    #[config(default = "None")]
+    pub max_grad_norm: Option<f64>,
+    /// The share of steps that may leave out a draw or zero a gradient entry (beyond 10 in
+    /// the first 1000) before the fit stops as unstable.
+    #[config(default = 0.01)]
+    pub max_irregular: f64,
 }
 
 impl ViConfig {
@@ -45,6 +53,10 @@ impl ViConfig {
         check.at_least_one("iterations", self.iterations)?;
         check.at_least_one("samples", self.samples)?;
         check.positive("learning_rate", self.learning_rate)?;
+        if let Some(c) = self.max_grad_norm {
+            check.positive("max_grad_norm", c)?;
+        }
+        check.probability("max_irregular", self.max_irregular)?;
         self.optimizer.validate()
     }
 }
@@ -76,16 +88,17 @@ pub enum ViError {
         /// Its value.
         value: f64,
     },
-    /// Every gradient of a group of steps had entries that were not finite.
+    /// Too many steps left out a draw or zeroed a gradient entry.
     #[error(
-        "the gradient was not finite at every iteration from {first} to {last}: lower \
-         `learning_rate` or raise `samples`"
+        "{irregular} of the first {steps} steps left out a draw or zeroed a gradient entry \
+         (more than `max_irregular`): lower `learning_rate`, set `max_grad_norm` or raise \
+         `samples`"
     )]
-    GradientNotFinite {
-        /// The group's first iteration.
-        first: usize,
-        /// Its last.
-        last: usize,
+    Unstable {
+        /// The irregular steps.
+        irregular: usize,
+        /// Steps so far.
+        steps: usize,
     },
     /// PSIS could not run on the evaluation's draws.
     #[error(transparent)]
@@ -105,9 +118,10 @@ pub struct ViFit<F> {
     /// Draws left out of their step because `ln p̃ − ln q` was not finite (an iteration
     /// with none finite stops the fit).
     pub dropped_draws: usize,
-    /// Steps whose gradient had entries that were not finite, zeroed before the update (a
-    /// group of 100 steps all so stops the fit).
+    /// Steps whose gradient had entries that were not finite, zeroed before the update.
     pub zeroed_gradient_steps: usize,
+    /// The gradient's global norm at every step, before clipping.
+    pub grad_norm_trace: Vec<f64>,
 }
 
 /// Maximises the ELBO of `family` (built on an autodiff device, e.g.
@@ -138,12 +152,16 @@ pub struct ViTrainer<F: FlatFamily> {
     optim: burn::optim::ModuleOptimizer,
     learning_rate: f64,
     samples: usize,
+    max_grad_norm: Option<f64>,
+    max_irregular: f64,
     trace: Vec<f64>,
+    norms: Vec<f64>,
+    /// Per pending step: the ELBO estimate, the draws kept, the gradient entries zeroed and
+    /// the squared gradient norm, `[4]`.
     pending: Vec<Tensor<1>>,
-    pending_kept: Vec<Tensor<1>>,
-    pending_bad: Vec<Tensor<1>>,
     dropped: usize,
-    sanitised: usize,
+    zeroed: usize,
+    irregular: usize,
 }
 
 impl<F: FlatFamily> ViTrainer<F> {
@@ -167,12 +185,14 @@ impl<F: FlatFamily> ViTrainer<F> {
             optim: config.optimizer.init(Kernels::Reference),
             learning_rate: config.learning_rate,
             samples: config.samples,
+            max_grad_norm: config.max_grad_norm,
+            max_irregular: config.max_irregular,
             trace: Vec::new(),
+            norms: Vec::new(),
             pending: Vec::with_capacity(READ_EVERY),
-            pending_kept: Vec::with_capacity(READ_EVERY),
-            pending_bad: Vec::with_capacity(READ_EVERY),
             dropped: 0,
-            sanitised: 0,
+            zeroed: 0,
+            irregular: 0,
         })
     }
 
@@ -197,19 +217,33 @@ impl<F: FlatFamily> ViTrainer<F> {
         let finite = ratio.clone().is_finite();
         let kept = finite.clone().float().sum();
         let elbo = ratio.mask_fill(finite.bool_not(), 0.0).sum() / kept.clone();
-        self.pending.push(elbo.clone().detach());
-        self.pending_kept.push(kept);
-        let mut grads = GradientsParams::from_grads(elbo.neg().backward(), &family);
+        let mut grads = GradientsParams::from_grads(elbo.clone().neg().backward(), &family);
         // A left-out draw can still leave 0·∞ = NaN in the backward pass (its intermediates
         // overflowed); such entries are zeroed, and the step counted.
         let mut sanitise = Sanitise {
             grads: &mut grads,
             non_finite: None,
+            norm_sq: None,
         };
         family.visit(&mut sanitise);
-        if let Some(n) = sanitise.non_finite {
-            self.pending_bad.push(n.greater_elem(0.0).float());
+        let device = elbo.device();
+        let zero = || Tensor::<1>::zeros([1], &device);
+        let non_finite = sanitise.non_finite.take().unwrap_or_else(zero);
+        let norm_sq = sanitise.norm_sq.take().unwrap_or_else(zero);
+        if let Some(c) = self.max_grad_norm {
+            let factor = (norm_sq.clone().sqrt() + 1e-12)
+                .recip()
+                .mul_scalar(c)
+                .clamp_max(1.0);
+            family.visit(&mut Scale {
+                grads: &mut grads,
+                factor,
+            });
         }
+        self.pending.push(Tensor::cat(
+            vec![elbo.detach(), kept, non_finite, norm_sq],
+            0,
+        ));
         self.family = Some(self.optim.step(self.learning_rate, family, grads));
         if self.pending.len() == READ_EVERY {
             self.flush()?;
@@ -217,37 +251,35 @@ impl<F: FlatFamily> ViTrainer<F> {
         Ok(())
     }
 
-    /// Reads the pending estimates back.
+    /// Reads the pending steps back.
     fn flush(&mut self) -> Result<(), ViError> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let values = to_vec(Tensor::cat(std::mem::take(&mut self.pending), 0));
-        let kept = to_vec(Tensor::cat(std::mem::take(&mut self.pending_kept), 0));
-        let bad = match self.pending_bad.is_empty() {
-            true => Vec::new(),
-            false => to_vec(Tensor::cat(std::mem::take(&mut self.pending_bad), 0)),
-        };
-        let bad_steps = bad.iter().filter(|&&b| b > 0.0).count();
-        self.sanitised += bad_steps;
-        self.dropped += kept
-            .iter()
-            .map(|&k| self.samples - k as usize)
-            .sum::<usize>();
+        let stats = to_vec(Tensor::cat(std::mem::take(&mut self.pending), 0));
         let first = self.trace.len();
-        if let Some((i, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-            return Err(ViError::NotFinite {
-                iteration: first + i,
-                value,
+        for (i, step) in stats.chunks(4).enumerate() {
+            let [value, kept, zeroed, norm_sq] = [step[0], step[1], step[2], step[3]];
+            if !value.is_finite() {
+                return Err(ViError::NotFinite {
+                    iteration: first + i,
+                    value,
+                });
+            }
+            let dropped = self.samples - kept as usize;
+            self.dropped += dropped;
+            self.zeroed += usize::from(zeroed > 0.0);
+            self.irregular += usize::from(dropped > 0 || zeroed > 0.0);
+            self.trace.push(value);
+            self.norms.push(norm_sq.sqrt());
+        }
+        let steps = self.trace.len();
+        if self.irregular as f64 > self.max_irregular * steps.max(1000) as f64 {
+            return Err(ViError::Unstable {
+                irregular: self.irregular,
+                steps,
             });
         }
-        if bad_steps == values.len() {
-            return Err(ViError::GradientNotFinite {
-                first,
-                last: first + values.len() - 1,
-            });
-        }
-        self.trace.extend(values);
         Ok(())
     }
 
@@ -271,16 +303,26 @@ impl<F: FlatFamily> ViTrainer<F> {
             family: self.family.take().expect("a trainer holds its family"),
             elbo_trace: self.trace,
             dropped_draws: self.dropped,
-            zeroed_gradient_steps: self.sanitised,
+            zeroed_gradient_steps: self.zeroed,
+            grad_norm_trace: self.norms,
         })
     }
 }
 
-/// Zeroes the entries of a module's gradients that are not finite, counting them on the
-/// device.
+/// Zeroes the entries of a module's gradients that are not finite, counting them and summing
+/// the squares of the rest on the device.
 pub(super) struct Sanitise<'a> {
     pub(super) grads: &'a mut GradientsParams,
     pub(super) non_finite: Option<Tensor<1>>,
+    pub(super) norm_sq: Option<Tensor<1>>,
+}
+
+/// `a + b`, either absent.
+fn add(a: Option<Tensor<1>>, b: Tensor<1>) -> Option<Tensor<1>> {
+    Some(match a {
+        Some(a) => a + b,
+        None => b,
+    })
 }
 
 impl burn::module::ModuleVisitor for Sanitise<'_> {
@@ -289,12 +331,25 @@ impl burn::module::ModuleVisitor for Sanitise<'_> {
             return;
         };
         let bad = g.clone().is_finite().bool_not();
-        let count = bad.clone().float().sum();
-        self.non_finite = Some(match self.non_finite.take() {
-            Some(n) => n + count,
-            None => count,
-        });
-        self.grads.register(param.id, g.mask_fill(bad, 0.0));
+        self.non_finite = add(self.non_finite.take(), bad.clone().float().sum());
+        let g = g.mask_fill(bad, 0.0);
+        self.norm_sq = add(self.norm_sq.take(), g.clone().square().sum());
+        self.grads.register(param.id, g);
+    }
+}
+
+/// Multiplies a module's gradients by `factor` (`[1]`).
+struct Scale<'a> {
+    grads: &'a mut GradientsParams,
+    factor: Tensor<1>,
+}
+
+impl burn::module::ModuleVisitor for Scale<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+        if let Some(g) = self.grads.remove::<D>(param.id) {
+            let factor = self.factor.clone().reshape([1; D]);
+            self.grads.register(param.id, g * factor);
+        }
     }
 }
 
