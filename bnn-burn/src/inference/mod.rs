@@ -4,10 +4,11 @@
 //! PSIS `k̂` diagnostic (Vehtari et al. 2024) of any fitted `q`; HMC and NUTS with R̂ and
 //! effective sample sizes as the ground truth; SGLD and SGHMC over minibatches. A network's
 //! weights are such a vector ([`BnnTarget`]), and samples or a family over it a network-level
-//! posterior ([`SampledPosterior`], [`FlatPosterior`]). Brack 2022 Table 5.1 is the
-//! eight-schools benchmark of these families. Guide: the book's *Reference inference* page.
+//! posterior ([`SampledPosterior`], [`FlatPosterior`]); [`dependence`] says how far draws are
+//! from mean-field. Guide: the book's *Reference inference* page.
 
 mod bnn;
+mod dependence;
 mod diagnostics;
 mod family;
 mod flows;
@@ -18,6 +19,7 @@ mod target;
 mod vi;
 
 pub use bnn::{BnnTarget, FlatPosterior, SampledPosterior};
+pub use dependence::{Dependence, DependenceError, assign, dependence, w2};
 pub use diagnostics::{ParamSummary, ess, normal_quantile, rhat, summarise};
 pub use family::{FlatFamily, flat, flat_at_zero};
 pub use flows::{Flow, FlowConfig, FlowKind, FlowStep, Iaf, Planar, Radial};

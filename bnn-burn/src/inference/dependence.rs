@@ -4,8 +4,8 @@
 //! `E_W = W₂(p, q̂_diag) − W₂(p, q̂_full)`, the `W₂` between sample sets by exact optimal
 //! transport (an assignment, as the draws and the Gaussians' samples are equally many).
 
-use bnn_burn::host::HostNormals;
-use bnn_burn::linalg::dense::{cholesky, cholesky_log_det, inverse_from_cholesky};
+use crate::host::HostNormals;
+use crate::linalg::dense::{cholesky, cholesky_log_det, inverse_from_cholesky};
 
 /// The two errors of one block of weights, and their values on the same draws with each
 /// weight's draws shuffled independently (the same margins, no dependence): the floor that
