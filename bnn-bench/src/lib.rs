@@ -1,7 +1,8 @@
 //! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the
 //! UCI protocol ([`uci`]: [`uci::UciMethod`], [`uci::run_with`]), MNIST with OOD sets ([`mnist`]),
 //! the toys ([`toy`]), Depeweg's tables ([`depeweg`]), Brack's eight schools ([`eight_schools`]),
-//! Farquhar's Iris and make_moons studies ([`iris_covariance`], [`moons_hmc`]), the quick start,
+//! Farquhar's Iris, make_moons and in-between studies ([`iris_covariance`], [`moons_hmc`],
+//! [`in_between`]), the quick start,
 //! the performance benchmarks ([`perf`]), the runner every harness shares ([`runner`]), the
 //! tables of the README and the book ([`tables`]) and the ledger of paper tables
 //! ([`published`]). The `bnn-bench` binary is a thin command line over these modules; a user
@@ -15,6 +16,7 @@ pub mod decomposition;
 pub mod depeweg;
 pub mod eight_schools;
 pub mod experiment;
+pub mod in_between;
 pub mod iris_covariance;
 pub mod lv_mnist;
 pub mod mnist;
@@ -55,6 +57,8 @@ pub mod book {
     pub struct BenchmarksIrisCovariance;
     #[doc = include_str!("../../book/src/benchmarks/moons-hmc.md")]
     pub struct BenchmarksMoonsHmc;
+    #[doc = include_str!("../../book/src/benchmarks/in-between.md")]
+    pub struct BenchmarksInBetween;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]

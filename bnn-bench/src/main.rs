@@ -3,8 +3,8 @@
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
 use bnn_bench::{
-    alloc, depeweg, eight_schools, iris_covariance, lv_mnist, mnist, moons_hmc, perf, published,
-    quickstart, runner, tables, toy, uci,
+    alloc, depeweg, eight_schools, in_between, iris_covariance, lv_mnist, mnist, moons_hmc, perf,
+    published, quickstart, runner, tables, toy, uci,
 };
 use clap::{Parser, Subcommand};
 
@@ -69,6 +69,11 @@ enum Command {
     /// of each cell by test cross-entropy.
     #[command(mut_arg("out", |a| a.default_value("runs/iris-covariance").required(false)))]
     IrisCovariance(iris_covariance::IrisCovarianceOptions),
+    /// Farquhar (2022) Figs. 3.6/3.7: mean-field VI (Flipout) with one vs three hidden layers
+    /// on a 1-D set with a gap, against NUTS on the same tempered posterior: the uncertainty
+    /// each puts between the clusters.
+    #[command(mut_arg("out", |a| a.default_value("runs/in-between").required(false)))]
+    InBetween(in_between::InBetweenOptions),
     /// Farquhar (2022) Table A.4 / Fig. 3.2, reduced: NUTS on make_moons for MLPs of growing
     /// depth at about 1 000 weights, the samples' accuracy and acceptance beside the table and
     /// how far the posterior is from mean-field (E_KL, E_W).
@@ -124,6 +129,7 @@ fn main() {
         Command::EightSchools(o) => eight_schools::run(&o).map(drop),
         Command::IrisCovariance(o) => iris_covariance::run(&o).map(drop),
         Command::MoonsHmc(o) => moons_hmc::run(&o).map(drop),
+        Command::InBetween(o) => in_between::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),

@@ -41,6 +41,10 @@ const GENERATORS: &[Generator] = &[
         make: moons_hmc,
     },
     Generator {
+        name: "in-between",
+        make: in_between,
+    },
+    Generator {
         name: "mnist-runs",
         make: mnist_runs,
     },
@@ -591,6 +595,15 @@ fn moons_hmc(assets: &Path) -> Result<String, Box<dyn Error>> {
     let rows: Vec<crate::moons_hmc::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
     Ok(crate::moons_hmc::table(&rows))
+}
+
+/// Farquhar Figs. 3.6/3.7 from the `in-between` record: the gap's uncertainty per method.
+fn in_between(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("in-between").join("in-between.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::in_between::Row> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::in_between::table(&rows))
 }
 
 /// The rows of the `toy` record in `folder`.

@@ -14,9 +14,10 @@ use crate::posthoc::NetworkPosterior;
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
 
-/// `ln p(θ) + s Σ_b ln p(y_b | x_b, θ)` of a network's weights `θ` (its [`FlatLayout`]), the
-/// prior the layers' priors and the likelihood the network's own (a learned noise stays at
-/// its value); `s = N/B` when the rows are a minibatch of `N` (1 on the whole set).
+/// `ln p(θ) + (s/T) Σ_b ln p(y_b | x_b, θ)` of a network's weights `θ` (its [`FlatLayout`]),
+/// the prior the layers' priors and the likelihood the network's own (a learned noise stays
+/// at its value); `s = N/B` when the rows are a minibatch of `N` (1 on the whole set), `T` the
+/// temperature (1 unless [`BnnTarget::with_temperature`]).
 #[derive(Debug, Clone)]
 pub struct BnnTarget<B: Body, L: Likelihood> {
     net: Bnn<B, L>,
@@ -24,6 +25,7 @@ pub struct BnnTarget<B: Body, L: Likelihood> {
     target: L::Target,
     layout: FlatLayout,
     scale: f64,
+    temperature: f64,
     device: Device,
 }
 
@@ -53,9 +55,34 @@ impl<B: Body, L: Likelihood> BnnTarget<B, L> {
             input: input.to(&device),
             target: target.to(&device),
             scale: 1.0,
+            temperature: 1.0,
             net,
             device,
         })
+    }
+
+    /// The tempered posterior `p(D | θ)^{1/T} p(θ)`: the likelihood divided by `T`. Its ELBO is
+    /// the ELBO with the KL weighted by `T` ([`crate::objective::KlSchedule`]), so a sampler
+    /// here is the reference of a VI fit at that weight.
+    ///
+    /// # Errors
+    /// When `temperature` is not finite and > 0.
+    pub fn with_temperature(mut self, temperature: f64) -> Result<Self, ConfigError> {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(ConfigError {
+                config: "BnnTarget",
+                field: "temperature",
+                value: temperature.to_string(),
+                expected: "a finite number > 0",
+            });
+        }
+        self.temperature = temperature;
+        Ok(self)
+    }
+
+    /// The temperature `T`.
+    pub fn temperature(&self) -> f64 {
+        self.temperature
     }
 
     /// The same target on rows `rows` of its data, the likelihood scaled by `N/|rows|`: an
@@ -70,6 +97,7 @@ impl<B: Body, L: Likelihood> BnnTarget<B, L> {
             target: self.target.clone().rows(idx),
             layout: self.layout.clone(),
             scale: n as f64 / rows.len() as f64,
+            temperature: self.temperature,
             device: self.device.clone(),
         }
     }
@@ -124,7 +152,7 @@ impl<B: Body, L: Likelihood> LogDensity for BnnTarget<B, L> {
             .log_likelihood(out, self.target.clone())
             .sum_dim(1)
             .reshape([s]);
-        log_lik * self.scale + self.net.log_prior_draws(&draws)
+        log_lik * (self.scale / self.temperature) + self.net.log_prior_draws(&draws)
     }
 
     fn device(&self) -> Device {

@@ -599,18 +599,31 @@ fn a_linear_networks_log_joint_is_the_closed_form_and_nuts_on_it_finds_the_exact
     let xs = to_vec(x.clone());
     let ys = to_vec(y.clone());
     let prior_std = 1.0; // the default prior, N(0, 1)
+    // The tempered target divides the likelihood by T.
+    let tempered = target.clone().with_temperature(4.0).unwrap();
+    for t in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let e = target.clone().with_temperature(t).unwrap_err();
+        assert_eq!(e.field, "temperature");
+    }
     for theta in host_points(3, 3, 1.0, 72) {
-        let mut lp = 0.0;
+        let (mut lik, mut prior) = (0.0, 0.0);
         for (i, t) in ys.iter().enumerate() {
             let f = theta[0] * xs[2 * i] + theta[1] * xs[2 * i + 1] + theta[2];
-            lp += -0.5 * ((t - f) / 0.5).powi(2) - 0.5f64.ln() - crate::special::HALF_LN_2PI;
+            lik += -0.5 * ((t - f) / 0.5).powi(2) - 0.5f64.ln() - crate::special::HALF_LN_2PI;
         }
         for v in &theta {
-            lp += -0.5 * (v / prior_std).powi(2) - prior_std.ln() - crate::special::HALF_LN_2PI;
+            prior += -0.5 * (v / prior_std).powi(2) - prior_std.ln() - crate::special::HALF_LN_2PI;
         }
         let mut grad = vec![0.0; 3];
+        let lp = lik + prior;
         let got = target.value_and_grad(&theta, &mut grad);
         assert!((got - lp).abs() < 1e-3 * lp.abs().max(1.0), "{got} vs {lp}");
+        let lp = lik / 4.0 + prior;
+        let got = tempered.value_and_grad(&theta, &mut grad);
+        assert!(
+            (got - lp).abs() < 1e-3 * lp.abs().max(1.0),
+            "T = 4: {got} vs {lp}"
+        );
     }
     // NUTS from the autodiff gradients recovers the exact Gaussian posterior.
     let config = McmcConfig::new()
