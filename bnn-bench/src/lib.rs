@@ -1,6 +1,7 @@
 //! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the
 //! UCI protocol ([`uci`]: [`uci::UciMethod`], [`uci::run_with`]), MNIST with OOD sets ([`mnist`]),
-//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]), Brack's eight schools ([`eight_schools`]),
+//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]) and HMC on BNN+LV ([`lv_hmc`]), Brack's
+//! eight schools ([`eight_schools`]),
 //! Farquhar's Iris, make_moons and in-between studies ([`iris_covariance`], [`moons_hmc`],
 //! [`in_between`]), the quick start,
 //! the performance benchmarks ([`perf`]), the runner every harness shares ([`runner`]), the
@@ -18,6 +19,7 @@ pub mod eight_schools;
 pub mod experiment;
 pub mod in_between;
 pub mod iris_covariance;
+pub mod lv_hmc;
 pub mod lv_mnist;
 pub mod mnist;
 pub mod moons_hmc;
@@ -59,6 +61,8 @@ pub mod book {
     pub struct BenchmarksMoonsHmc;
     #[doc = include_str!("../../book/src/benchmarks/in-between.md")]
     pub struct BenchmarksInBetween;
+    #[doc = include_str!("../../book/src/benchmarks/lv-hmc.md")]
+    pub struct BenchmarksLvHmc;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]

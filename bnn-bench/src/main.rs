@@ -3,8 +3,8 @@
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
 use bnn_bench::{
-    alloc, depeweg, eight_schools, in_between, iris_covariance, lv_mnist, mnist, moons_hmc, perf,
-    published, quickstart, runner, tables, toy, uci,
+    alloc, depeweg, eight_schools, in_between, iris_covariance, lv_hmc, lv_mnist, mnist, moons_hmc,
+    perf, published, quickstart, runner, tables, toy, uci,
 };
 use clap::{Parser, Subcommand};
 
@@ -74,6 +74,11 @@ enum Command {
     /// each puts between the clusters.
     #[command(mut_arg("out", |a| a.default_value("runs/in-between").required(false)))]
     InBetween(in_between::InBetweenOptions),
+    /// Depeweg (2019) Fig. 6.4, reduced: NUTS over BNN+LV's weights and latents as the ground
+    /// truth of the uncertainty decomposition, beside the black-box α = 1 fit, on the
+    /// heteroscedastic and bimodal toys.
+    #[command(mut_arg("out", |a| a.default_value("runs/lv-hmc").required(false)))]
+    LvHmc(lv_hmc::LvHmcOptions),
     /// Farquhar (2022) Table A.4 / Fig. 3.2, reduced: NUTS on make_moons for MLPs of growing
     /// depth at about 1 000 weights, the samples' accuracy and acceptance beside the table and
     /// how far the posterior is from mean-field (E_KL, E_W).
@@ -130,6 +135,7 @@ fn main() {
         Command::IrisCovariance(o) => iris_covariance::run(&o).map(drop),
         Command::MoonsHmc(o) => moons_hmc::run(&o).map(drop),
         Command::InBetween(o) => in_between::run(&o).map(drop),
+        Command::LvHmc(o) => lv_hmc::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),

@@ -45,6 +45,10 @@ const GENERATORS: &[Generator] = &[
         make: in_between,
     },
     Generator {
+        name: "lv-hmc",
+        make: lv_hmc,
+    },
+    Generator {
         name: "mnist-runs",
         make: mnist_runs,
     },
@@ -604,6 +608,15 @@ fn in_between(assets: &Path) -> Result<String, Box<dyn Error>> {
     let rows: Vec<crate::in_between::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
     Ok(crate::in_between::table(&rows))
+}
+
+/// Depeweg Fig. 6.4 (reduced) from the `lv-hmc` record: each method's epistemic entropy.
+fn lv_hmc(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("lv-hmc").join("lv-hmc.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::lv_hmc::Row> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::lv_hmc::table(&rows))
 }
 
 /// The rows of the `toy` record in `folder`.

@@ -113,6 +113,40 @@ impl LvFit {
     /// # Errors
     /// Bad draw counts, shapes, draws the entropy estimator refuses.
     pub fn decompose(&self, x: &[f64], draws: Draws) -> Result<Vec<Decomposition>, Box<dyn Error>> {
+        self.decompose_by(x, |xs| {
+            self.model.decompose(xs, draws.n_w, draws.n_z, draws.k)
+        })
+    }
+
+    /// [`LvFit::decompose`] under given weights (rows of the network's flat layout, in the
+    /// standardised units the model was fitted in: MCMC samples) instead of `q(W)`'s draws.
+    ///
+    /// # Errors
+    /// As [`LvFit::decompose`].
+    pub fn decompose_samples(
+        &self,
+        x: &[f64],
+        weights: &[Vec<f64>],
+        draws: Draws,
+    ) -> Result<Vec<Decomposition>, Box<dyn Error>> {
+        let device = self.model.devices()[0].clone();
+        let p = weights.first().map_or(0, Vec::len);
+        let flat: Vec<f64> = weights.iter().flatten().copied().collect();
+        let w = matrix(&flat, p, &device);
+        self.decompose_by(x, |xs| {
+            self.model
+                .decompose_samples(xs, w.clone(), draws.n_z, draws.k)
+        })
+    }
+
+    /// The decomposition `parts` gives for standardised inputs, in original units.
+    fn decompose_by(
+        &self,
+        x: &[f64],
+        parts: impl Fn(
+            burn::tensor::Tensor<2>,
+        ) -> Result<Vec<Decomposition>, bnn_burn::nets::DecompositionError>,
+    ) -> Result<Vec<Decomposition>, Box<dyn Error>> {
         let device = self.model.devices()[0].clone();
         let d = self.sx.width();
         let (m, s) = (self.sy.mean[0], self.sy.std[0]);
@@ -120,7 +154,7 @@ impl LvFit {
         // Chunks of 64 inputs: a weight draw's pass holds n_z · 64 rows.
         for chunk in x.chunks(64 * d) {
             let xs = matrix(&self.sx.transform(chunk), d, &device);
-            let parts = self.model.decompose(xs, draws.n_w, draws.n_z, draws.k)?;
+            let parts = parts(xs)?;
             out.extend(parts.into_iter().map(|p| Decomposition {
                 mean: m + s * p.mean,
                 total_variance: p.total_variance * s * s,

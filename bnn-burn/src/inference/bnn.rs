@@ -9,7 +9,7 @@ use crate::batch::Batch;
 use crate::error::ConfigError;
 use crate::layers::{FlatLayout, LayerDraw};
 use crate::likelihood::Likelihood;
-use crate::nets::{Bnn, Body};
+use crate::nets::{Bnn, BnnLv, Body};
 use crate::posthoc::NetworkPosterior;
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
@@ -153,6 +153,112 @@ impl<B: Body, L: Likelihood> LogDensity for BnnTarget<B, L> {
             .sum_dim(1)
             .reshape([s]);
         log_lik * (self.scale / self.temperature) + self.net.log_prior_draws(&draws)
+    }
+
+    fn device(&self) -> Device {
+        self.device.clone()
+    }
+}
+
+/// BNN+LV's log joint over its weights and every training row's latent, `θ = [W, z_1 … z_N]`:
+/// `ln p(W) + Σ_n [ln N(z_n | 0, γ) + ln p(y_n | f(x_n, z_n; W))]` (Depeweg 2019 eq. 3.8), the
+/// likelihood's noise held at its value. HMC on it is the thesis's ground truth (Fig. 6.4).
+#[derive(Debug, Clone)]
+pub struct LatentTarget<L: Likelihood> {
+    model: BnnLv<L>,
+    input: Tensor<2>,
+    target: L::Target,
+    layout: FlatLayout,
+    device: Device,
+}
+
+impl<L: Likelihood> LatentTarget<L> {
+    /// The log joint of `model`'s weights and latents on `(input, target)`, on the model's
+    /// device (an autodiff one for HMC).
+    ///
+    /// # Errors
+    /// When the data's row counts differ or are zero, or the inputs' width is not the model's.
+    pub fn new(model: BnnLv<L>, input: Tensor<2>, target: L::Target) -> Result<Self, ConfigError> {
+        let device = model
+            .devices()
+            .first()
+            .cloned()
+            .unwrap_or_else(crate::training_device);
+        let [rows, d] = input.dims();
+        if target.len() != rows || rows == 0 || d != model.d_input() {
+            return Err(ConfigError {
+                config: "LatentTarget",
+                field: "input",
+                value: format!("[{rows}, {d}] inputs, {} targets", target.len()),
+                expected: "as many target rows as input rows (at least one), the model's input width",
+            });
+        }
+        Ok(Self {
+            layout: model.net.flat_layout(),
+            input: input.to_device(&device),
+            target: target.to(&device),
+            model,
+            device,
+        })
+    }
+
+    /// The weights' part of `θ` (its first entries).
+    pub fn layout(&self) -> &FlatLayout {
+        &self.layout
+    }
+
+    /// The training rows `N`.
+    pub fn rows(&self) -> usize {
+        self.input.dims()[0]
+    }
+
+    /// The model.
+    pub fn model(&self) -> &BnnLv<L> {
+        &self.model
+    }
+
+    /// `θ` at the model's current weight means and its latent table's means (zeros for an
+    /// encoder's model): a start for samplers from a variational fit.
+    pub fn current(&self) -> Vec<f64> {
+        let mut theta = crate::host::to_vec(FlatLayout::flatten(self.model.net.mean_draw()));
+        match self.model.latents.table() {
+            Some(t) => theta.extend(crate::host::to_vec(t.mean.val())),
+            None => theta.extend(std::iter::repeat_n(0.0, self.dim() - theta.len())),
+        }
+        theta
+    }
+}
+
+impl<L: Likelihood> LogDensity for LatentTarget<L> {
+    fn dim(&self) -> usize {
+        self.layout.numel() + self.rows() * self.model.latents.d_latent()
+    }
+
+    fn log_density(&self, theta: Tensor<2>) -> Tensor<1> {
+        let [s, d] = theta.dims();
+        let (p, n, dz) = (
+            self.layout.numel(),
+            self.rows(),
+            self.model.latents.d_latent(),
+        );
+        let draws = self.layout.split(theta.clone().slice([0..s, 0..p]));
+        let z = theta.slice([0..s, p..d]).reshape([s, n, dz]);
+        let gamma = self.model.latents.gamma();
+        let log_prior_z = z.clone().square().sum_dim(2).sum_dim(1).reshape([s]) * (-0.5 / gamma)
+            - (n * dz) as f64 * 0.5 * (2.0 * std::f64::consts::PI * gamma).ln();
+        let out = self.model.forward(
+            self.input.clone(),
+            z,
+            &mut crate::layers::Pass::fixed(&draws),
+        );
+        let log_lik = self
+            .model
+            .net
+            .likelihood
+            .log_likelihood(out, self.target.clone())
+            .sum_dim(1)
+            .reshape([s]);
+        log_lik + log_prior_z + self.model.net.log_prior_draws(&draws)
     }
 
     fn device(&self) -> Device {

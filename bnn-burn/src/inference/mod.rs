@@ -18,7 +18,7 @@ mod sgmcmc;
 mod target;
 mod vi;
 
-pub use bnn::{BnnTarget, FlatPosterior, SampledPosterior};
+pub use bnn::{BnnTarget, FlatPosterior, LatentTarget, SampledPosterior};
 pub use dependence::{Dependence, DependenceError, assign, dependence, w2};
 pub use diagnostics::{ParamSummary, ess, normal_quantile, rhat, summarise};
 pub use family::{FlatFamily, flat, flat_at_zero};

@@ -980,3 +980,108 @@ fn the_mean_field_errors_vanish_for_independent_weights_and_match_the_closed_for
     let err = dependence(&gaussian_draws(&l, m, m, &mut rng), &block, &mut rng).unwrap_err();
     assert!(err.to_string().contains("cannot fit"), "{err}");
 }
+
+/// A linear BNN+LV `y = w₀x + w₁z + b + ε` (no hidden layer, `σ = 0.5`, `γ = 1`) for `n` rows.
+fn linear_latent_model(n: usize, device: &burn::tensor::Device) -> crate::nets::LatentRegressor {
+    use crate::layers::WeightConfig;
+    use crate::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+    let likelihood = GaussianLikelihoodConfig::new()
+        .with_noise_std(0.5)
+        .with_fit(NoiseFit::Fixed)
+        .init(device)
+        .unwrap();
+    let mlp = crate::nets::MlpConfig::new(1, vec![], 1)
+        .with_weights(WeightConfig::of(crate::posterior::PosteriorConfig::point()));
+    crate::nets::BnnLvConfig::new(mlp)
+        .init(likelihood, n, device)
+        .unwrap()
+}
+
+#[test]
+fn the_latent_log_joint_is_the_closed_form() {
+    let device = crate::training_device();
+    let _guard = seeded(&device, 81);
+    let n = 6;
+    let model = linear_latent_model(n, &device);
+    let xs = crate::host::host_normals(n, offset_seed(82));
+    let ys = crate::host::host_normals(n, offset_seed(83));
+    let target = LatentTarget::new(
+        model.clone(),
+        crate::host::matrix(&xs, 1, &device),
+        crate::host::matrix(&ys, 1, &device),
+    )
+    .unwrap();
+    assert_eq!(target.dim(), 3 + n);
+    assert_eq!(target.current().len(), 3 + n);
+    let normal = |v: f64, m: f64, s: f64| {
+        -0.5 * ((v - m) / s).powi(2) - s.ln() - crate::special::HALF_LN_2PI
+    };
+    for theta in host_points(4, 3 + n, 1.0, 84) {
+        // Weights (w₀ on x, w₁ on z), then the bias, then the latents.
+        let (w0, w1, b) = (theta[0], theta[1], theta[2]);
+        let mut lp: f64 = theta[..3].iter().map(|v| normal(*v, 0.0, 1.0)).sum();
+        for i in 0..n {
+            let z = theta[3 + i];
+            lp += normal(z, 0.0, 1.0) + normal(ys[i], w0 * xs[i] + w1 * z + b, 0.5);
+        }
+        let mut grad = vec![0.0; 3 + n];
+        let got = target.value_and_grad(&theta, &mut grad);
+        assert!((got - lp).abs() < 1e-4 * lp.abs().max(1.0), "{got} vs {lp}");
+    }
+    check_target(&target, 1.0, 85);
+    // Bad data are named.
+    let e = LatentTarget::new(
+        model,
+        crate::host::matrix(&xs, 1, &device),
+        crate::host::matrix(&ys[..n - 1], 1, &device),
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "input");
+}
+
+#[test]
+fn decompositions_under_given_weights_separate_the_weights_spread_from_the_noise() {
+    let device = crate::device();
+    let _guard = seeded(&device, 86);
+    let model = linear_latent_model(4, &device);
+    // Every weight draw the same (w₀ = 1, w₁ = 2, b = 0): no epistemic part, and the aleatoric
+    // variance is w₁²γ + σ² = 4.25.
+    let (n_w, n_z) = (40, 300);
+    let same: Vec<f64> = (0..n_w).flat_map(|_| [1.0, 2.0, 0.0]).collect();
+    let x = crate::host::matrix(&[0.0, 1.5], 1, &device);
+    let parts = model
+        .decompose_samples(x.clone(), crate::host::matrix(&same, 3, &device), n_z, 25)
+        .unwrap();
+    for p in &parts {
+        // The unbiased epistemic estimate of a constant has sd ≈ (V/n_z)·√(2/(n_w − 1)).
+        let sd = 4.25 / n_z as f64 * (2.0 / (n_w - 1) as f64).sqrt();
+        assert!(p.epistemic_variance.abs() < 5.0 * sd, "{p:?}");
+        // The pooled variance of n_w·n_z draws: relative sd √(2/(n_w n_z)).
+        let rel = (2.0 / (n_w * n_z) as f64).sqrt();
+        assert!(
+            (p.aleatoric_variance / 4.25 - 1.0).abs() < 5.0 * rel,
+            "{p:?}"
+        );
+        assert!(p.epistemic_entropy.abs() < 0.05, "{p:?}");
+    }
+    // Biases alternating ±1: the epistemic variance is their spread, n_w/(n_w − 1).
+    let split: Vec<f64> = (0..n_w)
+        .flat_map(|w| [1.0, 2.0, if w % 2 == 0 { 1.0 } else { -1.0 }])
+        .collect();
+    let parts = model
+        .decompose_samples(x.clone(), crate::host::matrix(&split, 3, &device), n_z, 25)
+        .unwrap();
+    // The cross term of the ±1 and each draw's inner-mean error `e` (variance V/n_z) dominates
+    // the estimate's error: sd ≈ 2√(n_w V/n_z)/(n_w − 1).
+    let expected = n_w as f64 / (n_w - 1) as f64;
+    let sd = 2.0 * (n_w as f64 * 4.25 / n_z as f64).sqrt() / (n_w - 1) as f64;
+    for p in &parts {
+        assert!((p.epistemic_variance - expected).abs() < 5.0 * sd, "{p:?}");
+        assert!(p.epistemic_entropy > 0.05, "{p:?}");
+    }
+    // Weights of the wrong width are named.
+    let err = model
+        .decompose_samples(x, crate::host::matrix(&[1.0, 2.0], 2, &device), n_z, 25)
+        .unwrap_err();
+    assert!(err.to_string().contains("weights"), "{err}");
+}

@@ -326,6 +326,49 @@ impl LatentRegressor {
         n_z: usize,
         k: usize,
     ) -> Result<Vec<Decomposition>, DecompositionError> {
+        self.decompose_by(x, n_w, n_z, k, |_| {
+            let mut draws = crate::nets::Body::draw(&self.net.body);
+            draws.push(self.net.head.params.draw());
+            draws
+        })
+    }
+
+    /// [`Decomposition`] of each input row of `x [B, d]` under given weights instead of the
+    /// posterior's draws: one row of `weights [n_w, P]` per draw, in the network's
+    /// [`crate::layers::FlatLayout`] (MCMC samples of the weights), each with `n_z` prior
+    /// latents and noises, as [`Self::decompose`].
+    ///
+    /// # Errors
+    /// As [`Self::decompose`], or `weights` without `P` columns.
+    pub fn decompose_samples(
+        &self,
+        x: Tensor<2>,
+        weights: Tensor<2>,
+        n_z: usize,
+        k: usize,
+    ) -> Result<Vec<Decomposition>, DecompositionError> {
+        let layout = self.net.flat_layout();
+        let [n_w, p] = weights.dims();
+        if p != layout.numel() {
+            return Err(DecompositionError::Config {
+                what: format!("weights: {p} columns for a network of {}", layout.numel()),
+            });
+        }
+        let weights = weights.to_device(&x.device());
+        self.decompose_by(x, n_w, n_z, k, |w| {
+            layout.split(weights.clone().slice([w..w + 1, 0..p]))
+        })
+    }
+
+    /// The decomposition with weight draw `w` given by `draw(w)`.
+    fn decompose_by(
+        &self,
+        x: Tensor<2>,
+        n_w: usize,
+        n_z: usize,
+        k: usize,
+        mut draw: impl FnMut(usize) -> Vec<crate::layers::LayerDraw>,
+    ) -> Result<Vec<Decomposition>, DecompositionError> {
         let bad = |what: String| Err(DecompositionError::Config { what });
         if n_w < 2 {
             return bad(format!(
@@ -348,9 +391,8 @@ impl LatentRegressor {
         // Independent latents and noises per weight draw (a common set would carry its own
         // sampling error into every draw's conditional variance, undiminished by `n_w`).
         let (mut means, mut samples) = (Vec::with_capacity(n_w), Vec::with_capacity(n_w));
-        for _ in 0..n_w {
-            let mut draws = crate::nets::Body::draw(&self.net.body);
-            draws.push(self.net.head.params.draw());
+        for w in 0..n_w {
+            let draws = draw(w);
             let z = self.prior_latents(n_z, b, &device);
             let out = self.forward(x.clone(), z, &mut Pass::fixed(&draws));
             crate::device::uses_generator();
