@@ -56,7 +56,8 @@ impl<B: Body, L: Likelihood> BnnTarget<B, L> {
             target: target.to(&device),
             scale: 1.0,
             temperature: 1.0,
-            net,
+            // Only θ is tracked (see `LatentTarget::new`).
+            net: net.no_grad(),
             device,
         })
     }
@@ -197,7 +198,9 @@ impl<L: Likelihood> LatentTarget<L> {
             layout: model.net.flat_layout(),
             input: input.to_device(&device),
             target: target.to(&device),
-            model,
+            // Only θ is tracked: chains on threads of their own would otherwise share the
+            // model's parameters (a learned noise) in one autodiff graph, and deadlock on it.
+            model: model.no_grad(),
             device,
         })
     }

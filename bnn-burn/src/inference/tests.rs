@@ -1029,6 +1029,25 @@ fn the_latent_log_joint_is_the_closed_form() {
         assert!((got - lp).abs() < 1e-4 * lp.abs().max(1.0), "{got} vs {lp}");
     }
     check_target(&target, 1.0, 85);
+    // Chains on threads of their own, the model's noise a learned parameter: only θ is tracked,
+    // so the chains' autodiff graphs stay apart (a tracked noise shared by both can deadlock).
+    let mlp = crate::nets::MlpConfig::new(1, vec![3], 1);
+    let learned = crate::nets::BnnLvConfig::new(mlp)
+        .init_regressor(n, &device)
+        .unwrap();
+    let threaded = LatentTarget::new(
+        learned,
+        crate::host::matrix(&xs, 1, &device),
+        crate::host::matrix(&ys, 1, &device),
+    )
+    .unwrap();
+    let config = McmcConfig::new()
+        .with_warmup(20)
+        .with_draws(10)
+        .with_chains(2)
+        .with_seed(offset_seed(86));
+    let run = sample(&threaded, &config, Some(&threaded.current())).unwrap();
+    assert_eq!(run.chains.len(), 2);
     // Bad data are named.
     let e = LatentTarget::new(
         model,
