@@ -32,7 +32,16 @@ pub struct Row {
     pub test_rmse: f64,
     /// Training wall time, s.
     pub train_seconds: f64,
+    /// PSIS `k̂` of the fitted posterior against the log joint on the training rows
+    /// ([`bnn_burn::inference::network_check`], [`K_HAT_DRAWS`] joint draws): above 0.7 its
+    /// importance weights are not to be trusted. `None` where the posterior has no density
+    /// (point weights, dropout masks) or the method is not checked.
+    #[serde(default)]
+    pub k_hat: Option<f64>,
 }
+
+/// Joint weight draws of each fit's `k̂`.
+pub const K_HAT_DRAWS: usize = 2000;
 
 /// Curves for a figure panel, in original units.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -99,6 +108,16 @@ pub fn fit_and_draw(
     };
     let (model, report) = method.trainer(&config)?.build_and_fit(build, (x, y))?;
     let model = model.valid();
+    let k_hat = match bnn_burn::inference::network_check(
+        &model,
+        matrix(&sx.transform(&train_set.x), 1, &plain),
+        matrix(&sy.transform(&train_set.y), 1, &plain),
+        K_HAT_DRAWS,
+    ) {
+        Ok(report) => Some(report.psis.k_hat),
+        Err(bnn_burn::inference::ViError::Unsupported(_)) => None,
+        Err(e) => return Err(format!("{}: k̂: {e}", method.name).into()),
+    };
     let (test_ll, test_rmse) = evaluate(&model, test_set, (&sx, &sy), &plain)?;
     let grid_x = matrix(&sx.transform(grid), 1, &plain);
     let pred = model.predict(grid_x, PredictMode::Samples(PRED_SAMPLES))?;
@@ -116,6 +135,7 @@ pub fn fit_and_draw(
         test_ll,
         test_rmse,
         train_seconds: report.seconds,
+        k_hat,
     };
     check(&row, &curves)?;
     Ok((row, curves))

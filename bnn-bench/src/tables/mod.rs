@@ -624,14 +624,17 @@ fn toy_table(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
     let path = assets.join(folder).join("toy.json");
     let record = read_json(&path)?;
     let mut md = String::from(
-        "| toy | method | test LL | oracle LL | epistemic std, dense x | epistemic std, no data |\n\
-         |---|---|---:|---:|---:|---:|\n",
+        "| toy | method | test LL | oracle LL | epistemic std, dense x | epistemic std, no data | \
+         PSIS k̂ |\n|---|---|---:|---:|---:|---:|---:|\n",
     );
     for r in record["results"].as_array().into_iter().flatten() {
         let f = |k: &str| number(r, k, &path);
+        let k_hat = r["k_hat"]
+            .as_f64()
+            .map_or(String::from("–"), |k| format!("{k:.2}"));
         let _ = writeln!(
             md,
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {k_hat} |",
             r["toy"].as_str().unwrap_or("–"),
             r["method"].as_str().unwrap_or("–"),
             f("test_ll")?,

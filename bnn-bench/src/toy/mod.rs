@@ -267,6 +267,7 @@ fn fit_lv(
         test_ll,
         test_rmse,
         train_seconds: lv.seconds,
+        k_hat: None,
     };
     decomposition::check(&row, &c)?;
     let (epistemic_dense, epistemic_sparse, aleatoric_dense) = density_split(&c, &t.train.x);

@@ -43,16 +43,20 @@ pub(crate) fn markdown(
          3·10⁻³, batch 100; {} prediction samples; seed {}{}, backend `{}`, wall time {wall:.0} \
          s.\n\nEpistemic std: √Var_w[μ(x, w)] averaged over grid points with ≥ 5 % of the \
          training inputs within ±{WINDOW} (dense) and with none (sparse).\n\n\
+         PSIS k̂: of each posterior with a density against the log joint on the training \
+         rows ({} joint draws; above 0.7 its importance weights are not to be trusted).\n\n\
          | toy | method | test LL | oracle LL | test RMSE | epistemic std dense | epistemic std \
-         sparse | aleatoric std dense | train s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+         sparse | aleatoric std dense | k̂ | train s |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         decomposition::PRED_SAMPLES,
         options.exp.seed,
         if options.exp.quick { " (--quick)" } else { "" },
         bnn_burn::backend_name(),
+        decomposition::K_HAT_DRAWS,
     );
     for r in results {
         md.push_str(&format!(
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |\n",
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {:.1} |\n",
             r.toy,
             r.row.method,
             r.row.test_ll,
@@ -61,6 +65,7 @@ pub(crate) fn markdown(
             r.epistemic_dense,
             r.epistemic_sparse,
             r.aleatoric_dense,
+            r.row.k_hat.map_or(String::from("–"), |k| format!("{k:.2}")),
             r.row.train_seconds
         ));
     }
