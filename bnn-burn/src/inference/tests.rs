@@ -1104,3 +1104,22 @@ fn decompositions_under_given_weights_separate_the_weights_spread_from_the_noise
         .unwrap_err();
     assert!(err.to_string().contains("weights"), "{err}");
 }
+
+/// A network's joint draws carry `ln q` from their own noise: on a well-conditioned full-rank
+/// layer it equals the density of the draws by the triangular solve.
+#[test]
+fn network_draws_with_log_q_agree_with_the_layers_densities() {
+    let device = crate::device();
+    let _guard = seeded(&device, 87);
+    for family in [
+        crate::posterior::PosteriorConfig::FullRank(FullRankConfig::new()),
+        crate::posterior::PosteriorConfig::mean_field(),
+    ] {
+        let (net, _, _, _, _) = linear_problem_with(10, family, &device);
+        let (draws, log_q) = net.draws_with_log_q(50).unwrap();
+        let expected = to_vec(net.head.params.log_q(&draws[0]).unwrap());
+        for (a, b) in to_vec(log_q).iter().zip(&expected) {
+            assert!((a - b).abs() < 1e-3 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+}

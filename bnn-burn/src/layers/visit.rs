@@ -113,6 +113,28 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         }
     }
 
+    /// `n` independent draws with `ln q` of each, `[S]`, in one pass: a full-rank posterior
+    /// computes it from its draws' noise (exact where a triangular solve of an ill-conditioned
+    /// factor loses every digit).
+    ///
+    /// # Errors
+    /// When a posterior has no density (a point mass, a dropout mask).
+    pub fn draws_with_log_q(
+        &self,
+        n: usize,
+    ) -> Result<(LayerDraw, Tensor<1>), crate::posterior::Unsupported> {
+        let (weight, mut log_q) = self.weight.dist().sample_with_log_q(n)?;
+        let bias = match &self.bias {
+            Some(q) => {
+                let (bias, bias_log_q) = q.dist().sample_with_log_q(n)?;
+                log_q = log_q + bias_log_q;
+                Some(bias)
+            }
+            None => None,
+        };
+        Ok((LayerDraw { weight, bias }, log_q))
+    }
+
     /// `n` independent draws of weight and bias, `[n, numel]` each.
     pub fn draws(&self, n: usize) -> LayerDraw {
         LayerDraw {
@@ -132,7 +154,10 @@ pub(crate) trait LayerView {
     fn is_point(&self) -> bool;
     fn kl(&self) -> Tensor<1>;
     fn log_prior(&self, draw: &LayerDraw) -> Tensor<1>;
-    fn log_q(&self, draw: &LayerDraw) -> Result<Tensor<1>, crate::posterior::Unsupported>;
+    fn draws_with_log_q(
+        &self,
+        n: usize,
+    ) -> Result<(LayerDraw, Tensor<1>), crate::posterior::Unsupported>;
 }
 
 impl<const DW: usize> LayerView for AnyLayerParams<DW> {
@@ -151,8 +176,11 @@ impl<const DW: usize> LayerView for AnyLayerParams<DW> {
     fn log_prior(&self, draw: &LayerDraw) -> Tensor<1> {
         LayerParams::log_prior(self, draw)
     }
-    fn log_q(&self, draw: &LayerDraw) -> Result<Tensor<1>, crate::posterior::Unsupported> {
-        LayerParams::log_q(self, draw)
+    fn draws_with_log_q(
+        &self,
+        n: usize,
+    ) -> Result<(LayerDraw, Tensor<1>), crate::posterior::Unsupported> {
+        LayerParams::draws_with_log_q(self, n)
     }
 }
 

@@ -342,18 +342,12 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
     /// # Errors
     /// When a layer's posterior has no density (a point mass, a dropout mask).
     pub fn draws_with_log_q(&self, n: usize) -> Result<(Vec<LayerDraw>, Tensor<1>), Unsupported> {
-        let mut layers = collect_layers(&self.body, |_, l| {
-            let draw = l.draws(n);
-            let log_q = l.log_q(&draw);
-            (draw, log_q)
-        });
-        let head = self.head.params.draws(n);
-        let head_log_q = self.head.params.log_q(&head);
-        layers.push((head, head_log_q));
+        let mut layers = collect_layers(&self.body, |_, l| l.draws_with_log_q(n));
+        layers.push(self.head.params.draws_with_log_q(n));
         let mut draws = Vec::with_capacity(layers.len());
         let mut total: Option<Tensor<1>> = None;
-        for (draw, log_q) in layers {
-            let log_q = log_q?;
+        for layer in layers {
+            let (draw, log_q) = layer?;
             total = Some(match total {
                 Some(t) => t + log_q,
                 None => log_q,
