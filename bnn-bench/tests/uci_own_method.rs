@@ -29,6 +29,7 @@ impl UciMethod for Constant {
             test_rmse: std * (z2 / n).sqrt(),
             coverage_90: None,
             conformal_coverage_90: None,
+            k_hat: None,
             detail: String::new(),
         })
     }

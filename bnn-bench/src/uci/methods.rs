@@ -132,6 +132,7 @@ impl UciMethod for DepewegFit {
             test_rmse: fit.test_rmse,
             coverage_90: Some(fit.coverage_90),
             conformal_coverage_90: fit.conformal_coverage_90,
+            k_hat: None,
             detail: format!(
                 "α = {}, K = {DEPEWEG_TRAIN_SAMPLES}, learned noise std {noise:.4}",
                 self.0.alpha
@@ -310,6 +311,7 @@ impl UciMethod for BayesianFit {
         )?;
         let noise = to_vec(model.likelihood.noise_std())[0] * split.y_scaler.std[0];
         let scores = evaluate(&model, self.method.inference(), split)?;
+        let k_hat = k_hat(&model, &split.train)?;
         let mut noise = match (self.method.noise, self.method.predicts_by_moments()) {
             (NoiseModel::LogVarianceHead, _) => "log-variance head".to_string(),
             (NoiseModel::Evidential { .. }, _) => "evidential head, β = 100".to_string(),
@@ -324,11 +326,34 @@ impl UciMethod for BayesianFit {
             test_rmse: scores.rmse,
             coverage_90: Some(scores.coverage_90),
             conformal_coverage_90: scores.conformal_coverage_90,
+            k_hat,
             detail: match self.early_stopping {
                 Some(_) => format!("{noise}, best validation epoch {best_epoch}"),
                 None => noise,
             },
         })
+    }
+}
+
+/// Joint weight draws of a fit's `k̂`.
+pub const K_HAT_DRAWS: usize = 1000;
+
+/// PSIS `k̂` of `model`'s posterior against its log joint on the (standardised) training rows
+/// `data`; `None` when the posterior has no density (point weights, dropout masks).
+///
+/// # Errors
+/// A check that fails otherwise (named).
+pub(crate) fn k_hat(model: &Regressor, data: &RegressionData) -> Result<Option<f64>, String> {
+    let device = model.devices()[0].clone();
+    match bnn_burn::inference::network_check(
+        model,
+        matrix(&data.x, data.n_features, &device),
+        matrix(&data.y, 1, &device),
+        K_HAT_DRAWS,
+    ) {
+        Ok(report) => Ok(Some(report.psis.k_hat).filter(|k| k.is_finite())),
+        Err(bnn_burn::inference::ViError::Unsupported(_)) => Ok(None),
+        Err(e) => Err(format!("k̂: {e}")),
     }
 }
 
@@ -600,6 +625,7 @@ impl UciMethod for GalDropout {
             test_rmse: scores.rmse,
             coverage_90: Some(scores.coverage_90),
             conformal_coverage_90: scores.conformal_coverage_90,
+            k_hat: None,
             detail: format!("p = {p}, τ = {tau} (validation LL {val_ll:.3}){warning}"),
         })
     }

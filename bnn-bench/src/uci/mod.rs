@@ -189,6 +189,12 @@ pub struct SplitOutcome {
     /// the odd-numbered ones ([`RegressionScores::conformal_coverage_90`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conformal_coverage_90: Option<f64>,
+    /// PSIS `k̂` of the fitted posterior against the log joint on the training rows
+    /// ([`bnn_burn::inference::network_check`]): whether its draws can be trusted as an
+    /// importance proposal (`None`: a posterior without a density, a method that does not
+    /// say, or a row written before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_hat: Option<f64>,
     /// Method-specific choices (e.g. the grid point chosen), for the record.
     pub detail: String,
 }
@@ -348,6 +354,13 @@ impl MethodResult {
             .map(|c| mean_and_standard_error(&c))
     }
 
+    /// Mean and standard error of PSIS `k̂` over the splits, when every split measured it.
+    pub fn k_hat(&self) -> Option<MeanSe> {
+        let c: Option<Vec<f64>> = self.splits.iter().map(|s| s.k_hat).collect();
+        c.filter(|c| !c.is_empty())
+            .map(|c| mean_and_standard_error(&c))
+    }
+
     /// The same for the split-conformal intervals.
     pub fn conformal_coverage_90(&self) -> Option<MeanSe> {
         let c: Option<Vec<f64>> = self
@@ -430,7 +443,7 @@ pub fn run(options: &UciOptions) -> Result<Vec<MethodResult>, Box<dyn Error>> {
 ///             - std.ln()
 ///             - 0.5 * (2.0 * std::f64::consts::PI).ln();
 ///         let test_rmse = std * (split.test_y.iter().map(z2).sum::<f64>() / n).sqrt();
-///         Ok(SplitOutcome { test_ll, test_rmse, coverage_90: None, conformal_coverage_90: None, detail: String::new() })
+///         Ok(SplitOutcome { test_ll, test_rmse, coverage_90: None, conformal_coverage_90: None, k_hat: None, detail: String::new() })
 ///     }
 /// }
 ///

@@ -166,6 +166,7 @@ impl UciMethod for PostHocFit {
             test_rmse: scores.rmse,
             coverage_90: Some(scores.coverage_90),
             conformal_coverage_90: scores.conformal_coverage_90,
+            k_hat: None,
             detail,
         })
     }

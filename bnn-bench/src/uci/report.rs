@@ -276,7 +276,17 @@ fn coverage_table(methods: &[&str], sets: &[DataSet], results: &[MethodResult]) 
          (at least 0.90 in expectation over exchangeable rows); `–`: a row written before it \
          was measured.\n\n",
     );
-    raw + &conformal
+    let k_hat = coverage_of(
+        methods,
+        sets,
+        results,
+        MethodResult::k_hat,
+        "\n## PSIS k̂ of the fitted posterior\n\nEach split's posterior as an importance \
+         proposal for the true posterior on its training rows (1000 joint draws): above 0.7 \
+         its draws cannot be trusted as posterior samples. Mean ± standard error over splits; \
+         `–`: a posterior without a density, or a row written before it was measured.\n\n",
+    );
+    raw + &conformal + &k_hat
 }
 
 /// One coverage table of `cell` per (data set, method); empty when no row has it.

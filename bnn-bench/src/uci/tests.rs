@@ -184,6 +184,7 @@ fn quick_budgets_cap_the_steps_and_tables_carry_the_published_columns() {
                 test_rmse: 0.5,
                 coverage_90: None,
                 conformal_coverage_90: None,
+                k_hat: None,
                 detail: String::new(),
             };
             2
@@ -252,6 +253,7 @@ fn reports_refuse_nan_rows_and_rows_without_splits() {
                 test_rmse: 0.6,
                 coverage_90: None,
                 conformal_coverage_90: None,
+                k_hat: None,
                 detail: String::new(),
             })
             .collect(),
@@ -323,6 +325,7 @@ fn boston_row(o: &UciOptions, method: &str, ll: &[f64]) -> MethodResult {
                 test_rmse: 3.0,
                 coverage_90: None,
                 conformal_coverage_90: None,
+                k_hat: None,
                 detail: String::new(),
             })
             .collect(),
@@ -416,6 +419,7 @@ fn records_of_several_runs_combine_into_one_report_later_rows_winning() {
             test_rmse: 3.0,
             coverage_90: None,
             conformal_coverage_90: None,
+            k_hat: None,
             detail: String::new(),
         }],
         seconds: 1.0,
