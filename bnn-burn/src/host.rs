@@ -128,11 +128,47 @@ impl HostNormals {
         self.spare = Some(r * t.sin());
         r * t.cos()
     }
+
+    /// `m` distinct indices of `0..n` (all `n` when `m ≥ n`), in the order drawn: a partial
+    /// Fisher–Yates shuffle taking one uniform per index.
+    pub fn choose_distinct(&mut self, n: usize, m: usize) -> Vec<usize> {
+        let m = m.min(n);
+        let mut all: Vec<usize> = (0..n).collect();
+        for i in 0..m {
+            let j = i + ((self.uniform() * (n - i) as f64) as usize).min(n - i - 1);
+            all.swap(i, j);
+        }
+        all.truncate(m);
+        all
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Distinct indices in range, each index equally likely to be chosen.
+    #[test]
+    fn distinct_choices_are_distinct_and_uniform() {
+        let mut rng = HostNormals::new(3);
+        assert_eq!(rng.choose_distinct(4, 9).len(), 4);
+        let mut counts = [0usize; 10];
+        let trials = 4000;
+        for _ in 0..trials {
+            let c = rng.choose_distinct(10, 3);
+            let mut sorted = c.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 3, "{c:?}");
+            for i in c {
+                counts[i] += 1;
+            }
+        }
+        // Each index is chosen with probability 3/10: binomial sd √(n p (1 − p)) ≈ 29.
+        for c in counts {
+            assert!((c as f64 - 1200.0).abs() < 5.0 * 29.0, "{counts:?}");
+        }
+    }
 
     /// NaN and both infinities count, on every backend (`x − x` did not find them on wgpu),
     /// per row of any rank; a finite extreme does not.

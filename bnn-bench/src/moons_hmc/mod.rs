@@ -388,7 +388,7 @@ impl Harness for MoonsHmcHarness<'_> {
         let mut rng = HostNormals::new(seed ^ 0xb10c);
         let mut blocks = Vec::with_capacity(o.blocks);
         for _ in 0..o.blocks {
-            let block = random_block(dim, o.block().min(dim), &mut rng);
+            let block = rng.choose_distinct(dim, o.block());
             // Per chain, then averaged: chains in different modes would otherwise make the
             // between-mode gap look like dependence (the thesis keeps one mixture component).
             let per_chain = run
@@ -443,17 +443,6 @@ impl Harness for MoonsHmcHarness<'_> {
         let md = markdown(&run.rows(), self.options, run.wall_seconds);
         run.write_report(self.options, serde_json::json!({}), &md)
     }
-}
-
-/// `m` distinct weights of `dim`, drawn by `rng` (a partial Fisher–Yates shuffle).
-fn random_block(dim: usize, m: usize, rng: &mut HostNormals) -> Vec<usize> {
-    let mut all: Vec<usize> = (0..dim).collect();
-    for i in 0..m {
-        let j = i + ((rng.uniform() * (dim - i) as f64) as usize).min(dim - i - 1);
-        all.swap(i, j);
-    }
-    all.truncate(m);
-    all
 }
 
 /// Our cells beside the printed ones, then the mean-field errors by depth.

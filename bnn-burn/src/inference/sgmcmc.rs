@@ -89,12 +89,7 @@ impl<B: Body, L: Likelihood> Minibatches for BnnTarget<B, L> {
         if batch_size >= n {
             return self.clone();
         }
-        let mut rows: Vec<usize> = (0..n).collect();
-        for i in 0..batch_size {
-            let j = i + ((rng.uniform() * (n - i) as f64) as usize).min(n - i - 1);
-            rows.swap(i, j);
-        }
-        self.minibatch(&rows[..batch_size])
+        self.minibatch(&rng.choose_distinct(n, batch_size))
     }
 }
 
