@@ -4,13 +4,15 @@
 //! tensors ([`posterior`], [`dist`]), layers generic over them ([`layers`]), networks with a
 //! body/head split ([`nets`], [`latent`]), likelihoods, objectives, a training loop ([`train`]),
 //! predictions with aleatoric/epistemic decompositions ([`predict`]), metrics, fused kernels
-//! ([`fused`]) and reference inference on small models ([`inference`]). The backend is a cargo
+//! ([`fused`]), reference inference on small models ([`inference`]) and active learning's
+//! unbiased risks ([`active`]). The backend is a cargo
 //! feature ([`mod@device`]). The README's example and the book's library pages run as doctests.
 //!
 //! Guide, concepts and method pages: the book (`book/`, `mdbook serve book`).
 
 #![warn(missing_docs)]
 
+pub mod active;
 pub mod batch;
 pub mod convert;
 pub mod device;

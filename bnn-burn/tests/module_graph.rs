@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The modules in dependency order: each may use those before it.
-const ORDER: [&str; 24] = [
+const ORDER: [&str; 25] = [
     "error",
     "host",
     "reduce",
@@ -31,6 +31,7 @@ const ORDER: [&str; 24] = [
     "train",
     "posthoc",
     "inference",
+    "active",
     "recipes",
 ];
 
