@@ -254,9 +254,94 @@ pub fn in_between(n_per_cluster: usize, seed: u64) -> Regression1d {
     Regression1d { x, y }
 }
 
+/// The active-learning toy's pool density (Farquhar 2022 App. C.1, eq. C.1): `(density,
+/// interval)` pieces, 0.12 on [−1.2, −0.8] and 0.95 on each of [0, 0.5] and [1, 1.5].
+pub const ACTIVE_LINEAR_PIECES: [(f64, (f64, f64)); 3] =
+    [(0.12, (-1.2, -0.8)), (0.95, (0.0, 0.5)), (0.95, (1.0, 1.5))];
+
+/// The active-learning toy's target (eq. C.2): `y = max(0, x)·(|x|^{3/2} + sin(20x)/4)`, no
+/// noise.
+pub fn active_linear_target(x: f64) -> f64 {
+    x.max(0.0) * (x.abs().powf(1.5) + (20.0 * x).sin() / 4.0)
+}
+
+/// The active-learning toy's pool: `counts[k]` points uniform in piece `k` of
+/// [`ACTIVE_LINEAR_PIECES`] (the thesis's N = 101 reads as 5 + 48 + 48: its "96 in each other
+/// cluster" does not add up), targets by [`active_linear_target`].
+pub fn active_linear_pool(counts: [usize; 3], seed: u64) -> Regression1d {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for (count, (_, (lo, hi))) in counts.into_iter().zip(ACTIVE_LINEAR_PIECES) {
+        for _ in 0..count {
+            let xi = lo + (hi - lo) * rng.random::<f64>();
+            x.push(xi);
+            y.push(active_linear_target(xi));
+        }
+    }
+    Regression1d { x, y }
+}
+
+/// `n` independent draws from the pool's density (the thesis's risk is estimated on 10 100):
+/// each piece with probability its density × width, renormalised (the printed pieces hold
+/// 0.998 of the mass).
+pub fn active_linear_population(n: usize, seed: u64) -> Regression1d {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mass: Vec<f64> = ACTIVE_LINEAR_PIECES
+        .iter()
+        .map(|(d, (lo, hi))| d * (hi - lo))
+        .collect();
+    let total: f64 = mass.iter().sum();
+    let (mut x, mut y) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let u = rng.random::<f64>() * total;
+        let mut k = 0;
+        let mut acc = mass[0];
+        while u >= acc && k + 1 < mass.len() {
+            k += 1;
+            acc += mass[k];
+        }
+        let (lo, hi) = ACTIVE_LINEAR_PIECES[k].1;
+        let xi = lo + (hi - lo) * rng.random::<f64>();
+        x.push(xi);
+        y.push(active_linear_target(xi));
+    }
+    Regression1d { x, y }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_active_linear_toy_has_its_pieces_counts_and_masses() {
+        let pool = active_linear_pool([5, 48, 48], 3);
+        assert_eq!(pool.x.len(), 101);
+        let inside = |k: usize, x: f64| {
+            let (lo, hi) = ACTIVE_LINEAR_PIECES[k].1;
+            (lo..=hi).contains(&x)
+        };
+        for (k, range) in [(0, 0..5), (1, 5..53), (2, 53..101)] {
+            assert!(pool.x[range].iter().all(|x| inside(k, *x)), "piece {k}");
+        }
+        for (x, y) in pool.x.iter().zip(&pool.y) {
+            assert_eq!(*y, active_linear_target(*x));
+        }
+        assert_eq!(active_linear_target(-1.0), 0.0);
+        assert!((active_linear_target(1.0) - (1.0 + 20f64.sin() / 4.0)).abs() < 1e-12);
+        // The population's pieces in proportion to density × width (0.048 : 0.475 : 0.475).
+        let n = 20_000;
+        let pop = active_linear_population(n, 4);
+        let total = 0.048 + 0.475 + 0.475;
+        for (k, mass) in [0.048, 0.475, 0.475].into_iter().enumerate() {
+            let p = mass / total;
+            let count = pop.x.iter().filter(|x| inside(k, **x)).count() as f64;
+            let sd = (n as f64 * p * (1.0 - p)).sqrt();
+            assert!(
+                (count - n as f64 * p).abs() < 5.0 * sd,
+                "piece {k}: {count}"
+            );
+        }
+    }
 
     #[test]
     fn heteroscedastic_noise_has_the_stated_scale() {
