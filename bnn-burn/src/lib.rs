@@ -4,11 +4,9 @@
 //! tensors ([`posterior`], [`dist`]), layers generic over them ([`layers`]), networks with a
 //! body/head split ([`nets`], [`latent`]), likelihoods, objectives, a training loop ([`train`]),
 //! predictions with aleatoric/epistemic decompositions ([`predict`]), metrics, fused kernels
-//! ([`fused`]), reference inference on small models ([`inference`]) and active learning's
-//! unbiased risks ([`active`]). The backend is a cargo
-//! feature ([`mod@device`]). The README's example and the book's library pages run as doctests.
-//!
-//! Guide, concepts and method pages: the book (`book/`, `mdbook serve book`).
+//! ([`fused`]), reference inference ([`inference`]) and active learning's risks ([`active`]).
+//! The backend is a cargo feature ([`mod@device`]). The README's example and the book's library
+//! pages run as doctests; guide and method pages: the book (`book/`, `mdbook serve book`).
 
 #![warn(missing_docs)]
 
