@@ -14,6 +14,7 @@ use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::inference::{BnnTarget, LogDensity, McmcConfig, Sampler, rhat, sample};
 use bnn_burn::layers::{Activation, Estimator, FlatLayout, WeightConfig};
 use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+use bnn_burn::metrics::rmse;
 use bnn_burn::nets::{MlpConfig, Regressor};
 use bnn_burn::objective::KlSchedule;
 use bnn_burn::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
@@ -333,12 +334,6 @@ fn functions(net: &Regressor, theta: &[Vec<f64>], x: &[f64]) -> Vec<Vec<f64>> {
     out
 }
 
-/// RMSE of `mean` against `y`.
-fn rmse(mean: &[f64], y: &[f64]) -> f64 {
-    let s: f64 = mean.iter().zip(y).map(|(m, t)| (m - t).powi(2)).sum();
-    (s / y.len() as f64).sqrt()
-}
-
 impl InBetweenHarness<'_> {
     /// The mean-field fit (Table A.1's optimiser and budget), its curve and means.
     fn fit_vi(&self, task: &Task, seed: u64) -> Result<ViPart, Box<dyn Error>> {
@@ -374,7 +369,7 @@ impl InBetweenHarness<'_> {
         let fit = net.predict(matrix(&data.x, 1, &plain), PredictMode::Samples(100))?;
         Ok(ViPart {
             curve,
-            train_rmse: rmse(&to_vec(fit.mean()), &data.y),
+            train_rmse: rmse(&to_vec(fit.mean()), &data.y, &[1.0]),
             means: to_vec(FlatLayout::flatten(net.mean_draw())),
             seconds: start.elapsed().as_secs_f64(),
         })
@@ -478,7 +473,7 @@ impl Harness for InBetweenHarness<'_> {
             })
             .fold(0.0, f64::max);
         let fit = functions(&net, &run.pooled(), &data.x);
-        let nuts_train_rmse = rmse(&curve_of(&fit).mean, &data.y);
+        let nuts_train_rmse = rmse(&curve_of(&fit).mean, &data.y, &[1.0]);
         Ok(Row {
             depth: task.depth,
             dim: target.dim(),

@@ -13,6 +13,7 @@ use crate::toy::lv::{self, Draws};
 use crate::toy::{Toy, toys};
 use bnn_burn::host::matrix;
 use bnn_burn::inference::{LatentTarget, LogDensity, McmcConfig, Sampler, sample};
+use bnn_burn::metrics::{mean, pearson};
 use bnn_burn::nets::Decomposition;
 use bnn_datasets::RegressionData;
 use burn::module::Module;
@@ -207,20 +208,6 @@ pub struct Row {
     pub nuts_seconds: f64,
 }
 
-/// The mean of `v`.
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
-}
-
-/// Pearson's correlation of `a` and `b`.
-pub fn correlation(a: &[f64], b: &[f64]) -> f64 {
-    let (ma, mb) = (mean(a), mean(b));
-    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
-    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
-    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
-    cov / (va * vb).sqrt().max(1e-300)
-}
-
 impl Row {
     /// `ln(1 + count)` of the training inputs near each grid point.
     fn log_density(&self) -> Vec<f64> {
@@ -228,7 +215,7 @@ impl Row {
     }
     /// Correlation of a curve with the log density (negative: it follows the data).
     pub fn density_correlation(&self, c: &Curves) -> f64 {
-        correlation(&c.epistemic_entropy, &self.log_density())
+        pearson(&c.epistemic_entropy, &self.log_density())
     }
     /// The largest over the mean of a curve's epistemic entropy: how peaked it is.
     pub fn peakedness(c: &Curves) -> f64 {

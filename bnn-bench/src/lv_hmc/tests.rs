@@ -14,13 +14,6 @@ fn parse(args: &[&str]) -> LvHmcOptions {
 }
 
 #[test]
-fn correlation_is_pearsons() {
-    assert!((correlation(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]) - 1.0).abs() < 1e-12);
-    assert!((correlation(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
-    assert!(correlation(&[1.0, 2.0, 3.0, 4.0], &[1.0, -1.0, -1.0, 1.0]).abs() < 1e-12);
-}
-
-#[test]
 fn bad_options_are_named_and_a_small_run_decomposes_both_ways() {
     for (args, flag) in [
         (&["--out", "x", "--toy", "sine"][..], "--toy"),
