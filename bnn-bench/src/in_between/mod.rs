@@ -11,7 +11,7 @@ use crate::experiment;
 use crate::runner::{self, Finished, Harness, ReportInput, TaskContext};
 use bnn_burn::error::ConfigError;
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::inference::{BnnTarget, LogDensity, McmcConfig, Sampler, rhat, sample};
+use bnn_burn::inference::{BnnTarget, LogDensity, McmcConfig, Sampler, max_rhat, sample};
 use bnn_burn::layers::{Activation, Estimator, FlatLayout, WeightConfig};
 use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
 use bnn_burn::metrics::rmse;
@@ -463,15 +463,7 @@ impl Harness for InBetweenHarness<'_> {
             .collect();
         let pooled: Vec<Vec<f64>> = per_chain.iter().flatten().cloned().collect();
         let nuts = curve_of(&pooled);
-        let max_rhat_f = (0..g.len())
-            .map(|i| {
-                let chains: Vec<Vec<f64>> = per_chain
-                    .iter()
-                    .map(|c| c.iter().map(|d| d[i]).collect())
-                    .collect();
-                rhat(&chains)
-            })
-            .fold(0.0, f64::max);
+        let max_rhat_f = max_rhat(&per_chain);
         let fit = functions(&net, &run.pooled(), &data.x);
         let nuts_train_rmse = rmse(&curve_of(&fit).mean, &data.y, &[1.0]);
         Ok(Row {

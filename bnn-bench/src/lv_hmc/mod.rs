@@ -12,7 +12,7 @@ use crate::runner::{self, Finished, Harness, ReportInput, TaskContext};
 use crate::toy::lv::{self, Draws};
 use crate::toy::{Toy, toys};
 use bnn_burn::host::matrix;
-use bnn_burn::inference::{LatentTarget, LogDensity, McmcConfig, Sampler, sample};
+use bnn_burn::inference::{LatentTarget, LogDensity, McmcConfig, Sampler, max_rhat, sample};
 use bnn_burn::metrics::{mean, pearson};
 use bnn_burn::nets::Decomposition;
 use bnn_datasets::RegressionData;
@@ -202,6 +202,10 @@ pub struct Row {
     pub max_rhat: f64,
     /// The smallest bulk ESS over weights and latents.
     pub min_ess: f64,
+    /// The largest split-R̂ of the network's function at the latent's prior mean,
+    /// `f(x, z = 0; W)`, over the grid (rows of format 1 lack it).
+    #[serde(default)]
+    pub max_rhat_f: Option<f64>,
     /// Seconds of the fit.
     pub fit_seconds: f64,
     /// Seconds of NUTS.
@@ -248,7 +252,7 @@ impl Harness for LvHmcHarness<'_> {
     type Row = Row;
 
     const NAME: &'static str = "lv-hmc";
-    const FORMAT: u32 = 1;
+    const FORMAT: u32 = 2;
 
     fn tasks(&self) -> Vec<Task> {
         runner::grid(&self.options.toys(), &self.options.hidden(), |t, h| Task {
@@ -315,6 +319,15 @@ impl Harness for LvHmcHarness<'_> {
             .map(|i| pooled[i * pooled.len() / d.n_w][..p].to_vec())
             .collect();
         let hmc = fit.decompose_samples(&x, &weights, d)?;
+        let per_chain = run
+            .chains
+            .iter()
+            .map(|c| {
+                let w: Vec<Vec<f64>> = c.draws.iter().map(|t| t[..p].to_vec()).collect();
+                fit.functions(&x, &w)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let max_rhat_f = max_rhat(&per_chain);
         let summary = run.summary();
         let density = x
             .iter()
@@ -343,6 +356,7 @@ impl Harness for LvHmcHarness<'_> {
                 .iter()
                 .map(|s| s.ess_bulk)
                 .fold(f64::INFINITY, f64::min),
+            max_rhat_f: Some(max_rhat_f),
             fit_seconds: fit.seconds,
             nuts_seconds: run.seconds,
         })
@@ -352,13 +366,14 @@ impl Harness for LvHmcHarness<'_> {
         let r = &f.row;
         format!(
             "[lv-hmc] {} / {} units: mean epistemic entropy α = 1 {:.3}, NUTS {:.3}; \
-             acceptance {:.0} %, R̂ ≤ {:.2}, {:.0} + {:.0} s",
+             acceptance {:.0} %, R̂ ≤ {:.2}, R̂_f ≤ {:.2}, {:.0} + {:.0} s",
             r.toy,
             r.hidden,
             mean(&r.alpha.epistemic_entropy),
             mean(&r.hmc.epistemic_entropy),
             r.acceptance,
             r.max_rhat,
+            r.max_rhat_f.unwrap_or(f64::NAN),
             r.fit_seconds,
             r.nuts_seconds
         )
@@ -409,18 +424,19 @@ pub fn table(rows: &[Row]) -> String {
 /// The sampler's health.
 fn sampler_table(rows: &[Row]) -> String {
     let mut md = String::from(
-        "| toy | hidden | noise std | acceptance % | divergences | max R̂ | min ESS | fit s | NUTS s \
-         |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| toy | hidden | noise std | acceptance % | divergences | max R̂ | max R̂ f | min ESS | fit s \
+         | NUTS s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         md.push_str(&format!(
-            "| {} | {} | {:.3} | {:.1} | {} | {:.3} | {:.0} | {:.0} | {:.0} |\n",
+            "| {} | {} | {:.3} | {:.1} | {} | {:.3} | {} | {:.0} | {:.0} | {:.0} |\n",
             r.toy,
             r.hidden,
             r.noise_std,
             r.acceptance,
             r.divergences,
             r.max_rhat,
+            r.max_rhat_f.map_or("–".to_string(), |v| format!("{v:.3}")),
             r.min_ess,
             r.fit_seconds,
             r.nuts_seconds

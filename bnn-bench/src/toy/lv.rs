@@ -5,6 +5,7 @@
 //! action `a = (0, 0)`.
 
 use bnn_burn::host::{matrix, to_vec};
+use bnn_burn::layers::Pass;
 use bnn_burn::nets::{BnnLvConfig, Decomposition, LatentRegressor, MlpConfig};
 use bnn_burn::objective::AlphaConfig;
 use bnn_burn::predict::{Predict, PredictMode};
@@ -137,6 +138,54 @@ impl LvFit {
             self.model
                 .decompose_samples(xs, w.clone(), draws.n_z, draws.k)
         })
+    }
+
+    /// The network's output at the latent's prior mean, `f(x, z = 0; W)`, for each row of
+    /// `weights` (the network's flat layout, standardised units) at the inputs `x` (original
+    /// units, row-major), in original units: `[draw][input]`. A deterministic function of `W`,
+    /// so chains can be compared on it (function-level R̂).
+    ///
+    /// # Errors
+    /// Rows of `weights` that are not the network's length, or inputs not a whole number of
+    /// rows.
+    pub fn functions(
+        &self,
+        x: &[f64],
+        weights: &[Vec<f64>],
+    ) -> Result<Vec<Vec<f64>>, Box<dyn Error>> {
+        let device = self.model.devices()[0].clone();
+        let layout = self.model.net.flat_layout();
+        let d = self.sx.width();
+        if d == 0 || !x.len().is_multiple_of(d) {
+            return Err(format!("functions: {} inputs are not rows of {d}", x.len()).into());
+        }
+        if let Some(w) = weights.iter().find(|w| w.len() != layout.numel()) {
+            return Err(format!(
+                "functions: a weight row of {} for a network of {}",
+                w.len(),
+                layout.numel()
+            )
+            .into());
+        }
+        let b = x.len() / d;
+        let xs = matrix(&self.sx.transform(x), d, &device);
+        let (m, s) = (self.sy.mean[0], self.sy.std[0]);
+        let mut out = Vec::with_capacity(weights.len());
+        // In chunks, so that a long chain's activations stay small.
+        for chunk in weights.chunks(100) {
+            let flat: Vec<f64> = chunk.iter().flatten().copied().collect();
+            let t = matrix(&flat, layout.numel(), &device);
+            let z = burn::tensor::Tensor::zeros(
+                [chunk.len(), b, self.model.latents.d_latent()],
+                &device,
+            );
+            let f = to_vec(
+                self.model
+                    .forward(xs.clone(), z, &mut Pass::fixed(&layout.split(t))),
+            );
+            out.extend(f.chunks(b).map(|r| r.iter().map(|v| m + s * v).collect()));
+        }
+        Ok(out)
     }
 
     /// The decomposition `parts` gives for standardised inputs, in original units.

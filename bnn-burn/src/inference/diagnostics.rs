@@ -40,6 +40,28 @@ pub fn summarise(chains: &[Vec<f64>]) -> ParamSummary {
     }
 }
 
+/// The largest [`rhat`] over the entries of per-draw vectors, `per_chain[chain][draw][entry]`
+/// (a network's outputs on a grid: the function-level `R̂`, which symmetries of the weights do
+/// not inflate); 0 for vectors of no entries.
+///
+/// # Panics
+/// As [`rhat`], or if a chain's vectors are shorter than its first one's.
+pub fn max_rhat(per_chain: &[Vec<Vec<f64>>]) -> f64 {
+    let width = per_chain
+        .first()
+        .and_then(|c| c.first())
+        .map_or(0, Vec::len);
+    (0..width)
+        .map(|i| {
+            let chains: Vec<Vec<f64>> = per_chain
+                .iter()
+                .map(|c| c.iter().map(|v| v[i]).collect())
+                .collect();
+            rhat(&chains)
+        })
+        .fold(0.0, f64::max)
+}
+
 /// The rank-normalised split-`R̂` (Vehtari et al. 2021 §4.2): the larger of the split-`R̂` of
 /// the normal scores of the draws' ranks and of their distances to the median.
 pub fn rhat(chains: &[Vec<f64>]) -> f64 {

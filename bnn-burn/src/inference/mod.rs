@@ -20,7 +20,7 @@ mod vi;
 
 pub use bnn::{BnnTarget, FlatPosterior, LatentTarget, SampledPosterior};
 pub use dependence::{Dependence, DependenceError, assign, dependence, w2};
-pub use diagnostics::{ParamSummary, ess, normal_quantile, rhat, summarise};
+pub use diagnostics::{ParamSummary, ess, max_rhat, normal_quantile, rhat, summarise};
 pub use family::{FlatFamily, flat, flat_at_zero};
 pub use flows::{Flow, FlowConfig, FlowKind, FlowStep, Iaf, Planar, Radial};
 pub use mcmc::{Chain, McmcConfig, McmcError, McmcRun, Sampler, sample};

@@ -359,6 +359,14 @@ fn ess_and_rhat_agree_with_ar1_theory_and_flag_disagreeing_chains() {
         *x *= 3.0;
     }
     assert!(rhat(&chains) > 1.05, "folded R̂ {}", rhat(&chains));
+    // max_rhat over entries: the mixed entry's R̂ and the scaled one's, the larger wins.
+    let mixed = ar1_chains(m, 2000, 0.0, &[0.0; 4], offset_seed(53));
+    let per_chain: Vec<Vec<Vec<f64>>> = (0..m)
+        .map(|c| (0..2000).map(|i| vec![mixed[c][i], chains[c][i]]).collect())
+        .collect();
+    assert_eq!(max_rhat(&per_chain), rhat(&mixed).max(rhat(&chains)));
+    assert_eq!(max_rhat(&per_chain), rhat(&chains));
+    assert_eq!(max_rhat(&vec![vec![vec![]; 4]; 4]), 0.0);
 }
 
 /// Means within 4 MCSE, standard deviations within 4 of their standard errors
