@@ -18,6 +18,8 @@ pub trait Batch: Clone {
     fn rows(&self, indices: Tensor<1, Int>) -> Self;
     /// The same data on `device`.
     fn to(self, device: &Device) -> Self;
+    /// The device the data are on.
+    fn device(&self) -> Device;
     /// The same data without autodiff tracking (for evaluation).
     fn plain(self) -> Self;
     /// How many NaN or infinite values each example holds, `[N]`, on the data's device, not
@@ -62,6 +64,9 @@ macro_rules! tensor_batch {
             }
             fn to(self, device: &Device) -> Self {
                 self.to_device(device)
+            }
+            fn device(&self) -> Device {
+                Tensor::device(self)
             }
             fn plain(self) -> Self {
                 self.without_autodiff()

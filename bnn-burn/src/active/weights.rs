@@ -1,71 +1,7 @@
-//! Active learning's statistics: the per-row weights that make the risk of actively chosen
-//! rows unbiased (Farquhar et al. 2021, Farquhar 2022 eqs. 5.7–5.10). Rows picked one at a
-//! time from a pool of `N`, row `m` with probability `q_m` among the `N − m + 1` left, have
-//! a plain mean `R̃ = (1/M) Σ L_m` that is biased towards what the acquisition favours;
-//! `R = (1/M) Σ w_m L_m` with [`pure_weights`] or [`lure_weights`] is unbiased for the pool's
-//! mean loss. Training multiplies each row's data term by its weight. [`boltzmann_pick`] is
-//! the stochastic acquisition whose `q` they need.
+//! The per-row weights that make the risk of actively chosen rows unbiased (Farquhar 2022
+//! eqs. 5.7–5.8).
 
 use crate::error::ConfigError;
-use crate::host::HostNormals;
-
-/// A stochastic acquisition's pick: one row of the pool by `q(i) ∝ exp(T s_i)` over its
-/// scores `s` (`T = 0`: uniform; large `T`: the arg max), with `q` of the row picked, which
-/// [`pure_weights`] and [`lure_weights`] need (Farquhar 2022 ch. 5).
-///
-/// # Errors
-/// An empty pool, a score that is not finite, or `T` not finite and ≥ 0.
-pub fn boltzmann_pick(
-    scores: &[f64],
-    temperature: f64,
-    rng: &mut HostNormals,
-) -> Result<(usize, f64), ConfigError> {
-    let q = boltzmann_probabilities(scores, temperature)?;
-    let u = rng.uniform();
-    let mut cumulative = 0.0;
-    for (i, p) in q.iter().enumerate() {
-        cumulative += p;
-        if u < cumulative {
-            return Ok((i, *p));
-        }
-    }
-    // Rounding left the sum just below u: the last row with mass.
-    let last = q.iter().rposition(|p| *p > 0.0).expect("a row with mass");
-    Ok((last, q[last]))
-}
-
-/// `q(i) = exp(T s_i) / Σ_j exp(T s_j)`, computed stably (the largest exponent subtracted).
-///
-/// # Errors
-/// As [`boltzmann_pick`].
-pub fn boltzmann_probabilities(scores: &[f64], temperature: f64) -> Result<Vec<f64>, ConfigError> {
-    let err = |field, value: String, expected| ConfigError {
-        config: "boltzmann_pick",
-        field,
-        value,
-        expected,
-    };
-    if scores.is_empty() {
-        return Err(err("scores", "[]".into(), "at least one row in the pool"));
-    }
-    if let Some((i, s)) = scores.iter().enumerate().find(|(_, s)| !s.is_finite()) {
-        return Err(err("scores", format!("scores[{i}] = {s}"), "finite scores"));
-    }
-    if !(temperature.is_finite() && temperature >= 0.0) {
-        return Err(err(
-            "temperature",
-            temperature.to_string(),
-            "a finite number ≥ 0",
-        ));
-    }
-    let top = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let e: Vec<f64> = scores
-        .iter()
-        .map(|s| (temperature * (s - top)).exp())
-        .collect();
-    let total: f64 = e.iter().sum();
-    Ok(e.into_iter().map(|v| v / total).collect())
-}
 
 /// Checks `q` (one pick probability per acquired row, in pick order) against a pool of `n`.
 fn check(n: usize, q: &[f64]) -> Result<(), ConfigError> {
@@ -194,41 +130,6 @@ mod tests {
 
     /// Picks follow `q`: each row's frequency within five binomial standard deviations, the
     /// returned `q` the row's probability; `T = 0` is uniform, a large `T` the arg max.
-    #[test]
-    fn boltzmann_picks_follow_their_probabilities() {
-        let scores = [0.3, 1.2, -0.5, 2.0];
-        let q = boltzmann_probabilities(&scores, 1.5).unwrap();
-        assert!((q.iter().sum::<f64>() - 1.0).abs() < 1e-12);
-        let mut rng = HostNormals::new(41);
-        let draws = 20_000;
-        let mut counts = [0usize; 4];
-        for _ in 0..draws {
-            let (i, qi) = boltzmann_pick(&scores, 1.5, &mut rng).unwrap();
-            assert_eq!(qi, q[i]);
-            counts[i] += 1;
-        }
-        for (c, p) in counts.iter().zip(&q) {
-            let sd = (draws as f64 * p * (1.0 - p)).sqrt();
-            assert!(
-                (*c as f64 - draws as f64 * p).abs() < 5.0 * sd,
-                "{counts:?} vs {q:?}"
-            );
-        }
-        assert_eq!(
-            boltzmann_probabilities(&scores, 0.0).unwrap(),
-            vec![0.25; 4]
-        );
-        let sharp = boltzmann_probabilities(&[1.0, 900.0, 3.0], 50.0).unwrap();
-        assert_eq!(sharp[1], 1.0);
-        for (s, t, field) in [
-            (&[][..], 1.0, "scores"),
-            (&[1.0, f64::NAN][..], 1.0, "scores"),
-            (&[1.0][..], -1.0, "temperature"),
-        ] {
-            assert_eq!(boltzmann_probabilities(s, t).unwrap_err().field, field);
-        }
-    }
-
     #[test]
     fn uniform_picks_weigh_every_row_one_and_bad_input_is_named() {
         // Uniform picks: q_m = 1/(N − m + 1) makes every LURE weight 1.

@@ -1,0 +1,154 @@
+//! Acquisition scores of the pool's rows under the current model: a classifier's entropy,
+//! BALD or variation ratio, and BNN+LV's epistemic or total entropy by k-NN estimates.
+
+use super::ActiveError;
+use crate::batch::Batch;
+use crate::host::to_vec;
+use crate::nets::LatentRegressor;
+use crate::predict::{ClassPrediction, Predict, PredictMode};
+use burn::tensor::{Int, Tensor};
+
+/// One score per row of the pool under a model (higher: more wanted).
+pub trait Scorer<M: Predict> {
+    /// The score's name in records and tables.
+    fn name(&self) -> String;
+
+    /// One score per row of `pool`, in its order.
+    ///
+    /// # Errors
+    /// The model's prediction failing, or estimates it cannot make.
+    fn scores(&self, model: &M, pool: M::Input) -> Result<Vec<f64>, ActiveError>;
+}
+
+/// `pool`'s rows in chunks of `chunk`, each as its own batch.
+fn chunks<X: Batch>(pool: X, chunk: usize) -> impl Iterator<Item = X> {
+    let n = pool.len();
+    (0..n).step_by(chunk.max(1)).map(move |start| {
+        let end = (start + chunk.max(1)).min(n);
+        let device = pool.device();
+        pool.rows(Tensor::<1, Int>::arange(start as i64..end as i64, &device))
+    })
+}
+
+/// A classifier's uncertainty per input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ClassScore {
+    /// Predictive entropy `H[p̄]` (max entropy).
+    Entropy,
+    /// The mutual information `H[p̄] − E[H[π]]` (BALD, Houlsby et al. 2011).
+    Bald,
+    /// Variation ratio `1 − f/S` (Gal 2016).
+    VariationRatio,
+}
+
+/// [`ClassScore`] of a classifier's predictions in `mode`, `chunk` rows at a time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClassScorer {
+    /// What is scored.
+    pub score: ClassScore,
+    /// How the model predicts (draws for BALD and the variation ratio).
+    pub mode: PredictMode,
+    /// Pool rows per prediction.
+    pub chunk: usize,
+}
+
+impl ClassScorer {
+    /// `score` under `mode`, 1 024 rows at a time.
+    pub fn new(score: ClassScore, mode: PredictMode) -> Self {
+        Self {
+            score,
+            mode,
+            chunk: 1024,
+        }
+    }
+}
+
+impl<M> Scorer<M> for ClassScorer
+where
+    M: Predict<Prediction = ClassPrediction>,
+    M::Input: Batch,
+{
+    fn name(&self) -> String {
+        match self.score {
+            ClassScore::Entropy => "max-entropy",
+            ClassScore::Bald => "BALD",
+            ClassScore::VariationRatio => "variation ratio",
+        }
+        .to_string()
+    }
+
+    fn scores(&self, model: &M, pool: M::Input) -> Result<Vec<f64>, ActiveError> {
+        let mut out = Vec::with_capacity(pool.len());
+        for x in chunks(pool, self.chunk) {
+            let p = model.predict(x, self.mode)?;
+            out.extend(to_vec(match self.score {
+                ClassScore::Entropy => p.entropy(),
+                ClassScore::Bald => p.epistemic_entropy(),
+                ClassScore::VariationRatio => match &p {
+                    ClassPrediction::Samples(s) => s.variation_ratio(),
+                    ClassPrediction::Dirichlet(_) => {
+                        return Err(ActiveError::Unsupported(
+                            "the variation ratio needs sampled class probabilities, not a \
+                             Dirichlet",
+                        ));
+                    }
+                },
+            }));
+        }
+        Ok(out)
+    }
+}
+
+/// BNN+LV's entropies of `y*` by the k-NN estimator (Depeweg 2019 §6.4): the epistemic part
+/// `I(W; y*)` (eq. 6.3) or the total `H[y*]`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LatentScorer {
+    /// `true`: `I(W; y*)`; `false`: `H[y*]`.
+    pub epistemic: bool,
+    /// Weight draws.
+    pub n_w: usize,
+    /// Latent draws per weight draw.
+    pub n_z: usize,
+    /// The estimator's neighbour (the thesis: 500 × 500, `k = 25`).
+    pub k: usize,
+    /// Pool rows per decomposition.
+    pub chunk: usize,
+}
+
+impl LatentScorer {
+    /// `I(W; y*)` (`epistemic`) or `H[y*]` with the thesis's 500 × 500 draws and `k = 25`.
+    pub fn new(epistemic: bool) -> Self {
+        Self {
+            epistemic,
+            n_w: 500,
+            n_z: 500,
+            k: 25,
+            chunk: 64,
+        }
+    }
+}
+
+impl Scorer<LatentRegressor> for LatentScorer {
+    fn name(&self) -> String {
+        if self.epistemic { "I(W; y*)" } else { "H[y*]" }.to_string()
+    }
+
+    fn scores(&self, model: &LatentRegressor, pool: Tensor<2>) -> Result<Vec<f64>, ActiveError> {
+        let mut out = Vec::with_capacity(pool.dims()[0]);
+        for x in chunks(pool, self.chunk) {
+            out.extend(
+                model
+                    .decompose(x, self.n_w, self.n_z, self.k)?
+                    .into_iter()
+                    .map(|d| {
+                        if self.epistemic {
+                            d.epistemic_entropy
+                        } else {
+                            d.total_entropy
+                        }
+                    }),
+            );
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,315 @@
+use super::*;
+use crate::host::{matrix, to_vec};
+use crate::predict::{Predict, PredictError, PredictMode};
+use crate::testing::test_device;
+use burn::module::{Module, Param};
+use burn::tensor::Tensor;
+use std::collections::BTreeMap;
+
+/// A model of one number, which warm fits increase by one and cold fits set to one: its
+/// value counts the fits since the last cold one.
+#[derive(Module, Debug)]
+struct Counter {
+    fits: Param<Tensor<1>>,
+}
+
+impl Counter {
+    fn value(&self) -> f64 {
+        to_vec(self.fits.val())[0]
+    }
+}
+
+impl Predict for Counter {
+    type Input = Tensor<2>;
+    type Prediction = Tensor<2>;
+
+    fn predict(&self, input: Tensor<2>, _: PredictMode) -> Result<Tensor<2>, PredictError> {
+        Ok(input)
+    }
+}
+
+/// Scores each row by its first input column.
+struct FirstColumn;
+
+impl Scorer<Counter> for FirstColumn {
+    fn name(&self) -> String {
+        "first column".into()
+    }
+    fn scores(&self, model: &Counter, pool: Tensor<2>) -> Result<Vec<f64>, ActiveError> {
+        let [n, d] = pool.dims();
+        let x = model.predict(pool, PredictMode::Samples(1))?;
+        Ok(to_vec(x).chunks(d).take(n).map(|r| r[0]).collect())
+    }
+}
+
+/// Records every fit's rows and weights, and reports the weighted and plain means of a known
+/// loss per row; fails at round `fail_at` when set.
+struct Recorder {
+    losses: Vec<f64>,
+    fits: Vec<(usize, Vec<usize>, Option<Vec<f64>>)>,
+    last: Vec<usize>,
+    last_weights: Option<Vec<f64>>,
+    fail_at: Option<usize>,
+    metric: f64,
+}
+
+impl Recorder {
+    fn new(losses: Vec<f64>) -> Self {
+        Self {
+            losses,
+            fits: Vec::new(),
+            last: Vec::new(),
+            last_weights: None,
+            fail_at: None,
+            metric: 0.0,
+        }
+    }
+}
+
+impl ActiveTask<Counter> for Recorder {
+    fn fit(
+        &mut self,
+        round: usize,
+        rows: &[usize],
+        weights: Option<&[f64]>,
+        warm: Option<Counter>,
+    ) -> Result<Counter, ActiveError> {
+        if self.fail_at == Some(round) {
+            return Err(ActiveError::Task("stopped".into()));
+        }
+        self.fits
+            .push((round, rows.to_vec(), weights.map(<[f64]>::to_vec)));
+        self.last = rows.to_vec();
+        self.last_weights = weights.map(<[f64]>::to_vec);
+        let fits = warm.map_or(1.0, |m| m.value() + 1.0);
+        Ok(Counter {
+            fits: Param::from_tensor(Tensor::from_data([fits], &test_device())),
+        })
+    }
+
+    fn evaluate(&mut self, model: &Counter) -> Result<BTreeMap<String, f64>, ActiveError> {
+        let l: Vec<f64> = self.last.iter().map(|r| self.losses[*r]).collect();
+        let plain = l.iter().sum::<f64>() / l.len() as f64;
+        let weighted = match &self.last_weights {
+            Some(w) => l.iter().zip(w).map(|(l, w)| l * w).sum::<f64>() / l.len() as f64,
+            None => plain,
+        };
+        Ok(BTreeMap::from([
+            ("plain".to_string(), plain),
+            ("weighted".to_string(), weighted),
+            ("fits".to_string(), model.value()),
+            ("metric".to_string(), self.metric),
+        ]))
+    }
+}
+
+/// `n` rows whose single input is the row number scaled to [0, 1).
+fn pool(n: usize) -> Tensor<2> {
+    let x: Vec<f64> = (0..n).map(|i| i as f64 / n as f64).collect();
+    matrix(&x, 1, &test_device())
+}
+
+fn strip_seconds(h: &ActiveHistory) -> ActiveHistory {
+    let mut h = h.clone();
+    for r in &mut h.rounds {
+        r.score_seconds = 0.0;
+        r.fit_seconds = 0.0;
+    }
+    h
+}
+
+#[test]
+fn the_loop_labels_each_row_once_and_passes_the_picks_q_as_weights() {
+    let n = 40;
+    let config = ActiveConfig::new(5, 4, 23)
+        .with_risk(Risk::Lure)
+        .with_seed(9);
+    let scorer = FirstColumn;
+    let mut first_initial = None;
+    for acquisition in [
+        Acquisition::random(),
+        Acquisition::new(&scorer, Selection::Top),
+        Acquisition::new(&scorer, Selection::Boltzmann { temperature: 3.0 }),
+        Acquisition::new(&scorer, Selection::Thinned { every: 2, from: 20 }),
+    ] {
+        let mut task = Recorder::new(vec![1.0; n]);
+        let (_, h) = ActiveLearning::new(config.clone())
+            .run(&acquisition, pool(n), &mut task)
+            .unwrap();
+        // 5, then 4 per round, the last round the 2 left of the budget.
+        let labels: Vec<usize> = h.rounds.iter().map(|r| r.labels).collect();
+        assert_eq!(labels, [5, 9, 13, 17, 21, 23], "{}", acquisition.name());
+        let rows = h.rows();
+        let mut sorted = rows.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 23, "no row twice: {rows:?}");
+        assert!(rows.iter().all(|r| *r < n));
+        // Every fit saw the labelled rows so far and the weights of their q's.
+        for (round, fit_rows, weights) in &task.fits {
+            let upto = h.rounds[*round].labels;
+            assert_eq!(fit_rows[..], rows[..upto]);
+            let q: Vec<f64> = h.q()[..upto].to_vec();
+            assert_eq!(weights.as_deref(), Some(&lure_weights(n, &q).unwrap()[..]));
+        }
+        // The initial rows are the same for every acquisition under one seed, picked
+        // uniformly (q = 1/(rows left)).
+        let first: Vec<f64> = h.rounds[0].picks.iter().map(|p| p.q).collect();
+        assert_eq!(
+            first,
+            (0..5).map(|m| 1.0 / (n - m) as f64).collect::<Vec<_>>()
+        );
+        let initial = first_initial.get_or_insert_with(|| h.rounds[0].picks.clone());
+        assert_eq!(&h.rounds[0].picks, initial);
+        // Each round's q is the selection's among the rows left.
+        let left: Vec<usize> = (0..n).filter(|r| !rows[..5].contains(r)).collect();
+        let r1 = &h.rounds[1].picks;
+        match acquisition.name().as_str() {
+            "random" => assert_eq!(r1[0].q, 1.0 / left.len() as f64),
+            "first column (top)" => {
+                assert!(r1.iter().all(|p| p.q == 1.0));
+                let top: Vec<usize> = left.iter().rev().take(4).copied().collect();
+                assert_eq!(r1.iter().map(|p| p.row).collect::<Vec<_>>(), top);
+            }
+            "first column (Boltzmann T = 3)" => {
+                let s: Vec<f64> = left.iter().map(|r| *r as f64 / n as f64).collect();
+                let q = boltzmann_probabilities(&s, 3.0).unwrap();
+                let i = left.iter().position(|r| *r == r1[0].row).unwrap();
+                assert!((r1[0].q - q[i]).abs() < 1e-6, "{r1:?} vs {q:?}"); // f32 inputs
+            }
+            _ => assert_eq!(r1[0].q, 1.0 / 10.0),
+        }
+    }
+}
+
+#[test]
+fn a_stopped_run_resumes_to_the_uninterrupted_history_and_model() {
+    let n = 30;
+    let scorer = FirstColumn;
+    let acquisition = Acquisition::new(&scorer, Selection::Boltzmann { temperature: 1.0 });
+    let dir = std::env::temp_dir().join(format!("bnn-active-{}", std::process::id()));
+    for retrain in [Retrain::Scratch, Retrain::Warm] {
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = ActiveConfig::new(3, 2, 13)
+            .with_retrain(retrain)
+            .with_seed(4);
+        let (whole_model, whole) = ActiveLearning::new(config.clone())
+            .run(&acquisition, pool(n), &mut Recorder::new(vec![0.0; n]))
+            .unwrap();
+        let looped = ActiveLearning::new(config.clone()).with_state(&dir);
+        let mut stopped = Recorder::new(vec![0.0; n]);
+        stopped.fail_at = Some(3);
+        let err = looped.run(&acquisition, pool(n), &mut stopped).unwrap_err();
+        assert!(err.to_string().contains("stopped"), "{err}");
+        let mut resumed = Recorder::new(vec![0.0; n]);
+        let (model, h) = looped.run(&acquisition, pool(n), &mut resumed).unwrap();
+        assert_eq!(strip_seconds(&h), strip_seconds(&whole), "{retrain:?}");
+        assert_eq!(model.value(), whole_model.value(), "{retrain:?}");
+        // Labels 3, 5, …, 13: rounds 0..=5. The restore refits round 2 once, then 3..=5 train.
+        let rounds: Vec<usize> = resumed.fits.iter().map(|f| f.0).collect();
+        assert_eq!(rounds, [2, 3, 4, 5]);
+        if retrain == Retrain::Warm {
+            assert_eq!(model.value(), 6.0, "six warm fits");
+            assert!(dir.join("model-5.bpk").exists() && !dir.join("model-4.bpk").exists());
+        }
+        // A finished run refits its last round only; other settings are refused by name.
+        let mut again = Recorder::new(vec![0.0; n]);
+        looped.run(&acquisition, pool(n), &mut again).unwrap();
+        assert_eq!(again.fits.len(), 1);
+        let other = ActiveLearning::new(config.clone().with_seed(5)).with_state(&dir);
+        let err = other
+            .run(&acquisition, pool(n), &mut Recorder::new(vec![0.0; n]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("active.json") && err.contains("settings"),
+            "{err}"
+        );
+        let err = looped
+            .run(
+                &acquisition,
+                pool(n + 1),
+                &mut Recorder::new(vec![0.0; n + 1]),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pool size"), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_settings_and_non_finite_metrics_are_named_before_or_at_their_round() {
+    let n = 10;
+    let scorer = FirstColumn;
+    for (config, field) in [
+        (ActiveConfig::new(0, 1, 5), "initial"),
+        (ActiveConfig::new(2, 0, 5), "per_round"),
+        (ActiveConfig::new(6, 1, 5), "budget"),
+        (ActiveConfig::new(2, 1, 11), "budget"),
+    ] {
+        let mut task = Recorder::new(vec![0.0; n]);
+        let err = ActiveLearning::new(config)
+            .run(&Acquisition::random(), pool(n), &mut task)
+            .unwrap_err();
+        assert!(
+            matches!(&err, ActiveError::Config(c) if c.field == field),
+            "{err}"
+        );
+        assert!(
+            task.fits.is_empty(),
+            "nothing trains before the settings are checked"
+        );
+    }
+    let mut task = Recorder::new(vec![0.0; n]);
+    task.metric = f64::NAN;
+    let err = ActiveLearning::new(ActiveConfig::new(2, 1, 5))
+        .run(
+            &Acquisition::new(&scorer, Selection::Top),
+            pool(n),
+            &mut task,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("round 0") && err.contains("`metric`"), "{err}");
+}
+
+#[test]
+fn the_loops_lure_and_pure_risks_are_unbiased_and_the_plain_mean_is_not() {
+    // A pool of N rows with known losses; a Boltzmann acquisition favouring high losses picks
+    // M rows per trajectory. Over trajectories the weighted means match the pool's mean loss
+    // within 4 standard errors; the plain mean is above it by many.
+    let n = 24;
+    let losses: Vec<f64> = (0..n)
+        .map(|i| (i as f64 / n as f64).powi(2) * 3.0)
+        .collect();
+    let truth = losses.iter().sum::<f64>() / n as f64;
+    let x = matrix(&losses, 1, &test_device());
+    let scorer = FirstColumn;
+    let acquisition = Acquisition::new(&scorer, Selection::Boltzmann { temperature: 1.5 });
+    let trajectories = 1500;
+    for risk in [Risk::Lure, Risk::Pure] {
+        let (mut weighted, mut plain) = (Vec::new(), Vec::new());
+        for seed in 0..trajectories {
+            let config = ActiveConfig::new(1, 3, 10).with_risk(risk).with_seed(seed);
+            let (_, h) = ActiveLearning::new(config)
+                .run(&acquisition, x.clone(), &mut Recorder::new(losses.clone()))
+                .unwrap();
+            let last = &h.rounds.last().unwrap().metrics;
+            weighted.push(last["weighted"]);
+            plain.push(last["plain"]);
+        }
+        let stats = |v: &[f64]| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
+            (m, (var / v.len() as f64).sqrt())
+        };
+        let (w, w_se) = stats(&weighted);
+        let (p, p_se) = stats(&plain);
+        assert!(
+            (w - truth).abs() < 4.0 * w_se,
+            "{risk:?}: {w} ± {w_se} vs {truth}"
+        );
+        assert!(p - truth > 10.0 * p_se, "plain {p} ± {p_se} vs {truth}");
+    }
+}
