@@ -110,6 +110,8 @@ pub mod book {
     pub struct MethodsMcDropout;
     #[doc = include_str!("../../book/src/methods/continual.md")]
     pub struct MethodsContinual;
+    #[doc = include_str!("../../book/src/methods/active-learning.md")]
+    pub struct MethodsActiveLearning;
     #[doc = include_str!("../../book/src/methods/moment-propagation.md")]
     pub struct MethodsMomentPropagation;
     #[doc = include_str!("../../book/src/methods/bnn-lv.md")]
