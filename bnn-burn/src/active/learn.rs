@@ -360,10 +360,11 @@ impl ActiveLearning {
             let start = Instant::now();
             let scores = match acquisition.scorer {
                 Some(s) => {
-                    let device = pool.device();
-                    let idx: Vec<i64> = left.iter().map(|r| *r as i64).collect();
-                    let rows = pool.rows(Tensor::<1, Int>::from_data(idx.as_slice(), &device));
-                    Some(s.scores(&model, rows)?)
+                    let rows = |r: &[usize]| {
+                        let idx: Vec<i64> = r.iter().map(|r| *r as i64).collect();
+                        pool.rows(Tensor::<1, Int>::from_data(idx.as_slice(), &pool.device()))
+                    };
+                    Some(s.scores(&model, rows(&left), rows(&labelled))?)
                 }
                 None => None,
             };

@@ -17,7 +17,7 @@ mod tests;
 pub use learn::{
     Acquisition, ActiveConfig, ActiveHistory, ActiveLearning, ActiveTask, Retrain, Risk, Round,
 };
-pub use score::{ClassScore, ClassScorer, LatentScorer, Scorer};
+pub use score::{ClassScore, ClassScorer, DistanceScorer, LatentScorer, Scorer};
 pub use select::{Pick, Selection, boltzmann_pick, boltzmann_probabilities, select};
 pub use weights::{lure_weights, pure_weights};
 

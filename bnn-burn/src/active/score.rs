@@ -1,5 +1,6 @@
 //! Acquisition scores of the pool's rows under the current model: a classifier's entropy,
-//! BALD or variation ratio, and BNN+LV's epistemic or total entropy by k-NN estimates.
+//! BALD or variation ratio, BNN+LV's epistemic or total entropy by k-NN estimates, and the
+//! model-free distance to the labelled rows.
 
 use super::ActiveError;
 use crate::batch::Batch;
@@ -13,11 +14,17 @@ pub trait Scorer<M: Predict> {
     /// The score's name in records and tables.
     fn name(&self) -> String;
 
-    /// One score per row of `pool`, in its order.
+    /// One score per row of `pool`, in its order; `labelled` holds the labelled rows' inputs
+    /// (for scores of diversity or distance to what is labelled).
     ///
     /// # Errors
     /// The model's prediction failing, or estimates it cannot make.
-    fn scores(&self, model: &M, pool: M::Input) -> Result<Vec<f64>, ActiveError>;
+    fn scores(
+        &self,
+        model: &M,
+        pool: M::Input,
+        labelled: M::Input,
+    ) -> Result<Vec<f64>, ActiveError>;
 }
 
 /// `pool`'s rows in chunks of `chunk`, each as its own batch.
@@ -77,7 +84,7 @@ where
         .to_string()
     }
 
-    fn scores(&self, model: &M, pool: M::Input) -> Result<Vec<f64>, ActiveError> {
+    fn scores(&self, model: &M, pool: M::Input, _: M::Input) -> Result<Vec<f64>, ActiveError> {
         let mut out = Vec::with_capacity(pool.len());
         for x in chunks(pool, self.chunk) {
             let p = model.predict(x, self.mode)?;
@@ -133,7 +140,12 @@ impl Scorer<LatentRegressor> for LatentScorer {
         if self.epistemic { "I(W; y*)" } else { "H[y*]" }.to_string()
     }
 
-    fn scores(&self, model: &LatentRegressor, pool: Tensor<2>) -> Result<Vec<f64>, ActiveError> {
+    fn scores(
+        &self,
+        model: &LatentRegressor,
+        pool: Tensor<2>,
+        _: Tensor<2>,
+    ) -> Result<Vec<f64>, ActiveError> {
         let mut out = Vec::with_capacity(pool.dims()[0]);
         for x in chunks(pool, self.chunk) {
             out.extend(
@@ -150,5 +162,45 @@ impl Scorer<LatentRegressor> for LatentScorer {
             );
         }
         Ok(out)
+    }
+}
+
+/// The total squared distance of each pool row to the labelled rows, `Σ_j ‖x_i − x_j‖²`,
+/// over its largest value in the pool (so scores lie in [0, 1]): Farquhar 2022 App. C.1's
+/// geometric heuristic, which needs no model. All zero when every distance is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DistanceScorer;
+
+impl<M: Predict<Input = Tensor<2>>> Scorer<M> for DistanceScorer {
+    fn name(&self) -> String {
+        "quadratic distance".to_string()
+    }
+
+    fn scores(&self, _: &M, pool: Tensor<2>, labelled: Tensor<2>) -> Result<Vec<f64>, ActiveError> {
+        let d = pool.dims()[1];
+        let (p, l) = (to_vec(pool), to_vec(labelled));
+        // Σ_j ‖x − x_j‖² = L‖x‖² − 2 x·Σ_j x_j + Σ_j ‖x_j‖².
+        let count = (l.len() / d.max(1)) as f64;
+        let mut sum = vec![0.0; d];
+        let mut squares = 0.0;
+        for row in l.chunks(d.max(1)) {
+            for (s, v) in sum.iter_mut().zip(row) {
+                *s += v;
+            }
+            squares += row.iter().map(|v| v * v).sum::<f64>();
+        }
+        let raw: Vec<f64> = p
+            .chunks(d.max(1))
+            .map(|x| {
+                let norm: f64 = x.iter().map(|v| v * v).sum();
+                let dot: f64 = x.iter().zip(&sum).map(|(a, b)| a * b).sum();
+                (count * norm - 2.0 * dot + squares).max(0.0)
+            })
+            .collect();
+        let top = raw.iter().cloned().fold(0.0, f64::max);
+        Ok(raw
+            .into_iter()
+            .map(|v| if top > 0.0 { v / top } else { 0.0 })
+            .collect())
     }
 }

@@ -35,7 +35,12 @@ impl Scorer<Counter> for FirstColumn {
     fn name(&self) -> String {
         "first column".into()
     }
-    fn scores(&self, model: &Counter, pool: Tensor<2>) -> Result<Vec<f64>, ActiveError> {
+    fn scores(
+        &self,
+        model: &Counter,
+        pool: Tensor<2>,
+        _: Tensor<2>,
+    ) -> Result<Vec<f64>, ActiveError> {
         let [n, d] = pool.dims();
         let x = model.predict(pool, PredictMode::Samples(1))?;
         Ok(to_vec(x).chunks(d).take(n).map(|r| r[0]).collect())
@@ -311,5 +316,21 @@ fn the_loops_lure_and_pure_risks_are_unbiased_and_the_plain_mean_is_not() {
             "{risk:?}: {w} ± {w_se} vs {truth}"
         );
         assert!(p - truth > 10.0 * p_se, "plain {p} ± {p_se} vs {truth}");
+    }
+}
+
+#[test]
+fn the_distance_score_is_the_total_squared_distance_over_its_largest() {
+    let device = test_device();
+    let pool = matrix(&[0.0, 0.0, 1.0, 0.0, 3.0, 4.0], 2, &device);
+    let labelled = matrix(&[0.0, 0.0, 2.0, 0.0], 2, &device);
+    let model = Counter {
+        fits: Param::from_tensor(Tensor::from_data([1.0], &device)),
+    };
+    // Raw: 0 + 4 = 4; 1 + 1 = 2; 25 + 17 = 42.
+    let s = Scorer::<Counter>::scores(&DistanceScorer, &model, pool, labelled).unwrap();
+    let expected = [4.0 / 42.0, 2.0 / 42.0, 1.0];
+    for (a, b) in s.iter().zip(expected) {
+        assert!((a - b).abs() < 1e-6, "{s:?}");
     }
 }
