@@ -1,9 +1,8 @@
 //! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the
 //! UCI protocol ([`uci`]: [`uci::UciMethod`], [`uci::run_with`]), MNIST with OOD sets ([`mnist`]),
-//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]) and HMC on BNN+LV ([`lv_hmc`]), Brack's
-//! eight schools ([`eight_schools`]),
-//! Farquhar's Iris, make_moons and in-between studies ([`iris_covariance`], [`moons_hmc`],
-//! [`in_between`]), the quick start,
+//! the toys ([`toy`]), Depeweg's tables ([`depeweg`]) and HMC on BNN+LV ([`lv_hmc`]), active
+//! learning ([`active`]), Brack's eight schools ([`eight_schools`]), Farquhar's Iris, make_moons
+//! and in-between studies ([`iris_covariance`], [`moons_hmc`], [`in_between`]), the quick start,
 //! the performance benchmarks ([`perf`]), the runner every harness shares ([`runner`]), the
 //! tables of the README and the book ([`tables`]) and the ledger of paper tables
 //! ([`published`]). The `bnn-bench` binary is a thin command line over these modules; a user
@@ -11,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod active;
 pub mod alloc;
 pub mod catalogue;
 pub mod decomposition;
@@ -63,6 +63,8 @@ pub mod book {
     pub struct BenchmarksInBetween;
     #[doc = include_str!("../../book/src/benchmarks/lv-hmc.md")]
     pub struct BenchmarksLvHmc;
+    #[doc = include_str!("../../book/src/benchmarks/active.md")]
+    pub struct BenchmarksActive;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]

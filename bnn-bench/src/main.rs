@@ -3,8 +3,8 @@
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
 use bnn_bench::{
-    alloc, depeweg, eight_schools, in_between, iris_covariance, lv_hmc, lv_mnist, mnist, moons_hmc,
-    perf, published, quickstart, runner, tables, toy, uci,
+    active, alloc, depeweg, eight_schools, in_between, iris_covariance, lv_hmc, lv_mnist, mnist,
+    moons_hmc, perf, published, quickstart, runner, tables, toy, uci,
 };
 use clap::{Parser, Subcommand};
 
@@ -79,6 +79,10 @@ enum Command {
     /// heteroscedastic and bimodal toys.
     #[command(mut_arg("out", |a| a.default_value("runs/lv-hmc").required(false)))]
     LvHmc(lv_hmc::LvHmcOptions),
+    /// Active learning on the library's loop: `--study linear` is Farquhar (2022) App. C.1's
+    /// linear toy, the plain, PURE and LURE risks over many trajectories (Fig. 5.4).
+    #[command(mut_arg("out", |a| a.default_value("runs/active").required(false)))]
+    Active(active::ActiveOptions),
     /// Farquhar (2022) Table A.4 / Fig. 3.2, reduced: NUTS on make_moons for MLPs of growing
     /// depth at about 1 000 weights, the samples' accuracy and acceptance beside the table and
     /// how far the posterior is from mean-field (E_KL, E_W).
@@ -136,6 +140,7 @@ fn main() {
         Command::MoonsHmc(o) => moons_hmc::run(&o).map(drop),
         Command::InBetween(o) => in_between::run(&o).map(drop),
         Command::LvHmc(o) => lv_hmc::run(&o).map(drop),
+        Command::Active(o) => active::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),

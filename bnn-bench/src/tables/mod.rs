@@ -49,6 +49,10 @@ const GENERATORS: &[Generator] = &[
         make: lv_hmc,
     },
     Generator {
+        name: "active-linear",
+        make: active_linear,
+    },
+    Generator {
         name: "mnist-runs",
         make: mnist_runs,
     },
@@ -617,6 +621,25 @@ fn lv_hmc(assets: &Path) -> Result<String, Box<dyn Error>> {
     let rows: Vec<crate::lv_hmc::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
     Ok(crate::lv_hmc::table(&rows))
+}
+
+/// Farquhar App. C.1 / Fig. 5.4 from the `active-linear` record: the three risks' bias and the
+/// weighted fits' test MSE.
+fn active_linear(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("active-linear").join("active.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::active::LinearRow> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    let number = |key: &str| {
+        record[key]
+            .as_f64()
+            .ok_or_else(|| format!("{}: no number `{key}`", path.display()))
+    };
+    Ok(crate::active::linear_table(
+        &rows,
+        number("pool_risk")?,
+        number("optimal_test_mse")?,
+    ))
 }
 
 /// The rows of the `toy` record in `folder`.

@@ -1,0 +1,221 @@
+//! `bnn-bench active`: active-learning studies on the library's loop
+//! ([`bnn_burn::active::ActiveLearning`]). `--study linear` is Farquhar (2022) App. C.1's toy:
+//! a linear model on a pool of 101 points, rows picked by a Boltzmann proposal over their
+//! distance to the labelled ones, and over many trajectories the plain risk `R̃`, `R_PURE` and
+//! `R_LURE` at a fixed model against the pool's risk (eqs. 5.7–5.9), and the test error of fits
+//! weighted by each (Fig. 5.4b).
+
+#[cfg(test)]
+mod tests;
+
+mod linear;
+
+use crate::runner::{self, Finished, Harness, ReportInput, TaskContext};
+use std::error::Error;
+
+pub use linear::{Estimates, LinearRow, Running, Summaries, Trajectory, linear_table};
+
+/// The studies, in command-line order.
+pub const STUDIES: [&str; 1] = ["linear"];
+
+/// Options of one `active` run.
+#[derive(Debug, Clone, serde::Serialize, clap::Args)]
+pub struct ActiveOptions {
+    /// The study: linear (Farquhar 2022 App. C.1's toy).
+    #[arg(long, default_value = "linear")]
+    pub study: String,
+    /// Trajectories, each with its own seed [default: 1000; 100 with --quick].
+    #[arg(long)]
+    pub trajectories: Option<usize>,
+    /// Trajectories per task (the unit a resumed run keeps).
+    #[arg(long, default_value_t = 100)]
+    pub block: usize,
+    /// β of the Boltzmann proposal over the distance scores normalised to [0, 1] (the thesis:
+    /// 1).
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+    /// Labelled points at the end, `M` (the thesis: 10 ≤ M ≤ 100; the pool holds 101).
+    #[arg(long, default_value_t = 100)]
+    pub budget: usize,
+    /// Labelled points between the reported `M`s (10, 20, … with the default).
+    #[arg(long, default_value_t = 10)]
+    pub every: usize,
+    /// The seed, and `quick`: the small budget.
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub exp: runner::ExperimentArgs,
+    /// The output folder, resuming, worker processes.
+    #[serde(flatten)]
+    #[command(flatten)]
+    pub run: runner::RunnerOptions,
+}
+
+impl ActiveOptions {
+    fn trajectories(&self) -> usize {
+        self.trajectories
+            .unwrap_or(if self.exp.quick { 100 } else { 1000 })
+    }
+
+    /// The reported `M`s.
+    fn checkpoints(&self) -> Vec<usize> {
+        (1..=self.budget / self.every.max(1))
+            .map(|k| k * self.every)
+            .collect()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if !STUDIES.contains(&self.study.as_str()) {
+            return Err(format!(
+                "--study {}: not one of {}",
+                self.study,
+                STUDIES.join(", ")
+            ));
+        }
+        if self.trajectories() < 2 {
+            return Err(format!(
+                "--trajectories {}: at least 2 (a standard error)",
+                self.trajectories()
+            ));
+        }
+        if self.block == 0 {
+            return Err("--block 0: at least 1 trajectory per task".into());
+        }
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err(format!(
+                "--temperature {}: a finite number ≥ 0",
+                self.temperature
+            ));
+        }
+        if self.budget < 2 || self.budget > linear::POOL {
+            return Err(format!(
+                "--budget {}: between 2 and the pool's {} points",
+                self.budget,
+                linear::POOL
+            ));
+        }
+        if self.every == 0 || self.every > self.budget {
+            return Err(format!(
+                "--every {}: between 1 and --budget {}",
+                self.every, self.budget
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One block of trajectories.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Task {
+    /// The study.
+    pub study: String,
+    /// The block's index; its trajectories are `block·size ..`.
+    pub block: usize,
+    /// Its first trajectory.
+    pub first: usize,
+    /// Its trajectories.
+    pub count: usize,
+}
+
+/// The harness.
+pub struct ActiveHarness<'a> {
+    options: &'a ActiveOptions,
+    toy: linear::LinearToy,
+}
+
+impl Harness for ActiveHarness<'_> {
+    type Task = Task;
+    type Row = LinearRow;
+
+    const NAME: &'static str = "active";
+    const FORMAT: u32 = 1;
+
+    fn tasks(&self) -> Vec<Task> {
+        let (n, b) = (self.options.trajectories(), self.options.block);
+        (0..n.div_ceil(b))
+            .map(|k| Task {
+                study: self.options.study.clone(),
+                block: k,
+                first: k * b,
+                count: b.min(n - k * b),
+            })
+            .collect()
+    }
+
+    fn task_id(&self, t: &Task) -> String {
+        format!(
+            "{} / trajectories {}–{}",
+            t.study,
+            t.first,
+            t.first + t.count - 1
+        )
+    }
+
+    fn run_key(&self) -> serde_json::Value {
+        let o = self.options;
+        serde_json::json!({
+            "seed": o.exp.seed,
+            "study": o.study,
+            "temperature": o.temperature,
+            "budget": o.budget,
+            "every": o.every,
+        })
+    }
+
+    fn task_key(&self, t: &Task) -> serde_json::Value {
+        serde_json::json!({ "first": t.first, "count": t.count })
+    }
+
+    fn run_task(&self, task: &Task, _: &TaskContext) -> Result<LinearRow, Box<dyn Error>> {
+        let o = self.options;
+        let trajectories = (task.first..task.first + task.count)
+            .map(|t| {
+                self.toy
+                    .trajectory(t as u64, o.temperature, o.budget, &o.checkpoints())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(LinearRow::of(task.block, o.checkpoints(), &trajectories))
+    }
+
+    fn describe(&self, f: &Finished<Task, LinearRow>) -> String {
+        let r = &f.row;
+        let last = r.checkpoints.len() - 1;
+        let e = &r.estimates[last];
+        let truth = self.toy.truth;
+        format!(
+            "[active] {}: at M = {}, mean bias R̃ {:+.4}, PURE {:+.4}, LURE {:+.4} ({:.0} s)",
+            f.id,
+            r.checkpoints[last],
+            e.plain.mean - truth,
+            e.pure.mean - truth,
+            e.lure.mean - truth,
+            f.seconds
+        )
+    }
+
+    fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
+        let rows = run.rows();
+        let md = linear::markdown(&rows, &self.toy, self.options, run.wall_seconds);
+        run.write_report(
+            self.options,
+            serde_json::json!({
+                "pool_risk": self.toy.truth,
+                "optimal_test_mse": self.toy.optimal_test_mse,
+            }),
+            &md,
+        )
+    }
+}
+
+/// Runs `active` with `options`.
+///
+/// # Errors
+/// Options out of range (before any work), then the runner's and the loop's failures.
+pub fn run(options: &ActiveOptions) -> Result<Vec<LinearRow>, Box<dyn Error>> {
+    options.check()?;
+    let harness = ActiveHarness {
+        options,
+        toy: linear::LinearToy::new(options.exp.seed),
+    };
+    let done = runner::run(&harness, &options.run)?;
+    Ok(done.into_iter().map(|d| d.row).collect())
+}
