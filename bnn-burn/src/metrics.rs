@@ -424,13 +424,21 @@ pub fn conformal_pit_coverage(pit: &[f64], level: f64) -> Option<f64> {
 
 /// Standard normal quantile by bisection on `Φ` (erfc-based, ~1e-12 accuracy).
 fn normal_quantile(p: f64) -> f64 {
-    let cdf = |x: f64| 0.5 * erfc(-x / std::f64::consts::SQRT_2);
     let (mut lo, mut hi) = (-40.0, 40.0);
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
-        if cdf(mid) < p { lo = mid } else { hi = mid }
+        if standard_normal_cdf(mid) < p {
+            lo = mid
+        } else {
+            hi = mid
+        }
     }
     0.5 * (lo + hi)
+}
+
+/// `Φ(x)` in f64, from [`erfc`].
+pub(crate) fn standard_normal_cdf(x: f64) -> f64 {
+    0.5 * erfc(-x / std::f64::consts::SQRT_2)
 }
 
 /// Complementary error function in f64: the Maclaurin series of erf below 3 (absolute error

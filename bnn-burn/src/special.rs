@@ -1,5 +1,5 @@
-//! Tensor math that burn lacks: log-gamma, digamma, logsumexp, log-mean-exp and the standard
-//! normal pdf / cdf / log-cdf.
+//! Tensor math that burn lacks: log-gamma, digamma, logsumexp, log-mean-exp, the standard
+//! normal pdf / cdf / log-cdf, and Gauss–Hermite nodes for normal expectations.
 //!
 //! Every function is built from differentiable burn ops, so gradients flow through it on any
 //! backend. Both branches of every `mask_where` stay finite for every input, so a branch that is
@@ -235,6 +235,26 @@ pub fn digamma_scalar(x: f64) -> f64 {
     }
     let inv2 = 1.0 / (z * z);
     z.ln() - 0.5 / z - inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 / 252.0)) + shift
+}
+
+/// Gauss–Hermite rule of `n` nodes for the standard normal: `E[φ(Z)] ≈ Σ_k w_k φ(z_k)`, exact
+/// for polynomials of degree below `2n`. Nodes (ascending) and weights by Golub–Welsch: the
+/// eigenvalues of the Jacobi matrix of the probabilists' Hermite polynomials (off-diagonal
+/// `√k`) and the squared first components of its eigenvectors.
+///
+/// # Panics
+/// If `n` is 0.
+pub fn gauss_hermite(n: usize) -> (Vec<f64>, Vec<f64>) {
+    assert!(n > 0, "gauss_hermite: at least one node");
+    let mut jacobi = vec![0.0; n * n];
+    for k in 1..n {
+        let b = (k as f64).sqrt();
+        jacobi[(k - 1) * n + k] = b;
+        jacobi[k * n + k - 1] = b;
+    }
+    let (nodes, vectors) = crate::linalg::dense::symmetric_eigen(jacobi, n);
+    let weights = (0..n).map(|j| vectors[j] * vectors[j]).collect();
+    (nodes, weights)
 }
 
 #[cfg(test)]
@@ -532,6 +552,35 @@ mod tests {
                 gv.is_finite() && (gv - want).abs() < 1e-6,
                 "softplus'({v}) = {gv}, want {want}"
             );
+        }
+    }
+
+    #[test]
+    fn gauss_hermite_integrates_normal_moments_exactly_to_its_degree() {
+        for n in [1, 2, 5, 20] {
+            let (z, w) = gauss_hermite(n);
+            assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12, "n = {n}");
+            // E[Z^2k] = (2k − 1)!!, odd moments 0, for 2k < 2n.
+            let mut double_factorial = 1.0;
+            for k in 0..n {
+                let even: f64 = z
+                    .iter()
+                    .zip(&w)
+                    .map(|(z, w)| w * z.powi(2 * k as i32))
+                    .sum();
+                let odd: f64 = z
+                    .iter()
+                    .zip(&w)
+                    .map(|(z, w)| w * z.powi(2 * k as i32 + 1))
+                    .sum();
+                assert!(
+                    (even - double_factorial).abs() < 1e-9 * double_factorial,
+                    "n = {n}: E[Z^{}] = {even}, want {double_factorial}",
+                    2 * k
+                );
+                assert!(odd.abs() < 1e-9 * double_factorial.max(1.0), "n = {n}");
+                double_factorial *= (2 * k + 1) as f64;
+            }
         }
     }
 }

@@ -17,7 +17,7 @@ mod tests;
 pub use learn::{
     Acquisition, ActiveConfig, ActiveHistory, ActiveLearning, ActiveTask, Retrain, Risk, Round,
 };
-pub use score::{ClassScore, ClassScorer, DistanceScorer, LatentScorer, Scorer};
+pub use score::{ClassScore, ClassScorer, CltScorer, DistanceScorer, LatentScorer, Scorer};
 pub use select::{Pick, Selection, boltzmann_pick, boltzmann_probabilities, select};
 pub use weights::{lure_weights, pure_weights};
 
@@ -33,6 +33,9 @@ pub enum ActiveError {
     /// BNN+LV's decomposition refused its draws.
     #[error(transparent)]
     Decomposition(#[from] crate::nets::DecompositionError),
+    /// The model cannot propagate moments (CLT scores).
+    #[error(transparent)]
+    Moments(#[from] crate::posterior::Unsupported),
     /// A score the model's prediction cannot give.
     #[error("active scorer: {0}")]
     Unsupported(&'static str),

@@ -334,3 +334,71 @@ fn the_distance_score_is_the_total_squared_distance_over_its_largest() {
         assert!((a - b).abs() < 1e-6, "{s:?}");
     }
 }
+
+#[test]
+fn clt_scores_match_their_closed_form_and_a_monte_carlo_bald() {
+    let device = test_device();
+    // Three rows, two classes: (g, h) from confident to uncertain.
+    let g = [2.5, -1.0, 0.3, 0.0, -0.2, 1.5];
+    let h = [0.01, 0.5, 2.0, 4.0, 0.0, 9.0];
+    let m = crate::dist::Moments::new(matrix(&g, 2, &device), matrix(&h, 2, &device));
+    let entropy = to_vec(super::score::clt_scores(m.clone(), false, 32));
+    let bald = to_vec(super::score::clt_scores(m, true, 32));
+    let xlnx = |p: f64| if p > 0.0 { p * p.ln() } else { 0.0 };
+    let hb = |p: f64| -(xlnx(p) + xlnx(1.0 - p));
+    let phi = crate::metrics::standard_normal_cdf;
+    let mut rng = crate::host::HostNormals::new(5);
+    let draws = 200_000;
+    for row in 0..3 {
+        let (mut want_h, mut want_b, mut se2) = (0.0, 0.0, 0.0);
+        for c in 0..2 {
+            let (g, h) = (g[2 * row + c], h[2 * row + c]);
+            let p = phi(g / (1.0 + h).sqrt());
+            want_h += hb(p);
+            let v: Vec<f64> = (0..draws)
+                .map(|_| hb(phi(g + h.sqrt() * rng.next())))
+                .collect();
+            let mean = v.iter().sum::<f64>() / draws as f64;
+            let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (draws - 1) as f64;
+            want_b += hb(p) - mean;
+            se2 += var / draws as f64;
+        }
+        assert!(
+            (entropy[row] - want_h).abs() < 1e-5,
+            "row {row}: {entropy:?} vs {want_h}"
+        );
+        let tol = 5.0 * se2.sqrt() + 1e-5;
+        assert!(
+            (bald[row] - want_b).abs() < tol,
+            "row {row}: {bald:?} vs {want_b} ± {tol}"
+        );
+        assert!(bald[row] <= entropy[row] + 1e-6);
+    }
+}
+
+#[test]
+fn the_clt_scorer_reads_a_clt_nets_moments() {
+    use crate::likelihood::MultiLabelProbit;
+    use crate::nets::{MlpConfig, MomentConfig};
+    let device = test_device();
+    let _guard = crate::testing::seeded(&device, 31);
+    let net = MlpConfig::new(2, vec![8], 3)
+        .init(MultiLabelProbit, &device)
+        .unwrap()
+        .with_moments(MomentConfig::clt())
+        .unwrap();
+    let pool = matrix(&[0.0, 1.0, -2.0, 0.5, 3.0, -1.0, 0.2, 0.2], 2, &device);
+    let labelled = pool.clone().slice([0..1, 0..2]);
+    let entropy = CltScorer::new(false)
+        .scores(&net, pool.clone(), labelled.clone())
+        .unwrap();
+    let bald = CltScorer::new(true).scores(&net, pool, labelled).unwrap();
+    assert_eq!((entropy.len(), bald.len()), (4, 4));
+    for (h, b) in entropy.iter().zip(&bald) {
+        assert!(
+            h.is_finite() && *h <= 3.0 * std::f64::consts::LN_2 + 1e-6,
+            "{entropy:?}"
+        );
+        assert!(*b >= 0.0 && *b <= h + 1e-6, "{bald:?} vs {entropy:?}");
+    }
+}
