@@ -3,10 +3,11 @@
 //! [`Acquisition`] (a [`Scorer`] and a [`Selection`]), retrains through the user's
 //! [`ActiveTask`], records every pick with its probability `q`, and resumes from its state
 //! folder. [`pure_weights`] and [`lure_weights`] turn the `q`s into per-row weights that make
-//! the training risk unbiased (Farquhar 2022 eqs. 5.7–5.8). More: the book's *Active
-//! learning* page.
+//! the training risk unbiased (Farquhar 2022 eqs. 5.7–5.8); [`active_test`] estimates a fixed
+//! model's test risk from a few chosen labels. More: the book's *Active learning* page.
 
 mod learn;
+mod risk;
 mod score;
 mod select;
 mod weights;
@@ -17,6 +18,7 @@ mod tests;
 pub use learn::{
     Acquisition, ActiveConfig, ActiveHistory, ActiveLearning, ActiveTask, Retrain, Risk, Round,
 };
+pub use risk::{ActiveTest, active_test};
 pub use score::{ClassScore, ClassScorer, CltScorer, DistanceScorer, LatentScorer, Scorer};
 pub use select::{Pick, Selection, boltzmann_pick, boltzmann_probabilities, select};
 pub use weights::{lure_weights, pure_weights};

@@ -1,5 +1,5 @@
 use super::*;
-use crate::host::{matrix, to_vec};
+use crate::host::{HostNormals, matrix, to_vec};
 use crate::predict::{Predict, PredictError, PredictMode};
 use crate::testing::test_device;
 use burn::module::{Module, Param};
@@ -401,4 +401,63 @@ fn the_clt_scorer_reads_a_clt_nets_moments() {
         );
         assert!(*b >= 0.0 && *b <= h + 1e-6, "{bald:?} vs {entropy:?}");
     }
+}
+
+#[test]
+fn active_testing_is_unbiased_and_scores_that_track_the_loss_shrink_its_error() {
+    // A test pool with skewed losses: few large ones. Scores proportional to the loss
+    // (an ideal proposal) against uniform picks: both LURE estimates unbiased, the scored one
+    // with a far smaller mean squared error; the plain mean of scored picks is biased up.
+    let n = 200;
+    let losses: Vec<f64> = (0..n)
+        .map(|i| {
+            if i % 20 == 0 {
+                3.0 + (i % 7) as f64
+            } else {
+                0.05 * (i % 5) as f64
+            }
+        })
+        .collect();
+    let truth = losses.iter().sum::<f64>() / n as f64;
+    let top = losses.iter().cloned().fold(0.0, f64::max);
+    let scores: Vec<f64> = losses.iter().map(|l| l / top).collect();
+    let (m, runs) = (20, 3000);
+    let mut stats = Vec::new();
+    for selection in [Selection::Boltzmann { temperature: 4.0 }, Selection::Random] {
+        let mut rng = crate::host::HostNormals::new(17);
+        let (mut lure, mut plain) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let t = active_test(selection, &scores, m, |r| losses[r], &mut rng).unwrap();
+            assert_eq!(t.losses.len(), m);
+            lure.push(t.lure);
+            plain.push(t.plain);
+        }
+        let (mean, se) = crate::metrics::mean_and_standard_error(&lure);
+        assert!(
+            (mean - truth).abs() < 4.0 * se.unwrap(),
+            "{selection:?}: {mean} vs {truth}"
+        );
+        let mse = lure.iter().map(|v| (v - truth).powi(2)).sum::<f64>() / runs as f64;
+        let (plain_mean, plain_se) = crate::metrics::mean_and_standard_error(&plain);
+        stats.push((mse, plain_mean, plain_se.unwrap()));
+    }
+    assert!(
+        stats[0].0 < 0.5 * stats[1].0,
+        "MSE scored {} vs uniform {}",
+        stats[0].0,
+        stats[1].0
+    );
+    assert!(
+        stats[0].1 - truth > 10.0 * stats[0].2,
+        "plain mean of scored picks"
+    );
+    let err = active_test(
+        Selection::Random,
+        &scores,
+        3,
+        |_| f64::NAN,
+        &mut HostNormals::new(1),
+    )
+    .unwrap_err();
+    assert_eq!(err.field, "loss");
 }
