@@ -12,6 +12,7 @@
 
 pub mod active;
 pub mod batch;
+pub mod continual;
 pub mod convert;
 pub mod device;
 pub mod dist;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The modules in dependency order: each may use those before it.
-const ORDER: [&str; 25] = [
+const ORDER: [&str; 26] = [
     "error",
     "host",
     "reduce",
@@ -32,6 +32,7 @@ const ORDER: [&str; 25] = [
     "posthoc",
     "inference",
     "active",
+    "continual",
     "recipes",
 ];
 
