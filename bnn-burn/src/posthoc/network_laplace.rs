@@ -12,6 +12,8 @@ use super::laplace::{
 };
 use crate::batch::Batch;
 use crate::dist::Moments;
+use crate::dist::WeightPrior;
+use crate::error::ConfigError;
 use crate::layers::{AnyLayerParams, LayerDraw, LayerInfo, LayerKind, Pass, Recorded};
 use crate::likelihood::Likelihood;
 use crate::linalg::dense;
@@ -563,6 +565,83 @@ impl<B: Body, L: Likelihood> NetworkLaplace<B, L> {
                 (kron.clone() * inv.clone().reshape([1, p])).matmul(kron.transpose())
             }
         }
+    }
+}
+
+impl<B: Body, L: Likelihood> NetworkLaplace<B, L> {
+    /// The point network with every layer's prior `N(θ*, (w·H + λ)⁻¹)` per weight, `H` the
+    /// diagonal curvature and `λ` the layer's prior precision: the next task's prior in
+    /// continual learning. `w = 1` is this Laplace posterior itself (Laplace propagation,
+    /// online EWC); EWC's `λ_EWC` is `w` (Kirkpatrick et al. 2017, eq. 3: the penalty
+    /// `(w/2) Σ_i H_i (θ_i − θ*_i)²` on the summed log-likelihood, the objective's KL/N
+    /// dividing it by the next task's N). A point bias without a prior stays without one.
+    ///
+    /// # Errors
+    /// A Kronecker-factored fit (not diagonal), or `w` not finite and ≥ 0.
+    pub fn posterior_as_prior(&self, curvature_weight: f64) -> Result<Bnn<B, L>, LaplaceError> {
+        if !(curvature_weight.is_finite() && curvature_weight >= 0.0) {
+            return Err(ConfigError {
+                config: "NetworkLaplace::posterior_as_prior",
+                field: "curvature_weight",
+                value: curvature_weight.to_string(),
+                expected: "a finite number ≥ 0",
+            }
+            .into());
+        }
+        let mut stds = Vec::with_capacity(self.shapes.len());
+        for ((shape, post), lambda) in self
+            .shapes
+            .iter()
+            .zip(&self.posteriors)
+            .zip(&self.prior_precisions)
+        {
+            let LayerPosterior::Diagonal { var } = post else {
+                return Err(Unsupported {
+                    family: "Kronecker-factored Laplace",
+                    what: "a per-weight prior: fit with LaplaceStructure::Diagonal",
+                }
+                .into());
+            };
+            // H = 1/var − λ, clipped at 0 against rounding.
+            let h = (var.clone().recip() - *lambda).clamp_min(0.0);
+            let std = (h * curvature_weight + *lambda).recip().sqrt();
+            stds.push(matrix_draw(shape, std.unsqueeze::<3>()));
+        }
+        Ok(self
+            .net
+            .clone()
+            .map_layers(&mut LaplacePrior { stds, at: 0 })?)
+    }
+}
+
+/// Sets layer `at`'s priors to Gaussians at its weights with the standard deviations `stds`.
+struct LaplacePrior {
+    stds: Vec<LayerDraw>,
+    at: usize,
+}
+
+impl crate::layers::LayerMapper for LaplacePrior {
+    fn map<const DW: usize>(
+        &mut self,
+        _: LayerInfo,
+        mut params: AnyLayerParams<DW>,
+    ) -> Result<AnyLayerParams<DW>, ConfigError> {
+        let std = &self.stds[self.at];
+        self.at += 1;
+        let mean = params.mean_draw();
+        let shape = params.shape();
+        params.weight_prior = WeightPrior::gaussian(
+            mean.weight.reshape(shape),
+            std.weight.clone().reshape(shape),
+        );
+        if let (Some(b), Some(sb), Some(_)) = (mean.bias, &std.bias, &params.bias_prior) {
+            let n = b.dims()[1];
+            params.bias_prior = Some(WeightPrior::gaussian(
+                b.reshape([n]),
+                sb.clone().reshape([n]),
+            ));
+        }
+        Ok(params)
     }
 }
 

@@ -1193,3 +1193,67 @@ fn conformal_intervals_and_sets_cover_fresh_data() {
         "{cov} {size}"
     );
 }
+
+/// A diagonal Laplace's posterior as the next prior: `N(θ*, (w·H + λ)⁻¹)` per weight, so the
+/// point network's log prior falls by `½ (w H_jj + λ) δ²` when weight `j` moves by `δ`, with
+/// `H_jj = Σ_n x̃_nj²/σ²` on a linear-Gaussian head (EWC's penalty with its Fisher).
+#[test]
+fn a_diagonal_laplace_becomes_an_ewc_prior_with_the_hand_computed_fisher() {
+    let dev = device();
+    let _guard = seeded(&dev, 9);
+    let data = LinearGaussian::new(30, 2, 0.5, 80);
+    let lambda = 2.0;
+    let (_, mean) = data.posterior(lambda);
+    let net = data.net_at(&mean, &dev);
+    let (x, y) = data.tensors(&dev);
+    let config = NetworkLaplaceConfig::new()
+        .with_structure(LaplaceStructure::Diagonal)
+        .with_prior_precision(PriorPrecision::Fixed { value: lambda });
+    let laplace = NetworkLaplace::fit(net, x, y, &config).unwrap();
+    let p = data.d + 1;
+    let f = data.features();
+    let h: Vec<f64> = (0..p)
+        .map(|j| (0..data.n).map(|i| f[i * p + j].powi(2)).sum::<f64>() / data.noise.powi(2))
+        .collect();
+    for w in [0.0, 1.0, 5.0] {
+        let prior = laplace.posterior_as_prior(w).unwrap();
+        let at = prior.mean_draw();
+        let base = to_vec(prior.log_prior_draws(&at))[0];
+        let delta = 0.1;
+        for (j, hj) in h.iter().enumerate() {
+            let mut moved: Vec<LayerDraw> = at.clone();
+            let unit = |k: usize, len: usize| {
+                let mut v = vec![0.0; len];
+                v[k] = delta;
+                matrix(&v, 1, len, &dev)
+            };
+            if j < data.d {
+                moved[0].weight = moved[0].weight.clone() + unit(j, data.d);
+            } else {
+                let b = moved[0].bias.clone().expect("a bias");
+                moved[0].bias = Some(b + unit(0, 1));
+            }
+            let drop = base - to_vec(prior.log_prior_draws(&moved))[0];
+            let want = 0.5 * (w * hj + lambda) * delta * delta;
+            assert!(
+                (drop - want).abs() < 2e-3 * want.max(1e-2),
+                "w {w}, j {j}: {drop} vs {want}"
+            );
+        }
+    }
+    let kfac = NetworkLaplace::fit(
+        data.net_at(&mean, &dev),
+        data.tensors(&dev).0,
+        data.tensors(&dev).1,
+        &NetworkLaplaceConfig::new().with_prior_precision(PriorPrecision::Fixed { value: lambda }),
+    )
+    .unwrap();
+    assert!(matches!(
+        kfac.posterior_as_prior(1.0),
+        Err(LaplaceError::Unsupported(_))
+    ));
+    assert!(matches!(
+        laplace.posterior_as_prior(f64::NAN),
+        Err(LaplaceError::Config(_))
+    ));
+}
