@@ -1,15 +1,17 @@
 //! # bnn-datasets
 //!
 //! Every data set of the bnn-burn experiments: seeded generators that need no files ([`toy`],
-//! [`dynamics`]), Fisher's Iris built in ([`iris`]), loaders for UCI ([`uci`]), MNIST and Fashion-MNIST ([`images`], [`idx`]) and
-//! CIFAR ([`cifar`]), a user's own delimited table ([`delimited`]), in-memory tables ([`table`]), a
+//! [`dynamics`]), Fisher's Iris built in ([`iris`]), loaders for UCI ([`uci`]), MNIST and
+//! Fashion-MNIST ([`images`], [`idx`]; their continual-learning tasks in [`continual`]) and CIFAR
+//! ([`cifar`]), a user's own delimited table ([`delimited`]), in-memory tables ([`table`]), a
 //! [`Standardizer`] and burn `Dataset`s and batchers ([`burn_data`]). Files are looked for through
-//! one [`DataRoot`]; every error names the file, the line or byte offset, what was expected and what
-//! was found ([`DataError`]). Guide: the book's *Data* page.
+//! one [`DataRoot`]; every error names the file, the line or byte offset, what was expected and
+//! what was found ([`DataError`]). Guide: the book's *Data* page.
 #![warn(missing_docs)]
 
 pub mod burn_data;
 pub mod cifar;
+pub mod continual;
 pub mod delimited;
 pub mod dynamics;
 pub mod error;
