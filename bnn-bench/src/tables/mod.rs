@@ -38,7 +38,11 @@ const GENERATORS: &[Generator] = &[
     },
     Generator {
         name: "moons-hmc",
-        make: moons_hmc,
+        make: |assets| moons_hmc(assets, "moons-hmc"),
+    },
+    Generator {
+        name: "moons-hmc-long",
+        make: |assets| moons_hmc(assets, "moons-hmc-long"),
     },
     Generator {
         name: "in-between",
@@ -596,9 +600,10 @@ fn iris_covariance(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(crate::iris_covariance::table(&rows, best as usize))
 }
 
-/// Farquhar Table A.4 (reduced) from the `moons-hmc` record.
-fn moons_hmc(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let path = assets.join("moons-hmc").join("moons-hmc.json");
+/// Farquhar Table A.4 (reduced) from the `moons-hmc` record in `folder` (`moons-hmc-long`: the
+/// longer chains).
+fn moons_hmc(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
+    let path = assets.join(folder).join("moons-hmc.json");
     let record = read_json(&path)?;
     let rows: Vec<crate::moons_hmc::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
