@@ -326,17 +326,9 @@ impl ActiveLearning {
         let mut model = match history.rounds.last() {
             None => {
                 // Round 0: uniform picks, q = 1/(rows left).
+                let all: Vec<usize> = (0..n).collect();
                 let mut rng = HostNormals::new(c.seed);
-                let picks = rng
-                    .choose_distinct(n, c.initial)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(m, row)| Pick {
-                        row,
-                        q: 1.0 / (n - m) as f64,
-                        score: None,
-                    })
-                    .collect();
+                let picks = select(Selection::Random, &all, None, c.initial, &mut rng)?;
                 self.round(&mut history, picks, 0.0, None, task)?
             }
             Some(last) => {
@@ -389,20 +381,18 @@ impl ActiveLearning {
     ) -> Result<M, ActiveError> {
         let round = history.rounds.len();
         let start = Instant::now();
-        let mut rows = history.rows();
-        rows.extend(picks.iter().map(|p| p.row));
-        let mut next = Round {
+        // The round joins the history before training (its rows and weights are the
+        // history's); a failure leaves it unsaved.
+        history.rounds.push(Round {
             round,
-            labels: rows.len(),
+            labels: history.rows().len() + picks.len(),
             picks,
             metrics: BTreeMap::new(),
             score_seconds,
             fit_seconds: 0.0,
-        };
-        history.rounds.push(next.clone());
+        });
         let weights = history.weights()?;
-        history.rounds.pop();
-        let model = task.fit(round, &rows, weights.as_deref(), warm)?;
+        let model = task.fit(round, &history.rows(), weights.as_deref(), warm)?;
         let metrics = task.evaluate(&model)?;
         if let Some((metric, value)) = metrics.iter().find(|(_, v)| !v.is_finite()) {
             return Err(ActiveError::NonFinite {
@@ -411,9 +401,9 @@ impl ActiveLearning {
                 value: *value,
             });
         }
-        next.metrics = metrics;
-        next.fit_seconds = start.elapsed().as_secs_f64();
-        history.rounds.push(next);
+        let last = history.rounds.last_mut().expect("the round just added");
+        last.metrics = metrics;
+        last.fit_seconds = start.elapsed().as_secs_f64();
         self.save(history, &model)?;
         Ok(model)
     }

@@ -76,13 +76,9 @@ pub fn select(
             "between 1 and the pool's size",
         ));
     }
-    let scores = match (selection.needs_scores(), scores) {
-        (false, s) => s,
-        (true, None) => {
-            return Err(bad("scores", "none".into(), "one score per pool row"));
-        }
-        (true, Some(s)) => Some(s),
-    };
+    if selection.needs_scores() && scores.is_none() {
+        return Err(bad("scores", "none".into(), "one score per pool row"));
+    }
     if let Some(s) = scores {
         if s.len() != pool.len() {
             return Err(bad(
