@@ -1,7 +1,7 @@
 //! The experiments of bnn-burn as a library: the method catalogue ([`catalogue::Method`]), the
 //! UCI protocol ([`uci`]: [`uci::UciMethod`], [`uci::run_with`]), MNIST with OOD sets ([`mnist`]),
 //! the toys ([`toy`]), Depeweg's tables ([`depeweg`]) and HMC on BNN+LV ([`lv_hmc`]), active
-//! learning ([`active`]), Brack's eight schools ([`eight_schools`]), Farquhar's Iris, make_moons
+//! and continual learning ([`active`], [`continual`]), Brack's eight schools ([`eight_schools`]), Farquhar's Iris, make_moons
 //! and in-between studies ([`iris_covariance`], [`moons_hmc`], [`in_between`]), the quick start,
 //! the performance benchmarks ([`perf`]), the runner every harness shares ([`runner`]), the
 //! tables of the README and the book ([`tables`]) and the ledger of paper tables
@@ -13,6 +13,7 @@
 pub mod active;
 pub mod alloc;
 pub mod catalogue;
+pub mod continual;
 pub mod decomposition;
 pub mod depeweg;
 pub mod eight_schools;

@@ -3,8 +3,8 @@
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
 use bnn_bench::{
-    active, alloc, depeweg, eight_schools, in_between, iris_covariance, lv_hmc, lv_mnist, mnist,
-    moons_hmc, perf, published, quickstart, runner, tables, toy, uci,
+    active, alloc, continual, depeweg, eight_schools, in_between, iris_covariance, lv_hmc,
+    lv_mnist, mnist, moons_hmc, perf, published, quickstart, runner, tables, toy, uci,
 };
 use clap::{Parser, Subcommand};
 
@@ -83,6 +83,10 @@ enum Command {
     /// linear toy, the plain, PURE and LURE risks over many trajectories (Fig. 5.4).
     #[command(mut_arg("out", |a| a.default_value("runs/active").required(false)))]
     Active(active::ActiveOptions),
+    /// Continual learning on the library's loop (Farquhar 2022 §5.1): split and permuted
+    /// MNIST, VCL with and without coresets, "coreset only" and EWC, single- or multi-head.
+    #[command(mut_arg("out", |a| a.default_value("runs/continual").required(false)))]
+    Continual(continual::ContinualOptions),
     /// Farquhar (2022) Table A.4 / Fig. 3.2, reduced: NUTS on make_moons for MLPs of growing
     /// depth at about 1 000 weights, the samples' accuracy and acceptance beside the table and
     /// how far the posterior is from mean-field (E_KL, E_W).
@@ -141,6 +145,7 @@ fn main() {
         Command::InBetween(o) => in_between::run(&o).map(drop),
         Command::LvHmc(o) => lv_hmc::run(&o).map(drop),
         Command::Active(o) => active::run(&o).map(drop),
+        Command::Continual(o) => continual::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),

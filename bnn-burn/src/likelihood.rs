@@ -527,6 +527,58 @@ impl Likelihood for Categorical {
     }
 }
 
+/// Task heads side by side (multi-head continual learning, Farquhar 2022 §5.1): the outputs
+/// are consecutive groups of `group` classes, one head per task, and a label's likelihood is the
+/// softmax over its own group, `ln p(y | f) = f_y − ln Σ_{c ∈ g(y)} e^{f_c}`. Only the head of a
+/// row's task learns from it. The prediction is the softmax over all outputs; a head's
+/// prediction is its columns renormalised per draw. `group` = the class count is
+/// [`Categorical`].
+#[derive(Module, Debug)]
+pub struct TaskHeads {
+    /// Classes per head.
+    pub group: usize,
+}
+
+impl TaskHeads {
+    /// Heads of `group` classes each.
+    ///
+    /// # Panics
+    /// If `group` is 0.
+    pub fn new(group: usize) -> Self {
+        assert!(group > 0, "TaskHeads: a head of at least one class");
+        Self { group }
+    }
+}
+
+impl Likelihood for TaskHeads {
+    type Target = Tensor<1, Int>;
+    type Prediction = ClassPrediction;
+
+    fn outputs_per_target(&self) -> usize {
+        1
+    }
+
+    /// # Panics
+    /// If the class count is not a multiple of the head size.
+    fn log_likelihood(&self, logits: Tensor<3>, labels: Tensor<1, Int>) -> Tensor<2> {
+        let [s, b, c] = logits.dims();
+        check_label_count("TaskHeads", [s, b, c], labels.dims()[0]);
+        let k = self.group;
+        assert!(
+            c % k == 0,
+            "TaskHeads: {c} outputs are not whole heads of {k} classes"
+        );
+        // A log-softmax within each head, then the label's entry.
+        let within = log_softmax(logits.reshape([s, b, c / k, k]), 3).reshape([s, b, c]);
+        let idx = labels.reshape([1, b, 1]).repeat_dim(0, s);
+        within.gather(2, idx).reshape([s, b])
+    }
+
+    fn predict(&self, logits: Tensor<3>) -> ClassPrediction {
+        ClassPrediction::from_logits(logits)
+    }
+}
+
 /// The CLT-BNN's multi-label probit likelihood (Haußmann 2021 ch. 4, eq. 4.4), used for
 /// multiclass labels too: `y | f ~ Π_c Ber(y_c | Φ(f_c))` with `y` the one-hot label, so
 /// `ln p(y | f) = Σ_c ln Φ((2y_c − 1) f_c)`. Under Gaussian logits `f_c ~ N(g_c, h_c)` each
@@ -736,6 +788,24 @@ mod tests {
         let y = Tensor::<2>::ones([2, 1], &device);
         let grads = lik.log_likelihood(mean, y).sum().backward();
         assert!(lik.log_std.grad(&grads).is_none());
+    }
+
+    #[test]
+    fn task_heads_normalise_within_the_labels_head() {
+        let device = test_device();
+        // Two heads of two classes; label 3 sees only logits 2 and 3.
+        let logits =
+            Tensor::<3>::from_floats([[[5.0, -2.0, 1.0, 0.0], [0.3, 0.1, 9.0, 9.0]]], &device);
+        let labels = Tensor::<1, Int>::from_ints([3, 0], &device);
+        let ll = to_vec(TaskHeads::new(2).log_likelihood(logits.clone(), labels.clone()));
+        let z3 = (1f64.exp() + 1.0).ln();
+        let z0 = (0.3f64.exp() + 0.1f64.exp()).ln();
+        assert!((ll[0] - (0.0 - z3)).abs() < 1e-5, "{}", ll[0]);
+        assert!((ll[1] - (0.3 - z0)).abs() < 1e-5, "{}", ll[1]);
+        // One head over every class is the categorical likelihood.
+        let all = to_vec(TaskHeads::new(4).log_likelihood(logits.clone(), labels.clone()));
+        let cat = to_vec(Categorical.log_likelihood(logits, labels));
+        assert!(all.iter().zip(&cat).all(|(a, b)| (a - b).abs() < 1e-6));
     }
 
     /// `Σ_c ln Φ((2y_c − 1) f_c)`, by hand: label 1 of logits (0.5, −1, 2) gives
