@@ -68,7 +68,8 @@ pub enum Strategy {
     Vcl,
     /// VCL with k-center coresets and their fine-tune before testing.
     VclCoreset,
-    /// The coresets' fine-tune on a model trained from the initial prior every task.
+    /// A model trained from the initial prior every task, fine-tuned on the coresets under
+    /// that prior (Farquhar 2022 §5.1's "coreset only").
     CoresetOnly,
     /// EWC: a point network, the diagonal Laplace of the last task as the next prior.
     Ewc,
@@ -154,12 +155,11 @@ pub struct ContinualOptions {
     /// Epochs per task [default: 10; 2 with --quick].
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Epochs of the coresets' fine-tune [default: --epochs].
+    /// Epochs of the coresets' fine-tune [default: --epochs × 5; a coreset is one minibatch].
     #[arg(long)]
     pub coreset_epochs: Option<usize>,
-    /// Adam's learning rate of the coresets' fine-tune: a coreset's few images make the prior
-    /// (the posterior so far) stiff, which Adam's unit-size first steps overshoot at 10⁻³.
-    #[arg(long, default_value_t = 1e-4)]
+    /// Adam's learning rate of the coresets' fine-tune.
+    #[arg(long, default_value_t = 1e-3)]
     pub coreset_learning_rate: f64,
     /// Coreset images per task (VCL and the thesis: 40).
     #[arg(long, default_value_t = 40)]
@@ -209,7 +209,7 @@ impl ContinualOptions {
             seeds: None,
             epochs: None,
             coreset_epochs: None,
-            coreset_learning_rate: 1e-4,
+            coreset_learning_rate: 1e-3,
             coreset: 40,
             batch_size: 256,
             learning_rate: 1e-3,
@@ -272,7 +272,7 @@ impl ContinualOptions {
     }
 
     pub(crate) fn coreset_epochs(&self) -> usize {
-        self.coreset_epochs.unwrap_or(self.epochs())
+        self.coreset_epochs.unwrap_or(self.epochs() * 5)
     }
 
     fn train_images(&self) -> Option<usize> {

@@ -34,6 +34,9 @@ pub(crate) struct ImageSequence<'a, L: Likelihood> {
     pub(crate) options: &'a ContinualOptions,
     pub(crate) seed: u64,
     pub(crate) prior: MakePrior<L>,
+    /// Whether the coresets' fine-tune starts from the posterior made the prior (VCL) or keeps
+    /// the model's own prior (coreset only: the initial one).
+    pub(crate) tune_from_posterior: bool,
     pub(crate) device: Device,
     /// Test-time-knowledge accuracy, `[t][s]` as the loop's scores.
     pub(crate) known_task: Vec<Vec<f64>>,
@@ -175,7 +178,10 @@ where
         coresets: &[(usize, Vec<usize>)],
     ) -> Result<Net<L>, Box<dyn Error>> {
         let last = coresets.last().map_or(0, |c| c.0);
-        let start = (self.prior)(self, last, model.clone())?;
+        let start = match self.tune_from_posterior {
+            true => (self.prior)(self, last, model.clone())?,
+            false => model.clone(),
+        };
         let (xs, ys): (Vec<_>, Vec<_>) = coresets
             .iter()
             .map(|(t, rows)| self.xy(&self.tasks[*t].train, rows))
@@ -262,6 +268,7 @@ pub(crate) fn run_one(
                 options,
                 seed,
                 prior: $prior,
+                tune_from_posterior: config.propagation == Propagation::Posterior,
                 device: device.clone(),
                 known_task: Vec::new(),
                 second_task_entropy: None,
