@@ -66,6 +66,8 @@ pub mod book {
     pub struct BenchmarksLvHmc;
     #[doc = include_str!("../../book/src/benchmarks/active.md")]
     pub struct BenchmarksActive;
+    #[doc = include_str!("../../book/src/benchmarks/continual.md")]
+    pub struct BenchmarksContinual;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]

@@ -439,18 +439,18 @@ impl ContinualRow {
 /// The harness: one task per sequence run.
 pub(crate) struct ContinualHarness<'a> {
     options: &'a ContinualOptions,
-    data: Vec<(Sequence, Vec<TaskData>, Normalization)>,
-    digest: String,
+    /// Each sequence's tasks, normalisation and data digest.
+    data: Vec<(Sequence, Vec<TaskData>, Normalization, String)>,
 }
 
 impl ContinualHarness<'_> {
-    fn data_of(&self, sequence: Sequence) -> (&[TaskData], &Normalization) {
-        let (_, tasks, norm) = self
+    fn data_of(&self, sequence: Sequence) -> (&[TaskData], &Normalization, &str) {
+        let (_, tasks, norm, digest) = self
             .data
             .iter()
             .find(|d| d.0 == sequence)
             .expect("every sequence's data loaded");
-        (tasks, norm)
+        (tasks, norm, digest)
     }
 }
 
@@ -483,16 +483,17 @@ impl Harness for ContinualHarness<'_> {
             "ewc_lambda": o.ewc_lambda,
             "samples": o.samples,
             "hidden": HIDDEN,
-            "data": self.digest,
         })
     }
 
-    fn task_key(&self, _: &Task) -> serde_json::Value {
-        serde_json::json!({})
+    /// A row depends on its own sequence's images only: runs of other sequences share the
+    /// folder.
+    fn task_key(&self, t: &Task) -> serde_json::Value {
+        serde_json::json!({ "data": self.data_of(t.sequence).2 })
     }
 
     fn run_task(&self, task: &Task, _: &TaskContext) -> Result<ContinualRow, Box<dyn Error>> {
-        let (tasks, norm) = self.data_of(task.sequence);
+        let (tasks, norm, _) = self.data_of(task.sequence);
         sequence::run_one(self.options, tasks, norm, task)
     }
 
@@ -547,8 +548,8 @@ pub fn run_on(
     options.check()?;
     options.run.check()?;
     let mut data = Vec::new();
-    let mut digest = bnn_burn::integrity::Digest::new();
     for sequence in options.sequences() {
+        let mut digest = bnn_burn::integrity::Digest::new();
         let (_, train, test) = sets
             .iter()
             .find(|s| s.0 == sequence.family())
@@ -617,13 +618,14 @@ pub fn run_on(
                 .update(&t.test.pixels)
                 .update(&t.test.labels);
         }
-        data.push((sequence, tasks, sequence.family().normalization()));
+        data.push((
+            sequence,
+            tasks,
+            sequence.family().normalization(),
+            digest.hex(),
+        ));
     }
-    let harness = ContinualHarness {
-        options,
-        data,
-        digest: digest.hex(),
-    };
+    let harness = ContinualHarness { options, data };
     let done = runner::run(&harness, &options.run)?;
     Ok(done.into_iter().map(|d| d.row).collect())
 }

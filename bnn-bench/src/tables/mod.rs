@@ -57,6 +57,14 @@ const GENERATORS: &[Generator] = &[
         make: active_linear,
     },
     Generator {
+        name: "continual-split",
+        make: |assets| continual(assets, "continual-split", false),
+    },
+    Generator {
+        name: "continual-split-entropy",
+        make: |assets| continual(assets, "continual-split", true),
+    },
+    Generator {
         name: "mnist-runs",
         make: mnist_runs,
     },
@@ -645,6 +653,20 @@ fn active_linear(assets: &Path) -> Result<String, Box<dyn Error>> {
         number("pool_risk")?,
         number("optimal_test_mse")?,
     ))
+}
+
+/// Farquhar §5.1 from the `continual` record in `folder`: the average accuracy after each task
+/// (`entropy`: the second task's predictive entropy, Fig. 5.1's diagnostic).
+fn continual(assets: &Path, folder: &str, entropy: bool) -> Result<String, Box<dyn Error>> {
+    let path = assets.join(folder).join("continual.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::continual::ContinualRow> =
+        serde_json::from_value(record["results"].clone())
+            .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(match entropy {
+        true => crate::continual::entropy_table(&rows),
+        false => crate::continual::continual_table(&rows),
+    })
 }
 
 /// The rows of the `toy` record in `folder`.
