@@ -289,10 +289,14 @@ impl LinearToy {
             &["active", "linear"],
             index,
         ));
-        let acquisition = Acquisition::new(&DistanceScorer, Selection::Boltzmann { temperature });
+        let mut acquisition =
+            Acquisition::new(&DistanceScorer, Selection::Boltzmann { temperature });
         let pool = matrix(&self.x, 1, &bnn_burn::device());
-        let (_, history) =
-            ActiveLearning::new(config).run(&acquisition, pool, &mut LinearTask { toy: self })?;
+        let (_, history) = ActiveLearning::new(config).run(
+            &mut acquisition,
+            pool,
+            &mut LinearTask { toy: self },
+        )?;
         let (rows, q) = (history.rows(), history.q());
         let n = self.x.len();
         let mut estimates = Vec::with_capacity(checkpoints.len());

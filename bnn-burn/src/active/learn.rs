@@ -139,7 +139,81 @@ pub trait ActiveTask<M> {
     fn evaluate(&mut self, model: &M) -> Result<BTreeMap<String, f64>, ActiveError>;
 }
 
-/// How a round's rows are acquired: a scorer (none for random picks) and a selection.
+/// What a round's acquisition sees: the last round's model, every row of the data, and which
+/// rows are left in the pool and which are labelled (rows of the data, labelled ones in pick
+/// order).
+pub struct AcquireContext<'a, M: Predict> {
+    /// The model trained on the labelled rows.
+    pub model: &'a M,
+    /// The inputs of every row of the data.
+    pub data: &'a M::Input,
+    /// The pool's rows, ascending.
+    pub left: &'a [usize],
+    /// The labelled rows, in pick order.
+    pub labelled: &'a [usize],
+}
+
+impl<M: Predict> AcquireContext<'_, M> {
+    /// The inputs of `rows` (rows of the data), in their order.
+    pub fn rows(&self, rows: &[usize]) -> M::Input
+    where
+        M::Input: Batch,
+    {
+        let idx: Vec<i64> = rows.iter().map(|r| *r as i64).collect();
+        self.data.clone().rows(Tensor::<1, Int>::from_data(
+            idx.as_slice(),
+            &self.data.device(),
+        ))
+    }
+}
+
+/// How a round's rows are acquired: a fixed rule ([`Acquisition`]), or a policy that learns
+/// from every round it picked for (RAL, [`super::Ral`]).
+pub trait Acquire<M: Predict> {
+    /// The name in records.
+    fn name(&self) -> String;
+
+    /// `k` distinct rows of `ctx.left`, each with the probability `q` it had among the rows left
+    /// when it was picked.
+    ///
+    /// # Errors
+    /// Scoring failures, or settings the pool cannot meet.
+    fn acquire(
+        &mut self,
+        ctx: &AcquireContext<'_, M>,
+        k: usize,
+        rng: &mut HostNormals,
+    ) -> Result<Vec<Pick>, ActiveError>;
+
+    /// Called after each acquired round is trained: `model` is trained on every labelled row,
+    /// `picks` are the round's. A learning acquisition updates itself; the default does
+    /// nothing.
+    ///
+    /// # Errors
+    /// The update's failures.
+    fn learn(&mut self, _model: &M, _data: &M::Input, _picks: &[Pick]) -> Result<(), ActiveError> {
+        Ok(())
+    }
+
+    /// Writes what it learned into the run's state folder (before the history names the
+    /// round); the default keeps nothing.
+    ///
+    /// # Errors
+    /// A file that cannot be written.
+    fn save(&self, _dir: &Path) -> Result<(), ActiveError> {
+        Ok(())
+    }
+
+    /// Reads back what [`Acquire::save`] wrote, when a run resumes.
+    ///
+    /// # Errors
+    /// A damaged or missing file.
+    fn load(&mut self, _dir: &Path) -> Result<(), ActiveError> {
+        Ok(())
+    }
+}
+
+/// A fixed acquisition rule: a scorer (none for random picks) and a selection.
 pub struct Acquisition<'a, M: Predict> {
     scorer: Option<&'a dyn Scorer<M>>,
     selection: Selection,
@@ -161,9 +235,14 @@ impl<'a, M: Predict> Acquisition<'a, M> {
             selection,
         }
     }
+}
 
-    /// The name in records: the scorer's and the selection's.
-    pub fn name(&self) -> String {
+impl<M: Predict> Acquire<M> for Acquisition<'_, M>
+where
+    M::Input: Batch,
+{
+    /// The scorer's name and the selection's.
+    fn name(&self) -> String {
         let selection = match self.selection {
             Selection::Random => "random".to_string(),
             Selection::Top => "top".to_string(),
@@ -174,6 +253,28 @@ impl<'a, M: Predict> Acquisition<'a, M> {
             Some(s) => format!("{} ({selection})", s.name()),
             None => selection,
         }
+    }
+
+    fn acquire(
+        &mut self,
+        ctx: &AcquireContext<'_, M>,
+        k: usize,
+        rng: &mut HostNormals,
+    ) -> Result<Vec<Pick>, ActiveError> {
+        let scores = match self.scorer {
+            Some(s) => Some(s.scores(ctx.model, ctx.rows(ctx.left), ctx.rows(ctx.labelled))?),
+            None if self.selection.needs_scores() => {
+                return Err(ConfigError {
+                    config: "Acquisition",
+                    field: "scorer",
+                    value: "none".into(),
+                    expected: "a scorer for a selection that reads scores",
+                }
+                .into());
+            }
+            None => None,
+        };
+        Ok(select(self.selection, ctx.left, scores.as_deref(), k, rng)?)
     }
 }
 
@@ -287,29 +388,21 @@ impl ActiveLearning {
     /// # Errors
     /// Settings out of range (before any training), a state folder of another run, or the
     /// failures of scoring, training and evaluation.
-    pub fn run<M, T>(
+    pub fn run<M, A, T>(
         &self,
-        acquisition: &Acquisition<'_, M>,
+        acquisition: &mut A,
         pool: M::Input,
         task: &mut T,
     ) -> Result<(M, ActiveHistory), ActiveError>
     where
         M: Predict + Module,
         M::Input: Batch,
+        A: Acquire<M> + ?Sized,
         T: ActiveTask<M>,
     {
         let c = &self.config;
         let n = pool.len();
         c.validate(n)?;
-        if acquisition.selection.needs_scores() && acquisition.scorer.is_none() {
-            return Err(ConfigError {
-                config: "Acquisition",
-                field: "scorer",
-                value: "none".into(),
-                expected: "a scorer for a selection that reads scores",
-            }
-            .into());
-        }
         let mut digest = Digest::new();
         pool.digest(&mut digest);
         let fresh = ActiveHistory {
@@ -329,10 +422,20 @@ impl ActiveLearning {
                 let all: Vec<usize> = (0..n).collect();
                 let mut rng = HostNormals::new(c.seed);
                 let picks = select(Selection::Random, &all, None, c.initial, &mut rng)?;
-                self.round(&mut history, picks, 0.0, None, task)?
+                self.round(
+                    &mut history,
+                    picks,
+                    0.0,
+                    None,
+                    task,
+                    None::<Learner<'_, M, A>>,
+                )?
             }
             Some(last) => {
                 let round = last.round;
+                if let Some(dir) = &self.state {
+                    acquisition.load(dir)?;
+                }
                 let weights = history.weights()?;
                 let model = task.fit(round, &history.rows(), weights.as_deref(), None)?;
                 match (&self.state, c.retrain) {
@@ -350,34 +453,44 @@ impl ActiveLearning {
             let left: Vec<usize> = (0..n).filter(|r| !taken[*r]).collect();
             let k = c.per_round.min(c.budget - labelled.len());
             let start = Instant::now();
-            let scores = match acquisition.scorer {
-                Some(s) => {
-                    let rows = |r: &[usize]| {
-                        let idx: Vec<i64> = r.iter().map(|r| *r as i64).collect();
-                        pool.rows(Tensor::<1, Int>::from_data(idx.as_slice(), &pool.device()))
-                    };
-                    Some(s.scores(&model, rows(&left), rows(&labelled))?)
-                }
-                None => None,
-            };
-            let score_seconds = start.elapsed().as_secs_f64();
             let round = history.rounds.len();
             let mut rng = HostNormals::new(round_seed(c.seed, round));
-            let picks = select(acquisition.selection, &left, scores.as_deref(), k, &mut rng)?;
+            let ctx = AcquireContext {
+                model: &model,
+                data: &pool,
+                left: &left,
+                labelled: &labelled,
+            };
+            let picks = acquisition.acquire(&ctx, k, &mut rng)?;
+            check_picks(&picks, &taken, k)?;
+            let score_seconds = start.elapsed().as_secs_f64();
             let warm = (c.retrain == Retrain::Warm).then_some(model);
-            model = self.round(&mut history, picks, score_seconds, warm, task)?;
+            let learner = Learner {
+                acquisition: &mut *acquisition,
+                data: &pool,
+            };
+            model = self.round(
+                &mut history,
+                picks,
+                score_seconds,
+                warm,
+                task,
+                Some(learner),
+            )?;
         }
         Ok((model, history))
     }
 
-    /// Adds `picks` as the next round, trains and evaluates, records and saves.
-    fn round<M: Module, T: ActiveTask<M>>(
+    /// Adds `picks` as the next round, trains and evaluates, lets the acquisition learn from
+    /// it, records and saves.
+    fn round<M: Predict + Module, A: Acquire<M> + ?Sized, T: ActiveTask<M>>(
         &self,
         history: &mut ActiveHistory,
         picks: Vec<Pick>,
         score_seconds: f64,
         warm: Option<M>,
         task: &mut T,
+        learner: Option<Learner<'_, M, A>>,
     ) -> Result<M, ActiveError> {
         let round = history.rounds.len();
         let start = Instant::now();
@@ -403,6 +516,16 @@ impl ActiveLearning {
         }
         let last = history.rounds.last_mut().expect("the round just added");
         last.metrics = metrics;
+        if let Some(l) = learner {
+            l.acquisition.learn(&model, l.data, &last.picks)?;
+            if let Some(dir) = &self.state {
+                std::fs::create_dir_all(dir).map_err(|e| ActiveError::State {
+                    path: dir.display().to_string(),
+                    problem: e.to_string(),
+                })?;
+                l.acquisition.save(dir)?;
+            }
+        }
         last.fit_seconds = start.elapsed().as_secs_f64();
         self.save(history, &model)?;
         Ok(model)
@@ -465,6 +588,36 @@ impl ActiveLearning {
         }
         Ok(())
     }
+}
+
+/// The acquisition of a round and the data, for its [`Acquire::learn`].
+struct Learner<'a, M: Predict, A: ?Sized> {
+    acquisition: &'a mut A,
+    data: &'a M::Input,
+}
+
+/// Refuses an acquisition's picks that are not `k` distinct rows of the pool with `q` in
+/// `(0, 1]`.
+fn check_picks(picks: &[Pick], taken: &[bool], k: usize) -> Result<(), ConfigError> {
+    let bad = |value: String| ConfigError {
+        config: "Acquire::acquire",
+        field: "picks",
+        value,
+        expected: "k distinct rows of the pool, each with q in (0, 1]",
+    };
+    if picks.len() != k {
+        return Err(bad(format!("{} picks for k = {k}", picks.len())));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for p in picks {
+        if p.row >= taken.len() || taken[p.row] || !seen.insert(p.row) {
+            return Err(bad(format!("row {}", p.row)));
+        }
+        if !(p.q > 0.0 && p.q <= 1.0) {
+            return Err(bad(format!("q = {} for row {}", p.q, p.row)));
+        }
+    }
+    Ok(())
 }
 
 /// The warm-start model of `round` in `dir`.

@@ -1,12 +1,13 @@
 //! Active learning as a library loop (Haußmann 2021 ch. 4, Farquhar 2022 ch. 5, Depeweg 2019
 //! §6.4): [`ActiveLearning`] moves rows from a pool to a labelled set round by round with an
-//! [`Acquisition`] (a [`Scorer`] and a [`Selection`]), retrains through the user's
+//! [`Acquire`] rule ([`Acquisition`]: a [`Scorer`] and a [`Selection`]), retrains through the user's
 //! [`ActiveTask`], records every pick with its probability `q`, and resumes from its state
 //! folder. [`pure_weights`] and [`lure_weights`] turn the `q`s into per-row weights that make
 //! the training risk unbiased (Farquhar 2022 eqs. 5.7–5.8); [`active_test`] estimates a fixed
 //! model's test risk from a few chosen labels. More: the book's *Active learning* page.
 
 mod learn;
+mod ral;
 mod risk;
 mod score;
 mod select;
@@ -16,8 +17,10 @@ mod weights;
 mod tests;
 
 pub use learn::{
-    Acquisition, ActiveConfig, ActiveHistory, ActiveLearning, ActiveTask, Retrain, Risk, Round,
+    Acquire, AcquireContext, Acquisition, ActiveConfig, ActiveHistory, ActiveLearning, ActiveTask,
+    Retrain, Risk, Round,
 };
+pub use ral::{Episode, Ral, RalConfig};
 pub use risk::{ActiveTest, active_test};
 pub use score::{ClassScore, ClassScorer, CltScorer, DistanceScorer, LatentScorer, Scorer};
 pub use select::{Pick, Selection, boltzmann_pick, boltzmann_probabilities, select};

@@ -133,7 +133,7 @@ fn the_loop_labels_each_row_once_and_passes_the_picks_q_as_weights() {
         .with_seed(9);
     let scorer = FirstColumn;
     let mut first_initial = None;
-    for acquisition in [
+    for mut acquisition in [
         Acquisition::random(),
         Acquisition::new(&scorer, Selection::Top),
         Acquisition::new(&scorer, Selection::Boltzmann { temperature: 3.0 }),
@@ -141,7 +141,7 @@ fn the_loop_labels_each_row_once_and_passes_the_picks_q_as_weights() {
     ] {
         let mut task = Recorder::new(vec![1.0; n]);
         let (_, h) = ActiveLearning::new(config.clone())
-            .run(&acquisition, pool(n), &mut task)
+            .run(&mut acquisition, pool(n), &mut task)
             .unwrap();
         // 5, then 4 per round, the last round the 2 left of the budget.
         let labels: Vec<usize> = h.rounds.iter().map(|r| r.labels).collect();
@@ -193,7 +193,7 @@ fn the_loop_labels_each_row_once_and_passes_the_picks_q_as_weights() {
 fn a_stopped_run_resumes_to_the_uninterrupted_history_and_model() {
     let n = 30;
     let scorer = FirstColumn;
-    let acquisition = Acquisition::new(&scorer, Selection::Boltzmann { temperature: 1.0 });
+    let mut acquisition = Acquisition::new(&scorer, Selection::Boltzmann { temperature: 1.0 });
     let dir = std::env::temp_dir().join(format!("bnn-active-{}", std::process::id()));
     for retrain in [Retrain::Scratch, Retrain::Warm] {
         let _ = std::fs::remove_dir_all(&dir);
@@ -201,15 +201,17 @@ fn a_stopped_run_resumes_to_the_uninterrupted_history_and_model() {
             .with_retrain(retrain)
             .with_seed(4);
         let (whole_model, whole) = ActiveLearning::new(config.clone())
-            .run(&acquisition, pool(n), &mut Recorder::new(vec![0.0; n]))
+            .run(&mut acquisition, pool(n), &mut Recorder::new(vec![0.0; n]))
             .unwrap();
         let looped = ActiveLearning::new(config.clone()).with_state(&dir);
         let mut stopped = Recorder::new(vec![0.0; n]);
         stopped.fail_at = Some(3);
-        let err = looped.run(&acquisition, pool(n), &mut stopped).unwrap_err();
+        let err = looped
+            .run(&mut acquisition, pool(n), &mut stopped)
+            .unwrap_err();
         assert!(err.to_string().contains("stopped"), "{err}");
         let mut resumed = Recorder::new(vec![0.0; n]);
-        let (model, h) = looped.run(&acquisition, pool(n), &mut resumed).unwrap();
+        let (model, h) = looped.run(&mut acquisition, pool(n), &mut resumed).unwrap();
         assert_eq!(strip_seconds(&h), strip_seconds(&whole), "{retrain:?}");
         assert_eq!(model.value(), whole_model.value(), "{retrain:?}");
         // Labels 3, 5, …, 13: rounds 0..=5. The restore refits round 2 once, then 3..=5 train.
@@ -221,11 +223,11 @@ fn a_stopped_run_resumes_to_the_uninterrupted_history_and_model() {
         }
         // A finished run refits its last round only; other settings are refused by name.
         let mut again = Recorder::new(vec![0.0; n]);
-        looped.run(&acquisition, pool(n), &mut again).unwrap();
+        looped.run(&mut acquisition, pool(n), &mut again).unwrap();
         assert_eq!(again.fits.len(), 1);
         let other = ActiveLearning::new(config.clone().with_seed(5)).with_state(&dir);
         let err = other
-            .run(&acquisition, pool(n), &mut Recorder::new(vec![0.0; n]))
+            .run(&mut acquisition, pool(n), &mut Recorder::new(vec![0.0; n]))
             .unwrap_err()
             .to_string();
         assert!(
@@ -234,7 +236,7 @@ fn a_stopped_run_resumes_to_the_uninterrupted_history_and_model() {
         );
         let err = looped
             .run(
-                &acquisition,
+                &mut acquisition,
                 pool(n + 1),
                 &mut Recorder::new(vec![0.0; n + 1]),
             )
@@ -258,7 +260,7 @@ fn bad_settings_and_non_finite_metrics_are_named_before_or_at_their_round() {
     ] {
         let mut task = Recorder::new(vec![0.0; n]);
         let err = ActiveLearning::new(config)
-            .run(&Acquisition::random(), pool(n), &mut task)
+            .run(&mut Acquisition::random(), pool(n), &mut task)
             .unwrap_err();
         assert!(
             matches!(&err, ActiveError::Config(c) if c.field == field),
@@ -273,7 +275,7 @@ fn bad_settings_and_non_finite_metrics_are_named_before_or_at_their_round() {
     task.metric = f64::NAN;
     let err = ActiveLearning::new(ActiveConfig::new(2, 1, 5))
         .run(
-            &Acquisition::new(&scorer, Selection::Top),
+            &mut Acquisition::new(&scorer, Selection::Top),
             pool(n),
             &mut task,
         )
@@ -294,14 +296,18 @@ fn the_loops_lure_and_pure_risks_are_unbiased_and_the_plain_mean_is_not() {
     let truth = losses.iter().sum::<f64>() / n as f64;
     let x = matrix(&losses, 1, &test_device());
     let scorer = FirstColumn;
-    let acquisition = Acquisition::new(&scorer, Selection::Boltzmann { temperature: 1.5 });
+    let mut acquisition = Acquisition::new(&scorer, Selection::Boltzmann { temperature: 1.5 });
     let trajectories = 1500;
     for risk in [Risk::Lure, Risk::Pure] {
         let (mut weighted, mut plain) = (Vec::new(), Vec::new());
         for seed in 0..trajectories {
             let config = ActiveConfig::new(1, 3, 10).with_risk(risk).with_seed(seed);
             let (_, h) = ActiveLearning::new(config)
-                .run(&acquisition, x.clone(), &mut Recorder::new(losses.clone()))
+                .run(
+                    &mut acquisition,
+                    x.clone(),
+                    &mut Recorder::new(losses.clone()),
+                )
                 .unwrap();
             let last = &h.rounds.last().unwrap().metrics;
             weighted.push(last["weighted"]);
