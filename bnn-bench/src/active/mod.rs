@@ -9,21 +9,61 @@
 mod tests;
 
 mod linear;
+mod mnist;
 
 use crate::runner::{self, Finished, Harness, ReportInput, TaskContext};
 use std::error::Error;
 
 pub use linear::{Estimates, LinearRow, Running, Summaries, Trajectory, linear_table};
+pub use mnist::{ACQUISITIONS, MnistRow, MnistTask, PUBLISHED};
 
 /// The studies, in command-line order.
-pub const STUDIES: [&str; 1] = ["linear"];
+pub const STUDIES: [&str; 2] = ["linear", "mnist"];
 
 /// Options of one `active` run.
 #[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct ActiveOptions {
-    /// The study: linear (Farquhar 2022 App. C.1's toy).
+    /// The study: linear (Farquhar 2022 App. C.1's toy) or mnist (Haußmann 2021 Tables
+    /// 4.1–4.2 with the CLT-BNN).
     #[arg(long, default_value = "linear")]
     pub study: String,
+    /// mnist: the images, mnist or fashion.
+    #[arg(long, default_value = "mnist")]
+    pub dataset: String,
+    /// mnist: acquisitions [default: random, maxent, bald, ral].
+    #[arg(long = "acquisition")]
+    pub acquisitions: Vec<String>,
+    /// mnist: runs, each with its own pool, initial labels and seeds (the thesis: 5).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// mnist: pool images drawn from the training split [default: 10 000; 2 000 with --quick].
+    #[arg(long)]
+    pub pool: Option<usize>,
+    /// mnist: test images, the first ones [default: all; 1 000 with --quick].
+    #[arg(long)]
+    pub test_images: Option<usize>,
+    /// mnist: random labels before the first acquisition (the thesis: 50).
+    #[arg(long, default_value_t = 50)]
+    pub initial: usize,
+    /// mnist: labels per round (the thesis: 5).
+    #[arg(long, default_value_t = 5)]
+    pub per_round: usize,
+    /// mnist: labels at the end (the thesis: 400) [default: 400; 70 with --quick].
+    #[arg(long)]
+    pub labels: Option<usize>,
+    /// mnist: epochs per round (the thesis: 30).
+    #[arg(long, default_value_t = 30)]
+    pub epochs: usize,
+    /// mnist: minibatch size (the thesis: 10).
+    #[arg(long, default_value_t = 10)]
+    pub batch_size: usize,
+    /// mnist: Adam's first learning rate, lowered linearly over the rounds (the thesis: 10⁻⁴).
+    #[arg(long, default_value_t = 1e-4)]
+    pub learning_rate: f64,
+    /// mnist: folder holding mnist/ and fashion-mnist/ [default: BNN_DATA_DIR, then
+    /// ../shared/data].
+    #[arg(long)]
+    pub data_dir: Option<std::path::PathBuf>,
     /// Trajectories, each with its own seed [default: 1000; 100 with --quick].
     #[arg(long)]
     pub trajectories: Option<usize>,
@@ -51,6 +91,70 @@ pub struct ActiveOptions {
 }
 
 impl ActiveOptions {
+    fn acquisitions(&self) -> Vec<String> {
+        match self.acquisitions.is_empty() {
+            true => ACQUISITIONS[..4].iter().map(|a| a.to_string()).collect(),
+            false => self.acquisitions.clone(),
+        }
+    }
+
+    fn pool(&self) -> usize {
+        self.pool
+            .unwrap_or(if self.exp.quick { 2_000 } else { 10_000 })
+    }
+
+    fn initial(&self) -> usize {
+        self.initial
+    }
+
+    fn per_round(&self) -> usize {
+        self.per_round
+    }
+
+    fn mnist_budget(&self) -> usize {
+        self.labels.unwrap_or(if self.exp.quick { 70 } else { 400 })
+    }
+
+    fn check_mnist(&self) -> Result<(), String> {
+        if !["mnist", "fashion"].contains(&self.dataset.as_str()) {
+            return Err(format!("--dataset {}: mnist or fashion", self.dataset));
+        }
+        for a in self.acquisitions() {
+            if !ACQUISITIONS.contains(&a.as_str()) {
+                return Err(format!(
+                    "--acquisition {a}: not one of {}",
+                    ACQUISITIONS.join(", ")
+                ));
+            }
+        }
+        for (flag, v) in [
+            ("--runs", self.runs),
+            ("--initial", self.initial),
+            ("--per-round", self.per_round),
+            ("--epochs", self.epochs),
+            ("--batch-size", self.batch_size),
+        ] {
+            if v == 0 {
+                return Err(format!("{flag} 0: at least 1"));
+            }
+        }
+        if self.mnist_budget() <= self.initial || self.mnist_budget() > self.pool() {
+            return Err(format!(
+                "--labels {}: above --initial {} and at most --pool {}",
+                self.mnist_budget(),
+                self.initial,
+                self.pool()
+            ));
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            return Err(format!(
+                "--learning-rate {}: a finite number > 0",
+                self.learning_rate
+            ));
+        }
+        Ok(())
+    }
+
     fn trajectories(&self) -> usize {
         self.trajectories
             .unwrap_or(if self.exp.quick { 100 } else { 1000 })
@@ -206,7 +310,31 @@ impl Harness for ActiveHarness<'_> {
     }
 }
 
-/// Runs `active` with `options`.
+/// Runs `active --study mnist` with `options`: loads the images and runs every acquisition.
+///
+/// # Errors
+/// Options out of range (before any work), missing files (named), the runner's and the loop's
+/// failures.
+pub fn run_mnist(options: &ActiveOptions) -> Result<Vec<MnistRow>, Box<dyn Error>> {
+    options.check_mnist()?;
+    let root = bnn_datasets::DataRoot::new(options.data_dir.as_deref());
+    let family = match options.dataset.as_str() {
+        "fashion" => bnn_datasets::MnistFamily::FashionMnist,
+        _ => bnn_datasets::MnistFamily::Mnist,
+    };
+    let train = family.load(bnn_datasets::Split::Train, &root)?;
+    let test = family.load(bnn_datasets::Split::Test, &root)?;
+    let test = match options.test_images.or(options.exp.quick.then_some(1_000)) {
+        Some(k) => test.first(k),
+        None => test,
+    };
+    options.run.check()?;
+    let study = mnist::MnistStudy::new(options, family, train, test);
+    let done = runner::run(&study, &options.run)?;
+    Ok(done.into_iter().map(|d| d.row).collect())
+}
+
+/// Runs `active --study linear` with `options`.
 ///
 /// # Errors
 /// Options out of range (before any work), then the runner's and the loop's failures.

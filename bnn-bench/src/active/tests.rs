@@ -16,7 +16,7 @@ fn parse(args: &[&str]) -> ActiveOptions {
 #[test]
 fn bad_options_are_named_and_the_linear_toy_debiases_its_risk() {
     for (args, flag) in [
-        (&["--out", "x", "--study", "mnist"][..], "--study"),
+        (&["--out", "x", "--study", "iris"][..], "--study"),
         (
             &["--out", "x", "--trajectories", "1"][..],
             "--trajectories 1",
@@ -92,4 +92,25 @@ fn merged_summaries_equal_the_whole_samples() {
     assert_eq!(a.n, 57);
     assert!((a.mean - m).abs() < 1e-12 && (whole.mean - m).abs() < 1e-12);
     assert!((a.se() - se.unwrap()).abs() < 1e-12 && (whole.se() - se.unwrap()).abs() < 1e-12);
+}
+
+#[test]
+fn the_mnist_studys_bad_options_are_named_before_any_work() {
+    for (args, flag) in [
+        (&["--dataset", "cifar"][..], "--dataset cifar"),
+        (&["--acquisition", "coreset"][..], "--acquisition coreset"),
+        (&["--runs", "0"][..], "--runs 0"),
+        (&["--labels", "50"][..], "--labels 50"),
+        (&["--labels", "20000"][..], "--labels 20000"),
+        (&["--learning-rate", "0"][..], "--learning-rate"),
+    ] {
+        let mut all = vec!["--out", "x", "--study", "mnist"];
+        all.extend_from_slice(args);
+        let err = run_mnist(&parse(&all)).unwrap_err().to_string();
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    // The published rows are Table 4.1's and 4.2's: the four acquisitions on both sets, the
+    // ablations on Fashion-MNIST.
+    assert_eq!(PUBLISHED.iter().filter(|p| p.0 == "mnist").count(), 4);
+    assert!(PUBLISHED.iter().all(|p| ACQUISITIONS.contains(&p.1)));
 }
