@@ -622,10 +622,16 @@ mod tests {
         // From the same start, a negative advantage lowers the likeliest action's probability.
         let mut ral = Ral::new(config, 2, Vec::new(), &device).unwrap();
         assert_eq!(p(&ral), before);
-        let best = (0..5).max_by(|a, b| before[*a].total_cmp(&before[*b])).unwrap();
+        let best = (0..5)
+            .max_by(|a, b| before[*a].total_cmp(&before[*b]))
+            .unwrap();
         for _ in 0..5 {
             ral.update(&[step(best)], &[-1.0], 0.0).unwrap();
         }
-        assert!(p(&ral)[best] < before[best] - 0.01, "{before:?} → {:?}", p(&ral));
+        assert!(
+            p(&ral)[best] < before[best] - 0.01,
+            "{before:?} → {:?}",
+            p(&ral)
+        );
     }
 }
