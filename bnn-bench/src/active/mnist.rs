@@ -119,7 +119,7 @@ impl<'a> MnistStudy<'a> {
     }
 
     /// One run: its pool rows of the training images, then the loop.
-    fn run_one(&self, task: &MnistTask) -> Result<MnistRow, Box<dyn Error>> {
+    fn run_one(&self, task: &MnistTask, ctx: &TaskContext) -> Result<MnistRow, Box<dyn Error>> {
         let started = std::time::Instant::now();
         let o = self.options;
         let seed = experiment::derive(o.exp.seed, &["active", "mnist"], task.run as u64);
@@ -145,7 +145,11 @@ impl<'a> MnistStudy<'a> {
         let config = ActiveConfig::new(o.initial(), o.per_round(), o.mnist_budget())
             .with_retrain(Retrain::Warm)
             .with_seed(seed);
-        let looped = ActiveLearning::new(config);
+        // Every round is saved in the task's state folder; a resumed run continues it.
+        if !ctx.resume {
+            let _ = std::fs::remove_dir_all(&ctx.state);
+        }
+        let looped = ActiveLearning::new(config).with_state(&ctx.state);
         let maxent = CltScorer::new(false);
         let bald = CltScorer::new(true);
         let ral = |learn: bool, reinit: bool| -> Result<Ral, ActiveError> {
@@ -318,8 +322,8 @@ impl Harness for MnistStudy<'_> {
         serde_json::json!({})
     }
 
-    fn run_task(&self, task: &MnistTask, _: &TaskContext) -> Result<MnistRow, Box<dyn Error>> {
-        self.run_one(task)
+    fn run_task(&self, task: &MnistTask, ctx: &TaskContext) -> Result<MnistRow, Box<dyn Error>> {
+        self.run_one(task, ctx)
     }
 
     fn describe(&self, f: &Finished<MnistTask, MnistRow>) -> String {

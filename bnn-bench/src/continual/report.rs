@@ -49,10 +49,11 @@ pub fn continual_table(rows: &[ContinualRow]) -> String {
             (1..=tasks).map(|t| format!(" {t} |")).collect::<String>(),
             "---:|".repeat(tasks),
         ));
-        for ((strategy, family), runs) in groups(
-            &group.iter().map(|r| (*r).clone()).collect::<Vec<_>>(),
-            |r| (r.task.method, r.task.family),
-        ) {
+        let owned: Vec<ContinualRow> = group.iter().map(|r| (*r).clone()).collect();
+        let mut by_method = groups(&owned, |r| (r.task.method, r.task.family));
+        // In the command line's order: strategy, then family.
+        by_method.sort_by_key(|((s, f), _)| (*s as usize, *f as usize));
+        for ((strategy, family), runs) in by_method {
             let cells: String = (0..tasks)
                 .map(|t| {
                     let v: Vec<f64> = runs
