@@ -58,11 +58,15 @@ const GENERATORS: &[Generator] = &[
     },
     Generator {
         name: "continual-split",
-        make: |assets| continual(assets, "continual-split", false),
+        make: |assets| continual(assets, "continual-split"),
     },
     Generator {
-        name: "continual-split-entropy",
-        make: |assets| continual(assets, "continual-split", true),
+        name: "continual-permuted",
+        make: |assets| continual(assets, "continual-permuted"),
+    },
+    Generator {
+        name: "continual-entropy",
+        make: continual_entropy,
     },
     Generator {
         name: "mnist-runs",
@@ -655,18 +659,30 @@ fn active_linear(assets: &Path) -> Result<String, Box<dyn Error>> {
     ))
 }
 
-/// Farquhar §5.1 from the `continual` record in `folder`: the average accuracy after each task
-/// (`entropy`: the second task's predictive entropy, Fig. 5.1's diagnostic).
-fn continual(assets: &Path, folder: &str, entropy: bool) -> Result<String, Box<dyn Error>> {
+/// The rows of the `continual` record in `folder`.
+fn continual_rows(
+    assets: &Path,
+    folder: &str,
+) -> Result<Vec<crate::continual::ContinualRow>, Box<dyn Error>> {
     let path = assets.join(folder).join("continual.json");
     let record = read_json(&path)?;
-    let rows: Vec<crate::continual::ContinualRow> =
-        serde_json::from_value(record["results"].clone())
-            .map_err(|e| format!("{}: results: {e}", path.display()))?;
-    Ok(match entropy {
-        true => crate::continual::entropy_table(&rows),
-        false => crate::continual::continual_table(&rows),
-    })
+    Ok(serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?)
+}
+
+/// Farquhar §5.1 from the `continual` record in `folder`: the average accuracy after each task.
+fn continual(assets: &Path, folder: &str) -> Result<String, Box<dyn Error>> {
+    Ok(crate::continual::continual_table(&continual_rows(
+        assets, folder,
+    )?))
+}
+
+/// Fig. 5.1's diagnostic from the split and permuted records: the second task's predictive
+/// entropy under the first task's model.
+fn continual_entropy(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let mut rows = continual_rows(assets, "continual-split")?;
+    rows.extend(continual_rows(assets, "continual-permuted")?);
+    Ok(crate::continual::entropy_table(&rows))
 }
 
 /// The rows of the `toy` record in `folder`.
