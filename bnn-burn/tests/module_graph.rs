@@ -31,9 +31,9 @@ const ORDER: [&str; 26] = [
     "train",
     "posthoc",
     "inference",
+    "recipes",
     "active",
     "continual",
-    "recipes",
 ];
 
 /// Edges that still point up the order, to be removed; each with what removes it. None is
