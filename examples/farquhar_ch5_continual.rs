@@ -21,11 +21,9 @@ use bnn_burn::train::{TrainConfig, train, train_built};
 use bnn_burn::training_device;
 use bnn_datasets::continual::{SPLIT_PAIRS, split_tasks};
 use bnn_datasets::{ImageSet, MnistFamily, Normalization};
-use bnn_examples::quick_mnist;
+use bnn_examples::{pattern_images, quick_mnist};
 use burn::module::Module;
 use burn::tensor::{Device, Int, Tensor};
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use std::error::Error;
 
 /// A split sequence trained by mean-field VI.
@@ -127,32 +125,13 @@ impl ContinualTask<Classifier> for SplitTasks {
     }
 }
 
-/// Built-in images: each class a fixed random 8×8 pattern, every image it with 10 % of the
-/// pixels flipped.
-fn builtin(n: usize, seed: u64) -> Result<ImageSet, Box<dyn Error>> {
-    let mut rng = StdRng::seed_from_u64(7);
-    let templates: Vec<Vec<bool>> = (0..10)
-        .map(|_| (0..64).map(|_| rng.random_bool(0.3)).collect())
-        .collect();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let (mut pixels, mut labels) = (Vec::new(), Vec::new());
-    for i in 0..n {
-        let label = (i % 10) as u8;
-        for &on in &templates[label as usize] {
-            pixels.push(if on != rng.random_bool(0.1) { 255 } else { 0 });
-        }
-        labels.push(label);
-    }
-    Ok(ImageSet::new(pixels, labels, [1, 8, 8], 10)?)
-}
-
 fn main() -> Result<(), Box<dyn Error>> {
     bnn_burn::device::keep_freed_memory();
     let (train_set, test_set, norm, epochs, name) = match quick_mnist(10_000, 2_000) {
         Some((train, test, _)) => (train, test, MnistFamily::Mnist.normalization(), 5, "MNIST"),
         None => (
-            builtin(20_000, 1)?,
-            builtin(500, 2)?,
+            pattern_images(20_000, 0.1, 1)?,
+            pattern_images(500, 0.1, 2)?,
             Normalization::unit(1),
             10,
             "built-in 8×8 images",

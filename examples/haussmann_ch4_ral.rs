@@ -23,11 +23,9 @@ use bnn_burn::recipes::moment_weights;
 use bnn_burn::train::{Inference, TrainConfig, train};
 use bnn_burn::training_device;
 use bnn_datasets::{ImageSet, MnistFamily, Normalization};
-use bnn_examples::quick_mnist;
+use bnn_examples::{pattern_images, quick_mnist};
 use burn::module::Module;
 use burn::tensor::Device;
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
 use std::error::Error;
 
@@ -95,25 +93,6 @@ impl ActiveTask<Net> for Clt {
     }
 }
 
-/// Built-in images: each class a fixed random 8×8 pattern, every image it with 15 % of the
-/// pixels flipped.
-fn builtin(n: usize, seed: u64) -> Result<ImageSet, Box<dyn Error>> {
-    let mut rng = StdRng::seed_from_u64(7);
-    let templates: Vec<Vec<bool>> = (0..10)
-        .map(|_| (0..64).map(|_| rng.random_bool(0.3)).collect())
-        .collect();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let (mut pixels, mut labels) = (Vec::new(), Vec::new());
-    for i in 0..n {
-        let label = (i % 10) as u8;
-        for &on in &templates[label as usize] {
-            pixels.push(if on != rng.random_bool(0.15) { 255 } else { 0 });
-        }
-        labels.push(label);
-    }
-    Ok(ImageSet::new(pixels, labels, [1, 8, 8], 10)?)
-}
-
 /// Flattened normalised images and their labels.
 fn flat(set: &ImageSet, norm: &Normalization) -> (Vec<f64>, Vec<usize>) {
     let rows: Vec<usize> = (0..set.len()).collect();
@@ -130,8 +109,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     let (pool, test, norm, name) = match quick_mnist(3_000, 2_000) {
         Some((train, test, _)) => (train, test, MnistFamily::Mnist.normalization(), "MNIST"),
         None => (
-            builtin(3_000, 1)?,
-            builtin(1_000, 2)?,
+            pattern_images(3_000, 0.15, 1)?,
+            pattern_images(1_000, 0.15, 2)?,
             Normalization::unit(1),
             "built-in 8×8 images",
         ),

@@ -118,3 +118,28 @@ pub fn moons_task() -> Result<MoonsTask, bnn_datasets::DataError> {
         sx,
     })
 }
+
+/// Built-in images for the examples without MNIST: each of the ten classes a fixed random 8×8
+/// pattern (seed 7), each image its class's pattern with a fraction `flip` of the pixels flipped
+/// (seeded by `seed`), label `i % 10`.
+///
+/// # Errors
+/// Never for these sizes; kept for [`ImageSet::new`]'s signature.
+pub fn pattern_images(n: usize, flip: f64, seed: u64) -> Result<ImageSet, bnn_datasets::DataError> {
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+    let mut rng = StdRng::seed_from_u64(7);
+    let templates: Vec<Vec<bool>> = (0..10)
+        .map(|_| (0..64).map(|_| rng.random_bool(0.3)).collect())
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (mut pixels, mut labels) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let label = (i % 10) as u8;
+        for &on in &templates[label as usize] {
+            pixels.push(if on != rng.random_bool(flip) { 255 } else { 0 });
+        }
+        labels.push(label);
+    }
+    ImageSet::new(pixels, labels, [1, 8, 8], 10)
+}

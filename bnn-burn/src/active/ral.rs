@@ -334,8 +334,7 @@ where
         let plain = self.device.clone().inner();
         let mut picks = Vec::with_capacity(k);
         for _ in 0..k {
-            let ranking: Vec<usize> = order.clone();
-            let cands = self.candidates(&ranking)?;
+            let cands = self.candidates(&order)?;
             let state: Vec<f64> = cands
                 .iter()
                 .flat_map(|&i| g[i * c..(i + 1) * c].to_vec())
