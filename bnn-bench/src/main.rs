@@ -145,6 +145,7 @@ fn main() {
         Command::InBetween(o) => in_between::run(&o).map(drop),
         Command::LvHmc(o) => lv_hmc::run(&o).map(drop),
         Command::Active(o) if o.study == "mnist" => active::run_mnist(&o).map(drop),
+        Command::Active(o) if o.study == "depeweg" => active::run_depeweg(&o).map(drop),
         Command::Active(o) => active::run(&o).map(drop),
         Command::Continual(o) => continual::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),

@@ -404,6 +404,39 @@ impl LatentTable {
         Ok(self)
     }
 
+    /// The table for `rows` training rows: the first rows keep their `q(z_n)`, the new ones
+    /// start at the prior's mean with the logit `init_logit` (as [`LatentConfig::init`] starts
+    /// them), and the sparse optimiser starts afresh for every row, as a new trainer's dense
+    /// optimiser does. For a training set that grows (active learning's warm start).
+    ///
+    /// # Errors
+    /// Fewer rows than the table has, or a non-finite logit.
+    pub fn with_rows(mut self, rows: usize, init_logit: f64) -> Result<Self, ConfigError> {
+        let old = self.rows();
+        let check = Check("LatentTable::with_rows");
+        check.finite("init_logit", init_logit)?;
+        if rows < old {
+            return Err(ConfigError {
+                config: "LatentTable::with_rows",
+                field: "rows",
+                value: rows.to_string(),
+                expected: "at least the table's rows (a table only grows)",
+            });
+        }
+        let d = self.d_latent();
+        let grow = |param: Param<Tensor<2>>, fill: f64| {
+            let device = param.val().device();
+            let mut values: Vec<f64> = crate::host::to_vec(param.val());
+            values.resize(rows * d, fill);
+            Param::from_tensor(crate::host::matrix(&values, d, &device))
+        };
+        self.mean = grow(self.mean, 0.0);
+        self.logit = grow(self.logit, init_logit);
+        self.adam.moments = vec![0.0; 4 * rows * d];
+        self.adam.steps = vec![0; rows];
+        Ok(self)
+    }
+
     /// One Adam step of the rows `rows` (unique, in the batch's order) from the gradients of
     /// the table in `grads`, which are removed from it (so that the dense optimiser leaves the
     /// table alone); the step size is `scale·learning_rate·N/B`

@@ -86,6 +86,49 @@ fn the_sparse_step_moves_only_the_batch_rows_by_adam() {
     assert_eq!(to_vec(t.mean.val())[2..4], [0.0, 0.0]);
 }
 
+/// A grown table keeps its rows' `q(z_n)`; the new rows start where a fresh table starts, and
+/// every row takes its next Adam step as a fresh row does (the optimiser starts afresh).
+#[test]
+fn a_grown_table_keeps_its_rows_and_starts_the_new_ones_fresh() {
+    let t = table(3);
+    let device = t.mean.device();
+    let g = Tensor::<2>::from_floats([[1.0, -1.0], [2.0, 2.0], [0.0, 0.0]], &device).inner();
+    let mut grads = grads_for(&t, g.clone(), g);
+    let t = t.sparse_step(&mut grads, &[0, 1], 0.01);
+    let (mean, logit) = (to_vec(t.mean.val()), to_vec(t.logit.val()));
+    let grown = t.with_rows(5, 5.0).unwrap();
+    assert_eq!((grown.rows(), grown.d_latent()), (5, 2));
+    let (m, l) = (to_vec(grown.mean.val()), to_vec(grown.logit.val()));
+    assert_eq!(m[..6], mean[..]);
+    assert_eq!(l[..6], logit[..]);
+    assert_eq!(m[6..], [0.0; 4]);
+    assert_eq!(l[6..], [5.0; 4]);
+    assert_eq!(grown.adam.steps, vec![0; 5]);
+    assert!(grown.adam.moments.iter().all(|m| *m == 0.0));
+    assert!(grown.mean.val().is_require_grad());
+    // Rows 0 and 4 both take a first step: each moves by exactly the step size.
+    let g = Tensor::<2>::from_floats(
+        [[1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [-1.0, 1.0]],
+        &device,
+    )
+    .inner();
+    let mut grads = grads_for(&grown, g.clone(), g);
+    let stepped = grown.sparse_step(&mut grads, &[0, 4], 0.01);
+    let step = 0.01 * 5.0 / 2.0;
+    let m = to_vec(stepped.mean.val());
+    assert!(
+        (m[8] - step).abs() < 1e-6 && (m[9] + step).abs() < 1e-6,
+        "{m:?}"
+    );
+    assert!((m[0] - mean[0] + step).abs() < 1e-6, "{m:?}");
+    assert_eq!(stepped.adam.steps, vec![1, 0, 0, 0, 1]);
+    assert_eq!(table(4).with_rows(2, 5.0).unwrap_err().field, "rows");
+    assert_eq!(
+        table(4).with_rows(6, f64::NAN).unwrap_err().field,
+        "init_logit"
+    );
+}
+
 /// `learning_rate_scale` scales the table's step (here the first, `scale·lr·N/B` exactly).
 #[test]
 fn the_learning_rate_scale_scales_the_table_step() {

@@ -85,18 +85,44 @@ impl WetChicken {
         let mut t = WetChickenTransitions::default();
         let mut s = [0.0, 0.0];
         for _ in 0..n {
-            let a = [
-                2.0 * rng.random::<f64>() - 1.0,
-                2.0 * rng.random::<f64>() - 1.0,
-            ];
-            let step = self.step(s, a, &mut rng);
-            t.states.push(s);
-            t.actions.push(a);
-            t.next_states.push(step.next);
-            t.rewards.push(step.reward);
-            s = step.next;
+            s = self.random_step(s, &mut t, &mut rng);
         }
         t
+    }
+
+    /// `n` independent transitions from states uniform on the river, `[0, w] × [0, l]`, under
+    /// actions uniform on `[−1, 1]²`: inputs sampled uniformly in input space, as the pool and
+    /// test sets of the active-learning study (Depeweg 2019 §6.4.3).
+    pub fn uniform_transitions(&self, n: usize, seed: u64) -> WetChickenTransitions {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut t = WetChickenTransitions::default();
+        for _ in 0..n {
+            let s = [
+                self.width * rng.random::<f64>(),
+                self.length * rng.random::<f64>(),
+            ];
+            self.random_step(s, &mut t, &mut rng);
+        }
+        t
+    }
+
+    /// One step from `s` under a uniform random action, added to `t`; the next state.
+    fn random_step(
+        &self,
+        s: [f64; 2],
+        t: &mut WetChickenTransitions,
+        rng: &mut StdRng,
+    ) -> [f64; 2] {
+        let a = [
+            2.0 * rng.random::<f64>() - 1.0,
+            2.0 * rng.random::<f64>() - 1.0,
+        ];
+        let step = self.step(s, a, rng);
+        t.states.push(s);
+        t.actions.push(a);
+        t.next_states.push(step.next);
+        t.rewards.push(step.reward);
+        step.next
     }
 }
 
@@ -431,6 +457,29 @@ mod tests {
             w.step_with([2.0, 1.0], [7.0, 0.0], 0.0),
             w.step_with([2.0, 1.0], [1.0, 0.0], 0.0)
         );
+    }
+
+    #[test]
+    fn uniform_transitions_cover_the_river_and_follow_the_dynamics() {
+        let w = WetChicken::default();
+        let t = w.uniform_transitions(4000, 3);
+        assert_eq!(t, w.uniform_transitions(4000, 3));
+        let (xs, ys): (Vec<f64>, Vec<f64>) = t.states.iter().map(|s| (s[0], s[1])).unzip();
+        for v in [&xs, &ys] {
+            assert!(v.iter().all(|x| (0.0..=5.0).contains(x)));
+            // U[0, 5]: mean 2.5, sd 5/√12 ≈ 1.44, s.e. of the mean ≈ 0.023.
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            assert!((m - 2.5).abs() < 0.1, "{m}");
+        }
+        assert!(t.actions.iter().flatten().all(|a| (-1.0..=1.0).contains(a)));
+        // Every next state is the step from its own state (τ unknown: y' within ±s of ŷ's
+        // centre, or a reset or a clip).
+        for ((s, a), n) in t.states.iter().zip(&t.actions).zip(&t.next_states) {
+            let v = 3.0 * s[0] / 5.0;
+            let centre = s[1] + (a[1] - 1.0) + v;
+            let ok = *n == [0.0, 0.0] || n[1] == 0.0 || (n[1] - centre).abs() <= 3.5 - v + 1e-9;
+            assert!(ok, "{s:?} {a:?} → {n:?}");
+        }
     }
 
     #[test]

@@ -242,10 +242,10 @@ impl ActiveTask<Net> for CltTask<'_> {
         let b = self.pool.batch(rows, self.norm, &self.device);
         // The thesis's code lowers the rate linearly over the episodes.
         let decay = (self.rounds - round.min(self.rounds - 1)) as f64 / self.rounds as f64;
-        let config = TrainConfig::new(o.epochs)
+        let config = TrainConfig::new(o.mnist_epochs())
             .with_inference(Inference::Moments)
-            .with_batch_size(o.batch_size)
-            .with_learning_rate(o.learning_rate * decay)
+            .with_batch_size(o.mnist_batch_size())
+            .with_learning_rate(o.mnist_learning_rate() * decay)
             .with_seed(self.seed ^ round as u64)
             .with_progress(false);
         Ok(train(net, (b.images, b.labels), &config)?.0)
@@ -311,9 +311,9 @@ impl Harness for MnistStudy<'_> {
             "initial": o.initial(),
             "per_round": o.per_round(),
             "budget": o.mnist_budget(),
-            "epochs": o.epochs,
-            "batch_size": o.batch_size,
-            "learning_rate": o.learning_rate,
+            "epochs": o.mnist_epochs(),
+            "batch_size": o.mnist_batch_size(),
+            "learning_rate": o.mnist_learning_rate(),
             "data": self.digest,
         })
     }
@@ -346,9 +346,9 @@ impl Harness for MnistStudy<'_> {
             self.options.initial(),
             self.options.per_round(),
             self.options.mnist_budget(),
-            self.options.epochs,
-            self.options.batch_size,
-            self.options.learning_rate,
+            self.options.mnist_epochs(),
+            self.options.mnist_batch_size(),
+            self.options.mnist_learning_rate(),
             self.test.len(),
         );
         md.push_str(&table(&rows, o_name(self.family)));

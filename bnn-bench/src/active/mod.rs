@@ -8,35 +8,39 @@
 #[cfg(test)]
 mod tests;
 
+mod depeweg;
 mod linear;
 mod mnist;
 
 use crate::runner::{self, Finished, Harness, ReportInput, TaskContext};
 use std::error::Error;
 
+pub use depeweg::{LV_ACQUISITIONS, LV_PUBLISHED, LvRow, LvTask, PROBLEMS, table as lv_table};
 pub use linear::{Estimates, LinearRow, Running, Summaries, Trajectory, linear_table};
-pub use mnist::{ACQUISITIONS, MnistRow, MnistTask, PUBLISHED};
+pub use mnist::{ACQUISITIONS, MnistRow, MnistTask, PUBLISHED, table as mnist_table};
 
 /// The studies, in command-line order.
-pub const STUDIES: [&str; 2] = ["linear", "mnist"];
+pub const STUDIES: [&str; 3] = ["linear", "mnist", "depeweg"];
 
 /// Options of one `active` run.
 #[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct ActiveOptions {
-    /// The study: linear (Farquhar 2022 App. C.1's toy) or mnist (Haußmann 2021 Tables
-    /// 4.1–4.2 with the CLT-BNN).
+    /// The study: linear (Farquhar 2022 App. C.1's toy), mnist (Haußmann 2021 Tables
+    /// 4.1–4.2 with the CLT-BNN) or depeweg (Depeweg 2019 Table 6.1 with BNN+LV).
     #[arg(long, default_value = "linear")]
     pub study: String,
     /// mnist: the images, mnist or fashion.
     #[arg(long, default_value = "mnist")]
     pub dataset: String,
-    /// mnist: acquisitions [default: random, maxent, bald, ral].
+    /// Acquisitions; mnist: [default: random, maxent, bald, ral]; depeweg: epistemic, total
+    /// or random [default: epistemic, total].
     #[arg(long = "acquisition")]
     pub acquisitions: Vec<String>,
     /// mnist: runs, each with its own pool, initial labels and seeds (the thesis: 5).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// mnist: pool images drawn from the training split [default: 10 000; 2 000 with --quick].
+    /// mnist: pool images drawn from the training split [default: 10 000; 2 000 with
+    /// --quick]; depeweg: pool points [default: 500; 100 with --quick].
     #[arg(long)]
     pub pool: Option<usize>,
     /// mnist: test images, the first ones [default: all; 1 000 with --quick].
@@ -45,21 +49,50 @@ pub struct ActiveOptions {
     /// mnist: random labels before the first acquisition (the thesis: 50).
     #[arg(long, default_value_t = 50)]
     pub initial: usize,
-    /// mnist: labels per round (the thesis: 5).
+    /// Labels per round (Haußmann: 5; Depeweg: not stated).
     #[arg(long, default_value_t = 5)]
     pub per_round: usize,
     /// mnist: labels at the end (the thesis: 400) [default: 400; 70 with --quick].
     #[arg(long)]
     pub labels: Option<usize>,
-    /// mnist: epochs per round (the thesis: 30).
-    #[arg(long, default_value_t = 30)]
-    pub epochs: usize,
-    /// mnist: minibatch size (the thesis: 10).
-    #[arg(long, default_value_t = 10)]
-    pub batch_size: usize,
-    /// mnist: Adam's first learning rate, lowered linearly over the rounds (the thesis: 10⁻⁴).
-    #[arg(long, default_value_t = 1e-4)]
-    pub learning_rate: f64,
+    /// mnist: epochs per round (the thesis: 30); depeweg: epochs of the first fit (and of
+    /// every fit with --retrain scratch; the thesis: 5 000) [default: 30; depeweg: 2 000 on
+    /// the toys, 500 on wet-chicken; 200 with --quick].
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// mnist: minibatch size (the thesis: 10) [default: 10; depeweg: N/25].
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Adam's learning rate; mnist: the first one, lowered linearly over the rounds (the
+    /// thesis: 10⁻⁴) [default: 10⁻⁴; depeweg 3·10⁻³].
+    #[arg(long)]
+    pub learning_rate: Option<f64>,
+    /// depeweg: the problems [default: heteroscedastic, bimodal, wet-chicken].
+    #[arg(long = "problem")]
+    pub problems: Vec<String>,
+    /// depeweg: acquisition rounds after the first fit (the thesis: 150) [default: 30; 3
+    /// with --quick].
+    #[arg(long)]
+    pub iterations: Option<usize>,
+    /// depeweg: scratch (a new model every round, as the thesis) or warm (the last round's
+    /// model trained on for --round-epochs).
+    #[arg(long, default_value = "warm")]
+    pub retrain: String,
+    /// depeweg: epochs of each warm round [default: 100 on the toys, 50 on wet-chicken; 20
+    /// with --quick].
+    #[arg(long)]
+    pub round_epochs: Option<usize>,
+    /// depeweg: weight draws and latent draws per weight draw of the entropy estimates (the
+    /// thesis: 500 × 500) [default: 50; 20 with --quick].
+    #[arg(long)]
+    pub draws: Option<usize>,
+    /// depeweg: the k-NN estimator's neighbour (the thesis: 25 of 500 draws) [default: 5].
+    #[arg(long)]
+    pub neighbour: Option<usize>,
+    /// depeweg: training points before the first acquisition [default: the thesis's 750,
+    /// 750 and 7 500; 100, 100 and 500 with --quick].
+    #[arg(long)]
+    pub train_points: Option<usize>,
     /// mnist: folder holding mnist/ and fashion-mnist/ [default: BNN_DATA_DIR, then
     /// ../shared/data].
     #[arg(long)]
@@ -115,6 +148,124 @@ impl ActiveOptions {
         self.labels.unwrap_or(if self.exp.quick { 70 } else { 400 })
     }
 
+    fn lv_problems(&self) -> Vec<String> {
+        match self.problems.is_empty() {
+            true => depeweg::PROBLEMS.iter().map(|p| p.to_string()).collect(),
+            false => self.problems.clone(),
+        }
+    }
+
+    fn lv_acquisitions(&self) -> Vec<String> {
+        match self.acquisitions.is_empty() {
+            true => depeweg::LV_ACQUISITIONS[..2]
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
+            false => self.acquisitions.clone(),
+        }
+    }
+
+    fn lv_pool(&self) -> usize {
+        self.pool.unwrap_or(if self.exp.quick { 100 } else { 500 })
+    }
+
+    fn lv_iterations(&self) -> usize {
+        self.iterations
+            .unwrap_or(if self.exp.quick { 3 } else { 30 })
+    }
+
+    fn lv_epochs(&self, problem: &str) -> usize {
+        let wet = problem == "wet-chicken";
+        self.epochs.unwrap_or(match (self.exp.quick, wet) {
+            (true, _) => 200,
+            (false, false) => 2_000,
+            (false, true) => 500,
+        })
+    }
+
+    fn lv_round_epochs(&self, problem: &str) -> usize {
+        let wet = problem == "wet-chicken";
+        self.round_epochs.unwrap_or(match (self.exp.quick, wet) {
+            (true, _) => 20,
+            (false, false) => 100,
+            (false, true) => 50,
+        })
+    }
+
+    fn lv_learning_rate(&self) -> f64 {
+        self.learning_rate.unwrap_or(3e-3)
+    }
+
+    fn lv_draws(&self) -> usize {
+        self.draws.unwrap_or(if self.exp.quick { 20 } else { 50 })
+    }
+
+    fn lv_neighbour(&self) -> usize {
+        self.neighbour.unwrap_or(5)
+    }
+
+    fn lv_train_points(&self, problem: &str) -> usize {
+        let wet = problem == "wet-chicken";
+        self.train_points.unwrap_or(match (self.exp.quick, wet) {
+            (false, false) => 750,
+            (false, true) => 7_500,
+            (true, false) => 100,
+            (true, true) => 500,
+        })
+    }
+
+    fn check_depeweg(&self) -> Result<(), String> {
+        for p in self.lv_problems() {
+            if !depeweg::PROBLEMS.contains(&p.as_str()) {
+                return Err(format!(
+                    "--problem {p}: not one of {}",
+                    depeweg::PROBLEMS.join(", ")
+                ));
+            }
+        }
+        for a in self.lv_acquisitions() {
+            if !depeweg::LV_ACQUISITIONS.contains(&a.as_str()) {
+                return Err(format!(
+                    "--acquisition {a}: not one of {}",
+                    depeweg::LV_ACQUISITIONS.join(", ")
+                ));
+            }
+        }
+        if !["warm", "scratch"].contains(&self.retrain.as_str()) {
+            return Err(format!("--retrain {}: warm or scratch", self.retrain));
+        }
+        for (flag, v) in [
+            ("--runs", self.runs),
+            ("--per-round", self.per_round),
+            ("--iterations", self.lv_iterations()),
+            ("--epochs", self.epochs.unwrap_or(1)),
+            ("--round-epochs", self.round_epochs.unwrap_or(1)),
+            ("--batch-size", self.batch_size.unwrap_or(1)),
+            ("--train-points", self.train_points.unwrap_or(2)),
+        ] {
+            if v == 0 {
+                return Err(format!("{flag} 0: at least 1"));
+            }
+        }
+        let acquired = self.lv_iterations() * self.per_round;
+        if acquired > self.lv_pool() {
+            return Err(format!(
+                "--iterations {} × --per-round {}: {acquired} rows from a --pool of {}",
+                self.lv_iterations(),
+                self.per_round,
+                self.lv_pool()
+            ));
+        }
+        if self.lv_draws() < 2 || self.lv_neighbour() >= self.lv_draws() {
+            return Err(format!(
+                "--draws {} and --neighbour {}: at least 2 draws, and the neighbour below them",
+                self.lv_draws(),
+                self.lv_neighbour()
+            ));
+        }
+        check_learning_rate(self.lv_learning_rate())
+    }
+
     fn check_mnist(&self) -> Result<(), String> {
         if !["mnist", "fashion"].contains(&self.dataset.as_str()) {
             return Err(format!("--dataset {}: mnist or fashion", self.dataset));
@@ -131,8 +282,8 @@ impl ActiveOptions {
             ("--runs", self.runs),
             ("--initial", self.initial),
             ("--per-round", self.per_round),
-            ("--epochs", self.epochs),
-            ("--batch-size", self.batch_size),
+            ("--epochs", self.mnist_epochs()),
+            ("--batch-size", self.mnist_batch_size()),
         ] {
             if v == 0 {
                 return Err(format!("{flag} 0: at least 1"));
@@ -146,13 +297,19 @@ impl ActiveOptions {
                 self.pool()
             ));
         }
-        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return Err(format!(
-                "--learning-rate {}: a finite number > 0",
-                self.learning_rate
-            ));
-        }
-        Ok(())
+        check_learning_rate(self.mnist_learning_rate())
+    }
+
+    fn mnist_epochs(&self) -> usize {
+        self.epochs.unwrap_or(30)
+    }
+
+    fn mnist_batch_size(&self) -> usize {
+        self.batch_size.unwrap_or(10)
+    }
+
+    fn mnist_learning_rate(&self) -> f64 {
+        self.learning_rate.unwrap_or(1e-4)
     }
 
     fn trajectories(&self) -> usize {
@@ -204,6 +361,13 @@ impl ActiveOptions {
             ));
         }
         Ok(())
+    }
+}
+
+fn check_learning_rate(rate: f64) -> Result<(), String> {
+    match rate.is_finite() && rate > 0.0 {
+        true => Ok(()),
+        false => Err(format!("--learning-rate {rate}: a finite number > 0")),
     }
 }
 
@@ -330,6 +494,18 @@ pub fn run_mnist(options: &ActiveOptions) -> Result<Vec<MnistRow>, Box<dyn Error
     };
     options.run.check()?;
     let study = mnist::MnistStudy::new(options, family, train, test);
+    let done = runner::run(&study, &options.run)?;
+    Ok(done.into_iter().map(|d| d.row).collect())
+}
+
+/// Runs `active --study depeweg` with `options`: every problem, acquisition and run.
+///
+/// # Errors
+/// Options out of range (before any work), the runner's and the loop's failures.
+pub fn run_depeweg(options: &ActiveOptions) -> Result<Vec<LvRow>, Box<dyn Error>> {
+    options.check_depeweg()?;
+    options.run.check()?;
+    let study = depeweg::LvStudy::new(options);
     let done = runner::run(&study, &options.run)?;
     Ok(done.into_iter().map(|d| d.row).collect())
 }

@@ -114,3 +114,79 @@ fn the_mnist_studys_bad_options_are_named_before_any_work() {
     assert_eq!(PUBLISHED.iter().filter(|p| p.0 == "mnist").count(), 4);
     assert!(PUBLISHED.iter().all(|p| ACQUISITIONS.contains(&p.1)));
 }
+
+#[test]
+fn the_depeweg_studys_bad_options_are_named_before_any_work() {
+    for (args, flag) in [
+        (&["--problem", "lorenz"][..], "--problem lorenz"),
+        (&["--acquisition", "bald"][..], "--acquisition bald"),
+        (&["--retrain", "often"][..], "--retrain often"),
+        (&["--iterations", "0"][..], "--iterations 0"),
+        (&["--iterations", "200"][..], "--iterations 200"),
+        (&["--draws", "5", "--neighbour", "5"][..], "--draws 5"),
+        (&["--learning-rate", "0"][..], "--learning-rate"),
+    ] {
+        let mut all = vec!["--out", "x", "--study", "depeweg"];
+        all.extend_from_slice(args);
+        let err = run_depeweg(&parse(&all)).unwrap_err().to_string();
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    assert!(LV_PUBLISHED.iter().all(|p| PROBLEMS.contains(&p.0)));
+}
+
+/// A small run on the heteroscedastic toy: the given training rows come first, each round
+/// acquires from the uniform pool, a resumed run returns the finished rows unchanged.
+#[test]
+fn the_depeweg_study_starts_from_its_training_set_and_acquires_from_the_pool() {
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 109);
+    let dir = std::env::temp_dir().join(format!("bnn-active-depeweg-{}", std::process::id()));
+    let args = [
+        "--out",
+        dir.to_str().unwrap(),
+        "--study",
+        "depeweg",
+        "--problem",
+        "heteroscedastic",
+        "--acquisition",
+        "epistemic",
+        "--acquisition",
+        "random",
+        "--runs",
+        "1",
+        "--train-points",
+        "60",
+        "--pool",
+        "30",
+        "--iterations",
+        "2",
+        "--per-round",
+        "3",
+        "--epochs",
+        "40",
+        "--round-epochs",
+        "10",
+        "--draws",
+        "10",
+        "--neighbour",
+        "3",
+    ];
+    let rows = run_depeweg(&parse(&args)).unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        let labels: Vec<usize> = r.curve.iter().map(|c| c.0).collect();
+        assert_eq!(labels, [60, 63, 66], "{:?}", r.task);
+        assert!(r.curve.iter().all(|c| c.1.is_finite()));
+        assert_eq!(r.acquired.len(), 6);
+        // The pool is uniform on [−4, 4].
+        assert!(r.acquired.iter().all(|x| x.len() == 1 && x[0].abs() <= 4.0));
+        assert!(r.pick_distance > 0.0 && r.oracle_ll.is_some());
+    }
+    assert_ne!(rows[0].acquired, rows[1].acquired);
+    let mut resumed = args.to_vec();
+    resumed.push("--resume");
+    let again = run_depeweg(&parse(&resumed)).unwrap();
+    assert_eq!(again, rows);
+    let md = std::fs::read_to_string(dir.join("active.md")).unwrap();
+    assert!(md.contains("| heteroscedastic | epistemic | 1 |"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -57,6 +57,18 @@ const GENERATORS: &[Generator] = &[
         make: active_linear,
     },
     Generator {
+        name: "active-depeweg",
+        make: active_depeweg,
+    },
+    Generator {
+        name: "active-mnist",
+        make: |assets| active_mnist(assets, "mnist"),
+    },
+    Generator {
+        name: "active-fashion",
+        make: |assets| active_mnist(assets, "fashion"),
+    },
+    Generator {
         name: "continual-split",
         make: |assets| continual(assets, "continual-split"),
     },
@@ -657,6 +669,25 @@ fn active_linear(assets: &Path) -> Result<String, Box<dyn Error>> {
         number("pool_risk")?,
         number("optimal_test_mse")?,
     ))
+}
+
+/// Depeweg Table 6.1 from the `active-depeweg` record: the final test LL per problem and
+/// acquisition.
+fn active_depeweg(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("active-depeweg").join("active.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::active::LvRow> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::active::lv_table(&rows))
+}
+
+/// Haußmann Tables 4.1–4.2 from the `active-mnist` or `active-fashion` record.
+fn active_mnist(assets: &Path, dataset: &str) -> Result<String, Box<dyn Error>> {
+    let path = assets.join(format!("active-{dataset}")).join("active.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::active::MnistRow> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::active::mnist_table(&rows, dataset))
 }
 
 /// The rows of the `continual` record in `folder`.

@@ -52,6 +52,10 @@ pub struct ActiveConfig {
     pub retrain: Retrain,
     /// Seed of the initial rows and of every round's random picks.
     pub seed: u64,
+    /// The rows labelled before the first acquisition, when they are given (a training set
+    /// at hand, as in Depeweg 2019 §6.4) rather than drawn at random; `initial` is their count.
+    #[serde(default)]
+    pub initial_rows: Option<Vec<usize>>,
 }
 
 impl ActiveConfig {
@@ -65,7 +69,17 @@ impl ActiveConfig {
             risk: Risk::Plain,
             retrain: Retrain::Scratch,
             seed: 0,
+            initial_rows: None,
         }
+    }
+
+    /// Starts from the labelled rows `rows` (rows of the data) instead of `initial` random
+    /// ones; `initial` becomes their count. Their `q` is recorded as 1 (they were not
+    /// acquired), so only the plain risk can be trained on them.
+    pub fn with_initial_rows(mut self, rows: Vec<usize>) -> Self {
+        self.initial = rows.len();
+        self.initial_rows = Some(rows);
+        self
     }
 
     /// With the risk `risk`.
@@ -89,7 +103,8 @@ impl ActiveConfig {
     /// Checks the sizes against a pool of `n` rows.
     ///
     /// # Errors
-    /// No initial rows or none per round, or not `initial ≤ budget ≤ n`.
+    /// No initial rows or none per round, not `initial ≤ budget ≤ n`, or given initial rows
+    /// that repeat or leave the data, or come with an unbiased risk.
     pub fn validate(&self, n: usize) -> Result<(), ConfigError> {
         let bad = |field, value: String, expected| ConfigError {
             config: "ActiveConfig",
@@ -102,6 +117,32 @@ impl ActiveConfig {
         }
         if self.per_round == 0 {
             return Err(bad("per_round", "0".into(), "at least 1 row"));
+        }
+        if let Some(rows) = &self.initial_rows {
+            let mut seen = vec![false; n];
+            for &r in rows {
+                if r >= n || std::mem::replace(&mut seen[r], true) {
+                    return Err(bad(
+                        "initial_rows",
+                        format!("row {r} (pool {n})"),
+                        "distinct rows of the data",
+                    ));
+                }
+            }
+            if rows.len() != self.initial {
+                return Err(bad(
+                    "initial",
+                    self.initial.to_string(),
+                    "the count of initial_rows",
+                ));
+            }
+            if self.risk != Risk::Plain {
+                return Err(bad(
+                    "risk",
+                    format!("{:?}", self.risk),
+                    "Plain with given initial rows (their q is not a proposal's)",
+                ));
+            }
         }
         if self.budget < self.initial || self.budget > n {
             return Err(bad(
@@ -418,10 +459,22 @@ impl ActiveLearning {
         };
         let mut model = match history.rounds.last() {
             None => {
-                // Round 0: uniform picks, q = 1/(rows left).
-                let all: Vec<usize> = (0..n).collect();
-                let mut rng = HostNormals::new(c.seed);
-                let picks = select(Selection::Random, &all, None, c.initial, &mut rng)?;
+                // Round 0: the given rows (q = 1), or uniform picks (q = 1/(rows left)).
+                let picks = match &c.initial_rows {
+                    Some(rows) => rows
+                        .iter()
+                        .map(|&row| Pick {
+                            row,
+                            q: 1.0,
+                            score: None,
+                        })
+                        .collect(),
+                    None => {
+                        let all: Vec<usize> = (0..n).collect();
+                        let mut rng = HostNormals::new(c.seed);
+                        select(Selection::Random, &all, None, c.initial, &mut rng)?
+                    }
+                };
                 self.round(
                     &mut history,
                     picks,

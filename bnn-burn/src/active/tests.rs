@@ -247,6 +247,29 @@ fn a_stopped_run_resumes_to_the_uninterrupted_history_and_model() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Given initial rows are round 0's labels (in their order, `q = 1`); the acquisitions
+/// then pick from the rest.
+#[test]
+fn given_initial_rows_are_labelled_first_and_never_picked_again() {
+    let _guard = crate::testing::seeded(&test_device(), 43);
+    let n = 12;
+    let scorer = FirstColumn;
+    let mut task = Recorder::new(vec![0.0; n]);
+    let config = ActiveConfig::new(1, 2, 7).with_initial_rows(vec![11, 2, 5]);
+    let (_, history) = ActiveLearning::new(config)
+        .run(
+            &mut Acquisition::new(&scorer, Selection::Top),
+            pool(n),
+            &mut task,
+        )
+        .unwrap();
+    assert_eq!(task.fits[0].1, vec![11, 2, 5]);
+    assert!(history.rounds[0].picks.iter().all(|p| p.q == 1.0));
+    // The top of the first column among the rows left: 10, 9, then 8, 7.
+    assert_eq!(history.rows(), vec![11, 2, 5, 10, 9, 8, 7]);
+    assert_eq!(history.rounds.len(), 3);
+}
+
 #[test]
 fn bad_settings_and_non_finite_metrics_are_named_before_or_at_their_round() {
     let _guard = crate::testing::seeded(&test_device(), 42);
@@ -257,6 +280,20 @@ fn bad_settings_and_non_finite_metrics_are_named_before_or_at_their_round() {
         (ActiveConfig::new(2, 0, 5), "per_round"),
         (ActiveConfig::new(6, 1, 5), "budget"),
         (ActiveConfig::new(2, 1, 11), "budget"),
+        (
+            ActiveConfig::new(1, 1, 5).with_initial_rows(vec![3, 10]),
+            "initial_rows",
+        ),
+        (
+            ActiveConfig::new(1, 1, 5).with_initial_rows(vec![3, 3]),
+            "initial_rows",
+        ),
+        (
+            ActiveConfig::new(1, 1, 5)
+                .with_initial_rows(vec![3, 4])
+                .with_risk(Risk::Lure),
+            "risk",
+        ),
     ] {
         let mut task = Recorder::new(vec![0.0; n]);
         let err = ActiveLearning::new(config)

@@ -128,6 +128,27 @@ impl<L: Likelihood> BnnLv<L> {
         self.net.head.run(features, pass)
     }
 
+    /// The model for `rows` training rows, the first of them the rows it was trained on:
+    /// the latent table grows ([`crate::latent::LatentTable::with_rows`], new rows at
+    /// `latent`'s initial values); the encoder takes any rows. For warm starts on a training
+    /// set that grows, as in active learning.
+    ///
+    /// # Errors
+    /// Fewer rows than the table has, or a non-finite initial logit.
+    pub fn with_training_rows(
+        mut self,
+        rows: usize,
+        latent: &LatentConfig,
+    ) -> Result<Self, ConfigError> {
+        self.latents = match self.latents {
+            LatentPosterior::Table(t) => {
+                LatentPosterior::Table(t.with_rows(rows, latent.init_logit)?)
+            }
+            e => e,
+        };
+        Ok(self)
+    }
+
     /// `samples` prior draws `z* ~ N(0, γ)` for `rows` inputs, `[S, B, d_z]`.
     pub fn prior_latents(&self, samples: usize, rows: usize, device: &Device) -> Tensor<3> {
         let std = self.latents.gamma().sqrt();
