@@ -12,8 +12,8 @@
 //! `cargo run --release --example haussmann_ch4_ral`
 
 use bnn_burn::active::{
-    Acquire, Acquisition, ActiveConfig, ActiveError, ActiveLearning, ActiveTask, CltScorer, Ral,
-    RalConfig, Retrain, Selection,
+    Acquire, Acquisition, ActiveConfig, ActiveError, ActiveHistory, ActiveLearning, ActiveTask,
+    CltScorer, Ral, RalConfig, Retrain, Selection,
 };
 use bnn_burn::host::{labels, matrix, to_vec};
 use bnn_burn::likelihood::{LogitRule, MultiLabelProbit};
@@ -78,7 +78,11 @@ impl ActiveTask<Net> for Clt {
         Ok(train(net, data, &config)?.0)
     }
 
-    fn evaluate(&mut self, model: &Net) -> Result<BTreeMap<String, f64>, ActiveError> {
+    fn evaluate(
+        &mut self,
+        model: &Net,
+        _: &ActiveHistory,
+    ) -> Result<BTreeMap<String, f64>, ActiveError> {
         let plain = self.device.clone().inner();
         let x = matrix(&self.test.0, self.width, &plain);
         let p = model.clone().valid().predict(x, PredictMode::Moments)?;

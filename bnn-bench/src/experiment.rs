@@ -3,6 +3,19 @@
 
 use std::path::Path;
 
+/// A checksum of image sets (each one's length, pixels and labels, in order), for a run key
+/// that changes when the data do.
+pub fn image_digest<'a>(sets: impl IntoIterator<Item = &'a bnn_datasets::ImageSet>) -> String {
+    let mut digest = bnn_burn::integrity::Digest::new();
+    for set in sets {
+        digest
+            .number(set.len() as u64)
+            .update(&set.pixels)
+            .update(&set.labels);
+    }
+    digest.hex()
+}
+
 /// A seed for one unit of an experiment (a data set, method and split; an architecture and
 /// method), independent of which other units are in the run, so any row can be reproduced
 /// alone. FNV-1a over the names (separated by a 0 byte), mixed with `seed` and `k`: stable

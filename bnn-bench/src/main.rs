@@ -80,9 +80,11 @@ enum Command {
     #[command(mut_arg("out", |a| a.default_value("runs/lv-hmc").required(false)))]
     LvHmc(lv_hmc::LvHmcOptions),
     /// Active learning on the library's loop: `--study linear` is Farquhar (2022) App. C.1's
-    /// linear toy, the plain, PURE and LURE risks over many trajectories (Fig. 5.4).
+    /// linear toy, the plain, PURE and LURE risks over many trajectories (Fig. 5.4); `mnist`
+    /// Haußmann (2021) Tables 4.1–4.2; `depeweg` Depeweg (2019) Table 6.1; `farquhar` Farquhar
+    /// (2022) Figs. 5.5–5.8 on unbalanced MNIST.
     #[command(mut_arg("out", |a| a.default_value("runs/active").required(false)))]
-    Active(active::ActiveOptions),
+    Active(Box<active::ActiveOptions>),
     /// Continual learning on the library's loop (Farquhar 2022 §5.1): split and permuted
     /// MNIST, VCL with and without coresets, "coreset only" and EWC, single- or multi-head.
     #[command(mut_arg("out", |a| a.default_value("runs/continual").required(false)))]
@@ -146,6 +148,7 @@ fn main() {
         Command::LvHmc(o) => lv_hmc::run(&o).map(drop),
         Command::Active(o) if o.study == "mnist" => active::run_mnist(&o).map(drop),
         Command::Active(o) if o.study == "depeweg" => active::run_depeweg(&o).map(drop),
+        Command::Active(o) if o.study == "farquhar" => active::run_farquhar(&o).map(drop),
         Command::Active(o) => active::run(&o).map(drop),
         Command::Continual(o) => continual::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),

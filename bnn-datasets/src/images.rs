@@ -399,6 +399,52 @@ impl ImageSet {
         Ok(self.select(&keep))
     }
 
+    /// Label noise over every class: each label is replaced, with probability `fraction`, by a
+    /// class drawn uniformly from all of them (so it may stay), as Farquhar 2022 App. C's
+    /// unbalanced MNIST randomises 10 % of the labels.
+    ///
+    /// # Errors
+    /// [`DataError::OutOfRange`] unless `0 ≤ fraction ≤ 1`.
+    pub fn with_random_labels(&self, fraction: f64, seed: u64) -> Result<Self, DataError> {
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(DataError::OutOfRange {
+                what: "random-label fraction".into(),
+                expected: "[0, 1]".into(),
+                found: fraction.to_string(),
+            });
+        }
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut out = self.clone();
+        for l in &mut out.labels {
+            let u: f64 = rng.random();
+            let class = rng.random_range(0..self.n_classes) as u8;
+            if u < fraction {
+                *l = class;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Keeps each image of class `c` with probability `keep[c]` (Farquhar 2022 App. C's
+    /// unbalanced MNIST: 1, .5, .5, .2, .2, .2, .1, .1, .01, .01 for digits 0–9).
+    ///
+    /// # Errors
+    /// [`DataError::OutOfRange`] unless there is one proportion in `[0, 1]` per class.
+    pub fn with_class_proportions(&self, keep: &[f64], seed: u64) -> Result<Self, DataError> {
+        if keep.len() != self.n_classes || keep.iter().any(|p| !(0.0..=1.0).contains(p)) {
+            return Err(DataError::OutOfRange {
+                what: "class proportions".into(),
+                expected: format!("{} values in [0, 1]", self.n_classes),
+                found: format!("{keep:?}"),
+            });
+        }
+        let mut rng = StdRng::seed_from_u64(seed);
+        let rows: Vec<usize> = (0..self.len())
+            .filter(|&i| rng.random::<f64>() < keep[self.labels[i] as usize])
+            .collect();
+        Ok(self.select(&rows))
+    }
+
     fn check_classes(&self, classes: &[u8]) -> Result<(), DataError> {
         match classes.iter().find(|&&c| c as usize >= self.n_classes) {
             Some(c) => Err(DataError::OutOfRange {
@@ -778,6 +824,39 @@ mod tests {
         assert!((c[0] as f64 - 50.0).abs() < 5.0 * 6.1, "{c:?}");
         assert!(many.with_swapped_labels(1, 10, 0.5, 0).is_err());
         assert!(many.with_classes_subsampled(&[0], 1.5, 0).is_err());
+    }
+
+    #[test]
+    fn random_labels_and_class_proportions_unbalance_a_set() {
+        let n = 4000;
+        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+        let many = set(vec![0; n * 4], labels, 2);
+        // A label changes with probability 0.3 · 9/10 = 0.27: se = sqrt(n·0.27·0.73) ≈ 28.
+        let noisy = many.with_random_labels(0.3, 1).unwrap();
+        let changed = noisy
+            .labels
+            .iter()
+            .zip(&many.labels)
+            .filter(|(a, b)| a != b)
+            .count();
+        assert!(
+            (changed as f64 - 0.27 * n as f64).abs() < 5.0 * 28.0,
+            "{changed}"
+        );
+        assert_eq!(many.with_random_labels(0.0, 1).unwrap(), many);
+        let keep = [1.0, 0.5, 0.5, 0.2, 0.2, 0.2, 0.1, 0.1, 0.01, 0.01];
+        let c = many
+            .with_class_proportions(&keep, 2)
+            .unwrap()
+            .class_counts();
+        assert_eq!(c[0], 400);
+        for (k, p) in keep.iter().enumerate().skip(1) {
+            // 400 images, binomial: 5 standard errors.
+            let se = (400.0 * p * (1.0 - p)).sqrt();
+            assert!((c[k] as f64 - 400.0 * p).abs() <= 5.0 * se + 1.0, "{c:?}");
+        }
+        assert!(many.with_random_labels(1.5, 0).is_err());
+        assert!(many.with_class_proportions(&keep[..9], 0).is_err());
     }
 
     #[test]

@@ -9,8 +9,8 @@ use crate::experiment;
 use crate::runner::{Finished, Harness, ReportInput, TaskContext};
 use crate::uci::fmt_mean_se;
 use bnn_burn::active::{
-    Acquisition, ActiveConfig, ActiveError, ActiveLearning, ActiveTask, LatentScorer, Retrain,
-    Selection,
+    Acquisition, ActiveConfig, ActiveError, ActiveHistory, ActiveLearning, ActiveTask,
+    LatentScorer, Retrain, Selection,
 };
 use bnn_burn::host::matrix;
 use bnn_burn::latent::LatentConfig;
@@ -295,7 +295,11 @@ impl ActiveTask<LatentRegressor> for LvFit<'_> {
         Ok(model)
     }
 
-    fn evaluate(&mut self, model: &LatentRegressor) -> Result<BTreeMap<String, f64>, ActiveError> {
+    fn evaluate(
+        &mut self,
+        model: &LatentRegressor,
+        _: &ActiveHistory,
+    ) -> Result<BTreeMap<String, f64>, ActiveError> {
         let s = model
             .predict(self.test_x.clone(), PredictMode::Samples(TEST_DRAWS))?
             .scores(self.test_y.clone(), &self.sy.std);

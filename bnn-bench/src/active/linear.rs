@@ -7,8 +7,8 @@ use super::ActiveOptions;
 use crate::experiment;
 use crate::uci::fmt_mean_se;
 use bnn_burn::active::{
-    Acquisition, ActiveConfig, ActiveError, ActiveLearning, ActiveTask, DistanceScorer, Selection,
-    lure_weights, pure_weights,
+    Acquisition, ActiveConfig, ActiveError, ActiveHistory, ActiveLearning, ActiveTask,
+    DistanceScorer, Selection, lure_weights, pure_weights,
 };
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::predict::{Predict, PredictError, PredictMode};
@@ -350,7 +350,11 @@ impl ActiveTask<Line> for LinearTask<'_> {
         Ok(Line::new(a, b))
     }
 
-    fn evaluate(&mut self, model: &Line) -> Result<BTreeMap<String, f64>, ActiveError> {
+    fn evaluate(
+        &mut self,
+        model: &Line,
+        _: &ActiveHistory,
+    ) -> Result<BTreeMap<String, f64>, ActiveError> {
         let (a, b) = model.ab();
         Ok(BTreeMap::from([(
             "test_mse".to_string(),

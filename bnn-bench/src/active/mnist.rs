@@ -8,8 +8,8 @@ use crate::experiment;
 use crate::runner::{Finished, Harness, ReportInput, TaskContext};
 use crate::uci::fmt_mean_se;
 use bnn_burn::active::{
-    Acquisition, ActiveConfig, ActiveError, ActiveLearning, ActiveTask, CltScorer, Ral, RalConfig,
-    Retrain, Selection,
+    Acquisition, ActiveConfig, ActiveError, ActiveHistory, ActiveLearning, ActiveTask, CltScorer,
+    Ral, RalConfig, Retrain, Selection,
 };
 use bnn_burn::host::to_vec;
 use bnn_burn::likelihood::{LogitRule, MultiLabelProbit};
@@ -95,19 +95,12 @@ impl<'a> MnistStudy<'a> {
         train: ImageSet,
         test: ImageSet,
     ) -> Self {
-        let mut digest = bnn_burn::integrity::Digest::new();
-        for set in [&train, &test] {
-            digest
-                .number(set.len() as u64)
-                .update(&set.pixels)
-                .update(&set.labels);
-        }
         Self {
             options,
             family,
+            digest: experiment::image_digest([&train, &test]),
             train,
             test,
-            digest: digest.hex(),
         }
     }
 
@@ -251,7 +244,11 @@ impl ActiveTask<Net> for CltTask<'_> {
         Ok(train(net, (b.images, b.labels), &config)?.0)
     }
 
-    fn evaluate(&mut self, model: &Net) -> Result<BTreeMap<String, f64>, ActiveError> {
+    fn evaluate(
+        &mut self,
+        model: &Net,
+        _: &ActiveHistory,
+    ) -> Result<BTreeMap<String, f64>, ActiveError> {
         let net = model.clone().valid();
         let plain = self.device.clone().inner();
         let mut wrong = 0usize;

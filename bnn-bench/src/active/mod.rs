@@ -9,6 +9,7 @@
 mod tests;
 
 mod depeweg;
+mod farquhar;
 mod linear;
 mod mnist;
 
@@ -16,43 +17,53 @@ use crate::runner::{self, Finished, Harness, ReportInput, TaskContext};
 use std::error::Error;
 
 pub use depeweg::{LV_ACQUISITIONS, LV_PUBLISHED, LvRow, LvTask, PROBLEMS, table as lv_table};
+pub use farquhar::{
+    FAMILIES, FqEval, FqRow, FqTask, PROPORTIONS, TestingPoint, risk_table as farquhar_risk_table,
+    testing_table as farquhar_testing_table,
+};
 pub use linear::{Estimates, LinearRow, Running, Summaries, Trajectory, linear_table};
 pub use mnist::{ACQUISITIONS, MnistRow, MnistTask, PUBLISHED, table as mnist_table};
 
 /// The studies, in command-line order.
-pub const STUDIES: [&str; 3] = ["linear", "mnist", "depeweg"];
+pub const STUDIES: [&str; 4] = ["linear", "mnist", "depeweg", "farquhar"];
 
 /// Options of one `active` run.
 #[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct ActiveOptions {
     /// The study: linear (Farquhar 2022 App. C.1's toy), mnist (Haußmann 2021 Tables
-    /// 4.1–4.2 with the CLT-BNN) or depeweg (Depeweg 2019 Table 6.1 with BNN+LV).
+    /// 4.1–4.2 with the CLT-BNN), depeweg (Depeweg 2019 Table 6.1 with BNN+LV) or farquhar
+    /// (Farquhar 2022 Figs. 5.5–5.8 on unbalanced MNIST, radial vs MC dropout).
     #[arg(long, default_value = "linear")]
     pub study: String,
-    /// mnist: the images, mnist or fashion.
+    /// mnist, farquhar: the images, mnist or fashion.
     #[arg(long, default_value = "mnist")]
     pub dataset: String,
     /// Acquisitions; mnist: [default: random, maxent, bald, ral]; depeweg: epistemic, total
     /// or random [default: epistemic, total].
     #[arg(long = "acquisition")]
     pub acquisitions: Vec<String>,
-    /// mnist: runs, each with its own pool, initial labels and seeds (the thesis: 5).
+    /// Runs (trajectories), each with its own data, initial labels and seeds (Haußmann and
+    /// Depeweg: 5; Farquhar: 45).
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// mnist: pool images drawn from the training split [default: 10 000; 2 000 with
-    /// --quick]; depeweg: pool points [default: 500; 100 with --quick].
+    /// Pool size; mnist: images drawn from the training split [default: 10 000; 2 000 with
+    /// --quick]; depeweg: points [default: 500; 100 with --quick]; farquhar: images of the
+    /// unbalanced set [default: 2 000; 300 with --quick].
     #[arg(long)]
     pub pool: Option<usize>,
-    /// mnist: test images, the first ones [default: all; 1 000 with --quick].
+    /// mnist, farquhar: test images, the first ones [default: all, 1 000 with --quick;
+    /// farquhar 2 000, 300 with --quick].
     #[arg(long)]
     pub test_images: Option<usize>,
-    /// mnist: random labels before the first acquisition (the thesis: 50).
-    #[arg(long, default_value_t = 50)]
-    pub initial: usize,
-    /// Labels per round (Haußmann: 5; Depeweg: not stated).
-    #[arg(long, default_value_t = 5)]
-    pub per_round: usize,
-    /// mnist: labels at the end (the thesis: 400) [default: 400; 70 with --quick].
+    /// mnist, farquhar: random labels before the first acquisition [default: Haußmann's 50;
+    /// Farquhar's 10].
+    #[arg(long)]
+    pub initial: Option<usize>,
+    /// Labels per round [default: Haußmann's 5 (Depeweg: not stated); Farquhar's 1].
+    #[arg(long)]
+    pub per_round: Option<usize>,
+    /// mnist, farquhar: labels at the end [default: Haußmann's 400, 70 with --quick; farquhar
+    /// 70, 16 with --quick].
     #[arg(long)]
     pub labels: Option<usize>,
     /// mnist: epochs per round (the thesis: 30); depeweg: epochs of the first fit (and of
@@ -60,13 +71,42 @@ pub struct ActiveOptions {
     /// the toys, 500 on wet-chicken; 200 with --quick].
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// mnist: minibatch size (the thesis: 10) [default: 10; depeweg: N/25].
+    /// Minibatch size [default: Haußmann's 10; depeweg: N/25; farquhar 16].
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Adam's learning rate; mnist: the first one, lowered linearly over the rounds (the
-    /// thesis: 10⁻⁴) [default: 10⁻⁴; depeweg 3·10⁻³].
+    /// thesis: 10⁻⁴) [default: 10⁻⁴; depeweg 3·10⁻³; farquhar 5·10⁻⁴].
     #[arg(long)]
     pub learning_rate: Option<f64>,
+    /// farquhar: the posterior families [default: radial, mc-dropout].
+    #[arg(long = "family")]
+    pub families: Vec<String>,
+    /// farquhar: T of the Boltzmann proposal `q(i) ∝ exp(T·BALD_i)` (the thesis: 10 000).
+    #[arg(long, default_value_t = 10_000.0)]
+    pub proposal_temperature: f64,
+    /// farquhar: labels between the evaluations that train models under R̃, R_PURE and
+    /// R_LURE (the thesis: 3).
+    #[arg(long, default_value_t = 3)]
+    pub evaluate_every: usize,
+    /// farquhar: optimiser steps of every fit [default: 300; 40 with --quick].
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// farquhar: draws of the BALD scores (the thesis: 100) [default: 40; 8 with --quick].
+    #[arg(long)]
+    pub acquisition_samples: Option<usize>,
+    /// farquhar: draws of the test predictive [default: 20; 4 with --quick].
+    #[arg(long)]
+    pub predict_samples: Option<usize>,
+    /// farquhar: training labels of active testing's fixed model (the thesis: 1 000)
+    /// [default: 1 000; 100 with --quick].
+    #[arg(long)]
+    pub test_train: Option<usize>,
+    /// farquhar: T of active testing's proposal over the fixed model's predictive entropy.
+    #[arg(long, default_value_t = 3.0)]
+    pub test_temperature: f64,
+    /// farquhar: active tests per run (each a fresh draw of test labels).
+    #[arg(long, default_value_t = 1000)]
+    pub test_repeats: usize,
     /// depeweg: the problems [default: heteroscedastic, bimodal, wet-chicken].
     #[arg(long = "problem")]
     pub problems: Vec<String>,
@@ -133,19 +173,36 @@ impl ActiveOptions {
 
     fn pool(&self) -> usize {
         self.pool
-            .unwrap_or(if self.exp.quick { 2_000 } else { 10_000 })
+            .unwrap_or(match (self.farquhar(), self.exp.quick) {
+                (false, false) => 10_000,
+                (false, true) => 2_000,
+                (true, false) => 2_000,
+                (true, true) => 300,
+            })
+    }
+
+    fn farquhar(&self) -> bool {
+        self.study == "farquhar"
     }
 
     fn initial(&self) -> usize {
         self.initial
+            .unwrap_or(if self.farquhar() { 10 } else { 50 })
     }
 
     fn per_round(&self) -> usize {
         self.per_round
+            .unwrap_or(if self.farquhar() { 1 } else { 5 })
     }
 
     fn mnist_budget(&self) -> usize {
-        self.labels.unwrap_or(if self.exp.quick { 70 } else { 400 })
+        self.labels
+            .unwrap_or(match (self.farquhar(), self.exp.quick) {
+                (false, false) => 400,
+                (false, true) => 70,
+                (true, false) => 70,
+                (true, true) => 16,
+            })
     }
 
     fn lv_problems(&self) -> Vec<String> {
@@ -214,6 +271,83 @@ impl ActiveOptions {
         })
     }
 
+    fn fq_families(&self) -> Vec<String> {
+        match self.families.is_empty() {
+            true => farquhar::FAMILIES.iter().map(|f| f.to_string()).collect(),
+            false => self.families.clone(),
+        }
+    }
+
+    fn fq_steps(&self) -> usize {
+        self.steps.unwrap_or(if self.exp.quick { 40 } else { 300 })
+    }
+
+    fn fq_batch_size(&self) -> usize {
+        self.batch_size.unwrap_or(16)
+    }
+
+    fn fq_acquisition_samples(&self) -> usize {
+        self.acquisition_samples
+            .unwrap_or(if self.exp.quick { 8 } else { 40 })
+    }
+
+    fn fq_predict_samples(&self) -> usize {
+        self.predict_samples
+            .unwrap_or(if self.exp.quick { 4 } else { 20 })
+    }
+
+    fn fq_test_train(&self) -> usize {
+        self.test_train
+            .unwrap_or(if self.exp.quick { 100 } else { 1_000 })
+    }
+
+    fn check_farquhar(&self) -> Result<(), String> {
+        if !["mnist", "fashion"].contains(&self.dataset.as_str()) {
+            return Err(format!("--dataset {}: mnist or fashion", self.dataset));
+        }
+        for f in self.fq_families() {
+            if !farquhar::FAMILIES.contains(&f.as_str()) {
+                return Err(format!(
+                    "--family {f}: not one of {}",
+                    farquhar::FAMILIES.join(", ")
+                ));
+            }
+        }
+        for (flag, v) in [
+            ("--runs", self.runs),
+            ("--initial", self.initial()),
+            ("--per-round", self.per_round()),
+            ("--evaluate-every", self.evaluate_every),
+            ("--steps", self.fq_steps()),
+            ("--batch-size", self.fq_batch_size()),
+            ("--acquisition-samples", self.fq_acquisition_samples()),
+            ("--predict-samples", self.fq_predict_samples()),
+            ("--test-train", self.fq_test_train()),
+            ("--test-repeats", self.test_repeats),
+        ] {
+            if v == 0 {
+                return Err(format!("{flag} 0: at least 1"));
+            }
+        }
+        if self.mnist_budget() <= self.initial() || self.mnist_budget() > self.pool() {
+            return Err(format!(
+                "--labels {}: above --initial {} and at most --pool {}",
+                self.mnist_budget(),
+                self.initial(),
+                self.pool()
+            ));
+        }
+        for (flag, t) in [
+            ("--proposal-temperature", self.proposal_temperature),
+            ("--test-temperature", self.test_temperature),
+        ] {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(format!("{flag} {t}: a finite number ≥ 0"));
+            }
+        }
+        check_learning_rate(self.learning_rate.unwrap_or(5e-4))
+    }
+
     fn check_depeweg(&self) -> Result<(), String> {
         for p in self.lv_problems() {
             if !depeweg::PROBLEMS.contains(&p.as_str()) {
@@ -236,7 +370,7 @@ impl ActiveOptions {
         }
         for (flag, v) in [
             ("--runs", self.runs),
-            ("--per-round", self.per_round),
+            ("--per-round", self.per_round()),
             ("--iterations", self.lv_iterations()),
             ("--epochs", self.epochs.unwrap_or(1)),
             ("--round-epochs", self.round_epochs.unwrap_or(1)),
@@ -247,12 +381,12 @@ impl ActiveOptions {
                 return Err(format!("{flag} 0: at least 1"));
             }
         }
-        let acquired = self.lv_iterations() * self.per_round;
+        let acquired = self.lv_iterations() * self.per_round();
         if acquired > self.lv_pool() {
             return Err(format!(
                 "--iterations {} × --per-round {}: {acquired} rows from a --pool of {}",
                 self.lv_iterations(),
-                self.per_round,
+                self.per_round(),
                 self.lv_pool()
             ));
         }
@@ -280,8 +414,8 @@ impl ActiveOptions {
         }
         for (flag, v) in [
             ("--runs", self.runs),
-            ("--initial", self.initial),
-            ("--per-round", self.per_round),
+            ("--initial", self.initial()),
+            ("--per-round", self.per_round()),
             ("--epochs", self.mnist_epochs()),
             ("--batch-size", self.mnist_batch_size()),
         ] {
@@ -289,11 +423,11 @@ impl ActiveOptions {
                 return Err(format!("{flag} 0: at least 1"));
             }
         }
-        if self.mnist_budget() <= self.initial || self.mnist_budget() > self.pool() {
+        if self.mnist_budget() <= self.initial() || self.mnist_budget() > self.pool() {
             return Err(format!(
                 "--labels {}: above --initial {} and at most --pool {}",
                 self.mnist_budget(),
-                self.initial,
+                self.initial(),
                 self.pool()
             ));
         }
@@ -474,13 +608,17 @@ impl Harness for ActiveHarness<'_> {
     }
 }
 
-/// Runs `active --study mnist` with `options`: loads the images and runs every acquisition.
-///
-/// # Errors
-/// Options out of range (before any work), missing files (named), the runner's and the loop's
-/// failures.
-pub fn run_mnist(options: &ActiveOptions) -> Result<Vec<MnistRow>, Box<dyn Error>> {
-    options.check_mnist()?;
+/// The `--dataset`'s training and test images from `--data-dir`.
+fn load_images(
+    options: &ActiveOptions,
+) -> Result<
+    (
+        bnn_datasets::MnistFamily,
+        bnn_datasets::ImageSet,
+        bnn_datasets::ImageSet,
+    ),
+    Box<dyn Error>,
+> {
     let root = bnn_datasets::DataRoot::new(options.data_dir.as_deref());
     let family = match options.dataset.as_str() {
         "fashion" => bnn_datasets::MnistFamily::FashionMnist,
@@ -488,12 +626,55 @@ pub fn run_mnist(options: &ActiveOptions) -> Result<Vec<MnistRow>, Box<dyn Error
     };
     let train = family.load(bnn_datasets::Split::Train, &root)?;
     let test = family.load(bnn_datasets::Split::Test, &root)?;
+    Ok((family, train, test))
+}
+
+/// Runs `active --study mnist` with `options`: loads the images and runs every acquisition.
+///
+/// # Errors
+/// Options out of range (before any work), missing files (named), the runner's and the loop's
+/// failures.
+pub fn run_mnist(options: &ActiveOptions) -> Result<Vec<MnistRow>, Box<dyn Error>> {
+    options.check_mnist()?;
+    let (family, train, test) = load_images(options)?;
     let test = match options.test_images.or(options.exp.quick.then_some(1_000)) {
         Some(k) => test.first(k),
         None => test,
     };
     options.run.check()?;
     let study = mnist::MnistStudy::new(options, family, train, test);
+    let done = runner::run(&study, &options.run)?;
+    Ok(done.into_iter().map(|d| d.row).collect())
+}
+
+/// Runs `active --study farquhar` with `options`: loads the images, then every family's
+/// trajectories.
+///
+/// # Errors
+/// Options out of range (before any work), missing files (named), the runner's and the loop's
+/// failures.
+pub fn run_farquhar(options: &ActiveOptions) -> Result<Vec<FqRow>, Box<dyn Error>> {
+    options.check_farquhar()?;
+    let (family, train, test) = load_images(options)?;
+    run_farquhar_on(options, family, train, test)
+}
+
+/// [`run_farquhar`] on given images (`family` names their normalisation).
+///
+/// # Errors
+/// As [`run_farquhar`], less the files.
+pub fn run_farquhar_on(
+    options: &ActiveOptions,
+    family: bnn_datasets::MnistFamily,
+    train: bnn_datasets::ImageSet,
+    test: bnn_datasets::ImageSet,
+) -> Result<Vec<FqRow>, Box<dyn Error>> {
+    options.check_farquhar()?;
+    let k = options
+        .test_images
+        .unwrap_or(if options.exp.quick { 300 } else { 2_000 });
+    options.run.check()?;
+    let study = farquhar::FqStudy::new(options, family, train, test.first(k));
     let done = runner::run(&study, &options.run)?;
     Ok(done.into_iter().map(|d| d.row).collect())
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::continual::tests::toy_family;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -188,5 +189,85 @@ fn the_depeweg_study_starts_from_its_training_set_and_acquires_from_the_pool() {
     assert_eq!(again, rows);
     let md = std::fs::read_to_string(dir.join("active.md")).unwrap();
     assert!(md.contains("| heteroscedastic | epistemic | 1 |"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_farquhar_studys_bad_options_are_named_before_any_work() {
+    for (args, flag) in [
+        (&["--dataset", "cifar"][..], "--dataset cifar"),
+        (&["--family", "ensemble"][..], "--family ensemble"),
+        (&["--evaluate-every", "0"][..], "--evaluate-every 0"),
+        (&["--labels", "5"][..], "--labels 5"),
+        (&["--proposal-temperature=-1"][..], "--proposal-temperature"),
+        (&["--steps", "0"][..], "--steps 0"),
+    ] {
+        let mut all = vec!["--out", "x", "--study", "farquhar"];
+        all.extend_from_slice(args);
+        let err = parse(&all).check_farquhar().unwrap_err();
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}
+
+/// A small trajectory per family on toy images: one label per round, the three risks' models
+/// every 3 labels, the risk estimates beside the pool's, and active testing's errors.
+#[test]
+fn the_farquhar_study_evaluates_the_three_risks_and_active_testing() {
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 110);
+    let dir = std::env::temp_dir().join(format!("bnn-active-farquhar-{}", std::process::id()));
+    let o = parse(&[
+        "--out",
+        dir.to_str().unwrap(),
+        "--study",
+        "farquhar",
+        "--quick",
+        "--runs",
+        "1",
+        "--pool",
+        "60",
+        "--test-train",
+        "40",
+        "--test-images",
+        "150",
+        "--initial",
+        "4",
+        "--labels",
+        "10",
+        "--steps",
+        "20",
+        "--test-repeats",
+        "50",
+    ]);
+    let family = bnn_datasets::MnistFamily::Mnist;
+    let rows = run_farquhar_on(&o, family, toy_family(3000, 1), toy_family(200, 2)).unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        let labels: Vec<usize> = farquhar::curve_of(r, "nll_lure")
+            .iter()
+            .map(|c| c.0)
+            .collect();
+        assert_eq!(labels, [7, 10], "{:?}", r.task);
+        let last = &r.evals.last().unwrap().metrics;
+        for k in [
+            "nll_plain",
+            "nll_pure",
+            "nll_lure",
+            "risk_plain",
+            "risk_lure",
+        ] {
+            assert!(last[k].is_finite() && last[k] >= 0.0, "{k}: {last:?}");
+        }
+        assert!(last["risk_pool"] > 0.0);
+        assert!((0.0..=100.0).contains(&last["acc_plain"]));
+        // Active testing at 10, 30 and 100 of the 150 test images.
+        assert_eq!(r.testing.len(), 3);
+        assert!(r.testing.iter().all(|t| t.lure >= 0.0 && t.uniform > 0.0));
+        assert!(r.test_risk > 0.0);
+    }
+    let md = std::fs::read_to_string(dir.join("active.md")).unwrap();
+    assert!(
+        md.contains("| radial | 1 | 10 |") && md.contains("| mc-dropout | 1 | 30 |"),
+        "{md}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

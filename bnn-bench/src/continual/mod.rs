@@ -8,7 +8,7 @@
 mod report;
 mod sequence;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use crate::catalogue::Method;
 use crate::experiment;

@@ -57,7 +57,7 @@ fn a_heads_accuracy_renormalises_its_columns_per_draw() {
 
 /// Two-class images: class 2t + c is a bright block in quadrant c of a 4×4 image, task t's
 /// pair; every image a little noise.
-fn toy_family(n: usize, seed: u64) -> ImageSet {
+pub(crate) fn toy_family(n: usize, seed: u64) -> ImageSet {
     use rand::{RngExt, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let (mut pixels, mut labels) = (Vec::new(), Vec::new());

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::runner::{Finished, Harness, ReportInput, TaskContext};
-use bnn_burn::integrity::Digest;
 use std::cell::RefCell;
 
 /// The scenarios' training sets and the test images.
@@ -22,18 +21,12 @@ impl<'a> LvMnistHarness<'a> {
         sets: Vec<(String, ImageSet)>,
         test: &'a ImageSet,
     ) -> Self {
-        let mut digest = Digest::new();
-        for set in sets.iter().map(|(_, s)| s).chain([test]) {
-            digest
-                .number(set.len() as u64)
-                .update(&set.pixels)
-                .update(&set.labels);
-        }
+        let digest = crate::experiment::image_digest(sets.iter().map(|(_, s)| s).chain([test]));
         Self {
             options,
             sets,
             test,
-            digest: digest.hex(),
+            digest,
             report: RefCell::new(None),
         }
     }

@@ -173,11 +173,19 @@ pub trait ActiveTask<M> {
         warm: Option<M>,
     ) -> Result<M, ActiveError>;
 
-    /// The metrics of a round's model (test error, log-likelihood, …), finite.
+    /// The metrics of a round's model (test error, log-likelihood, …), finite. `history`
+    /// holds every round so far, this one last (its metrics still empty): the labelled rows
+    /// with their `q`s, so that an evaluation can estimate risks on them or train comparison
+    /// models under other risks ([`ActiveHistory::weights_under`]; Farquhar 2022 Figs.
+    /// 5.5–5.8).
     ///
     /// # Errors
     /// Whatever evaluation refuses.
-    fn evaluate(&mut self, model: &M) -> Result<BTreeMap<String, f64>, ActiveError>;
+    fn evaluate(
+        &mut self,
+        model: &M,
+        history: &ActiveHistory,
+    ) -> Result<BTreeMap<String, f64>, ActiveError>;
 }
 
 /// What a round's acquisition sees: the last round's model, every row of the data, and which
@@ -371,8 +379,26 @@ impl ActiveHistory {
     /// # Errors
     /// A `q` outside `(0, 1]` (a hand-edited record).
     pub fn weights(&self) -> Result<Option<Vec<f64>>, ConfigError> {
+        self.weights_under(self.config.risk)
+    }
+
+    /// The rows' weights under `risk`, whatever the run trains with (`None` for the plain
+    /// mean).
+    ///
+    /// # Errors
+    /// A `q` outside `(0, 1]`; an unbiased risk over given initial rows (their `q` is not a
+    /// proposal's).
+    pub fn weights_under(&self, risk: Risk) -> Result<Option<Vec<f64>>, ConfigError> {
+        if risk != Risk::Plain && self.config.initial_rows.is_some() {
+            return Err(ConfigError {
+                config: "ActiveHistory",
+                field: "risk",
+                value: format!("{risk:?}"),
+                expected: "Plain with given initial rows (their q is not a proposal's)",
+            });
+        }
         let q = self.q();
-        Ok(match self.config.risk {
+        Ok(match risk {
             Risk::Plain => None,
             Risk::Pure => Some(pure_weights(self.pool, &q)?),
             Risk::Lure => Some(lure_weights(self.pool, &q)?),
@@ -559,7 +585,7 @@ impl ActiveLearning {
         });
         let weights = history.weights()?;
         let model = task.fit(round, &history.rows(), weights.as_deref(), warm)?;
-        let metrics = task.evaluate(&model)?;
+        let metrics = task.evaluate(&model, history)?;
         if let Some((metric, value)) = metrics.iter().find(|(_, v)| !v.is_finite()) {
             return Err(ActiveError::NonFinite {
                 round,

@@ -531,6 +531,7 @@ mod tests {
         fn evaluate(
             &mut self,
             _: &Bnn<MlpBody, MultiLabelProbit>,
+            _: &crate::active::ActiveHistory,
         ) -> Result<BTreeMap<String, f64>, ActiveError> {
             Ok(BTreeMap::new())
         }

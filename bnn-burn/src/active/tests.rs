@@ -92,7 +92,11 @@ impl ActiveTask<Counter> for Recorder {
         })
     }
 
-    fn evaluate(&mut self, model: &Counter) -> Result<BTreeMap<String, f64>, ActiveError> {
+    fn evaluate(
+        &mut self,
+        model: &Counter,
+        _: &ActiveHistory,
+    ) -> Result<BTreeMap<String, f64>, ActiveError> {
         let l: Vec<f64> = self.last.iter().map(|r| self.losses[*r]).collect();
         let plain = l.iter().sum::<f64>() / l.len() as f64;
         let weighted = match &self.last_weights {
