@@ -39,6 +39,8 @@ const RANDOM_LABELS: f64 = 0.1;
 pub const TEST_LABELS: [usize; 3] = [10, 30, 100];
 /// Hidden units of the MLP (the thesis's alternative model).
 const HIDDEN: usize = 50;
+/// The seed stream of active testing's fixed model.
+const FIXED_STREAM: u64 = u64::MAX;
 
 /// One trajectory of one family.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -200,9 +202,10 @@ impl<'a> FqStudy<'a> {
                 metrics: r.metrics.clone(),
             })
             .collect();
-        // Active testing: a model on the extra images, its losses and entropies on the test set.
+        // Active testing: a model on the extra images (four times the steps of a round's
+        // fit: it sees many more images), its losses and entropies on the test set.
         let rows: Vec<usize> = (0..extra.len()).collect();
-        let fixed = fit.train(&extra, &rows, None, 10_000)?;
+        let fixed = fit.train(&extra, &rows, None, FIXED_STREAM)?;
         let (losses, entropy) = fit.losses(&fixed, &self.test)?;
         let test_risk = mean(&losses);
         let testing = active_testing(&losses, &entropy, o, model_seed)?;
@@ -217,7 +220,7 @@ impl<'a> FqStudy<'a> {
 }
 
 /// Active testing's MSEs at each of [`TEST_LABELS`] over `o.test_repeats` repeats: LURE and
-/// the plain mean under `q ∝ exp(T·entropy)`, and the mean of uniform picks.
+/// the plain mean under `q ∝ entropy + floor`, and the mean of uniform picks.
 fn active_testing(
     losses: &[f64],
     entropy: &[f64],
@@ -230,8 +233,8 @@ fn active_testing(
         let (mut lure, mut plain, mut uniform) = (0.0, 0.0, 0.0);
         for r in 0..o.test_repeats {
             let mut rng = HostNormals::new(experiment::derive(seed, &["test"], r as u64));
-            let proposal = Selection::Boltzmann {
-                temperature: o.test_temperature,
+            let proposal = Selection::Proportional {
+                floor: o.test_floor * mean(entropy),
             };
             let t = active_test(proposal, entropy, m, |i| losses[i], &mut rng)?;
             lure += (t.lure - truth).powi(2);
@@ -277,7 +280,11 @@ impl FqFit<'_> {
         let width = set.image_size();
         let data = (b.images.reshape([rows.len(), width]), b.labels);
         let batch = o.fq_batch_size().min(rows.len());
-        let epochs = (o.fq_steps() * batch).div_ceil(rows.len()).max(1);
+        let steps = match stream {
+            FIXED_STREAM => 4 * o.fq_steps(),
+            _ => o.fq_steps(),
+        };
+        let epochs = (steps * batch).div_ceil(rows.len()).max(1);
         let config = TrainConfig::new(epochs)
             .with_batch_size(batch)
             .with_learning_rate(o.learning_rate.unwrap_or(5e-4))
@@ -428,7 +435,7 @@ impl Harness for FqStudy<'_> {
             "acquisition_samples": o.fq_acquisition_samples(),
             "predict_samples": o.fq_predict_samples(),
             "test_train": o.fq_test_train(),
-            "test_temperature": o.test_temperature,
+            "test_floor": o.test_floor,
             "test_repeats": o.test_repeats,
             "test_images": self.test.len(),
             "data": self.digest,

@@ -101,9 +101,10 @@ pub struct ActiveOptions {
     /// [default: 1 000; 100 with --quick].
     #[arg(long)]
     pub test_train: Option<usize>,
-    /// farquhar: T of active testing's proposal over the fixed model's predictive entropy.
-    #[arg(long, default_value_t = 3.0)]
-    pub test_temperature: f64,
+    /// farquhar: active testing's proposal is `q ∝ H_i + f·mean(H)` over the fixed model's
+    /// predictive entropies `H` (its expected loss; Kossen et al. 2021); this is `f`.
+    #[arg(long, default_value_t = 0.1)]
+    pub test_floor: f64,
     /// farquhar: active tests per run (each a fresh draw of test labels).
     #[arg(long, default_value_t = 1000)]
     pub test_repeats: usize,
@@ -339,7 +340,7 @@ impl ActiveOptions {
         }
         for (flag, t) in [
             ("--proposal-temperature", self.proposal_temperature),
-            ("--test-temperature", self.test_temperature),
+            ("--test-floor", self.test_floor),
         ] {
             if !(t.is_finite() && t >= 0.0) {
                 return Err(format!("{flag} {t}: a finite number ≥ 0"));

@@ -297,6 +297,7 @@ where
             Selection::Top => "top".to_string(),
             Selection::Thinned { every, from } => format!("every {every} of the top {from}"),
             Selection::Boltzmann { temperature } => format!("Boltzmann T = {temperature}"),
+            Selection::Proportional { floor } => format!("proportional, floor {floor}"),
         };
         match self.scorer {
             Some(s) => format!("{} ({selection})", s.name()),

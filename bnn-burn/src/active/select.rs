@@ -26,6 +26,13 @@ pub enum Selection {
         /// `T ≥ 0` (0: uniform; large: the arg max).
         temperature: f64,
     },
+    /// `q(i) ∝ s_i + floor` among the rows left, one row at a time, for scores `s ≥ 0` (active
+    /// testing's proposal: the expected loss, Kossen et al. 2021). A positive `floor` keeps
+    /// every row possible, which an unbiased estimate needs.
+    Proportional {
+        /// Added to every score (≥ 0; all rows at zero mass: uniform).
+        floor: f64,
+    },
 }
 
 impl Selection {
@@ -146,7 +153,51 @@ pub fn select(
             }
             out
         }
+        Selection::Proportional { floor } => {
+            let s = scores.expect("checked");
+            if !(floor.is_finite() && floor >= 0.0) {
+                return Err(bad("floor", floor.to_string(), "a finite number ≥ 0"));
+            }
+            if let Some((i, v)) = s.iter().enumerate().find(|(_, v)| **v < 0.0) {
+                return Err(bad(
+                    "scores",
+                    format!("scores[{i}] = {v}"),
+                    "scores ≥ 0 for a proportional proposal",
+                ));
+            }
+            let mut left: Vec<usize> = (0..pool.len()).collect();
+            let mut out = Vec::with_capacity(k);
+            for _ in 0..k {
+                let mass: Vec<f64> = left.iter().map(|&i| s[i] + floor).collect();
+                let (j, q) = proportional_pick(&mass, rng);
+                out.push(pick(left.remove(j), q));
+            }
+            out
+        }
     })
+}
+
+/// One position of `mass` (≥ 0) drawn with probability `mass_i / Σ mass` (uniform when all
+/// are 0), with that probability.
+fn proportional_pick(mass: &[f64], rng: &mut HostNormals) -> (usize, f64) {
+    let total: f64 = mass.iter().sum();
+    if total <= 0.0 {
+        let j = rng.choose_distinct(mass.len(), 1)[0];
+        return (j, 1.0 / mass.len() as f64);
+    }
+    let u = rng.uniform() * total;
+    let mut cumulative = 0.0;
+    for (i, m) in mass.iter().enumerate() {
+        cumulative += m;
+        if u < cumulative {
+            return (i, m / total);
+        }
+    }
+    let last = mass
+        .iter()
+        .rposition(|m| *m > 0.0)
+        .expect("a row with mass");
+    (last, mass[last] / total)
 }
 
 /// Positions `0..scores.len()` by score, highest first, ties in order.

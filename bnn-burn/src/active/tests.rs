@@ -473,7 +473,11 @@ fn active_testing_is_unbiased_and_scores_that_track_the_loss_shrink_its_error() 
     let scores: Vec<f64> = losses.iter().map(|l| l / top).collect();
     let (m, runs) = (20, 3000);
     let mut stats = Vec::new();
-    for selection in [Selection::Boltzmann { temperature: 4.0 }, Selection::Random] {
+    for selection in [
+        Selection::Boltzmann { temperature: 4.0 },
+        Selection::Random,
+        Selection::Proportional { floor: 0.01 },
+    ] {
         let mut rng = crate::host::HostNormals::new(17);
         let (mut lure, mut plain) = (Vec::new(), Vec::new());
         for _ in 0..runs {
@@ -501,6 +505,22 @@ fn active_testing_is_unbiased_and_scores_that_track_the_loss_shrink_its_error() 
         stats[0].1 - truth > 10.0 * stats[0].2,
         "plain mean of scored picks"
     );
+    // q ∝ loss (plus a floor) is the better proposal still.
+    assert!(
+        stats[2].0 < 0.5 * stats[0].0,
+        "MSE proportional {} vs Boltzmann {}",
+        stats[2].0,
+        stats[0].0
+    );
+    let negative = active_test(
+        Selection::Proportional { floor: 0.0 },
+        &[0.5, -0.1],
+        1,
+        |_| 1.0,
+        &mut HostNormals::new(1),
+    )
+    .unwrap_err();
+    assert_eq!(negative.field, "scores");
     let err = active_test(
         Selection::Random,
         &scores,
