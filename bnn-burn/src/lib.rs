@@ -33,6 +33,7 @@ pub mod posthoc;
 pub mod predict;
 pub mod recipes;
 pub mod reduce;
+pub mod rollout;
 pub mod special;
 pub mod step;
 #[cfg(any(test, feature = "testing"))]

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The modules in dependency order: each may use those before it.
-const ORDER: [&str; 26] = [
+const ORDER: [&str; 27] = [
     "error",
     "host",
     "reduce",
@@ -34,6 +34,7 @@ const ORDER: [&str; 26] = [
     "recipes",
     "active",
     "continual",
+    "rollout",
 ];
 
 /// Edges that still point up the order, to be removed; each with what removes it. None is

@@ -115,16 +115,26 @@ impl<L: Likelihood> BnnLv<L> {
     /// If `x` has not `d` columns or `z` does not match `x`'s rows and the latent width.
     pub fn forward(&self, x: Tensor<2>, z: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
         let [b, d] = x.dims();
-        let [s, bz, dz] = z.dims();
+        let s = z.dims()[0];
+        self.forward_each(x.unsqueeze_dim::<3>(0).expand([s, b, d]), z, pass)
+    }
+
+    /// [`BnnLv::forward`] with inputs of their own per draw, `x [S, B, d]` (the states of `S`
+    /// roll-outs, each under its own weight draw).
+    ///
+    /// # Panics
+    /// If `x` has not `d` columns or `z` does not match `x`'s draws, rows and the latent width.
+    pub fn forward_each(&self, x: Tensor<3>, z: Tensor<3>, pass: &mut Pass) -> Tensor<3> {
+        let [s, b, d] = x.dims();
+        let [sz, bz, dz] = z.dims();
         assert!(
-            d == self.d_input() && bz == b && dz == self.latents.d_latent(),
-            "BnnLv: inputs [{b}, {d}] and latents [{s}, {bz}, {dz}] for a net on {} inputs and {} \
-             latents",
+            d == self.d_input() && (sz, bz) == (s, b) && dz == self.latents.d_latent(),
+            "BnnLv: inputs [{s}, {b}, {d}] and latents [{sz}, {bz}, {dz}] for a net on {} inputs \
+             and {} latents",
             self.d_input(),
             self.latents.d_latent()
         );
-        let h = Tensor::cat(vec![x.unsqueeze_dim::<3>(0).expand([s, b, d]), z], 2);
-        let features = self.net.body.propagate(h, pass);
+        let features = self.net.body.propagate(Tensor::cat(vec![x, z], 2), pass);
         self.net.head.run(features, pass)
     }
 

@@ -335,6 +335,14 @@ impl<B: Body, L: Likelihood> Bnn<B, L> {
         draws
     }
 
+    /// `n` joint draws of every layer from its posterior (independent across layers), one
+    /// [`LayerDraw`] per layer holding `[n, numel]`: `n` networks to hold fixed (roll-outs).
+    pub fn joint_draws(&self, n: usize) -> Vec<LayerDraw> {
+        let mut draws = collect_layers(&self.body, |_, l| l.draws(n));
+        draws.push(self.head.params.draws(n));
+        draws
+    }
+
     /// `n` joint draws of every layer from its posterior (independent across layers), with
     /// `ln q` of each, `[n]`: the proposal of importance sampling ([`crate::inference`]'s
     /// `network_check`).
