@@ -2,7 +2,8 @@
 //! joint weight draws of a BNN+LV held fixed over a roll-out, a fresh latent `z ~ N(0, γ)` and
 //! noise `ε ~ N(0, Σ)` at every step, the network predicting the change `Δ = s_{t+1} − s_t`.
 //! The draws are constants, so gradients of the roll-out's cost reach the policy only
-//! (eqs. 7.13–7.16); [`Policy`] is the deterministic policy network of the thesis's code.
+//! (eqs. 7.13–7.16): [`policy_search`] trains the deterministic [`Policy`] by them;
+//! [`risk_sensitive_cost`] weighs epistemic against aleatoric risk (eqs. 7.31–7.33).
 
 use crate::error::{Check, ConfigError};
 use crate::layers::{LayerDraw, Pass};
@@ -212,6 +213,213 @@ impl Policy {
         };
         burn::tensor::activation::tanh(h) * shape(&self.half) + shape(&self.centre)
     }
+}
+
+/// Settings of [`policy_search`] (Depeweg 2019 Alg. 1; the thesis's wet-chicken run: `T = 5`,
+/// `K = 20`, 10 start states, 100 epochs, Adam at 10⁻⁵).
+#[derive(Config, Debug)]
+pub struct PolicySearchConfig {
+    /// Roll-out steps `T`.
+    pub horizon: usize,
+    /// Passes over the start states; one step per minibatch.
+    pub epochs: usize,
+    /// Start states per step, drawn uniformly from the given ones.
+    #[config(default = 10)]
+    pub batch_size: usize,
+    /// Weight draws `K` per step (a fresh set every step).
+    #[config(default = 20)]
+    pub samples: usize,
+    /// Adam's learning rate.
+    #[config(default = 1e-3)]
+    pub learning_rate: f64,
+    /// The gradients' global norm is clipped to this (the reference code: 10); `None`: no clip.
+    #[config(default = "Some(10.0)")]
+    pub clip_norm: Option<f64>,
+    /// Seed of the start-state draws and of the device generator (draws, latents, noise).
+    #[config(default = 0)]
+    pub seed: u64,
+}
+
+/// What [`policy_search`] did: the mean roll-out cost of every epoch's steps, and the steps
+/// skipped for a cost or gradient that was not finite.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PolicySearchReport {
+    /// Mean over the epoch's steps of `Σ_t` cost averaged over draws and start states.
+    pub epoch_costs: Vec<f64>,
+    /// Steps skipped by the NaN guard.
+    pub skipped: usize,
+}
+
+/// Why a policy search could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicySearchError {
+    /// A setting out of range (the field named).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Every step of an epoch was skipped: the roll-outs diverge.
+    #[error("policy search: every step of epoch {epoch} had a non-finite cost or gradient")]
+    Diverged {
+        /// The epoch.
+        epoch: usize,
+    },
+}
+
+/// Alg. 1: Adam on the policy's parameters to minimise the mean over start states (a
+/// minibatch of `starts [N, d_s]` per step) and `K` fresh weight draws of `Σ_t cost(s_t)`,
+/// by backpropagation through the roll-outs of the frozen `model`. A step whose cost or
+/// gradient is not finite is skipped (the reference code's NaN guard); the gradients' global
+/// norm is clipped.
+///
+/// # Errors
+/// Settings out of range, no start states, or an epoch whose every step was skipped.
+pub fn policy_search(
+    model: &LatentRegressor,
+    mut policy: Policy,
+    starts: Tensor<2>,
+    cost: impl Fn(&Tensor<3>) -> Tensor<2>,
+    config: &PolicySearchConfig,
+) -> Result<(Policy, PolicySearchReport), PolicySearchError> {
+    use burn::optim::{AdamConfig, GradientsParams};
+    let check = Check("PolicySearchConfig");
+    check.at_least_one("horizon", config.horizon)?;
+    check.at_least_one("epochs", config.epochs)?;
+    check.at_least_one("batch_size", config.batch_size)?;
+    check.at_least_one("samples", config.samples)?;
+    check.positive("learning_rate", config.learning_rate)?;
+    if let Some(c) = config.clip_norm {
+        check.positive("clip_norm", c)?;
+    }
+    let n = starts.dims()[0];
+    check.at_least_one("starts", n)?;
+    let device = starts.device();
+    crate::device::uses_generator();
+    device.seed(config.seed);
+    let mut rng = crate::host::HostNormals::new(config.seed);
+    let mut optim = AdamConfig::new().init();
+    let steps = n.div_ceil(config.batch_size);
+    let mut report = PolicySearchReport {
+        epoch_costs: Vec::with_capacity(config.epochs),
+        skipped: 0,
+    };
+    for epoch in 0..config.epochs {
+        let mut costs = Vec::with_capacity(steps);
+        for _ in 0..steps {
+            let rows: Vec<usize> = (0..config.batch_size)
+                .map(|_| ((rng.uniform() * n as f64) as usize).min(n - 1))
+                .collect();
+            let batch = starts
+                .clone()
+                .select(0, crate::host::labels(&rows, &device));
+            let draw = DynamicsDraw::new(model, config.samples);
+            let loss = draw
+                .unfold(|s| policy.forward(s), batch, config.horizon, &cost)
+                .sum_dim(2)
+                .mean();
+            let value = crate::host::to_vec(loss.clone())[0];
+            let mut grads = GradientsParams::from_grads(loss.backward(), &policy);
+            let norm = policy.gradient_norm(&grads);
+            if !(value.is_finite() && norm.is_finite()) {
+                report.skipped += 1;
+                continue;
+            }
+            if let Some(c) = config.clip_norm.filter(|c| norm > *c) {
+                grads = policy.scale_gradients(grads, c / norm);
+            }
+            costs.push(value);
+            policy = optim.step(config.learning_rate, policy, grads);
+        }
+        if costs.is_empty() {
+            return Err(PolicySearchError::Diverged { epoch });
+        }
+        report.epoch_costs.push(crate::metrics::mean(&costs));
+    }
+    Ok((policy, report))
+}
+
+impl Policy {
+    /// The global norm of the policy's gradients in `grads`.
+    fn gradient_norm(&self, grads: &burn::optim::GradientsParams) -> f64 {
+        let mut total = 0.0;
+        for l in &self.layers {
+            if let Some(g) = grads.get::<2>(l.weight.id) {
+                total += crate::host::to_vec(g.square().sum())[0];
+            }
+            if let Some(g) = l.bias.as_ref().and_then(|b| grads.get::<1>(b.id)) {
+                total += crate::host::to_vec(g.square().sum())[0];
+            }
+        }
+        total.sqrt()
+    }
+
+    /// `grads` with the policy's gradients times `factor`.
+    fn scale_gradients(
+        &self,
+        mut grads: burn::optim::GradientsParams,
+        factor: f64,
+    ) -> burn::optim::GradientsParams {
+        for l in &self.layers {
+            if let Some(g) = grads.remove::<2>(l.weight.id) {
+                grads.register(l.weight.id, g * factor);
+            }
+            if let Some(b) = &l.bias
+                && let Some(g) = grads.remove::<1>(b.id)
+            {
+                grads.register(b.id, g * factor);
+            }
+        }
+        grads
+    }
+}
+
+/// The risk-sensitive cost of Depeweg 2019 eq. 7.31, by the estimator of eq. 7.33 (its missing
+/// "+" restored): for costs `C [M, N, B, T]` of `N` roll-outs under each of `M` weight draws
+/// from `B` start states, `Σ_t [ mean C_t + √(β² Var_m(mean_n C_t) + γ² mean_m Var_n C_t) ]`,
+/// averaged over the start states, `[1]` and differentiable. `β` weighs the epistemic risk
+/// (an estimate of model bias, eq. 7.36), `γ` the aleatoric one; `β = γ = 0` is Alg. 1's
+/// risk-neutral cost. Variances are the samples' (divided by `M − 1`, `N − 1`).
+///
+/// # Panics
+/// If `M` or `N` is below 2.
+pub fn risk_sensitive_cost(costs: Tensor<4>, beta: f64, gamma: f64) -> Tensor<1> {
+    let [m, n, _, _] = costs.dims();
+    assert!(
+        m >= 2 && n >= 2,
+        "risk_sensitive_cost: M = {m}, N = {n}: both at least 2"
+    );
+    let mean_n = costs.clone().mean_dim(1); // [M, 1, B, T]
+    let mean = mean_n.clone().mean_dim(0); // [1, 1, B, T]
+    let epistemic = (mean_n.clone() - mean.clone())
+        .square()
+        .sum_dim(0)
+        .div_scalar((m - 1) as f64);
+    let aleatoric = (costs - mean_n)
+        .square()
+        .sum_dim(1)
+        .div_scalar((n - 1) as f64)
+        .mean_dim(0);
+    let spread = (epistemic * (beta * beta) + aleatoric * (gamma * gamma))
+        .clamp_min(0.0)
+        .add_scalar(1e-12)
+        .sqrt();
+    (mean + spread).sum_dim(3).mean()
+}
+
+/// Model bias, Depeweg 2019 eq. 7.34: `Σ_t (E_true[c_t] − E_model[c_t])²` for the mean cost
+/// curves of the true system and of the model under one policy.
+///
+/// # Panics
+/// If the curves differ in length.
+pub fn model_bias(true_costs: &[f64], model_costs: &[f64]) -> f64 {
+    assert_eq!(
+        true_costs.len(),
+        model_costs.len(),
+        "model_bias: cost curves of different horizons"
+    );
+    true_costs
+        .iter()
+        .zip(model_costs)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum()
 }
 
 #[cfg(test)]

@@ -115,3 +115,104 @@ fn the_policy_stays_in_its_box_and_bad_boxes_are_named() {
     assert_eq!(bad(vec![0.0, 0.0], vec![1.0]), "high");
     assert_eq!(bad(vec![], vec![]), "low");
 }
+
+/// Eq. 7.33 on a random-effects system with known parts: `C = μ_t + σ_a a_m + σ_b b_mn`
+/// gives `Σ_t μ_t + √(β² σ_a² + γ² σ_b²)` per step (up to the sampling error of `M`, `N`).
+#[test]
+fn the_risk_estimator_matches_its_closed_form() {
+    let device = test_device();
+    let _guard = seeded(&device, 123);
+    let (m, n) = (300, 300);
+    let mut rng = crate::host::HostNormals::new(9);
+    let (sa, sb, mu) = (1.0, 2.0, [0.5, -1.0]);
+    let mut c = Vec::with_capacity(m * n * 2);
+    for _ in 0..m {
+        let a = rng.next();
+        for _ in 0..n {
+            for m_t in mu {
+                c.push(m_t + sa * a + sb * rng.next());
+            }
+        }
+    }
+    let costs = matrix(&c, 2, &device).reshape([m, n, 1, 2]);
+    for (beta, gamma) in [(0.0, 0.0), (1.0, 0.5), (2.0, 0.0), (0.0, 1.0)] {
+        let got = to_vec(risk_sensitive_cost(costs.clone(), beta, gamma))[0];
+        // The estimator on the host, step by step.
+        let mut exact = 0.0;
+        for t in 0..2 {
+            let at = |i: usize, j: usize| c[(i * n + j) * 2 + t];
+            let rows: Vec<f64> = (0..m)
+                .map(|i| (0..n).map(|j| at(i, j)).sum::<f64>() / n as f64)
+                .collect();
+            let grand = rows.iter().sum::<f64>() / m as f64;
+            let epistemic = rows.iter().map(|r| (r - grand).powi(2)).sum::<f64>() / (m - 1) as f64;
+            let aleatoric = (0..m)
+                .map(|i| (0..n).map(|j| (at(i, j) - rows[i]).powi(2)).sum::<f64>())
+                .sum::<f64>()
+                / ((n - 1) * m) as f64;
+            exact += grand + (beta * beta * epistemic + gamma * gamma * aleatoric).sqrt();
+        }
+        assert!(
+            (got - exact).abs() < 1e-3 * (1.0 + exact.abs()),
+            "{got} vs {exact}"
+        );
+        // The closed form: the sample's own mean (its error, σ_a/√M per step, is not the
+        // estimator's), and √(β² σ_a² + γ² σ_b²) within its sampling error (σ_a's relative
+        // error is √(1/(2M)) ≈ 4 %: 20 % is five of them).
+        let spread = ((beta * sa) * (beta * sa) + (gamma * sb) * (gamma * sb)).sqrt();
+        let want = c.iter().sum::<f64>() / (m * n) as f64 + 2.0 * spread;
+        assert!(
+            (got - want).abs() < 1e-4 + 0.2 * spread,
+            "β {beta}, γ {gamma}: {got} vs {want}"
+        );
+    }
+    assert_eq!(model_bias(&[1.0, 2.0], &[0.5, 2.5]), 0.5);
+}
+
+/// Policy search lowers the roll-outs' cost; bad settings are named; a cost that is never
+/// finite stops the search.
+#[test]
+fn policy_search_lowers_the_cost_and_guards_against_nan() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 124);
+    let m = model(&device);
+    let p = policy(&device);
+    let starts = matrix(
+        &(0..40)
+            .map(|i| ((i * 7) % 11) as f64 / 5.0 - 1.0)
+            .collect::<Vec<_>>(),
+        2,
+        &device,
+    );
+    let cost = |s: &Tensor<3>| s.clone().square().sum_dim(2).squeeze_dim(2);
+    let config = PolicySearchConfig::new(3, 30)
+        .with_batch_size(5)
+        .with_samples(4)
+        .with_learning_rate(1e-2);
+    let (_, report) = policy_search(&m, p.clone(), starts.clone(), cost, &config).unwrap();
+    assert_eq!(report.epoch_costs.len(), 30);
+    assert_eq!(report.skipped, 0);
+    let (first, last) = (report.epoch_costs[0], report.epoch_costs[29]);
+    assert!(last < 0.9 * first, "epoch costs {:?}", report.epoch_costs);
+    let bad = |c: PolicySearchConfig| match policy_search(&m, p.clone(), starts.clone(), cost, &c)
+        .unwrap_err()
+    {
+        PolicySearchError::Config(e) => e.field,
+        e => panic!("{e}"),
+    };
+    assert_eq!(bad(PolicySearchConfig::new(0, 1)), "horizon");
+    assert_eq!(
+        bad(PolicySearchConfig::new(2, 1).with_samples(0)),
+        "samples"
+    );
+    assert_eq!(
+        bad(PolicySearchConfig::new(2, 1).with_clip_norm(Some(0.0))),
+        "clip_norm"
+    );
+    let nan = |s: &Tensor<3>| s.clone().sum_dim(2).squeeze_dim(2) * f64::NAN;
+    let err = policy_search(&m, p, starts, nan, &PolicySearchConfig::new(2, 1)).unwrap_err();
+    assert!(
+        matches!(err, PolicySearchError::Diverged { epoch: 0 }),
+        "{err}"
+    );
+}
