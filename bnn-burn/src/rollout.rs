@@ -27,13 +27,18 @@ impl<'a> DynamicsDraw<'a> {
     /// model for a policy trained by gradients).
     pub fn new(model: &'a LatentRegressor, k: usize) -> Self {
         crate::device::uses_generator();
+        // Drawn off the autodiff graph: draws of the tracked parameters, detached but never
+        // backpropagated, would pile up in the graph step after step.
+        let autodiff = model.devices()[0].is_autodiff();
         let draws = model
             .net
+            .clone()
+            .valid()
             .joint_draws(k)
             .into_iter()
             .map(|d| LayerDraw {
-                weight: d.weight.detach(),
-                bias: d.bias.map(|b| b.detach()),
+                weight: constant(d.weight, autodiff),
+                bias: d.bias.map(|b| constant(b, autodiff)),
             })
             .collect();
         Self::with_draws(model, draws)
@@ -42,7 +47,9 @@ impl<'a> DynamicsDraw<'a> {
     /// The roll-outs under given joint draws (one [`LayerDraw`] per layer, `[K, numel]` each):
     /// MCMC samples, or draws shared by several roll-outs.
     pub fn with_draws(model: &'a LatentRegressor, draws: Vec<LayerDraw>) -> Self {
-        let noise_std = model.net.likelihood.noise_std().detach().unsqueeze::<3>();
+        let autodiff = model.devices()[0].is_autodiff();
+        let likelihood = model.net.likelihood.clone().valid();
+        let noise_std = constant(likelihood.noise_std(), autodiff).unsqueeze::<3>();
         Self {
             model,
             draws,
@@ -106,6 +113,14 @@ impl<'a> DynamicsDraw<'a> {
             costs.push(cost(&s).unsqueeze_dim::<3>(2));
         }
         Tensor::cat(costs, 2)
+    }
+}
+
+/// `t` (off the graph) as a constant on the autodiff device when `autodiff`.
+fn constant<const D: usize>(t: Tensor<D>, autodiff: bool) -> Tensor<D> {
+    match autodiff {
+        true => Tensor::from_inner(t),
+        false => t,
     }
 }
 
@@ -248,6 +263,8 @@ pub struct PolicySearchReport {
     pub epoch_costs: Vec<f64>,
     /// Steps skipped by the NaN guard.
     pub skipped: usize,
+    /// Wall seconds of every epoch.
+    pub epoch_seconds: Vec<f64>,
 }
 
 /// Why a policy search could not run.
@@ -291,6 +308,9 @@ pub fn policy_search(
     }
     let n = starts.dims()[0];
     check.at_least_one("starts", n)?;
+    // Small variances multiplied together underflow to subnormals, which x86 runs tens of
+    // times slower: flush them, as training does.
+    let _flushed = crate::device::SubnormalsFlushed::enter();
     let device = starts.device();
     crate::device::uses_generator();
     device.seed(config.seed);
@@ -300,8 +320,10 @@ pub fn policy_search(
     let mut report = PolicySearchReport {
         epoch_costs: Vec::with_capacity(config.epochs),
         skipped: 0,
+        epoch_seconds: Vec::with_capacity(config.epochs),
     };
     for epoch in 0..config.epochs {
+        let started = std::time::Instant::now();
         let mut costs = Vec::with_capacity(steps);
         for _ in 0..steps {
             let rows: Vec<usize> = (0..config.batch_size)
@@ -332,6 +354,7 @@ pub fn policy_search(
             return Err(PolicySearchError::Diverged { epoch });
         }
         report.epoch_costs.push(crate::metrics::mean(&costs));
+        report.epoch_seconds.push(started.elapsed().as_secs_f64());
     }
     Ok((policy, report))
 }
