@@ -120,7 +120,10 @@ impl ActiveTask<Classifier> for Radial {
         weights: Option<&[f64]>,
         _: Option<Classifier>,
     ) -> Result<Classifier, ActiveError> {
-        self.train(&self.pool, rows, weights.map(<[f64]>::to_vec), round as u64)
+        // Off the autodiff graph for BALD's predictions.
+        Ok(self
+            .train(&self.pool, rows, weights.map(<[f64]>::to_vec), round as u64)?
+            .valid())
     }
 
     fn evaluate(
@@ -175,7 +178,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         &mut acquisition,
         {
             let rows: Vec<usize> = (0..task.pool.len()).collect();
-            task.xy(&task.pool, &rows, &task.device).0
+            task.xy(&task.pool, &rows, &task.device.clone().inner()).0
         },
         &mut task,
     )?;

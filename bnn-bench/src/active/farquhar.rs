@@ -167,7 +167,8 @@ impl<'a> FqStudy<'a> {
             (b.images.reshape([rows.len(), width]), b.labels)
         };
         let all: Vec<usize> = (0..pool.len()).collect();
-        let (inputs, _) = flat(&pool, &all, &device);
+        // The loop's models are off the autodiff graph (`FqFit::fit`), the pool too.
+        let (inputs, _) = flat(&pool, &all, &device.clone().inner());
         let mut fit = FqFit {
             pool: &pool,
             test: &self.test,
@@ -354,7 +355,10 @@ impl ActiveTask<Classifier> for FqFit<'_> {
         weights: Option<&[f64]>,
         _: Option<Classifier>,
     ) -> Result<Classifier, ActiveError> {
-        self.train(self.pool, rows, weights.map(<[f64]>::to_vec), round as u64)
+        // Off the autodiff graph: BALD's predictions of a tracked model would pile up in it.
+        Ok(self
+            .train(self.pool, rows, weights.map(<[f64]>::to_vec), round as u64)?
+            .valid())
     }
 
     fn evaluate(

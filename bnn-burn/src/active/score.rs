@@ -10,6 +10,7 @@ use crate::likelihood::MultiLabelProbit;
 use crate::nets::{Bnn, Body, LatentRegressor};
 use crate::predict::{ClassPrediction, Predict, PredictMode};
 use crate::special::{gauss_hermite, normal_log_cdf};
+use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 
 /// One score per row of the pool under a model (higher: more wanted).
@@ -51,7 +52,9 @@ pub enum ClassScore {
     VariationRatio,
 }
 
-/// [`ClassScore`] of a classifier's predictions in `mode`, `chunk` rows at a time.
+/// [`ClassScore`] of a classifier's predictions in `mode`, `chunk` rows at a time. Give it a
+/// model off the autodiff graph (`.valid()`): a tracked model's predictions pile up in the
+/// graph when no backward pass consumes them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClassScorer {
     /// What is scored.
@@ -149,11 +152,13 @@ impl Scorer<LatentRegressor> for LatentScorer {
         pool: Tensor<2>,
         _: Tensor<2>,
     ) -> Result<Vec<f64>, ActiveError> {
+        // Off the autodiff graph, as `CltScorer`.
+        let model = model.clone().valid();
         let mut out = Vec::with_capacity(pool.dims()[0]);
         for x in chunks(pool, self.chunk) {
             out.extend(
                 model
-                    .decompose(x, self.n_w, self.n_z, self.k)?
+                    .decompose(x.plain(), self.n_w, self.n_z, self.k)?
                     .into_iter()
                     .map(|d| {
                         if self.epistemic {
@@ -252,9 +257,12 @@ where
         pool: B::Input,
         _: B::Input,
     ) -> Result<Vec<f64>, ActiveError> {
+        // Off the autodiff graph: predictions of a tracked model that no backward pass
+        // consumes pile up in the graph, and each round's scoring would be slower.
+        let model = model.clone().valid();
         let mut out = Vec::with_capacity(pool.len());
         for x in chunks(pool, self.chunk) {
-            let m = model.predictive_moments(x)?;
+            let m = model.predictive_moments(x.plain())?;
             out.extend(to_vec(clt_scores(m, self.bald, self.nodes)));
         }
         Ok(out)
