@@ -419,7 +419,7 @@ impl LatentTable {
             return Err(ConfigError {
                 config: "LatentTable::with_rows",
                 field: "rows",
-                value: rows.to_string(),
+                value: format!("{rows} (the table has {old})"),
                 expected: "at least the table's rows (a table only grows)",
             });
         }

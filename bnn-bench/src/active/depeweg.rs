@@ -164,9 +164,10 @@ impl<'a> LvStudy<'a> {
         inputs.extend_from_slice(&problem.pool.x);
         let mut targets = problem.train.y.clone();
         targets.extend_from_slice(&problem.pool.y);
-        let data = matrix(&sx.transform(&inputs), d, &device);
+        let x = sx.transform(&inputs);
+        let data = matrix(&x, d, &device);
         let mut fit = LvFit {
-            x: sx.transform(&inputs),
+            x,
             y: sy.transform(&targets),
             d,
             test_x: matrix(&sx.transform(&problem.test.x), d, &device),

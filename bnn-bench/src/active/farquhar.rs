@@ -207,9 +207,9 @@ impl<'a> FqStudy<'a> {
         // fit: it sees many more images), its losses and entropies on the test set.
         let rows: Vec<usize> = (0..extra.len()).collect();
         let fixed = fit.train(&extra, &rows, None, FIXED_STREAM)?;
-        let (losses, entropy) = fit.losses(&fixed, &self.test)?;
-        let test_risk = mean(&losses);
-        let testing = active_testing(&losses, &entropy, o, model_seed)?;
+        let p = fit.predictions(&fixed, &self.test)?;
+        let test_risk = mean(&p.nll);
+        let testing = active_testing(&p.nll, &p.entropy, o, model_seed)?;
         Ok(FqRow {
             task: task.clone(),
             evals,
@@ -304,47 +304,51 @@ impl FqFit<'_> {
         Ok(trainer.build_and_fit(build, data)?.0)
     }
 
-    /// Per-row NLL and predictive entropy of `model` on every image of `set`.
-    fn losses(
+    /// Per-image NLL, predictive entropy and predicted class of `model` on `set`.
+    fn predictions(
         &self,
         model: &Classifier,
         set: &ImageSet,
-    ) -> Result<(Vec<f64>, Vec<f64>), ActiveError> {
+    ) -> Result<SetPredictions, ActiveError> {
         let net = model.clone().valid();
         let plain = training_device().inner();
-        let (mut nll, mut entropy) = (Vec::new(), Vec::new());
+        let mut out = SetPredictions::default();
         let rows: Vec<usize> = (0..set.len()).collect();
         for chunk in rows.chunks(1000) {
             let b = set.batch(chunk, self.norm, &plain);
             let x = b.images.reshape([chunk.len(), set.image_size()]);
             let p = net.predict(x, PredictMode::Samples(self.options.fq_predict_samples()))?;
-            nll.extend(to_vec(p.log_prob(b.labels)).into_iter().map(|l| -l));
-            entropy.extend(to_vec(p.entropy()));
+            out.nll
+                .extend(to_vec(p.log_prob(b.labels)).into_iter().map(|l| -l));
+            out.entropy.extend(to_vec(p.entropy()));
+            out.predicted.extend(
+                to_vec(p.predicted_class().float())
+                    .into_iter()
+                    .map(|c| c as u8),
+            );
         }
-        Ok((nll, entropy))
+        Ok(out)
     }
 
     /// Test NLL and accuracy (%) of `model`.
     fn test_scores(&self, model: &Classifier) -> Result<(f64, f64), ActiveError> {
-        let net = model.clone().valid();
-        let plain = training_device().inner();
-        let rows: Vec<usize> = (0..self.test.len()).collect();
-        let (mut nll, mut right) = (0.0, 0usize);
-        for chunk in rows.chunks(1000) {
-            let b = self.test.batch(chunk, self.norm, &plain);
-            let x = b.images.reshape([chunk.len(), self.test.image_size()]);
-            let p = net.predict(x, PredictMode::Samples(self.options.fq_predict_samples()))?;
-            nll -= to_vec(p.log_prob(b.labels.clone())).iter().sum::<f64>();
-            let predicted = to_vec(p.predicted_class().float());
-            right += predicted
-                .iter()
-                .zip(chunk)
-                .filter(|(p, r)| **p as u8 == self.test.labels[**r])
-                .count();
-        }
-        let n = self.test.len() as f64;
-        Ok((nll / n, 100.0 * right as f64 / n))
+        let p = self.predictions(model, self.test)?;
+        let right = p
+            .predicted
+            .iter()
+            .zip(&self.test.labels)
+            .filter(|(p, y)| p == y)
+            .count();
+        Ok((mean(&p.nll), 100.0 * right as f64 / self.test.len() as f64))
     }
+}
+
+/// [`FqFit::predictions`]: one entry per image.
+#[derive(Default)]
+struct SetPredictions {
+    nll: Vec<f64>,
+    entropy: Vec<f64>,
+    predicted: Vec<u8>,
 }
 
 impl ActiveTask<Classifier> for FqFit<'_> {
@@ -380,18 +384,24 @@ impl ActiveTask<Classifier> for FqFit<'_> {
             return Ok(out);
         }
         let round = history.rounds.len() as u64;
-        for (name, risk) in [("pure", Risk::Pure), ("lure", Risk::Lure)] {
-            let w = history.weights_under(risk)?;
+        let lure = history.weights_under(Risk::Lure)?;
+        for (name, risk, w) in [
+            ("pure", Risk::Pure, history.weights_under(Risk::Pure)?),
+            ("lure", Risk::Lure, lure.clone()),
+        ] {
             let m = self.train(self.pool, &labelled, w, 1_000 * round + risk as u64)?;
             let (nll, acc) = self.test_scores(&m)?;
             out.insert(format!("nll_{name}"), nll);
             out.insert(format!("acc_{name}"), acc);
         }
         // The acquisition model's training-risk estimates against the pool's risk.
-        let (pool_nll, _) = self.losses(model, self.pool)?;
+        let pool_nll = self.predictions(model, self.pool)?.nll;
         let picked: Vec<f64> = labelled.iter().map(|&r| pool_nll[r]).collect();
-        let lure = history.weights_under(Risk::Lure)?.unwrap_or_default();
-        let weighted = picked.iter().zip(&lure).map(|(l, w)| l * w).sum::<f64>();
+        let weighted = picked
+            .iter()
+            .zip(lure.unwrap_or_default())
+            .map(|(l, w)| l * w)
+            .sum::<f64>();
         out.insert("risk_plain".to_string(), mean(&picked));
         out.insert("risk_lure".to_string(), weighted / picked.len() as f64);
         out.insert("risk_pool".to_string(), mean(&pool_nll));
@@ -584,20 +594,11 @@ pub fn testing_table(rows: &[FqRow]) -> String {
     md
 }
 
-/// Mean over a curve of evaluations of `metric` (used by tests).
+/// `(labels, value)` of `metric` at every evaluation that has it.
 #[cfg(test)]
 pub(crate) fn curve_of(row: &FqRow, metric: &str) -> Vec<(usize, f64)> {
     row.evals
         .iter()
         .filter_map(|e| e.metrics.get(metric).map(|v| (e.labels, *v)))
         .collect()
-}
-
-impl FqRow {
-    /// The test NLL of the model under `risk` at the last evaluation.
-    pub fn final_nll(&self, risk: &str) -> Option<f64> {
-        self.evals
-            .last()
-            .and_then(|e| e.metrics.get(&format!("nll_{risk}")).copied())
-    }
 }

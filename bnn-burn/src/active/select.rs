@@ -185,19 +185,22 @@ fn proportional_pick(mass: &[f64], rng: &mut HostNormals) -> (usize, f64) {
         let j = rng.choose_distinct(mass.len(), 1)[0];
         return (j, 1.0 / mass.len() as f64);
     }
-    let u = rng.uniform() * total;
+    let q: Vec<f64> = mass.iter().map(|m| m / total).collect();
+    draw(&q, rng.uniform())
+}
+
+/// The position whose cumulative probability first passes `u ∈ [0, 1)`, with its
+/// probability; rounding that leaves the sum just below `u` gives the last row with mass.
+fn draw(q: &[f64], u: f64) -> (usize, f64) {
     let mut cumulative = 0.0;
-    for (i, m) in mass.iter().enumerate() {
-        cumulative += m;
+    for (i, p) in q.iter().enumerate() {
+        cumulative += p;
         if u < cumulative {
-            return (i, m / total);
+            return (i, *p);
         }
     }
-    let last = mass
-        .iter()
-        .rposition(|m| *m > 0.0)
-        .expect("a row with mass");
-    (last, mass[last] / total)
+    let last = q.iter().rposition(|p| *p > 0.0).expect("a row with mass");
+    (last, q[last])
 }
 
 /// Positions `0..scores.len()` by score, highest first, ties in order.
@@ -228,17 +231,7 @@ pub fn boltzmann_pick(
     rng: &mut HostNormals,
 ) -> Result<(usize, f64), ConfigError> {
     let q = boltzmann_probabilities(scores, temperature)?;
-    let u = rng.uniform();
-    let mut cumulative = 0.0;
-    for (i, p) in q.iter().enumerate() {
-        cumulative += p;
-        if u < cumulative {
-            return Ok((i, *p));
-        }
-    }
-    // Rounding left the sum just below u: the last row with mass.
-    let last = q.iter().rposition(|p| *p > 0.0).expect("a row with mass");
-    Ok((last, q[last]))
+    Ok(draw(&q, rng.uniform()))
 }
 
 /// `q(i) = exp(T s_i) / Σ_j exp(T s_j)`, computed stably (the largest exponent subtracted).
