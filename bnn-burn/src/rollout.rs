@@ -6,7 +6,7 @@
 //! [`risk_sensitive_cost`] weighs epistemic against aleatoric risk (eqs. 7.31–7.33).
 
 use crate::error::{Check, ConfigError};
-use crate::layers::{LayerDraw, Pass};
+use crate::layers::{Activation, LayerDraw, Pass};
 use crate::nets::LatentRegressor;
 use burn::config::Config;
 use burn::module::Module;
@@ -124,8 +124,8 @@ fn constant<const D: usize>(t: Tensor<D>, autodiff: bool) -> Tensor<D> {
     }
 }
 
-/// Configuration of a [`Policy`]: a deterministic ReLU network whose tanh outputs are scaled
-/// to the action box (the thesis's code: `[d_s, 20, 20, d_a]`).
+/// Configuration of a [`Policy`]: a deterministic network (ReLU by default) whose tanh outputs
+/// are scaled to the action box (the thesis's code: `[d_s, 20, 20, d_a]`).
 #[derive(Config, Debug)]
 pub struct PolicyConfig {
     /// State dimensions.
@@ -136,6 +136,9 @@ pub struct PolicyConfig {
     pub low: Vec<f64>,
     /// Upper corner of the action box.
     pub high: Vec<f64>,
+    /// Activation between the hidden layers.
+    #[config(default = "Activation::Relu")]
+    pub activation: Activation,
 }
 
 impl PolicyConfig {
@@ -188,6 +191,7 @@ impl PolicyConfig {
             layers,
             centre,
             half,
+            activation: self.activation,
         })
     }
 }
@@ -195,7 +199,7 @@ impl PolicyConfig {
 /// A deterministic policy `a = c + h · tanh(g(s))` inside the box `[c − h, c + h]`.
 #[derive(Module, Debug)]
 pub struct Policy {
-    /// The layers, ReLU between them.
+    /// The layers, the activation between them.
     pub layers: Vec<Linear>,
     /// The box's centre.
     #[module(skip)]
@@ -203,6 +207,9 @@ pub struct Policy {
     /// The box's half-widths.
     #[module(skip)]
     pub half: Vec<f64>,
+    /// Activation between the hidden layers.
+    #[module(skip)]
+    pub activation: Activation,
 }
 
 impl Policy {
@@ -213,7 +220,7 @@ impl Policy {
         for (i, layer) in self.layers.iter().enumerate() {
             h = layer.forward(h);
             if i < last {
-                h = burn::tensor::activation::relu(h);
+                h = self.activation.forward(h);
             }
         }
         let device = h.device();

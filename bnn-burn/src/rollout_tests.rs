@@ -1,6 +1,7 @@
 use super::*;
 use crate::host::{matrix, to_vec};
 use crate::latent::LatentConfig;
+use crate::layers::Activation;
 use crate::nets::{BnnLvConfig, MlpConfig};
 use crate::testing::{seeded, test_device};
 
@@ -11,7 +12,11 @@ fn model(device: &Device) -> LatentRegressor {
     // σ = softplus(−1) ≈ 0.31: draws far apart.
     let wide = MeanFieldConfig::new().with_scale(ScaleInit::new().with_rho(-1.0).with_rho_std(0.0));
     let weights = crate::layers::WeightConfig::of(PosteriorConfig::MeanField(wide));
-    BnnLvConfig::new(MlpConfig::new(3, vec![8], 2).with_weights(weights))
+    // tanh: smooth, so finite differences do not straddle a kink.
+    let body = MlpConfig::new(3, vec![8], 2)
+        .with_weights(weights)
+        .with_activation(Activation::Tanh);
+    BnnLvConfig::new(body)
         .with_latent(LatentConfig::new().with_prior_variance(Some(1e-5)))
         .with_noise_std(1e-4)
         .init_regressor(10, device)
@@ -20,6 +25,7 @@ fn model(device: &Device) -> LatentRegressor {
 
 fn policy(device: &Device) -> Policy {
     PolicyConfig::new(2, vec![4], vec![-1.0], vec![1.0])
+        .with_activation(Activation::Tanh)
         .init(device)
         .unwrap()
 }
