@@ -14,6 +14,7 @@ pub mod active;
 pub mod alloc;
 pub mod catalogue;
 pub mod continual;
+pub mod control;
 pub mod decomposition;
 pub mod depeweg;
 pub mod eight_schools;

@@ -3,7 +3,7 @@
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
 use bnn_bench::{
-    active, alloc, continual, depeweg, eight_schools, in_between, iris_covariance, lv_hmc,
+    active, alloc, continual, control, depeweg, eight_schools, in_between, iris_covariance, lv_hmc,
     lv_mnist, mnist, moons_hmc, perf, published, quickstart, runner, tables, toy, uci,
 };
 use clap::{Parser, Subcommand};
@@ -89,6 +89,11 @@ enum Command {
     /// MNIST, VCL with and without coresets, "coreset only" and EWC, single- or multi-head.
     #[command(mut_arg("out", |a| a.default_value("runs/continual").required(false)))]
     Continual(continual::ContinualOptions),
+    /// Model-based policy search on wet-chicken (Depeweg 2019 Table 7.1's first row): the
+    /// MLP, the MLP ensemble, the BNN and BNN+LV (VB, α = ½, α = 1) as dynamics models,
+    /// policies searched by roll-outs through each and scored on the true river.
+    #[command(mut_arg("out", |a| a.default_value("runs/control").required(false)))]
+    Control(control::ControlOptions),
     /// Farquhar (2022) Table A.4 / Fig. 3.2, reduced: NUTS on make_moons for MLPs of growing
     /// depth at about 1 000 weights, the samples' accuracy and acceptance beside the table and
     /// how far the posterior is from mean-field (E_KL, E_W).
@@ -151,6 +156,7 @@ fn main() {
         Command::Active(o) if o.study == "farquhar" => active::run_farquhar(&o).map(drop),
         Command::Active(o) => active::run(&o).map(drop),
         Command::Continual(o) => continual::run(&o).map(drop),
+        Command::Control(o) => control::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),

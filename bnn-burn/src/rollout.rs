@@ -7,54 +7,155 @@
 
 use crate::error::{Check, ConfigError};
 use crate::layers::{Activation, LayerDraw, Pass};
-use crate::nets::LatentRegressor;
+use crate::nets::{LatentRegressor, Regressor};
+use crate::posthoc::Ensemble;
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Distribution, Tensor};
 
-/// `K` networks of a BNN+LV dynamics model, held fixed over roll-outs.
+/// A learned dynamics model that roll-outs can draw from: `K` networks held fixed over a
+/// roll-out, each predicting the change of state (Depeweg 2019 §7.1 and its baselines, §7.1.3).
+pub trait Dynamics {
+    /// `k` networks for `k` roll-outs, off the model's graph (the model is frozen).
+    fn dynamics(&self, k: usize) -> DynamicsDraw<'_>;
+}
+
+/// BNN+LV (eq. 7.7): joint weight draws, a fresh latent and noise every step.
+impl Dynamics for LatentRegressor {
+    fn dynamics(&self, k: usize) -> DynamicsDraw<'_> {
+        DynamicsDraw::new(self, k)
+    }
+}
+
+/// A BNN without latents (Table 7.1's BNN column), or a point network (the MLP column, with
+/// the validation error as its fixed noise): weight draws and Gaussian noise.
+impl Dynamics for Regressor {
+    fn dynamics(&self, k: usize) -> DynamicsDraw<'_> {
+        DynamicsDraw::of_net(self, k)
+    }
+}
+
+/// An ensemble (eq. 7.27): a member drawn uniformly for every roll-out, its posterior mean.
+impl Dynamics for Ensemble<Regressor> {
+    fn dynamics(&self, k: usize) -> DynamicsDraw<'_> {
+        DynamicsDraw::of_members(self.members(), k)
+    }
+}
+
+/// `K` networks of a dynamics model, held fixed over roll-outs.
 #[derive(Debug, Clone)]
 pub struct DynamicsDraw<'a> {
-    model: &'a LatentRegressor,
+    net: &'a Regressor,
+    latent: Option<&'a LatentRegressor>,
     draws: Vec<LayerDraw>,
+    /// `[1, 1, d_s]`, or `[K, 1, d_s]` for one noise per roll-out.
     noise_std: Tensor<3>,
+    bounds: Option<(Tensor<3>, Tensor<3>)>,
 }
 
 impl<'a> DynamicsDraw<'a> {
-    /// `k` joint draws of `model`'s weights (detached: the model is frozen), with its noise
-    /// scale `Σ^{1/2}`. The model must be on the device the roll-outs run on (the trained
-    /// model for a policy trained by gradients).
+    /// `k` joint draws of a BNN+LV's weights (detached: the model is frozen), with its noise
+    /// scale `Σ^{1/2}` and a fresh `z ~ N(0, γ)` per step. The model must be on the device the
+    /// roll-outs run on (the trained model for a policy trained by gradients).
     pub fn new(model: &'a LatentRegressor, k: usize) -> Self {
+        let mut draw = Self::of_net(&model.net, k);
+        draw.latent = Some(model);
+        draw
+    }
+
+    /// `k` joint draws of a network without latents, with its noise.
+    pub fn of_net(net: &'a Regressor, k: usize) -> Self {
         crate::device::uses_generator();
         // Drawn off the autodiff graph: draws of the tracked parameters, detached but never
         // backpropagated, would pile up in the graph step after step.
-        let autodiff = model.devices()[0].is_autodiff();
-        let draws = model
-            .net
-            .clone()
-            .valid()
-            .joint_draws(k)
-            .into_iter()
-            .map(|d| LayerDraw {
-                weight: constant(d.weight, autodiff),
-                bias: d.bias.map(|b| constant(b, autodiff)),
-            })
-            .collect();
-        Self::with_draws(model, draws)
+        let draws = net.clone().valid().joint_draws(k);
+        Self::with_draws(net, draws)
     }
 
-    /// The roll-outs under given joint draws (one [`LayerDraw`] per layer, `[K, numel]` each):
-    /// MCMC samples, or draws shared by several roll-outs.
-    pub fn with_draws(model: &'a LatentRegressor, draws: Vec<LayerDraw>) -> Self {
-        let autodiff = model.devices()[0].is_autodiff();
-        let likelihood = model.net.likelihood.clone().valid();
-        let noise_std = constant(likelihood.noise_std(), autodiff).unsqueeze::<3>();
+    /// Roll-out `k` under member `m_k ~ U{1..M}`'s posterior mean and noise. The members share
+    /// one architecture.
+    ///
+    /// # Panics
+    /// If `members` is empty or the members' layers differ in shape.
+    pub fn of_members(members: &'a [Regressor], k: usize) -> Self {
+        assert!(!members.is_empty(), "DynamicsDraw::of_members: no members");
+        let device = members[0].devices()[0].clone();
+        crate::device::uses_generator();
+        let picks = Tensor::<1>::random(
+            [k],
+            Distribution::Uniform(0.0, members.len() as f64),
+            &device,
+        );
+        let picks: Vec<usize> = crate::host::to_vec(picks)
+            .iter()
+            .map(|u| (*u as usize).min(members.len() - 1))
+            .collect();
+        let index = crate::host::labels(&picks, &device.clone().inner());
+        let plain: Vec<_> = members.iter().map(|m| m.clone().valid()).collect();
+        let stacked: Vec<Vec<LayerDraw>> = plain.iter().map(|m| m.mean_draw()).collect();
+        let layers = stacked[0].len();
+        let draws = (0..layers)
+            .map(|l| {
+                let weight = Tensor::cat(stacked.iter().map(|d| d[l].weight.clone()).collect(), 0);
+                let bias = stacked[0][l].bias.as_ref().map(|_| {
+                    Tensor::cat(
+                        stacked
+                            .iter()
+                            .map(|d| d[l].bias.clone().expect("the members share a layout"))
+                            .collect(),
+                        0,
+                    )
+                });
+                LayerDraw {
+                    weight: weight.select(0, index.clone()),
+                    bias: bias.map(|b| b.select(0, index.clone())),
+                }
+            })
+            .collect();
+        let noise: Tensor<2> =
+            Tensor::stack(plain.iter().map(|m| m.likelihood.noise_std()).collect(), 0);
+        let noise = noise.select(0, index).unsqueeze_dim::<3>(1);
+        let mut draw = Self::with_draws(&members[0], draws);
+        draw.noise_std = constant(noise, device.is_autodiff());
+        draw
+    }
+
+    /// The roll-outs under given joint draws of `net` (one [`LayerDraw`] per layer,
+    /// `[K, numel]` each, off the graph): MCMC samples, or draws shared by several roll-outs.
+    pub fn with_draws(net: &'a Regressor, draws: Vec<LayerDraw>) -> Self {
+        let device = net.devices()[0].clone();
+        let likelihood = net.likelihood.clone().valid();
+        let noise_std = constant(likelihood.noise_std(), device.is_autodiff()).unsqueeze::<3>();
         Self {
-            model,
-            draws,
+            net,
+            latent: None,
+            draws: lift(draws, &device),
             noise_std,
+            bounds: None,
         }
+    }
+
+    /// States clamped to the box `[low, high]` after every step: the system's known range (the
+    /// river's banks and waterfall), which a model's draws may overstep.
+    ///
+    /// # Panics
+    /// If the corners' lengths differ or `low > high` somewhere.
+    pub fn with_state_box(mut self, low: &[f64], high: &[f64]) -> Self {
+        assert!(
+            low.len() == high.len() && low.iter().zip(high).all(|(l, h)| l <= h),
+            "DynamicsDraw::with_state_box: low {low:?}, high {high:?}"
+        );
+        let device = self.noise_std.device();
+        let corner = |v: &[f64]| {
+            Tensor::<1>::from_floats(
+                v.iter().map(|x| *x as f32).collect::<Vec<_>>().as_slice(),
+                &device,
+            )
+            .reshape([1, 1, v.len()])
+        };
+        self.bounds = Some((corner(low), corner(high)));
+        self
     }
 
     /// The draws `K`.
@@ -62,8 +163,9 @@ impl<'a> DynamicsDraw<'a> {
         self.draws.first().map_or(0, LayerDraw::samples)
     }
 
-    /// The next states `s + f([s, a], z; W_k) + ε`, `[K, B, d_s]`, from states and actions
-    /// `[K, B, ·]` (roll-out `k` under draw `k`).
+    /// The next states `s + f([s, a, z]; W_k) + ε` (no `z` without latents), `[K, B, d_s]`,
+    /// from states and actions `[K, B, ·]` (roll-out `k` under draw `k`), clamped to the state
+    /// box if one is set.
     ///
     /// # Panics
     /// If the states and actions do not hold `K` draws of the same rows, or `[s, a]` is not the
@@ -77,9 +179,22 @@ impl<'a> DynamicsDraw<'a> {
             self.samples()
         );
         let device = states.device();
-        let z = self.model.prior_latents(k, b, &device);
-        let x = Tensor::cat(vec![states.clone(), actions], 2);
-        let delta = self.model.forward_each(x, z, &mut Pass::fixed(&self.draws));
+        let mut x = Tensor::cat(vec![states.clone(), actions], 2);
+        if let Some(model) = self.latent {
+            x = Tensor::cat(vec![x, model.prior_latents(k, b, &device)], 2);
+        }
+        assert_eq!(
+            x.dims()[2],
+            self.net.body.d_input,
+            "DynamicsDraw::step: states, actions (and latents) of {} columns for a model on {}",
+            x.dims()[2],
+            self.net.body.d_input
+        );
+        let mut pass = Pass::fixed(&self.draws);
+        let delta = self
+            .net
+            .head
+            .run(self.net.body.propagate(x, &mut pass), &mut pass);
         assert_eq!(
             delta.dims(),
             states.dims(),
@@ -89,7 +204,15 @@ impl<'a> DynamicsDraw<'a> {
         );
         crate::device::uses_generator();
         let eps = Tensor::<3>::random(delta.dims(), Distribution::Normal(0.0, 1.0), &device);
-        states + delta + eps * self.noise_std.clone()
+        let next = states + delta + eps * self.noise_std.clone();
+        match &self.bounds {
+            Some((low, high)) => {
+                let dims = next.dims();
+                next.max_pair(low.clone().expand(dims))
+                    .min_pair(high.clone().expand(dims))
+            }
+            None => next,
+        }
     }
 
     /// `UNFOLD` (Alg. 1): every start state `[B, d_s]` rolled out `T = horizon` steps under each
@@ -114,6 +237,18 @@ impl<'a> DynamicsDraw<'a> {
         }
         Tensor::cat(costs, 2)
     }
+}
+
+/// Draws taken off the graph, as constants on `device` (autodiff or not).
+fn lift(draws: Vec<LayerDraw>, device: &Device) -> Vec<LayerDraw> {
+    let autodiff = device.is_autodiff();
+    draws
+        .into_iter()
+        .map(|d| LayerDraw {
+            weight: constant(d.weight, autodiff),
+            bias: d.bias.map(|b| constant(b, autodiff)),
+        })
+        .collect()
 }
 
 /// `t` (off the graph) as a constant on the autodiff device when `autodiff`.
@@ -260,6 +395,10 @@ pub struct PolicySearchConfig {
     /// Seed of the start-state draws and of the device generator (draws, latents, noise).
     #[config(default = 0)]
     pub seed: u64,
+    /// The states' box `(low, high)`, the roll-outs' states clamped to it after every step
+    /// ([`DynamicsDraw::with_state_box`]); `None`: unbounded.
+    #[config(default = "None")]
+    pub state_box: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 /// What [`policy_search`] did: the mean roll-out cost of every epoch's steps, and the steps
@@ -297,7 +436,7 @@ pub enum PolicySearchError {
 /// # Errors
 /// Settings out of range, no start states, or an epoch whose every step was skipped.
 pub fn policy_search(
-    model: &LatentRegressor,
+    model: &impl Dynamics,
     mut policy: Policy,
     starts: Tensor<2>,
     cost: impl Fn(&Tensor<3>) -> Tensor<2>,
@@ -313,7 +452,23 @@ pub fn policy_search(
     if let Some(c) = config.clip_norm {
         check.positive("clip_norm", c)?;
     }
-    let n = starts.dims()[0];
+    let [n, d] = starts.dims();
+    if let Some((low, high)) = &config.state_box
+        && (low.len() != d
+            || high.len() != d
+            || low
+                .iter()
+                .zip(high)
+                .any(|(l, h)| l.partial_cmp(h).is_none_or(|o| o.is_gt())))
+    {
+        return Err(ConfigError {
+            config: "PolicySearchConfig",
+            field: "state_box",
+            value: format!("low {low:?}, high {high:?}"),
+            expected: "one bound pair per state dimension with low <= high",
+        }
+        .into());
+    }
     check.at_least_one("starts", n)?;
     // Small variances multiplied together underflow to subnormals, which x86 runs tens of
     // times slower: flush them, as training does.
@@ -339,7 +494,10 @@ pub fn policy_search(
             let batch = starts
                 .clone()
                 .select(0, crate::host::labels(&rows, &device));
-            let draw = DynamicsDraw::new(model, config.samples);
+            let mut draw = model.dynamics(config.samples);
+            if let Some((low, high)) = &config.state_box {
+                draw = draw.with_state_box(low, high);
+            }
             let loss = draw
                 .unfold(|s| policy.forward(s), batch, config.horizon, &cost)
                 .sum_dim(2)

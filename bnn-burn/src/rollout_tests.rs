@@ -2,7 +2,7 @@ use super::*;
 use crate::host::{matrix, to_vec};
 use crate::latent::LatentConfig;
 use crate::layers::Activation;
-use crate::nets::{BnnLvConfig, MlpConfig};
+use crate::nets::{BnnLvConfig, MlpConfig, Regressor};
 use crate::testing::{seeded, test_device};
 
 /// A BNN+LV on `[s (2), a (1)]` predicting `Δs (2)`, with a nearly silent latent and noise, so
@@ -50,6 +50,87 @@ fn a_draw_is_held_fixed_over_a_roll_out() {
     let spread: f64 = (0..4).map(|j| (first[j] - first[j + 2]).abs()).sum();
     assert!(spread > 0.2, "the draws differ: {first:?}");
     assert!(draw.draws.iter().all(|d| !d.weight.is_require_grad()));
+}
+
+/// A point network with (almost) no noise, on `[s (2), a (1)]`.
+fn point_net(device: &Device) -> Regressor {
+    net(crate::posterior::PosteriorConfig::point(), device)
+}
+
+/// A network of the posterior family with (almost) no noise, on `[s (2), a (1)]`.
+fn net(posterior: crate::posterior::PosteriorConfig, device: &Device) -> Regressor {
+    use crate::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+    let likelihood = GaussianLikelihoodConfig::new()
+        .with_d_output(2)
+        .with_noise_std(1e-4)
+        .with_fit(NoiseFit::Fixed)
+        .init(device)
+        .unwrap();
+    MlpConfig::new(3, vec![8], 2)
+        .with_weights(crate::layers::WeightConfig::of(posterior))
+        .init(likelihood, device)
+        .unwrap()
+}
+
+/// An ensemble's roll-out runs under one member, each member's share of the roll-outs is
+/// binomial around `1/M`, and the state box holds whatever the members predict.
+#[test]
+fn an_ensemble_rolls_each_out_under_one_member_and_the_box_holds() {
+    let device = test_device();
+    let _guard = seeded(&device, 125);
+    let members: Vec<Regressor> = (0..3).map(|_| point_net(&device)).collect();
+    let ensemble = crate::posthoc::Ensemble::new(members.clone()).unwrap();
+    let k = 300;
+    let draw = ensemble.dynamics(k);
+    let s = Tensor::<3>::full([k, 1, 2], 0.4, &device);
+    let a = Tensor::<3>::full([k, 1, 1], -0.7, &device);
+    let next = to_vec(draw.step(s.clone(), a.clone()));
+    // Each member's own next state from one draw of it.
+    let own: Vec<Vec<f64>> = members
+        .iter()
+        .map(|m| {
+            to_vec(
+                m.dynamics(1)
+                    .step(s.clone().narrow(0, 0, 1), a.clone().narrow(0, 0, 1)),
+            )
+        })
+        .collect();
+    let mut counts = [0usize; 3];
+    for row in next.chunks(2) {
+        let m = own
+            .iter()
+            .position(|o| (o[0] - row[0]).abs() < 1e-3 && (o[1] - row[1]).abs() < 1e-3)
+            .unwrap_or_else(|| panic!("{row:?} is no member's step: {own:?}"));
+        counts[m] += 1;
+    }
+    // 100 ± 8.2 each: 5 standard deviations.
+    for c in counts {
+        assert!((c as f64 - 100.0).abs() < 41.0, "{counts:?}");
+    }
+    let boxed = to_vec(
+        ensemble
+            .dynamics(k)
+            .with_state_box(&[0.35, 0.35], &[0.45, 0.45])
+            .step(s, a),
+    );
+    assert!(boxed.iter().all(|v| (0.35..=0.45).contains(v)), "{boxed:?}");
+}
+
+/// A network without latents draws its weights once per roll-out: a point net's draws agree.
+#[test]
+fn a_point_nets_draws_agree_and_a_bnns_differ() {
+    let device = test_device();
+    let _guard = seeded(&device, 126);
+    let s = Tensor::<3>::full([4, 1, 2], 0.2, &device);
+    let a = Tensor::<3>::full([4, 1, 1], 0.5, &device);
+    let point = to_vec(point_net(&device).dynamics(4).step(s.clone(), a.clone()));
+    use crate::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit};
+    let wide = MeanFieldConfig::new().with_scale(ScaleInit::new().with_rho(-1.0).with_rho_std(0.0));
+    let bnn = net(PosteriorConfig::MeanField(wide), &device);
+    let bnn = to_vec(bnn.dynamics(4).step(s, a));
+    let spread = |v: &[f64]| (0..6).map(|j| (v[j] - v[j + 2]).abs()).sum::<f64>();
+    assert!(spread(&point) < 1e-3, "{point:?}");
+    assert!(spread(&bnn) > 0.2, "{bnn:?}");
 }
 
 /// The roll-out's gradient in the policy's parameters matches central finite differences under
@@ -215,6 +296,11 @@ fn policy_search_lowers_the_cost_and_guards_against_nan() {
         bad(PolicySearchConfig::new(2, 1).with_clip_norm(Some(0.0))),
         "clip_norm"
     );
+    let boxed = |low: Vec<f64>, high: Vec<f64>| {
+        PolicySearchConfig::new(2, 1).with_state_box(Some((low, high)))
+    };
+    assert_eq!(bad(boxed(vec![0.0], vec![1.0])), "state_box");
+    assert_eq!(bad(boxed(vec![0.0, 2.0], vec![1.0, 1.0])), "state_box");
     let nan = |s: &Tensor<3>| s.clone().sum_dim(2).squeeze_dim(2) * f64::NAN;
     let err = policy_search(&m, p, starts, nan, &PolicySearchConfig::new(2, 1)).unwrap_err();
     assert!(

@@ -78,6 +78,42 @@ impl WetChicken {
         self.step_with(state, action, tau)
     }
 
+    /// The average reward per step of `runs` canoeists from the origin over `steps` steps, all
+    /// of a step's actions from `act` (states → actions, clipped to the box): a policy's
+    /// score on the true river (the project's protocol; the thesis does not state its own).
+    ///
+    /// # Panics
+    /// If `act` returns another number of actions than states, or `runs` or `steps` is 0.
+    pub fn average_reward(
+        &self,
+        runs: usize,
+        steps: usize,
+        seed: u64,
+        mut act: impl FnMut(&[[f64; 2]]) -> Vec<[f64; 2]>,
+    ) -> f64 {
+        assert!(
+            runs > 0 && steps > 0,
+            "average_reward: {runs} runs of {steps} steps"
+        );
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut states = vec![[0.0, 0.0]; runs];
+        let mut total = 0.0;
+        for _ in 0..steps {
+            let actions = act(&states);
+            assert_eq!(
+                actions.len(),
+                runs,
+                "average_reward: one action per canoeist"
+            );
+            for (s, a) in states.iter_mut().zip(actions) {
+                let step = self.step(*s, a, &mut rng);
+                total += step.reward;
+                *s = step.next;
+            }
+        }
+        total / (runs * steps) as f64
+    }
+
     /// `n` transitions along one trajectory from the origin under the uniform random policy
     /// `a ~ U[−1, 1]²` (chapter 5 uses 2500, chapter 6 uses 7500).
     pub fn random_transitions(&self, n: usize, seed: u64) -> WetChickenTransitions {
@@ -434,6 +470,22 @@ impl Lorenz {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two steps from the origin under a = (0, 0): rewards −5, then −(5 − E y₁) with
+    /// y₁ = max(0, −1 + 3.5τ), E y₁ = ∫_{2/7}^1 (−1 + 3.5τ) dτ/2 = 25/56.
+    #[test]
+    fn the_average_reward_of_two_steps_is_its_closed_form() {
+        let w = WetChicken::default();
+        let runs = 20_000;
+        let got = w.average_reward(runs, 2, 3, |s| vec![[0.0, 0.0]; s.len()]);
+        let want = (-5.0 - (5.0 - 25.0 / 56.0)) / 2.0;
+        // y₁'s std is below 0.9: the mean's s.e. is below 0.9 / √20000 / 2 ≈ 0.0032.
+        assert!((got - want).abs() < 0.016, "{got} vs {want}");
+        assert_eq!(
+            w.average_reward(5, 1, 0, |s| vec![[1.0, 1.0]; s.len()]),
+            -5.0
+        );
+    }
 
     #[test]
     fn wet_chicken_resets_at_the_waterfall_and_clips_at_the_banks() {

@@ -1049,7 +1049,10 @@ fn the_latent_log_joint_is_the_closed_form() {
         crate::host::matrix(&ys, 1, &device),
     )
     .unwrap();
+    // Shallow trees: the threads are the point, and a deep tree's thousand host-driven
+    // gradients cost minutes where every op is a dispatch (wgpu).
     let config = McmcConfig::new()
+        .with_sampler(Sampler::Nuts { max_depth: 4 })
         .with_warmup(20)
         .with_draws(10)
         .with_chains(2)
