@@ -69,6 +69,8 @@ pub mod book {
     pub struct BenchmarksActive;
     #[doc = include_str!("../../book/src/benchmarks/continual.md")]
     pub struct BenchmarksContinual;
+    #[doc = include_str!("../../book/src/benchmarks/control.md")]
+    pub struct BenchmarksControl;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]

@@ -114,6 +114,8 @@ pub mod book {
     pub struct MethodsContinual;
     #[doc = include_str!("../../book/src/methods/active-learning.md")]
     pub struct MethodsActiveLearning;
+    #[doc = include_str!("../../book/src/methods/control.md")]
+    pub struct MethodsControl;
     #[doc = include_str!("../../book/src/methods/moment-propagation.md")]
     pub struct MethodsMomentPropagation;
     #[doc = include_str!("../../book/src/methods/bnn-lv.md")]

@@ -43,6 +43,26 @@ impl Dynamics for Ensemble<Regressor> {
     }
 }
 
+/// A dynamics model trained on standardised data, rolled out in the system's units
+/// ([`DynamicsDraw::with_scales`]).
+#[derive(Debug, Clone)]
+pub struct Standardised<M> {
+    /// The model, on standardised inputs and changes.
+    pub model: M,
+    /// Mean and std of each input column of `[s, a]`.
+    pub x: (Vec<f64>, Vec<f64>),
+    /// Mean and std of each change `Δs`.
+    pub y: (Vec<f64>, Vec<f64>),
+}
+
+impl<M: Dynamics> Dynamics for Standardised<M> {
+    fn dynamics(&self, k: usize) -> DynamicsDraw<'_> {
+        self.model
+            .dynamics(k)
+            .with_scales(&self.x.0, &self.x.1, &self.y.0, &self.y.1)
+    }
+}
+
 /// `K` networks of a dynamics model, held fixed over roll-outs.
 #[derive(Debug, Clone)]
 pub struct DynamicsDraw<'a> {
@@ -52,6 +72,8 @@ pub struct DynamicsDraw<'a> {
     /// `[1, 1, d_s]`, or `[K, 1, d_s]` for one noise per roll-out.
     noise_std: Tensor<3>,
     bounds: Option<(Tensor<3>, Tensor<3>)>,
+    /// Inputs' mean and std, outputs' mean and std, `[1, 1, ·]` each.
+    scales: Option<[Tensor<3>; 4]>,
 }
 
 impl<'a> DynamicsDraw<'a> {
@@ -133,6 +155,7 @@ impl<'a> DynamicsDraw<'a> {
             draws: lift(draws, &device),
             noise_std,
             bounds: None,
+            scales: None,
         }
     }
 
@@ -147,14 +170,37 @@ impl<'a> DynamicsDraw<'a> {
             "DynamicsDraw::with_state_box: low {low:?}, high {high:?}"
         );
         let device = self.noise_std.device();
-        let corner = |v: &[f64]| {
-            Tensor::<1>::from_floats(
-                v.iter().map(|x| *x as f32).collect::<Vec<_>>().as_slice(),
-                &device,
-            )
-            .reshape([1, 1, v.len()])
-        };
-        self.bounds = Some((corner(low), corner(high)));
+        self.bounds = Some((row(low, &device), row(high, &device)));
+        self
+    }
+
+    /// A model trained on standardised data: inputs `[s, a(, z)]` enter as `(x − m_x)/s_x`
+    /// (the latent columns as they are) and the change and its noise leave as
+    /// `m_y + s_y · (f + ε)`, so roll-outs run in the system's units.
+    ///
+    /// # Panics
+    /// If the input scales do not cover `[s, a]` or the output scales the state, or a scale
+    /// is not positive.
+    pub fn with_scales(
+        mut self,
+        x_mean: &[f64],
+        x_std: &[f64],
+        y_mean: &[f64],
+        y_std: &[f64],
+    ) -> Self {
+        assert!(
+            x_mean.len() == x_std.len()
+                && y_mean.len() == y_std.len()
+                && x_std.iter().chain(y_std).all(|s| *s > 0.0),
+            "DynamicsDraw::with_scales: means and positive stds of equal lengths"
+        );
+        let device = self.noise_std.device();
+        self.scales = Some([
+            row(x_mean, &device),
+            row(x_std, &device),
+            row(y_mean, &device),
+            row(y_std, &device),
+        ]);
         self
     }
 
@@ -180,6 +226,17 @@ impl<'a> DynamicsDraw<'a> {
         );
         let device = states.device();
         let mut x = Tensor::cat(vec![states.clone(), actions], 2);
+        if let Some([mean, std, ..]) = &self.scales {
+            let dims = x.dims();
+            assert_eq!(
+                mean.dims()[2],
+                dims[2],
+                "DynamicsDraw::step: input scales of {} columns for [s, a] of {}",
+                mean.dims()[2],
+                dims[2]
+            );
+            x = (x - mean.clone().expand(dims)) / std.clone().expand(dims);
+        }
         if let Some(model) = self.latent {
             x = Tensor::cat(vec![x, model.prior_latents(k, b, &device)], 2);
         }
@@ -204,7 +261,12 @@ impl<'a> DynamicsDraw<'a> {
         );
         crate::device::uses_generator();
         let eps = Tensor::<3>::random(delta.dims(), Distribution::Normal(0.0, 1.0), &device);
-        let next = states + delta + eps * self.noise_std.clone();
+        let mut change = delta + eps * self.noise_std.clone();
+        if let Some([_, _, mean, std]) = &self.scales {
+            let dims = change.dims();
+            change = change * std.clone().expand(dims) + mean.clone().expand(dims);
+        }
+        let next = states + change;
         match &self.bounds {
             Some((low, high)) => {
                 let dims = next.dims();
@@ -237,6 +299,15 @@ impl<'a> DynamicsDraw<'a> {
         }
         Tensor::cat(costs, 2)
     }
+}
+
+/// `v` as a `[1, 1, len]` tensor on `device`.
+fn row(v: &[f64], device: &Device) -> Tensor<3> {
+    Tensor::<1>::from_floats(
+        v.iter().map(|x| *x as f32).collect::<Vec<_>>().as_slice(),
+        device,
+    )
+    .reshape([1, 1, v.len()])
 }
 
 /// Draws taken off the graph, as constants on `device` (autodiff or not).

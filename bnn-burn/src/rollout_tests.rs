@@ -133,6 +133,34 @@ fn a_point_nets_draws_agree_and_a_bnns_differ() {
     assert!(spread(&bnn) > 0.2, "{bnn:?}");
 }
 
+/// A model on standardised data steps in the system's units: `s + m_y + s_y · f((x − m_x)/s_x)`.
+#[test]
+fn a_standardised_model_steps_in_the_systems_units() {
+    let device = test_device();
+    let _guard = seeded(&device, 127);
+    let net = point_net(&device);
+    let (mx, sx) = (vec![1.0, -2.0, 0.5], vec![2.0, 0.5, 4.0]);
+    let (my, sy) = (vec![0.3, -0.1], vec![3.0, 0.2]);
+    let scaled = Standardised {
+        model: net.clone(),
+        x: (mx.clone(), sx.clone()),
+        y: (my.clone(), sy.clone()),
+    };
+    let (s, a) = ([1.5, -1.0], [0.7]);
+    let tensor = |v: &[f64]| matrix(v, v.len(), &device).reshape([1, 1, v.len()]);
+    let got = to_vec(scaled.dynamics(1).step(tensor(&s), tensor(&a)));
+    let sn = [(s[0] - mx[0]) / sx[0], (s[1] - mx[1]) / sx[1]];
+    let an = [(a[0] - mx[2]) / sx[2]];
+    let f = to_vec(net.dynamics(1).step(tensor(&sn), tensor(&an)));
+    for j in 0..2 {
+        let want = s[j] + my[j] + sy[j] * (f[j] - sn[j]);
+        assert!(
+            (got[j] - want).abs() < 1e-3,
+            "{got:?} vs output {j}: {want}"
+        );
+    }
+}
+
 /// The roll-out's gradient in the policy's parameters matches central finite differences under
 /// the same latent and noise draws.
 #[test]

@@ -57,6 +57,10 @@ const GENERATORS: &[Generator] = &[
         make: active_linear,
     },
     Generator {
+        name: "control-wet-chicken",
+        make: control_wet_chicken,
+    },
+    Generator {
         name: "active-depeweg",
         make: active_depeweg,
     },
@@ -650,6 +654,15 @@ fn lv_hmc(assets: &Path) -> Result<String, Box<dyn Error>> {
     let rows: Vec<crate::lv_hmc::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
     Ok(crate::lv_hmc::table(&rows))
+}
+
+/// Depeweg Table 7.1's wet-chicken row from the `control-wet-chicken` record.
+fn control_wet_chicken(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("control-wet-chicken").join("control.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::control::Row> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::control::table(&rows))
 }
 
 /// Farquhar App. C.1 / Fig. 5.4 from the `active-linear` record: the three risks' bias and the

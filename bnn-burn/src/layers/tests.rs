@@ -934,7 +934,13 @@ fn a_scale_mixture_prior_runs_on_the_fused_kernels_with_an_unbiased_kl() {
         sigma1: 1.0,
         sigma2: 0.1,
     };
-    let passes = 300;
+    // Each pass is a dispatch chain: on wgpu (lavapipe in CI) fewer passes, the bound the same
+    // five standard errors of their own.
+    let passes = if crate::backend_name() == "wgpu" {
+        100
+    } else {
+        300
+    };
     let families = [
         PosteriorConfig::mean_field(),
         PosteriorConfig::radial(),
