@@ -65,6 +65,10 @@ const GENERATORS: &[Generator] = &[
         make: active_depeweg,
     },
     Generator {
+        name: "active-farquhar-mnist",
+        make: |assets| active_farquhar(assets, "mnist"),
+    },
+    Generator {
         name: "active-mnist",
         make: |assets| active_mnist(assets, "mnist"),
     },
@@ -692,6 +696,22 @@ fn active_depeweg(assets: &Path) -> Result<String, Box<dyn Error>> {
     let rows: Vec<crate::active::LvRow> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
     Ok(crate::active::lv_table(&rows))
+}
+
+/// Farquhar Figs. 5.5–5.8 (reduced) from the `active-farquhar-mnist` record: the models
+/// under each risk, the training risks against the pool's, and active testing.
+fn active_farquhar(assets: &Path, dataset: &str) -> Result<String, Box<dyn Error>> {
+    let path = assets
+        .join(format!("active-farquhar-{dataset}"))
+        .join("active.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::active::FqRow> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(format!(
+        "{}\n{}",
+        crate::active::farquhar_risk_table(&rows),
+        crate::active::farquhar_testing_table(&rows)
+    ))
 }
 
 /// Haußmann Tables 4.1–4.2 from the `active-mnist` or `active-fashion` record.
