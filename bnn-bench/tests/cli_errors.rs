@@ -184,7 +184,7 @@ fn every_ledger_command_parses_and_tables_without_one_are_refused() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let err = fails(&["reproduce", "farquhar-C.1"]);
+    let err = fails(&["reproduce", "haussmann-3.3"]);
     assert!(err.contains("not runnable yet"), "{err}");
     let err = fails(&["reproduce", "no-such-table"]);
     assert!(

@@ -354,7 +354,7 @@ mod tests {
         let args = command_of(&opts("Haussmann-3.1", true)).unwrap();
         assert_eq!(args.first().map(String::as_str), Some("uci"));
         assert_eq!(args.last().map(String::as_str), Some("--quick"));
-        let err = command_of(&opts("haussmann-4.1", false))
+        let err = command_of(&opts("haussmann-3.3", false))
             .unwrap_err()
             .to_string();
         assert!(err.contains("not runnable yet"), "{err}");
