@@ -192,7 +192,10 @@ impl<'a> DynamicsDraw<'a> {
             x_mean.len() == x_std.len()
                 && y_mean.len() == y_std.len()
                 && x_std.iter().chain(y_std).all(|s| *s > 0.0),
-            "DynamicsDraw::with_scales: means and positive stds of equal lengths"
+            "DynamicsDraw::with_scales: means and positive stds of equal lengths (x: {} means, \
+             {x_std:?}; y: {} means, {y_std:?})",
+            x_mean.len(),
+            y_mean.len()
         );
         let device = self.noise_std.device();
         self.scales = Some([
@@ -301,13 +304,15 @@ impl<'a> DynamicsDraw<'a> {
     }
 }
 
-/// `v` as a `[1, 1, len]` tensor on `device`.
-fn row(v: &[f64], device: &Device) -> Tensor<3> {
+/// `v` as a `[1, …, 1, len]` tensor on `device`, to broadcast over the last axis.
+fn row<const D: usize>(v: &[f64], device: &Device) -> Tensor<D> {
+    let mut dims = [1usize; D];
+    dims[D - 1] = v.len();
     Tensor::<1>::from_floats(
         v.iter().map(|x| *x as f32).collect::<Vec<_>>().as_slice(),
         device,
     )
-    .reshape([1, 1, v.len()])
+    .reshape(dims)
 }
 
 /// Draws taken off the graph, as constants on `device` (autodiff or not).
@@ -430,16 +435,8 @@ impl Policy {
             }
         }
         let device = h.device();
-        let shape = |v: &[f64]| {
-            let mut dims = [1usize; D];
-            dims[D - 1] = v.len();
-            Tensor::<1>::from_floats(
-                v.iter().map(|x| *x as f32).collect::<Vec<_>>().as_slice(),
-                &device,
-            )
-            .reshape(dims)
-        };
-        burn::tensor::activation::tanh(h) * shape(&self.half) + shape(&self.centre)
+        burn::tensor::activation::tanh(h) * row::<D>(&self.half, &device)
+            + row::<D>(&self.centre, &device)
     }
 }
 

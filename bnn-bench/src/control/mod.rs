@@ -259,9 +259,8 @@ fn fixed_noise(
         .init(device)
 }
 
-/// An early-stopped point MLP 4-20-20-2 whose noise is its validation error (eq. 7.26): the
-/// validation NLL under unit noise per output is `ln 2π + ½ Σ_j MSE_j`, so both outputs get
-/// `√(mean_j MSE_j)`.
+/// An early-stopped point MLP 4-20-20-2 whose noise is its validation error (eq. 7.26;
+/// [`crate::depeweg::early_stopped_mlp`]).
 fn early_stopped_mlp(
     data: (Tensor<2>, Tensor<2>),
     o: &ControlOptions,
@@ -280,16 +279,7 @@ fn early_stopped_mlp(
         .with_progress(false);
     let mlp =
         MlpConfig::new(4, vec![20, 20], 2).with_weights(WeightConfig::of(PosteriorConfig::point()));
-    let build = |d: &Device| mlp.init(fixed_noise(1.0, d)?, d);
-    let (net, report) = Trainer::new(config).build_and_fit(build, data)?;
-    let val = report.history[report.best_epoch]
-        .val_nll
-        .ok_or("the MLP trained without its validation split")?;
-    let mse = (val - (2.0 * std::f64::consts::PI).ln()).max(1e-12);
-    let mut net = net;
-    let device = net.devices()[0].clone();
-    net.likelihood = fixed_noise(mse.sqrt(), &device)?;
-    Ok(net)
+    Ok(crate::depeweg::early_stopped_mlp(&mlp, data, config)?.0)
 }
 
 /// Trains the column's model on `(x, Δ)`.

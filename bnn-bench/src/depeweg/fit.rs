@@ -188,7 +188,7 @@ fn fit_ensemble(
     seed: u64,
 ) -> Result<FitScores, Box<dyn Error>> {
     use bnn_burn::layers::WeightConfig;
-    use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+
     use bnn_burn::posterior::PosteriorConfig;
     use bnn_burn::posthoc::Ensemble;
     use bnn_burn::train::EarlyStoppingConfig;
@@ -197,12 +197,6 @@ fn fit_ensemble(
     let x = matrix(&train.x, d, &device);
     let y = matrix(&train.y, 1, &device);
     let n = train.len();
-    let unit_noise = |std: f64, d: &burn::tensor::Device| {
-        GaussianLikelihoodConfig::new()
-            .with_noise_std(std)
-            .with_fit(NoiseFit::Fixed)
-            .init(d)
-    };
     let mlp = MlpConfig::new(d, hidden.to_vec(), 1)
         .with_weights(WeightConfig::of(PosteriorConfig::point()));
     let mut noise = Vec::with_capacity(model.members);
@@ -217,17 +211,9 @@ fn fit_ensemble(
                     .with_patience(ENSEMBLE_PATIENCE),
             ))
             .with_progress(false);
-        let build = |d: &burn::tensor::Device| mlp.init(unit_noise(1.0, d)?, d);
-        let (net, report) = Trainer::new(config).build_and_fit(build, (x.clone(), y.clone()))?;
-        // The validation NLL under unit noise is ½ ln 2π + ½ MSE.
-        let val = report.history[report.best_epoch]
-            .val_nll
-            .ok_or("a member trained without its validation split")?;
-        let mse = 2.0 * (val - 0.5 * (2.0 * std::f64::consts::PI).ln());
-        let mut net = net.valid();
-        net.likelihood = unit_noise(mse.max(1e-12).sqrt(), &net.devices()[0])?;
+        let (net, mse) = early_stopped_mlp(&mlp, (x.clone(), y.clone()), config)?;
         noise.push(mse.max(0.0).sqrt() * y_std);
-        Ok(net)
+        Ok(net.valid())
     })
     .map_err(|(m, e)| format!("ensemble member {m}: {e}"))?;
     let plain = device.inner();
@@ -244,6 +230,39 @@ fn fit_ensemble(
         noise_std: bnn_burn::metrics::mean(&noise),
         wide: None,
     })
+}
+
+/// A point MLP trained under unit noise with early stopping (`config` holds the validation
+/// split), then given its validation error as fixed noise (the MLP baselines of Depeweg 2019
+/// §2.4.1 and eq. 7.26). The validation NLL under unit noise on `d` outputs is
+/// `(d/2) ln 2π + ½ Σ_j MSE_j`: every output gets `√(mean_j MSE_j)`. Returns the net and
+/// that mean MSE (not clamped).
+///
+/// # Errors
+/// The trainer's, or a `config` without early stopping.
+pub(crate) fn early_stopped_mlp(
+    mlp: &MlpConfig,
+    data: (Tensor<2>, Tensor<2>),
+    config: TrainConfig,
+) -> Result<(bnn_burn::nets::Regressor, f64), Box<dyn Error>> {
+    use bnn_burn::likelihood::{GaussianLikelihoodConfig, NoiseFit};
+    let d = mlp.d_output;
+    let noise = |std: f64, device: &burn::tensor::Device| {
+        GaussianLikelihoodConfig::new()
+            .with_d_output(d)
+            .with_noise_std(std)
+            .with_fit(NoiseFit::Fixed)
+            .init(device)
+    };
+    let build = |device: &burn::tensor::Device| mlp.init(noise(1.0, device)?, device);
+    let (mut net, report) = Trainer::new(config).build_and_fit(build, data)?;
+    let val = report.history[report.best_epoch]
+        .val_nll
+        .ok_or("an MLP trained without its validation split")?;
+    let mse = 2.0 * (val - 0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln()) / d as f64;
+    let device = net.devices()[0].clone();
+    net.likelihood = noise(mse.max(1e-12).sqrt(), &device)?;
+    Ok((net, mse))
 }
 
 /// Activations of the widest layer a single test pass of the budget's draws may hold (1.6 GB
