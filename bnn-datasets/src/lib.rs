@@ -1,12 +1,13 @@
 //! # bnn-datasets
 //!
 //! Every data set of the bnn-burn experiments: seeded generators that need no files ([`toy`],
-//! [`dynamics`]), Fisher's Iris built in ([`iris`]), loaders for UCI ([`uci`]), MNIST and
-//! Fashion-MNIST ([`images`], [`idx`]; their continual-learning tasks in [`continual`]) and CIFAR
-//! ([`cifar`]), a user's own delimited table ([`delimited`]), in-memory tables ([`table`]), a
-//! [`Standardizer`] and burn `Dataset`s and batchers ([`burn_data`]). Files are looked for through
-//! one [`DataRoot`]; every error names the file, the line or byte offset, what was expected and
-//! what was found ([`DataError`]). Guide: the book's *Data* page.
+//! [`dynamics`], the Industrial Benchmark in [`industrial`]), Fisher's Iris built in
+//! ([`iris`]), loaders for UCI ([`uci`]), MNIST and Fashion-MNIST ([`images`], [`idx`]; their
+//! continual-learning tasks in [`continual`]) and CIFAR ([`cifar`]), a user's own delimited
+//! table ([`delimited`]), in-memory tables ([`table`]), a [`Standardizer`] and burn `Dataset`s
+//! and batchers ([`burn_data`]). Files are looked for through one [`DataRoot`]; every error
+//! names the file, the line or byte offset, what was expected and what was found
+//! ([`DataError`]). Guide: the book's *Data* page.
 #![warn(missing_docs)]
 
 pub mod burn_data;
@@ -17,6 +18,7 @@ pub mod dynamics;
 pub mod error;
 pub mod idx;
 pub mod images;
+pub mod industrial;
 pub mod iris;
 pub mod root;
 pub mod standardize;
