@@ -174,13 +174,13 @@ impl<'a> DynamicsDraw<'a> {
         self
     }
 
-    /// A model trained on standardised data: inputs `[s, a(, z)]` enter as `(x − m_x)/s_x`
-    /// (the latent columns as they are) and the change and its noise leave as
-    /// `m_y + s_y · (f + ε)`, so roll-outs run in the system's units.
+    /// A model trained on standardised data: inputs `x` (`[s, a]` for a step) enter as
+    /// `(x − m_x)/s_x` (latent columns as they are) and outputs (the change for a step) leave
+    /// as `m_y + s_y · (f + ε)`, so roll-outs run in the system's units.
     ///
     /// # Panics
-    /// If the input scales do not cover `[s, a]` or the output scales the state, or a scale
-    /// is not positive.
+    /// If the means and stds differ in length or a scale is not positive (widths are checked
+    /// at each step).
     pub fn with_scales(
         mut self,
         x_mean: &[f64],
@@ -212,29 +212,30 @@ impl<'a> DynamicsDraw<'a> {
         self.draws.first().map_or(0, LayerDraw::samples)
     }
 
-    /// The next states `s + f([s, a, z]; W_k) + ε` (no `z` without latents), `[K, B, d_s]`,
-    /// from states and actions `[K, B, ·]` (roll-out `k` under draw `k`), clamped to the state
-    /// box if one is set.
+    /// Draws of the model's output `f(x; W_k) + ε` (a fresh `z` joins `x` for a BNN+LV)
+    /// for inputs `[K, B, d_x]` in the system's units, through the scales if set: `[K, B, d_y]`,
+    /// roll-out `k` under draw `k`. The building block of [`DynamicsDraw::step`] and of
+    /// transitions of other forms ([`policy_search_with`]).
     ///
     /// # Panics
-    /// If the states and actions do not hold `K` draws of the same rows, or `[s, a]` is not the
-    /// model's input, or the model does not predict `d_s` outputs.
-    pub fn step(&self, states: Tensor<3>, actions: Tensor<3>) -> Tensor<3> {
-        let [k, b, _] = states.dims();
+    /// If the inputs do not hold `K` draws' rows, or are not the model's input (with the
+    /// scales' width when set).
+    pub fn predict(&self, inputs: Tensor<3>) -> Tensor<3> {
+        let [k, b, _] = inputs.dims();
         assert_eq!(
             k,
             self.samples(),
-            "DynamicsDraw::step: {k} roll-outs for {} draws",
+            "DynamicsDraw: {k} roll-outs for {} draws",
             self.samples()
         );
-        let device = states.device();
-        let mut x = Tensor::cat(vec![states.clone(), actions], 2);
+        let device = inputs.device();
+        let mut x = inputs;
         if let Some([mean, std, ..]) = &self.scales {
             let dims = x.dims();
             assert_eq!(
                 mean.dims()[2],
                 dims[2],
-                "DynamicsDraw::step: input scales of {} columns for [s, a] of {}",
+                "DynamicsDraw: input scales of {} columns for inputs of {}",
                 mean.dims()[2],
                 dims[2]
             );
@@ -246,29 +247,41 @@ impl<'a> DynamicsDraw<'a> {
         assert_eq!(
             x.dims()[2],
             self.net.body.d_input,
-            "DynamicsDraw::step: states, actions (and latents) of {} columns for a model on {}",
+            "DynamicsDraw: inputs (and latents) of {} columns for a model on {}",
             x.dims()[2],
             self.net.body.d_input
         );
         let mut pass = Pass::fixed(&self.draws);
-        let delta = self
+        let f = self
             .net
             .head
             .run(self.net.body.propagate(x, &mut pass), &mut pass);
+        crate::device::uses_generator();
+        let eps = Tensor::<3>::random(f.dims(), Distribution::Normal(0.0, 1.0), &device);
+        let mut out = f + eps * self.noise_std.clone();
+        if let Some([_, _, mean, std]) = &self.scales {
+            let dims = out.dims();
+            out = out * std.clone().expand(dims) + mean.clone().expand(dims);
+        }
+        out
+    }
+
+    /// The next states `s + f([s, a, z]; W_k) + ε` (no `z` without latents), `[K, B, d_s]`,
+    /// from states and actions `[K, B, ·]` (roll-out `k` under draw `k`), clamped to the state
+    /// box if one is set.
+    ///
+    /// # Panics
+    /// As [`DynamicsDraw::predict`] for the inputs `[s, a]`, and if the model does not predict
+    /// `d_s` outputs.
+    pub fn step(&self, states: Tensor<3>, actions: Tensor<3>) -> Tensor<3> {
+        let change = self.predict(Tensor::cat(vec![states.clone(), actions], 2));
         assert_eq!(
-            delta.dims(),
+            change.dims(),
             states.dims(),
             "DynamicsDraw::step: the model predicts {:?} for states {:?}",
-            delta.dims(),
+            change.dims(),
             states.dims()
         );
-        crate::device::uses_generator();
-        let eps = Tensor::<3>::random(delta.dims(), Distribution::Normal(0.0, 1.0), &device);
-        let mut change = delta + eps * self.noise_std.clone();
-        if let Some([_, _, mean, std]) = &self.scales {
-            let dims = change.dims();
-            change = change * std.clone().expand(dims) + mean.clone().expand(dims);
-        }
         let next = states + change;
         match &self.bounds {
             Some((low, high)) => {
@@ -291,16 +304,41 @@ impl<'a> DynamicsDraw<'a> {
         horizon: usize,
         cost: impl Fn(&Tensor<3>) -> Tensor<2>,
     ) -> Tensor<3> {
+        self.unfold_with(policy, start, horizon, markov(cost))
+    }
+
+    /// [`DynamicsDraw::unfold`] with a transition of another form: `transition(self, s, a)`
+    /// gives the next states and the step's cost `[K, B]` (e.g. a time-embedded state whose
+    /// known parts move by the action and whose learned part by [`DynamicsDraw::predict`]).
+    pub fn unfold_with(
+        &self,
+        policy: impl Fn(Tensor<3>) -> Tensor<3>,
+        start: Tensor<2>,
+        horizon: usize,
+        transition: impl Fn(&Self, Tensor<3>, Tensor<3>) -> (Tensor<3>, Tensor<2>),
+    ) -> Tensor<3> {
         let [b, d] = start.dims();
         let k = self.samples();
         let mut s = start.unsqueeze_dim::<3>(0).expand([k, b, d]);
         let mut costs = Vec::with_capacity(horizon);
         for _ in 0..horizon {
             let a = policy(s.clone());
-            s = self.step(s, a);
-            costs.push(cost(&s).unsqueeze_dim::<3>(2));
+            let (next, cost) = transition(self, s, a);
+            s = next;
+            costs.push(cost.unsqueeze_dim::<3>(2));
         }
         Tensor::cat(costs, 2)
+    }
+}
+
+/// The Markov transition `s' = step(s, a)` with the cost `cost(s')`.
+fn markov(
+    cost: impl Fn(&Tensor<3>) -> Tensor<2>,
+) -> impl Fn(&DynamicsDraw<'_>, Tensor<3>, Tensor<3>) -> (Tensor<3>, Tensor<2>) {
+    move |draw, s, a| {
+        let next = draw.step(s, a);
+        let c = cost(&next);
+        (next, c)
     }
 }
 
@@ -350,6 +388,10 @@ pub struct PolicyConfig {
     /// Activation between the hidden layers.
     #[config(default = "Activation::Relu")]
     pub activation: Activation,
+    /// Mean and std of each state dimension: states enter as `(s − m)/sd` (a system whose
+    /// states differ in scale by orders); `None`: as they are.
+    #[config(default = "None")]
+    pub state_scale: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 impl PolicyConfig {
@@ -378,6 +420,19 @@ impl PolicyConfig {
                 expected: "finite bounds with low < high, one pair per action",
             });
         }
+        if let Some((mean, std)) = &self.state_scale
+            && (mean.len() != self.d_state
+                || std.len() != self.d_state
+                || !mean.iter().all(|m| m.is_finite())
+                || !std.iter().all(|s| s.is_finite() && *s > 0.0))
+        {
+            return Err(ConfigError {
+                config: "PolicyConfig",
+                field: "state_scale",
+                value: format!("{} means, stds {std:?}", mean.len()),
+                expected: "d_state finite means and d_state positive, finite stds",
+            });
+        }
         let mut widths = vec![self.d_state];
         widths.extend(&self.hidden);
         widths.push(self.low.len());
@@ -403,6 +458,7 @@ impl PolicyConfig {
             centre,
             half,
             activation: self.activation,
+            state_scale: self.state_scale.clone(),
         })
     }
 }
@@ -421,13 +477,22 @@ pub struct Policy {
     /// Activation between the hidden layers.
     #[module(skip)]
     pub activation: Activation,
+    /// Mean and std the states are standardised by, if any.
+    #[module(skip)]
+    pub state_scale: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 impl Policy {
     /// Actions `[.., d_a]` for states `[.., d_s]`.
     pub fn forward<const D: usize>(&self, states: Tensor<D>) -> Tensor<D> {
         let last = self.layers.len() - 1;
-        let mut h = states;
+        let mut h = match &self.state_scale {
+            Some((mean, std)) => {
+                let device = states.device();
+                (states - row::<D>(mean, &device)) / row::<D>(std, &device)
+            }
+            None => states,
+        };
         for (i, layer) in self.layers.iter().enumerate() {
             h = layer.forward(h);
             if i < last {
@@ -505,9 +570,25 @@ pub enum PolicySearchError {
 /// Settings out of range, no start states, or an epoch whose every step was skipped.
 pub fn policy_search(
     model: &impl Dynamics,
-    mut policy: Policy,
+    policy: Policy,
     starts: Tensor<2>,
     cost: impl Fn(&Tensor<3>) -> Tensor<2>,
+    config: &PolicySearchConfig,
+) -> Result<(Policy, PolicySearchReport), PolicySearchError> {
+    policy_search_with(model, policy, starts, markov(cost), config)
+}
+
+/// [`policy_search`] through a transition of another form ([`DynamicsDraw::unfold_with`]):
+/// `transition(draw, s, a)` gives the next states and the step's cost. The config's state box
+/// applies to the draws' [`DynamicsDraw::step`].
+///
+/// # Errors
+/// As [`policy_search`].
+pub fn policy_search_with(
+    model: &impl Dynamics,
+    mut policy: Policy,
+    starts: Tensor<2>,
+    transition: impl Fn(&DynamicsDraw<'_>, Tensor<3>, Tensor<3>) -> (Tensor<3>, Tensor<2>),
     config: &PolicySearchConfig,
 ) -> Result<(Policy, PolicySearchReport), PolicySearchError> {
     use burn::optim::{AdamConfig, GradientsParams};
@@ -567,7 +648,7 @@ pub fn policy_search(
                 draw = draw.with_state_box(low, high);
             }
             let loss = draw
-                .unfold(|s| policy.forward(s), batch, config.horizon, &cost)
+                .unfold_with(|s| policy.forward(s), batch, config.horizon, &transition)
                 .sum_dim(2)
                 .mean();
             let value = crate::host::to_vec(loss.clone())[0];

@@ -404,3 +404,99 @@ fn policy_search_lowers_the_cost_and_guards_against_nan() {
         "{err}"
     );
 }
+
+/// `unfold_with` under the Markov transition is `unfold` (same draws, same noise), and a
+/// transition of another form (a state whose second part moves by the action alone and
+/// whose first by the model) follows `predict`.
+#[test]
+fn a_transition_of_another_form_rolls_out_by_predict() {
+    let device = test_device();
+    let _guard = seeded(&device, 129);
+    let m = model(&device);
+    let draw = DynamicsDraw::new(&m, 2);
+    let p = policy(&device);
+    let start = matrix(&[0.5, -0.4, -0.3, 0.8], 2, &device);
+    // burn initialises parameters lazily, from the generator, at their first use.
+    let _ = p.forward(start.clone());
+    let cost = |s: &Tensor<3>| s.clone().square().sum_dim(2).squeeze_dim(2);
+    device.seed(3);
+    let plain = to_vec(draw.unfold(|s| p.forward(s), start.clone(), 3, cost));
+    device.seed(3);
+    let with = to_vec(draw.unfold_with(
+        |s| p.forward(s),
+        start.clone(),
+        3,
+        |d, s, a| {
+            let next = d.step(s, a);
+            let c = cost(&next);
+            (next, c)
+        },
+    ));
+    assert_eq!(plain, with);
+    // s = (u, w): w' = w + a (known), u' = u + f_1([u, w', a]) drawn.
+    let costs = to_vec(draw.unfold_with(
+        |s| p.forward(s),
+        start.clone(),
+        2,
+        |d, s, a| {
+            let [k, b, _] = s.dims();
+            let u = s.clone().slice([0..k, 0..b, 0..1]);
+            let w = s.slice([0..k, 0..b, 1..2]) + a.clone();
+            let f = d.predict(Tensor::cat(vec![u.clone(), w.clone(), a], 2));
+            let u = u + f.slice([0..k, 0..b, 0..1]);
+            let c = w.clone().squeeze_dim(2);
+            (Tensor::cat(vec![u, w], 2), c)
+        },
+    ));
+    // The cost is the known part w after each step: w_0 + Σ actions, and the actions lie in
+    // the box, so |w_t − w_0| ≤ t.
+    for (i, c) in costs.iter().enumerate() {
+        let (b, t) = ((i / 2) % 2, i % 2);
+        let w0 = [-0.4, 0.8][b];
+        assert!((c - w0).abs() <= (t + 1) as f64 + 1e-6, "{costs:?}");
+    }
+    // predict is the step's change without a box.
+    device.seed(5);
+    let s = matrix(&[0.3, -0.2, 0.1, 0.4], 2, &device).reshape([2, 1, 2]);
+    let a = Tensor::<3>::full([2, 1, 1], 0.5, &device);
+    let change = to_vec(draw.step(s.clone(), a.clone()) - s.clone());
+    device.seed(5);
+    let f = to_vec(draw.predict(Tensor::cat(vec![s, a], 2)));
+    for (x, y) in change.iter().zip(&f) {
+        assert!((x - y).abs() < 1e-5, "{change:?} vs {f:?}");
+    }
+}
+
+/// A policy with state scales acts on `(s − m)/sd`; scales of the wrong length are named.
+#[test]
+fn a_policy_standardises_its_states() {
+    let device = test_device();
+    let _guard = seeded(&device, 130);
+    let (mean, std) = (vec![10.0, -3.0], vec![5.0, 0.5]);
+    let scaled = PolicyConfig::new(2, vec![4], vec![-1.0], vec![1.0])
+        .with_state_scale(Some((mean.clone(), std.clone())))
+        .init(&device)
+        .unwrap();
+    let mut plain = scaled.clone();
+    plain.state_scale = None;
+    let s = [12.0, -2.0, 0.0, 4.0];
+    let z: Vec<f64> = s
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v - mean[i % 2]) / std[i % 2])
+        .collect();
+    let got = to_vec(scaled.forward(matrix(&s, 2, &device)));
+    let want = to_vec(plain.forward(matrix(&z, 2, &device)));
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-6, "{got:?} vs {want:?}");
+    }
+    let bad = |scale: (Vec<f64>, Vec<f64>)| {
+        PolicyConfig::new(2, vec![4], vec![-1.0], vec![1.0])
+            .with_state_scale(Some(scale))
+            .init(&device)
+            .unwrap_err()
+            .field
+    };
+    assert_eq!(bad((vec![0.0], vec![1.0])), "state_scale");
+    assert_eq!(bad((vec![0.0, 0.0], vec![1.0, 0.0])), "state_scale");
+}

@@ -309,16 +309,18 @@ impl IndustrialBenchmark {
         s.cost
     }
 
-    /// The steerings after `action` from `(v, g, h)`: `v + Δv`, `g + 10 Δg`, `h + 5.75 Δh`
-    /// (`5.75 = 20 sin 15° / 0.9`), each clipped to `[0, 100]`, actions clipped to `[−1, 1]`.
+    /// How far a unit action moves each steering: `(1, 10, 5.75…)`, the last
+    /// `(sin 15° / 0.9) · 100 / 5`.
+    pub fn steering_steps() -> [f64; 3] {
+        [1.0, 10.0, ((15.0 / 180.0 * PI).sin() / 0.9) * 100.0 / 5.0]
+    }
+
+    /// The steerings after `action` from `(v, g, h)`: each moved by its
+    /// [`IndustrialBenchmark::steering_steps`] times its action (clipped to `[−1, 1]`), then
+    /// clipped to `[0, 100]`.
     pub fn steer(steerings: [f64; 3], action: [f64; 3]) -> [f64; 3] {
-        let a = action.map(|a| a.clamp(-1.0, 1.0));
-        let shift_step = ((15.0 / 180.0 * PI).sin() / 0.9) * 100.0 / 5.0;
-        [
-            (steerings[0] + a[0]).clamp(0.0, 100.0),
-            (steerings[1] + 10.0 * a[1]).clamp(0.0, 100.0),
-            (steerings[2] + shift_step * a[2]).clamp(0.0, 100.0),
-        ]
+        let steps = Self::steering_steps();
+        [0, 1, 2].map(|j| (steerings[j] + steps[j] * action[j].clamp(-1.0, 1.0)).clamp(0.0, 100.0))
     }
 
     fn add_action(&mut self, action: [f64; 3]) {
@@ -561,9 +563,11 @@ impl CostTransform {
         })
     }
 
-    /// `c'` of a cost.
+    /// `c'` of a cost; costs beyond the training range's margins saturate at `logit(10⁻⁶)`
+    /// and `logit(1 − 10⁻⁶)` instead of leaving the real line.
     pub fn forward(&self, cost: f64) -> f64 {
-        let u = ((1.0 + cost).ln() - self.low) / (self.high - self.low);
+        let u = (((1.0 + cost.max(0.0)).ln() - self.low) / (self.high - self.low))
+            .clamp(1e-6, 1.0 - 1e-6);
         (u / (1.0 - u)).ln()
     }
 

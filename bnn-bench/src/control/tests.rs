@@ -87,9 +87,149 @@ fn the_table_shows_the_difference_in_standard_errors() {
     };
     // Mean −2.40, s.e. 0.02/√3 = 0.0115 (values −2.42, −2.40, −2.38); thesis −2.37 ± 0.01:
     // (−2.40 + 2.37) / √(0.0115² + 0.01²) = −1.96.
-    let md = table(&[row(0, -2.42), row(1, -2.40), row(2, -2.38)]);
+    let md = table(
+        &[row(0, -2.42), row(1, -2.40), row(2, -2.38)],
+        Benchmark::WetChicken,
+    );
     assert!(
         md.contains("| BNN+LV α=0.5 | 3 | -2.40 ± 0.01 | -2.37 ± 0.01 | -2.0 |"),
         "{md}"
     );
+}
+
+/// The Industrial Benchmark's data: model rows and start states of the embedding, the change
+/// of the transformed cost consistent with the next row's last cost.
+#[test]
+fn industrial_data_embed_the_transformed_costs() {
+    use industrial::{D_STATE, WINDOW};
+    let d = industrial::data(1, 40, 3).unwrap();
+    let rows = d.x.len() / D_STATE;
+    assert_eq!(rows, 10 * (40 - WINDOW));
+    assert_eq!(d.delta.len(), rows);
+    assert_eq!(d.starts.len() / D_STATE, 10 * (40 - WINDOW + 1));
+    let per = 40 - WINDOW;
+    for i in 0..rows - 1 {
+        if (i + 1) % per == 0 {
+            continue; // the next row is another trajectory's
+        }
+        let (now, next) = (&d.x[i * D_STATE..], &d.x[(i + 1) * D_STATE..]);
+        assert!((d.delta[i] - (next[D_STATE - 1] - now[D_STATE - 1])).abs() < 1e-12);
+        // The start state of the same step (a trajectory has one more start than rows)
+        // holds the row's steerings and the costs up to that step's.
+        let j = (i / per) * (per + 1) + i % per + 1;
+        let start = &d.starts[j * D_STATE..(j + 1) * D_STATE];
+        assert_eq!(&start[..1 + 3 * WINDOW], &now[..1 + 3 * WINDOW]);
+        assert_eq!(start[D_STATE - 1], next[D_STATE - 1]);
+    }
+    assert!(industrial::data(1, WINDOW, 3).is_err());
+}
+
+/// One embedded roll-out step: steerings shift and move by the benchmark's rule, the cost
+/// history shifts and gains the model's drawn change, and the step's cost is in the system's
+/// units.
+#[test]
+fn the_industrial_transition_moves_steerings_by_rule_and_costs_by_the_model() {
+    use bnn_burn::rollout::Dynamics;
+    use industrial::{D_STATE, WINDOW};
+    let device = bnn_burn::device();
+    let _guard = bnn_burn::testing::seeded(&device, 112);
+    let net = MlpConfig::new(D_STATE, vec![8], 1)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .init(fixed_noise(1e-6, 1, &device).unwrap(), &device)
+        .unwrap();
+    let data = industrial::data(1, 30, 4).unwrap();
+    let s: Vec<f64> = data.starts[..2 * D_STATE].to_vec();
+    let a = [0.5, -1.0, 0.25, -0.3, 1.0, 0.0];
+    let draw = net.dynamics(1);
+    let state = matrix(&s, D_STATE, &device).reshape([1, 2, D_STATE]);
+    let action = matrix(&a, 3, &device).reshape([1, 2, 3]);
+    device.seed(9);
+    let (next, cost) = industrial::transition(data.transform)(&draw, state, action);
+    let (next, cost) = (to_vec(next), to_vec(cost));
+    let steps = bnn_datasets::industrial::IndustrialBenchmark::steering_steps();
+    for b in 0..2 {
+        let (s, n) = (
+            &s[b * D_STATE..(b + 1) * D_STATE],
+            &next[b * D_STATE..(b + 1) * D_STATE],
+        );
+        assert_eq!(n[0], s[0]);
+        let mut input = vec![s[0]];
+        for j in 0..3 {
+            let h = &s[1 + j * WINDOW..1 + (j + 1) * WINDOW];
+            let moved = (h[WINDOW - 1] + steps[j] * a[b * 3 + j]).clamp(0.0, 100.0);
+            let nh = &n[1 + j * WINDOW..1 + (j + 1) * WINDOW];
+            for t in 0..WINDOW - 1 {
+                assert!((nh[t] - h[t + 1]).abs() < 1e-4, "{b} {j} {t}");
+            }
+            assert!((nh[WINDOW - 1] - moved).abs() < 1e-4, "{b} {j}: {moved}");
+            input.extend_from_slice(nh);
+        }
+        let c = &s[1 + 3 * WINDOW..];
+        input.extend_from_slice(c);
+        // A point net with 10⁻⁶ noise: its draw is its function.
+        let f = to_vec(draw.predict(matrix(&input, D_STATE, &device).reshape([1, 1, D_STATE])));
+        let want = c[WINDOW - 1] + f[0];
+        assert!(
+            (n[D_STATE - 1] - want).abs() < 1e-3,
+            "{} vs {want}",
+            n[D_STATE - 1]
+        );
+        for t in 0..WINDOW - 1 {
+            assert!((n[1 + 3 * WINDOW + t] - c[t + 1]).abs() < 1e-4);
+        }
+        let units = data.transform.inverse(n[D_STATE - 1]);
+        assert!(
+            (cost[b] - units).abs() < 1e-3 * units,
+            "{} vs {units}",
+            cost[b]
+        );
+    }
+}
+
+#[test]
+fn every_column_runs_a_small_industrial_search() {
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 113);
+    let dir = std::env::temp_dir().join(format!("bnn-control-ib-{}", std::process::id()));
+    let o = parse(&[
+        "--benchmark",
+        "industrial",
+        "--out",
+        dir.to_str().unwrap(),
+        "--quick",
+        "--runs",
+        "1",
+        "--steps",
+        "40",
+        "--epochs",
+        "2",
+        "--train-samples",
+        "2",
+        "--horizon",
+        "3",
+        "--samples",
+        "2",
+        "--policy-starts",
+        "50",
+        "--eval-runs",
+        "2",
+        "--eval-steps",
+        "10",
+    ]);
+    let rows = run(&o).unwrap();
+    assert_eq!(rows.len(), COLUMNS.len());
+    for r in &rows {
+        // Costs per step of the benchmark are in the hundreds.
+        for v in [r.reward, r.reward_before, r.reward_random] {
+            assert!((-2000.0..0.0).contains(&v), "{r:?}");
+        }
+        assert!(r.model_cost.0 > 0.0 && r.model_cost.0.is_finite(), "{r:?}");
+    }
+    let md = std::fs::read_to_string(dir.join("control.md")).unwrap();
+    assert!(md.contains("Industrial Benchmark"), "{md}");
+    assert!(md.contains("-171.1 ± 2.1"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = parse(&["--benchmark", "industrial", "--out", "x", "--steps", "15"])
+        .check()
+        .unwrap_err();
+    assert!(err.contains("--steps 15"), "{err}");
 }

@@ -666,7 +666,10 @@ fn control_wet_chicken(assets: &Path) -> Result<String, Box<dyn Error>> {
     let record = read_json(&path)?;
     let rows: Vec<crate::control::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
-    Ok(crate::control::table(&rows))
+    Ok(crate::control::table(
+        &rows,
+        crate::control::Benchmark::WetChicken,
+    ))
 }
 
 /// Farquhar App. C.1 / Fig. 5.4 from the `active-linear` record: the three risks' bias and the
