@@ -207,6 +207,39 @@ impl<'a> DynamicsDraw<'a> {
         self
     }
 
+    /// Each of the `M` draws held for `n` roll-outs in a row (roll-outs `m·n .. m·n + n` under
+    /// draw `m`; `K = M·n`): eq. 7.33's `N` roll-outs per weight draw, which differ by their
+    /// latents and noise only.
+    ///
+    /// # Panics
+    /// If `n` is 0.
+    pub fn repeated(mut self, n: usize) -> Self {
+        assert!(n > 0, "DynamicsDraw::repeated: n = 0");
+        let repeat = |t: Tensor<2>| {
+            let [k, d] = t.dims();
+            t.unsqueeze_dim::<3>(1)
+                .expand([k, n, d])
+                .reshape([k * n, d])
+        };
+        self.draws = self
+            .draws
+            .into_iter()
+            .map(|d| LayerDraw {
+                weight: repeat(d.weight),
+                bias: d.bias.map(repeat),
+            })
+            .collect();
+        let [k, b, d] = self.noise_std.dims();
+        if k > 1 {
+            self.noise_std = self
+                .noise_std
+                .unsqueeze_dim::<4>(1)
+                .expand([k, n, b, d])
+                .reshape([k * n, b, d]);
+        }
+        self
+    }
+
     /// The draws `K`.
     pub fn samples(&self) -> usize {
         self.draws.first().map_or(0, LayerDraw::samples)
@@ -532,6 +565,22 @@ pub struct PolicySearchConfig {
     /// ([`DynamicsDraw::with_state_box`]); `None`: unbounded.
     #[config(default = "None")]
     pub state_box: Option<(Vec<f64>, Vec<f64>)>,
+    /// The risk-sensitive cost of eq. 7.31 instead of the mean: `samples` weight draws `M`,
+    /// each held for `rollouts` roll-outs `N`; `None`: Alg. 1's mean cost.
+    #[config(default = "None")]
+    pub risk: Option<RiskConfig>,
+}
+
+/// Weights of [`risk_sensitive_cost`] in a policy search (Depeweg 2019 §7.2).
+#[derive(Config, Debug, PartialEq)]
+pub struct RiskConfig {
+    /// `β`, the weight of the epistemic risk (model bias).
+    pub beta: f64,
+    /// `γ`, the weight of the aleatoric risk (noise aversion).
+    pub gamma: f64,
+    /// Roll-outs `N` per weight draw (the thesis: 25).
+    #[config(default = 25)]
+    pub rollouts: usize,
 }
 
 /// What [`policy_search`] did: the mean roll-out cost of every epoch's steps, and the steps
@@ -562,7 +611,8 @@ pub enum PolicySearchError {
 
 /// Alg. 1: Adam on the policy's parameters to minimise the mean over start states (a
 /// minibatch of `starts [N, d_s]` per step) and `K` fresh weight draws of `Σ_t cost(s_t)`,
-/// by backpropagation through the roll-outs of the frozen `model`. A step whose cost or
+/// by backpropagation through the roll-outs of the frozen `model` (or, with
+/// [`PolicySearchConfig::risk`], the risk-sensitive cost of eq. 7.31). A step whose cost or
 /// gradient is not finite is skipped (the reference code's NaN guard); the gradients' global
 /// norm is clipped.
 ///
@@ -619,6 +669,19 @@ pub fn policy_search_with(
         .into());
     }
     check.at_least_one("starts", n)?;
+    if let Some(r) = &config.risk
+        && (r.rollouts < 2
+            || config.samples < 2
+            || !(r.beta.is_finite() && r.beta >= 0.0 && r.gamma.is_finite() && r.gamma >= 0.0))
+    {
+        return Err(ConfigError {
+            config: "PolicySearchConfig",
+            field: "risk",
+            value: format!("{r:?} with {} samples", config.samples),
+            expected: "finite β, γ ≥ 0, and at least 2 roll-outs and 2 samples",
+        }
+        .into());
+    }
     // Small variances multiplied together underflow to subnormals, which x86 runs tens of
     // times slower: flush them, as training does.
     let _flushed = crate::device::SubnormalsFlushed::enter();
@@ -644,13 +707,22 @@ pub fn policy_search_with(
                 .clone()
                 .select(0, crate::host::labels(&rows, &device));
             let mut draw = model.dynamics(config.samples);
+            if let Some(r) = &config.risk {
+                draw = draw.repeated(r.rollouts);
+            }
             if let Some((low, high)) = &config.state_box {
                 draw = draw.with_state_box(low, high);
             }
-            let loss = draw
-                .unfold_with(|s| policy.forward(s), batch, config.horizon, &transition)
-                .sum_dim(2)
-                .mean();
+            let unfolded =
+                draw.unfold_with(|s| policy.forward(s), batch, config.horizon, &transition);
+            let loss = match &config.risk {
+                Some(r) => {
+                    let [_, b, t] = unfolded.dims();
+                    let c = unfolded.reshape([config.samples, r.rollouts, b, t]);
+                    risk_sensitive_cost(c, r.beta, r.gamma)
+                }
+                None => unfolded.sum_dim(2).mean(),
+            };
             let value = crate::host::to_vec(loss.clone())[0];
             let mut grads = GradientsParams::from_grads(loss.backward(), &policy);
             let norm = policy.gradient_norm(&grads);

@@ -500,3 +500,45 @@ fn a_policy_standardises_its_states() {
     assert_eq!(bad((vec![0.0], vec![1.0])), "state_scale");
     assert_eq!(bad((vec![0.0, 0.0], vec![1.0, 0.0])), "state_scale");
 }
+
+/// Repeated draws: the `N` roll-outs of a weight draw share its network (same change without
+/// latent and noise), the draws differ; a risk-sensitive search runs and its settings are
+/// checked.
+#[test]
+fn repeated_draws_share_their_network_and_the_risk_search_runs() {
+    let device = test_device().autodiff();
+    let _guard = seeded(&device, 131);
+    let m = model(&device);
+    let draw = DynamicsDraw::new(&m, 3).repeated(4);
+    assert_eq!(draw.samples(), 12);
+    let s = Tensor::<3>::full([12, 1, 2], 0.3, &device);
+    let a = Tensor::<3>::full([12, 1, 1], -0.2, &device);
+    let change = to_vec(draw.step(s.clone(), a) - s);
+    for g in 0..3 {
+        for r in 1..4 {
+            let (i, j) = (g * 4 * 2, (g * 4 + r) * 2);
+            // Latent variance 10⁻⁵ and noise 10⁻⁴: within the group only those differ.
+            assert!((change[i] - change[j]).abs() < 0.02, "{change:?}");
+        }
+    }
+    assert!((change[0] - change[8]).abs() + (change[1] - change[9]).abs() > 0.05);
+
+    let p = policy(&device);
+    let starts = matrix(&[0.5, -0.4, -0.3, 0.8, 0.1, 0.1], 2, &device);
+    let cost = |s: &Tensor<3>| s.clone().square().sum_dim(2).squeeze_dim(2);
+    let risky = |beta: f64, rollouts: usize, samples: usize| {
+        PolicySearchConfig::new(3, 2)
+            .with_batch_size(3)
+            .with_samples(samples)
+            .with_risk(Some(RiskConfig::new(beta, 0.5).with_rollouts(rollouts)))
+    };
+    let (_, report) =
+        policy_search(&m, p.clone(), starts.clone(), cost, &risky(2.0, 3, 4)).unwrap();
+    assert!(report.epoch_costs.iter().all(|c| c.is_finite() && *c > 0.0));
+    for bad in [risky(2.0, 1, 4), risky(2.0, 3, 1), risky(-1.0, 3, 4)] {
+        match policy_search(&m, p.clone(), starts.clone(), cost, &bad).unwrap_err() {
+            PolicySearchError::Config(e) => assert_eq!(e.field, "risk"),
+            e => panic!("{e}"),
+        }
+    }
+}
