@@ -89,11 +89,16 @@ enum Command {
     /// MNIST, VCL with and without coresets, "coreset only" and EWC, single- or multi-head.
     #[command(mut_arg("out", |a| a.default_value("runs/continual").required(false)))]
     Continual(continual::ContinualOptions),
-    /// Model-based policy search on wet-chicken (Depeweg 2019 Table 7.1's first row): the
-    /// MLP, the MLP ensemble, the BNN and BNN+LV (VB, α = ½, α = 1) as dynamics models,
-    /// policies searched by roll-outs through each and scored on the true river.
+    /// Model-based policy search (Depeweg 2019 Table 7.1, wet-chicken or the Industrial
+    /// Benchmark): the MLP, the MLP ensemble, the BNN and BNN+LV (VB, α = ½, α = 1) as
+    /// dynamics models, policies searched by roll-outs through each and scored on the system.
     #[command(mut_arg("out", |a| a.default_value("runs/control").required(false)))]
     Control(control::ControlOptions),
+    /// Risk-sensitive policy search on the Industrial Benchmark (Depeweg 2019 §7.2, Figs. 7.5a
+    /// and 7.6): a BNN+LV on behaviour-policy data, a policy per (β, γ) under eq. 7.31, each
+    /// scored on the true benchmark by its cost and its model bias.
+    #[command(mut_arg("out", |a| a.default_value("runs/risk").required(false)))]
+    Risk(control::risk::RiskOptions),
     /// Farquhar (2022) Table A.4 / Fig. 3.2, reduced: NUTS on make_moons for MLPs of growing
     /// depth at about 1 000 weights, the samples' accuracy and acceptance beside the table and
     /// how far the posterior is from mean-field (E_KL, E_W).
@@ -157,6 +162,7 @@ fn main() {
         Command::Active(o) => active::run(&o).map(drop),
         Command::Continual(o) => continual::run(&o).map(drop),
         Command::Control(o) => control::run(&o).map(drop),
+        Command::Risk(o) => control::risk::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),

@@ -428,6 +428,20 @@ impl IndustrialBenchmark {
         steps: usize,
         seed: u64,
     ) -> Result<Vec<IbTrajectory>, DataError> {
+        Self::trajectories(setpoints, per_setpoint, steps, Exploration::Uniform, seed)
+    }
+
+    /// `per_setpoint` trajectories of `steps` steps at each setpoint under `exploration`.
+    ///
+    /// # Errors
+    /// As [`IndustrialBenchmark::new`], for the first setpoint out of range.
+    pub fn trajectories(
+        setpoints: &[f64],
+        per_setpoint: usize,
+        steps: usize,
+        exploration: Exploration,
+        seed: u64,
+    ) -> Result<Vec<IbTrajectory>, DataError> {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut out = Vec::with_capacity(setpoints.len() * per_setpoint);
         for &p in setpoints {
@@ -438,17 +452,52 @@ impl IndustrialBenchmark {
                     ..IbTrajectory::default()
                 };
                 for _ in 0..steps {
-                    let a = [0; 3].map(|_| 2.0 * rng.random::<f64>() - 1.0);
-                    let cost = ib.step(a, &mut rng);
                     let s = ib.state();
-                    t.actions.push(a);
-                    t.steerings.push([s.velocity, s.gain, s.shift]);
-                    t.costs.push(cost);
+                    let a = exploration.action([s.velocity, s.gain, s.shift], &mut rng);
+                    t.push(&mut ib, a, &mut rng);
                 }
                 out.push(t);
             }
         }
         Ok(out)
+    }
+}
+
+/// How exploration data is gathered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exploration {
+    /// Uniform random actions `2U − 1` (§7.1.4).
+    Uniform,
+    /// The risk experiment's behaviour policy (Depeweg 2019 eqs. 7.37–7.39): velocity and gain
+    /// pushed back by `z ~ N(0.5, 1/3)` when below 40 or above 60 and uniform on `[−1, 1]`
+    /// between; the shift uniform. The data stay near `v, g ∈ [40, 60]`.
+    Behaviour,
+}
+
+impl Exploration {
+    /// An action from the steerings `(v, g, h)`.
+    pub fn action(&self, steerings: [f64; 3], rng: &mut StdRng) -> [f64; 3] {
+        let uniform = |rng: &mut StdRng| 2.0 * rng.random::<f64>() - 1.0;
+        match self {
+            Self::Uniform => [0; 3].map(|_| uniform(rng)),
+            Self::Behaviour => {
+                let back = |x: f64, rng: &mut StdRng| {
+                    let z = 0.5 + standard_normal(rng) / 3f64.sqrt();
+                    if x < 40.0 {
+                        z
+                    } else if x > 60.0 {
+                        -z
+                    } else {
+                        uniform(rng)
+                    }
+                };
+                [
+                    back(steerings[0], rng),
+                    back(steerings[1], rng),
+                    uniform(rng),
+                ]
+            }
+        }
     }
 }
 
@@ -475,6 +524,23 @@ pub struct IbTrajectory {
     pub steerings: Vec<[f64; 3]>,
     /// Costs `3f + c` of each step.
     pub costs: Vec<f64>,
+}
+
+impl IbTrajectory {
+    /// One step of `ib` under `action`, appended; its cost.
+    pub fn push(
+        &mut self,
+        ib: &mut IndustrialBenchmark,
+        action: [f64; 3],
+        rng: &mut StdRng,
+    ) -> f64 {
+        let cost = ib.step(action, rng);
+        let s = ib.state();
+        self.actions.push(action);
+        self.steerings.push([s.velocity, s.gain, s.shift]);
+        self.costs.push(cost);
+        cost
+    }
 }
 
 /// Inputs of the time embedding (Depeweg 2019 eqs. 5.1–5.4): `p`, then `v`, `g` and `h` at

@@ -143,3 +143,24 @@ fn the_cost_transform_inverts_and_needs_positive_costs() {
     let e = CostTransform::fit(&[3.0, -1.0]).unwrap_err().to_string();
     assert!(e.contains("cost 1"), "{e}");
 }
+
+/// The behaviour policy keeps velocity and gain near [40, 60] (eqs. 7.37–7.39), where uniform
+/// exploration wanders over [0, 100].
+#[test]
+fn the_behaviour_policy_keeps_velocity_and_gain_near_the_middle() {
+    let share = |e: Exploration| {
+        let t = IndustrialBenchmark::trajectories(&[30.0, 80.0], 2, 600, e, 7).unwrap();
+        let (mut inside, mut all) = (0, 0);
+        for traj in &t {
+            for s in &traj.steerings[100..] {
+                all += 2;
+                inside += usize::from((35.0..=65.0).contains(&s[0]));
+                inside += usize::from((35.0..=65.0).contains(&s[1]));
+            }
+        }
+        inside as f64 / all as f64
+    };
+    let behaviour = share(Exploration::Behaviour);
+    assert!(behaviour > 0.95, "{behaviour}");
+    assert!(share(Exploration::Uniform) < 0.8);
+}

@@ -4,7 +4,9 @@
 
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::rollout::{DynamicsDraw, Policy};
-use bnn_datasets::industrial::{CostTransform, IbTrajectory, IndustrialBenchmark, embed};
+use bnn_datasets::industrial::{
+    CostTransform, Exploration, IbTrajectory, IndustrialBenchmark, embed,
+};
 use burn::tensor::{Device, Tensor};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -53,16 +55,51 @@ pub fn column_scales(rows: &[f64], d: usize) -> (Vec<f64>, Vec<f64>) {
     (mean, std)
 }
 
-/// The run's data from `per_setpoint` random trajectories of `steps` steps at each setpoint.
+/// `v` (rows of the scales' width) standardised column by column.
+pub fn standardise(v: &[f64], (mean, std): &(Vec<f64>, Vec<f64>)) -> Vec<f64> {
+    v.iter()
+        .enumerate()
+        .map(|(i, v)| (v - mean[i % mean.len()]) / std[i % std.len()])
+        .collect()
+}
+
+/// `count` of the data's start states drawn uniformly (with replacement), flat.
+pub fn pick_starts(data: &IbData, count: usize, seed: u64) -> Vec<f64> {
+    let n = data.starts.len() / D_STATE;
+    let mut rng = bnn_burn::host::HostNormals::new(seed);
+    (0..count.min(n))
+        .flat_map(|_| {
+            let i = ((rng.uniform() * n as f64) as usize).min(n - 1);
+            data.starts[i * D_STATE..(i + 1) * D_STATE].to_vec()
+        })
+        .collect()
+}
+
+/// The state `[p, v/g/h, c']` of a trajectory's last 15 steps (costs transformed).
+pub fn state_of(t: &IbTrajectory, transform: &CostTransform) -> Vec<f64> {
+    let c: Vec<f64> = t.costs[t.costs.len() - WINDOW..]
+        .iter()
+        .map(|c| transform.forward(*c))
+        .collect();
+    embed(t.setpoint, &t.steerings[t.steerings.len() - WINDOW..], &c)
+}
+
+/// The run's data from `per_setpoint` trajectories of `steps` steps at each setpoint under
+/// `exploration`.
 ///
 /// # Errors
 /// Trajectories too short for the window, or costs the transform cannot take.
-pub fn data(per_setpoint: usize, steps: usize, seed: u64) -> Result<IbData, Box<dyn Error>> {
+pub fn data(
+    per_setpoint: usize,
+    steps: usize,
+    exploration: Exploration,
+    seed: u64,
+) -> Result<IbData, Box<dyn Error>> {
     if steps <= WINDOW {
         return Err(format!("--steps {steps}: more than the window of {WINDOW}").into());
     }
     let trajectories =
-        IndustrialBenchmark::random_trajectories(&SETPOINTS, per_setpoint, steps, seed)?;
+        IndustrialBenchmark::trajectories(&SETPOINTS, per_setpoint, steps, exploration, seed)?;
     let all: Vec<f64> = trajectories.iter().flat_map(|t| t.costs.clone()).collect();
     let transform = CostTransform::fit(&all)?;
     let (mut x, mut delta, mut starts) = (Vec::new(), Vec::new(), Vec::new());
@@ -153,7 +190,7 @@ pub fn evaluate(
             };
             for _ in 0..warm_up {
                 let a = [0; 3].map(|_| 2.0 * rng.random::<f64>() - 1.0);
-                record(&mut t, &mut ib, a, &mut rng);
+                t.push(&mut ib, a, &mut rng);
             }
             systems.push(ib);
             histories.push(t);
@@ -163,36 +200,15 @@ pub fn evaluate(
     for _ in 0..steps {
         let states: Vec<f64> = histories
             .iter()
-            .flat_map(|t| {
-                let c: Vec<f64> = t.costs[t.costs.len() - WINDOW..]
-                    .iter()
-                    .map(|c| transform.forward(*c))
-                    .collect();
-                embed(t.setpoint, &t.steerings[t.steerings.len() - WINDOW..], &c)
-            })
+            .flat_map(|t| state_of(t, transform))
             .collect();
         let actions = act(&states);
         assert_eq!(actions.len(), systems.len(), "evaluate: one action each");
         for ((ib, t), a) in systems.iter_mut().zip(&mut histories).zip(actions) {
-            total += record(t, ib, a, &mut rng);
+            total += t.push(ib, a, &mut rng);
         }
     }
     Ok(total / (steps * systems.len()) as f64)
-}
-
-/// One step of `ib` under `a`, appended to `t`; its cost.
-fn record(
-    t: &mut IbTrajectory,
-    ib: &mut IndustrialBenchmark,
-    a: [f64; 3],
-    rng: &mut StdRng,
-) -> f64 {
-    let cost = ib.step(a, rng);
-    let s = ib.state();
-    t.actions.push(a);
-    t.steerings.push([s.velocity, s.gain, s.shift]);
-    t.costs.push(cost);
-    cost
 }
 
 /// A policy's actions for states `[n, 61]`, on `device`.

@@ -6,6 +6,7 @@
 //! VB, α = ½, α = 1.
 
 pub mod industrial;
+pub mod risk;
 #[cfg(test)]
 mod tests;
 
@@ -590,19 +591,18 @@ impl ControlHarness<'_> {
     /// the transformed cost, the search through the embedded transition, and the thesis
     /// code's evaluation (rewards are negated mean costs).
     fn run_industrial(&self, column: &Column, run: u64) -> Result<Row, Box<dyn Error>> {
-        use industrial::{D_STATE, column_scales};
+        use industrial::{D_STATE, column_scales, standardise};
         let o = self.options;
         let data_seed = experiment::derive(o.exp.seed, &["control-ib", "data"], run);
         let seed = experiment::derive(o.exp.seed, &["control-ib", column.key], run);
-        let data = industrial::data(o.trajectories(), o.steps(), data_seed)?;
+        let data = industrial::data(
+            o.trajectories(),
+            o.steps(),
+            bnn_datasets::industrial::Exploration::Uniform,
+            data_seed,
+        )?;
         let x_scale = column_scales(&data.x, D_STATE);
         let y_scale = column_scales(&data.delta, 1);
-        let standardise = |v: &[f64], (m, s): &(Vec<f64>, Vec<f64>)| -> Vec<f64> {
-            v.iter()
-                .enumerate()
-                .map(|(i, v)| (v - m[i % m.len()]) / s[i % s.len()])
-                .collect()
-        };
         let x = standardise(&data.x, &x_scale);
         let delta = standardise(&data.delta, &y_scale);
         let started = Instant::now();
@@ -610,14 +610,7 @@ impl ControlHarness<'_> {
         let train_seconds = started.elapsed().as_secs_f64();
         let device = training_device();
         // The search's start states: a random subset of the data's states.
-        let n = data.starts.len() / D_STATE;
-        let mut rng = bnn_burn::host::HostNormals::new(seed ^ 0x5a);
-        let picks: Vec<f64> = (0..o.policy_starts.min(n))
-            .flat_map(|_| {
-                let i = ((rng.uniform() * n as f64) as usize).min(n - 1);
-                data.starts[i * D_STATE..(i + 1) * D_STATE].to_vec()
-            })
-            .collect();
+        let picks = industrial::pick_starts(&data, o.policy_starts, seed ^ 0x5a);
         let s_scale = column_scales(&data.starts, D_STATE);
         let starts = matrix(&picks, D_STATE, &device);
         let started = Instant::now();

@@ -1,4 +1,5 @@
 use super::*;
+use bnn_datasets::industrial::Exploration;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -102,7 +103,7 @@ fn the_table_shows_the_difference_in_standard_errors() {
 #[test]
 fn industrial_data_embed_the_transformed_costs() {
     use industrial::{D_STATE, WINDOW};
-    let d = industrial::data(1, 40, 3).unwrap();
+    let d = industrial::data(1, 40, Exploration::Uniform, 3).unwrap();
     let rows = d.x.len() / D_STATE;
     assert_eq!(rows, 10 * (40 - WINDOW));
     assert_eq!(d.delta.len(), rows);
@@ -121,7 +122,7 @@ fn industrial_data_embed_the_transformed_costs() {
         assert_eq!(&start[..1 + 3 * WINDOW], &now[..1 + 3 * WINDOW]);
         assert_eq!(start[D_STATE - 1], next[D_STATE - 1]);
     }
-    assert!(industrial::data(1, WINDOW, 3).is_err());
+    assert!(industrial::data(1, WINDOW, Exploration::Uniform, 3).is_err());
 }
 
 /// One embedded roll-out step: steerings shift and move by the benchmark's rule, the cost
@@ -137,7 +138,7 @@ fn the_industrial_transition_moves_steerings_by_rule_and_costs_by_the_model() {
         .with_weights(WeightConfig::of(PosteriorConfig::point()))
         .init(fixed_noise(1e-6, 1, &device).unwrap(), &device)
         .unwrap();
-    let data = industrial::data(1, 30, 4).unwrap();
+    let data = industrial::data(1, 30, Exploration::Uniform, 4).unwrap();
     let s: Vec<f64> = data.starts[..2 * D_STATE].to_vec();
     let a = [0.5, -1.0, 0.25, -0.3, 1.0, 0.0];
     let draw = net.dynamics(1);
@@ -232,4 +233,72 @@ fn every_column_runs_a_small_industrial_search() {
         .check()
         .unwrap_err();
     assert!(err.contains("--steps 15"), "{err}");
+}
+
+#[derive(Parser)]
+struct RiskCli {
+    #[command(flatten)]
+    o: risk::RiskOptions,
+}
+
+fn parse_risk(args: &[&str]) -> risk::RiskOptions {
+    let mut all = vec!["risk"];
+    all.extend_from_slice(args);
+    RiskCli::parse_from(all).o
+}
+
+/// A small risk grid runs end to end: every (β, γ) gets a policy scored on the true benchmark,
+/// the report holds the table and both figures; bad options are named first.
+#[test]
+fn the_risk_grid_scores_every_policy_by_cost_and_model_bias() {
+    for (args, flag) in [
+        (&["--out", "x", "--beta=-1"][..], "--beta -1"),
+        (&["--out", "x", "--rollouts", "1"][..], "--rollouts 1"),
+        (&["--out", "x", "--alpha", "2"][..], "--alpha 2"),
+        (&["--out", "x", "--steps", "10"][..], "--steps 10"),
+    ] {
+        let err = parse_risk(args).check().unwrap_err();
+        assert!(err.contains(flag), "{err}");
+    }
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 114);
+    let dir = std::env::temp_dir().join(format!("bnn-risk-{}", std::process::id()));
+    let o = parse_risk(&[
+        "--out",
+        dir.to_str().unwrap(),
+        "--quick",
+        "--beta",
+        "0",
+        "--beta",
+        "4",
+        "--gamma",
+        "0",
+        "--steps",
+        "40",
+        "--policy-starts",
+        "4",
+    ]);
+    let rows = risk::run(&o).unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r.points.len(), 2);
+    assert!(r.behaviour_cost > 0.0 && r.behaviour_cost.is_finite());
+    for p in &r.points {
+        assert!(p.true_cost > 0.0 && p.model_cost > 0.0, "{p:?}");
+        assert!(p.model_bias >= 0.0 && p.model_bias.is_finite(), "{p:?}");
+        assert_eq!(p.curves.0.len(), 5);
+        assert_eq!(p.paths.len(), 4);
+        // The bias is the squared gap of the first start's curves plus the others'.
+        let first: f64 = p
+            .curves
+            .0
+            .iter()
+            .zip(&p.curves.1)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum();
+        assert!(p.model_bias * 2.0 >= first - 1e-6, "{p:?}");
+    }
+    let md = std::fs::read_to_string(dir.join("risk.md")).unwrap();
+    assert!(md.contains("| 4 | 0 | 1 |"), "{md}");
+    assert!(dir.join("frontier.svg").exists() && dir.join("rollouts.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }
