@@ -52,9 +52,28 @@ pub enum DepewegSet {
     Bimodal,
     /// Wet-chicken 2-D: `(x, y, a_x, a_y) → y'`, n = 2500.
     WetChicken,
+    /// The Industrial Benchmark (§4.3.2): the cost from the 61-column time embedding of 5
+    /// random trajectories of 1 000 steps at each setpoint 10, …, 100 (n ≈ 50 000). Opt-in
+    /// (`--dataset industrial`): not among the default ten.
+    Industrial,
 }
 
-/// The ten sets of the tables, in their order.
+/// Every set the harness knows: the default ten, then the Industrial Benchmark.
+pub const ALL_SETS: [DepewegSet; 11] = [
+    SETS[0],
+    SETS[1],
+    SETS[2],
+    SETS[3],
+    SETS[4],
+    SETS[5],
+    SETS[6],
+    SETS[7],
+    SETS[8],
+    SETS[9],
+    DepewegSet::Industrial,
+];
+
+/// The ten sets of the tables run by default, in their order.
 pub const SETS: [DepewegSet; 10] = [
     DepewegSet::Uci(UciDataset::Boston),
     DepewegSet::Uci(UciDataset::PowerPlant),
@@ -76,16 +95,18 @@ impl DepewegSet {
             DepewegSet::Heteroscedastic => "heteroscedastic",
             DepewegSet::Bimodal => "bimodal",
             DepewegSet::WetChicken => "wet-chicken",
+            DepewegSet::Industrial => "industrial",
         }
     }
 
     /// The set named `s` (case-insensitive); an error lists the known names.
     pub fn parse(s: &str) -> Result<Self, String> {
-        SETS.iter()
+        ALL_SETS
+            .iter()
             .copied()
             .find(|d| d.name().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
-                let known: Vec<_> = SETS.iter().map(|d| d.name()).collect();
+                let known: Vec<_> = ALL_SETS.iter().map(|d| d.name()).collect();
                 format!("--dataset {s:?}: unknown; known: {}", known.join(", "))
             })
     }
@@ -93,7 +114,7 @@ impl DepewegSet {
     /// Hidden units per layer (§5.2: 20 for the toys and wet-chicken, 50 elsewhere).
     pub fn hidden(self) -> usize {
         match self {
-            DepewegSet::Uci(_) => 50,
+            DepewegSet::Uci(_) | DepewegSet::Industrial => 50,
             _ => 20,
         }
     }
@@ -116,6 +137,12 @@ impl DepewegSet {
                 // The target of Table 5.1: the y-coordinate of the next state.
                 let y = full.y.chunks(2).map(|s| s[1]).collect();
                 RegressionData::new(full.x, y, full.n_features, 1)?
+            }
+            DepewegSet::Industrial => {
+                use bnn_datasets::industrial::{IndustrialBenchmark, time_embedding};
+                let setpoints: Vec<f64> = (1..=10).map(|k| 10.0 * k as f64).collect();
+                let t = IndustrialBenchmark::random_trajectories(&setpoints, 5, 1000, data_seed)?;
+                time_embedding(&t, 15)?
             }
         })
     }
@@ -218,7 +245,7 @@ pub struct DepewegBudget {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DepewegArgs {
     /// Data sets (boston, power, concrete, energy, kin8nm, naval, wine, heteroscedastic,
-    /// bimodal, wet-chicken); repeatable [default: the 10].
+    /// bimodal, wet-chicken, and the opt-in industrial); repeatable [default: the 10].
     #[arg(long = "dataset")]
     pub datasets: Vec<String>,
     /// Models ("BNN", "BNN+LV VB", "BNN+LV alpha=0.5", "BNN+LV alpha=1"; `α` for `alpha`);

@@ -33,7 +33,7 @@ pub struct TableRow {
 /// The table rows of `rows` (every (set, model) present, in table order).
 pub fn table(rows: &[SplitRow]) -> Result<Vec<TableRow>, String> {
     let mut out = Vec::new();
-    for set in SETS {
+    for set in ALL_SETS {
         for model in MODELS {
             let mine: Vec<&SplitRow> = rows
                 .iter()

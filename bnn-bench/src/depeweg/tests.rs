@@ -44,6 +44,25 @@ fn published_cells_follow_the_tables() {
         published(DepewegSet::Uci(UciDataset::Yacht), &MODELS[0]),
         None
     );
+    // The Industrial Benchmark's RMSE is printed ×0.1.
+    let p = published(DepewegSet::Industrial, &MODELS[3]).unwrap();
+    assert!((p.rmse.0 - 17.1).abs() < 1e-9 && p.ll == (-3.59, 0.01));
+}
+
+/// The Industrial Benchmark is opt-in: parsed by name, not among the default ten; its rows are
+/// the 61-column embedding of 5 trajectories per setpoint.
+#[test]
+fn the_industrial_benchmark_is_an_opt_in_set_of_sixty_one_columns() {
+    assert_eq!(
+        DepewegSet::parse("Industrial").unwrap(),
+        DepewegSet::Industrial
+    );
+    assert!(!SETS.contains(&DepewegSet::Industrial));
+    let root = bnn_datasets::DataRoot::default();
+    let data = DepewegSet::Industrial.load(&root, 0).unwrap();
+    assert_eq!(data.n_features, 61);
+    assert_eq!(data.len(), 10 * 5 * (1000 - 15));
+    assert_eq!(DepewegSet::Industrial.hidden(), 50);
 }
 
 #[test]
