@@ -139,6 +139,11 @@ fn the_cost_transform_inverts_and_needs_positive_costs() {
     }
     // Monotone, and the training range maps inside the open interval.
     assert!(tr.forward(120.0) < tr.forward(180.0));
+    // Costs beyond the range's margins saturate (finite) instead of leaving the real line.
+    for c in [0.0, 50.0, 1e4, -3.0] {
+        assert!(tr.forward(c).is_finite(), "{c}");
+    }
+    assert!(tr.forward(1e4) > tr.forward(400.0) && tr.forward(50.0) < tr.forward(120.0));
     assert!(CostTransform::fit(&[]).is_err());
     let e = CostTransform::fit(&[3.0, -1.0]).unwrap_err().to_string();
     assert!(e.contains("cost 1"), "{e}");
