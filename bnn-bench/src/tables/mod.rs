@@ -3,6 +3,7 @@
 //! `<!-- end generated -->`; `bnn-bench results` rewrites every such block from the records
 //! (`--check`: only says which differ). Nobody edits those blocks by hand.
 
+use crate::control::Benchmark;
 use crate::mnist::{Arch, TrainSet};
 use crate::uci::{MethodResult, fmt_mean_se};
 use std::error::Error;
@@ -58,7 +59,15 @@ const GENERATORS: &[Generator] = &[
     },
     Generator {
         name: "control-wet-chicken",
-        make: control_wet_chicken,
+        make: |assets| control(assets, "control-wet-chicken", Benchmark::WetChicken),
+    },
+    Generator {
+        name: "control-industrial",
+        make: |assets| control(assets, "control-industrial", Benchmark::Industrial),
+    },
+    Generator {
+        name: "risk-industrial",
+        make: risk_industrial,
     },
     Generator {
         name: "active-depeweg",
@@ -660,16 +669,22 @@ fn lv_hmc(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(crate::lv_hmc::table(&rows))
 }
 
-/// Depeweg Table 7.1's wet-chicken row from the `control-wet-chicken` record.
-fn control_wet_chicken(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let path = assets.join("control-wet-chicken").join("control.json");
+/// A row of Depeweg Table 7.1 from the `control-wet-chicken` or `control-industrial` record.
+fn control(assets: &Path, record: &str, benchmark: Benchmark) -> Result<String, Box<dyn Error>> {
+    let path = assets.join(record).join("control.json");
     let record = read_json(&path)?;
     let rows: Vec<crate::control::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
-    Ok(crate::control::table(
-        &rows,
-        crate::control::Benchmark::WetChicken,
-    ))
+    Ok(crate::control::table(&rows, benchmark))
+}
+
+/// Depeweg Fig. 7.5a's points from the `risk-industrial` record.
+fn risk_industrial(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("risk-industrial").join("risk.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::control::risk::Row> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::control::risk::table(&rows))
 }
 
 /// Farquhar App. C.1 / Fig. 5.4 from the `active-linear` record: the three risks' bias and the
