@@ -164,6 +164,53 @@ pub fn transition(
     }
 }
 
+/// A benchmark at setpoint `p` after a warm-up of `15 + U{0..49}` steps under `exploration`,
+/// and its history.
+///
+/// # Errors
+/// A setpoint the benchmark refuses.
+pub fn warmed_up(
+    p: f64,
+    exploration: Exploration,
+    rng: &mut StdRng,
+) -> Result<(IndustrialBenchmark, IbTrajectory), Box<dyn Error>> {
+    let mut ib = IndustrialBenchmark::new(p, rng)?;
+    let mut t = IbTrajectory {
+        setpoint: p,
+        ..IbTrajectory::default()
+    };
+    for _ in 0..WINDOW + rng.random_range(0..50) {
+        let s = ib.state();
+        let a = exploration.action([s.velocity, s.gain, s.shift], rng);
+        t.push(&mut ib, a, rng);
+    }
+    Ok((ib, t))
+}
+
+/// `steps` steps of every system under `act` (their states `[n, 61]` → actions), all systems
+/// stepped in turn at each step: the costs, `[system][step]`.
+pub fn run_policy(
+    systems: &mut [(IndustrialBenchmark, IbTrajectory)],
+    transform: &CostTransform,
+    steps: usize,
+    rng: &mut StdRng,
+    mut act: impl FnMut(&[f64]) -> Vec<[f64; 3]>,
+) -> Vec<Vec<f64>> {
+    let mut costs = vec![Vec::with_capacity(steps); systems.len()];
+    for _ in 0..steps {
+        let states: Vec<f64> = systems
+            .iter()
+            .flat_map(|(_, t)| state_of(t, transform))
+            .collect();
+        let actions = act(&states);
+        assert_eq!(actions.len(), systems.len(), "run_policy: one action each");
+        for (((ib, t), a), c) in systems.iter_mut().zip(actions).zip(costs.iter_mut()) {
+            c.push(t.push(ib, a, rng));
+        }
+    }
+    costs
+}
+
 /// The thesis code's evaluation: at every setpoint `runs` benchmarks, a random warm-up of
 /// `15 + U{0..49}` steps, then `steps` steps of `act` (states `[n, 61]` → actions); the mean
 /// cost of those steps over all benchmarks.
@@ -175,37 +222,21 @@ pub fn evaluate(
     runs: usize,
     steps: usize,
     seed: u64,
-    mut act: impl FnMut(&[f64]) -> Vec<[f64; 3]>,
+    act: impl FnMut(&[f64]) -> Vec<[f64; 3]>,
 ) -> Result<f64, Box<dyn Error>> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut systems = Vec::with_capacity(SETPOINTS.len() * runs);
-    let mut histories = Vec::with_capacity(systems.capacity());
     for &p in &SETPOINTS {
         for _ in 0..runs {
-            let mut ib = IndustrialBenchmark::new(p, &mut rng)?;
-            let warm_up = WINDOW + rng.random_range(0..50);
-            let mut t = IbTrajectory {
-                setpoint: p,
-                ..IbTrajectory::default()
-            };
-            for _ in 0..warm_up {
-                let a = [0; 3].map(|_| 2.0 * rng.random::<f64>() - 1.0);
-                t.push(&mut ib, a, &mut rng);
-            }
-            systems.push(ib);
-            histories.push(t);
+            systems.push(warmed_up(p, Exploration::Uniform, &mut rng)?);
         }
     }
+    let costs = run_policy(&mut systems, transform, steps, &mut rng, act);
+    // Summed step by step, system by system.
     let mut total = 0.0;
-    for _ in 0..steps {
-        let states: Vec<f64> = histories
-            .iter()
-            .flat_map(|t| state_of(t, transform))
-            .collect();
-        let actions = act(&states);
-        assert_eq!(actions.len(), systems.len(), "evaluate: one action each");
-        for ((ib, t), a) in systems.iter_mut().zip(&mut histories).zip(actions) {
-            total += t.push(ib, a, &mut rng);
+    for t in 0..steps {
+        for c in &costs {
+            total += c[t];
         }
     }
     Ok(total / (steps * systems.len()) as f64)

@@ -459,21 +459,33 @@ fn train(
                 "alpha-0.5" => 0.5,
                 _ => 1.0,
             };
-            let lv = BnnLvConfig::new(body.clone());
-            let ib = o.ib();
-            let build = |d: &Device| match ib {
-                true => lv.init_regressor(n, d),
-                false => lv.init(fixed_noise(SIGMA.sqrt(), arch.d_out, d)?, n, d),
-            };
-            let trainer = Trainer::new(config);
-            let trainer = match alpha {
-                0.0 => trainer,
-                a => trainer.with_objective(AlphaConfig::new().with_alpha(a).init()?),
-            };
-            let (net, _) = trainer.build_and_fit(build, data)?;
-            Model::Latent(Box::new(net))
+            let noise = (!o.ib()).then(|| SIGMA.sqrt());
+            Model::Latent(Box::new(train_lv(arch, data, alpha, noise, config)?))
         }
     })
+}
+
+/// A BNN+LV of `arch` trained on `(x, Δ)` by black-box α (`alpha = 0`: VB), its noise fixed
+/// at `noise_std` or learned (`None`).
+fn train_lv(
+    arch: &Arch,
+    data: (Tensor<2>, Tensor<2>),
+    alpha: f64,
+    noise_std: Option<f64>,
+    config: TrainConfig,
+) -> Result<LatentRegressor, Box<dyn Error>> {
+    let n = data.0.dims()[0];
+    let lv = BnnLvConfig::new(arch.mlp().with_weights(depeweg_weights(1.0)));
+    let build = |d: &Device| match noise_std {
+        None => lv.init_regressor(n, d),
+        Some(std) => lv.init(fixed_noise(std, arch.d_out, d)?, n, d),
+    };
+    let trainer = Trainer::new(config);
+    let trainer = match alpha {
+        0.0 => trainer,
+        a => trainer.with_objective(AlphaConfig::new().with_alpha(a).init()?),
+    };
+    Ok(trainer.build_and_fit(build, data)?.0)
 }
 
 /// The policy's actions for `states`, on `device`.

@@ -5,26 +5,25 @@
 //! and the roll-outs of Fig. 7.6.
 
 use super::industrial::{
-    self, D_STATE, SETPOINTS, WINDOW, column_scales, pick_starts, standardise, state_of,
+    self, D_STATE, SETPOINTS, WINDOW, column_scales, pick_starts, run_policy, standardise,
+    state_of, warmed_up,
 };
 use crate::experiment;
 use crate::runner::{self, Finished, Harness, ReportInput, TaskContext};
 use bnn_burn::host::{matrix, to_vec};
 use bnn_burn::metrics::{mean, mean_and_standard_error};
-use bnn_burn::nets::{BnnLvConfig, LatentRegressor, MlpConfig};
-use bnn_burn::objective::AlphaConfig;
-use bnn_burn::recipes::depeweg_weights;
+use bnn_burn::nets::LatentRegressor;
 use bnn_burn::rollout::{
     Dynamics, Policy, PolicyConfig, PolicySearchConfig, RiskConfig, Standardised, model_bias,
     policy_search_with,
 };
-use bnn_burn::train::{TrainConfig, Trainer};
+use bnn_burn::train::TrainConfig;
 use bnn_burn::training_device;
 use bnn_datasets::industrial::{Exploration, IbTrajectory, IndustrialBenchmark};
 use burn::module::Module;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use std::error::Error;
 use std::time::Instant;
 
@@ -240,22 +239,15 @@ pub struct RiskHarness<'a> {
 /// steps, one setpoint after another.
 fn starts(n: usize, seed: u64) -> Result<Vec<(IndustrialBenchmark, IbTrajectory)>, Box<dyn Error>> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let p = SETPOINTS[i % SETPOINTS.len()];
-        let mut ib = IndustrialBenchmark::new(p, &mut rng)?;
-        let mut t = IbTrajectory {
-            setpoint: p,
-            ..IbTrajectory::default()
-        };
-        for _ in 0..WINDOW + rng.random_range(0..50) {
-            let s = ib.state();
-            let a = Exploration::Behaviour.action([s.velocity, s.gain, s.shift], &mut rng);
-            t.push(&mut ib, a, &mut rng);
-        }
-        out.push((ib, t));
-    }
-    Ok(out)
+    (0..n)
+        .map(|i| {
+            warmed_up(
+                SETPOINTS[i % SETPOINTS.len()],
+                Exploration::Behaviour,
+                &mut rng,
+            )
+        })
+        .collect()
 }
 
 /// `rollouts` true roll-outs of `horizon` steps from a start under `act` (states → actions):
@@ -266,23 +258,12 @@ fn true_rollouts(
     rollouts: usize,
     horizon: usize,
     seed: u64,
-    mut act: impl FnMut(&[f64]) -> Vec<[f64; 3]>,
+    act: impl FnMut(&[f64]) -> Vec<[f64; 3]>,
 ) -> Vec<Vec<f64>> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut systems: Vec<(IndustrialBenchmark, IbTrajectory)> =
         (0..rollouts).map(|_| start.clone()).collect();
-    let mut costs = vec![Vec::with_capacity(horizon); rollouts];
-    for _ in 0..horizon {
-        let states: Vec<f64> = systems
-            .iter()
-            .flat_map(|(_, t)| state_of(t, transform))
-            .collect();
-        let actions = act(&states);
-        for (((ib, t), a), c) in systems.iter_mut().zip(actions).zip(costs.iter_mut()) {
-            c.push(t.push(ib, a, &mut rng));
-        }
-    }
-    costs
+    run_policy(&mut systems, transform, horizon, &mut rng, act)
 }
 
 impl RiskHarness<'_> {
@@ -301,15 +282,7 @@ impl RiskHarness<'_> {
             .with_train_samples(o.train_samples)
             .with_seed(seed)
             .with_progress(false);
-        let body = MlpConfig::new(D_STATE, vec![75, 75], 1).with_weights(depeweg_weights(1.0));
-        let lv = BnnLvConfig::new(body);
-        let trainer = Trainer::new(config);
-        let trainer = match o.alpha {
-            0.0 => trainer,
-            a => trainer.with_objective(AlphaConfig::new().with_alpha(a).init()?),
-        };
-        let (net, _) = trainer.build_and_fit(|d: &Device| lv.init_regressor(n, d), data)?;
-        Ok(net)
+        super::train_lv(&super::Arch::industrial(), data, o.alpha, None, config)
     }
 }
 
