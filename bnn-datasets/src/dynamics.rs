@@ -142,6 +142,110 @@ impl WetChicken {
         t
     }
 
+    /// The river's best policy on a grid, by discounted value iteration: a reference that
+    /// learned policies can be scored against ([`RiverPolicy`]).
+    ///
+    /// `V(s) = r(s) + γ max_a E_τ V(s')` on `cells × cells` nodes over `[0, w] × [0, l]`,
+    /// `s'` by [`WetChicken::step_with`], `V(s')` interpolated bilinearly, `E_τ` by the
+    /// midpoint rule over `grid.turbulence_nodes` values of `τ`, `a` over `action_levels²`
+    /// evenly spaced actions. Stops when no value moves by more than `grid.tolerance`.
+    ///
+    /// # Panics
+    /// If `cells` or `action_levels` is below 2, `turbulence_nodes` is 0, the discount is not
+    /// in `(0, 1)` or the tolerance is not positive.
+    pub fn optimal_policy(&self, grid: &RiverGrid) -> RiverPolicy {
+        let RiverGrid {
+            cells,
+            action_levels,
+            turbulence_nodes,
+            discount,
+            tolerance,
+            max_iterations,
+        } = *grid;
+        assert!(
+            cells >= 2
+                && action_levels >= 2
+                && turbulence_nodes > 0
+                && discount > 0.0
+                && discount < 1.0
+                && tolerance > 0.0,
+            "WetChicken::optimal_policy: {grid:?}"
+        );
+        let node = |i: usize, extent: f64| extent * i as f64 / (cells - 1) as f64;
+        let level = |i: usize| -1.0 + 2.0 * i as f64 / (action_levels - 1) as f64;
+        let actions: Vec<[f64; 2]> = (0..action_levels * action_levels)
+            .map(|k| [level(k / action_levels), level(k % action_levels)])
+            .collect();
+        let taus: Vec<f64> = (0..turbulence_nodes)
+            .map(|j| -1.0 + (2 * j + 1) as f64 / turbulence_nodes as f64)
+            .collect();
+        // Every (node, action)'s next states, as the four corners and weights of their cells.
+        let corners = |v: f64, extent: f64| {
+            let u = (v / extent * (cells - 1) as f64).clamp(0.0, (cells - 1) as f64);
+            let i = (u.floor() as usize).min(cells - 2);
+            (i, u - i as f64)
+        };
+        let mut next = Vec::with_capacity(cells * cells * actions.len() * taus.len());
+        for ix in 0..cells {
+            for iy in 0..cells {
+                let s = [node(ix, self.width), node(iy, self.length)];
+                for a in &actions {
+                    for &tau in &taus {
+                        let n = self.step_with(s, *a, tau).next;
+                        let (i, fi) = corners(n[0], self.width);
+                        let (j, fj) = corners(n[1], self.length);
+                        next.push(((i * cells + j) as u32, fi as f32, fj as f32));
+                    }
+                }
+            }
+        }
+        let reward: Vec<f64> = (0..cells * cells)
+            .map(|c| self.reward([0.0, node(c % cells, self.length)]))
+            .collect();
+        let mut values = vec![0.0; cells * cells];
+        let mut best = vec![0usize; cells * cells];
+        let mut iterations = 0;
+        let per_node = actions.len() * taus.len();
+        while iterations < max_iterations {
+            iterations += 1;
+            let mut moved: f64 = 0.0;
+            let mut updated = vec![0.0; cells * cells];
+            for c in 0..cells * cells {
+                let mut top = (f64::NEG_INFINITY, 0);
+                for a in 0..actions.len() {
+                    let at = c * per_node + a * taus.len();
+                    let expected = next[at..at + taus.len()]
+                        .iter()
+                        .map(|&(k, fi, fj)| {
+                            let (k, fi, fj) = (k as usize, fi as f64, fj as f64);
+                            (1.0 - fi) * ((1.0 - fj) * values[k] + fj * values[k + 1])
+                                + fi * ((1.0 - fj) * values[k + cells] + fj * values[k + cells + 1])
+                        })
+                        .sum::<f64>()
+                        / taus.len() as f64;
+                    if expected > top.0 {
+                        top = (expected, a);
+                    }
+                }
+                updated[c] = reward[c] + discount * top.0;
+                best[c] = top.1;
+                moved = moved.max((updated[c] - values[c]).abs());
+            }
+            values = updated;
+            if moved < tolerance {
+                break;
+            }
+        }
+        RiverPolicy {
+            cells,
+            width: self.width,
+            length: self.length,
+            actions: best.iter().map(|&a| actions[a]).collect(),
+            values,
+            iterations,
+        }
+    }
+
     /// One step from `s` under a uniform random action, added to `t`; the next state.
     fn random_step(
         &self,
@@ -159,6 +263,66 @@ impl WetChicken {
         t.next_states.push(step.next);
         t.rewards.push(step.reward);
         step.next
+    }
+}
+
+/// Settings of [`WetChicken::optimal_policy`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RiverGrid {
+    /// Grid nodes per axis.
+    pub cells: usize,
+    /// Actions per axis, evenly spaced over `[−1, 1]`.
+    pub action_levels: usize,
+    /// Values of `τ` in the expectation (midpoint rule).
+    pub turbulence_nodes: usize,
+    /// The discount `γ`.
+    pub discount: f64,
+    /// The largest change of a value at convergence.
+    pub tolerance: f64,
+    /// The most sweeps.
+    pub max_iterations: usize,
+}
+
+impl Default for RiverGrid {
+    /// 26 × 26 nodes (0.2 apart), 9 × 9 actions, 21 turbulence values, `γ = 0.95`: a finer
+    /// grid (51 nodes) or a longer horizon (`γ = 0.98`) moves the average reward by about 0.01.
+    fn default() -> Self {
+        Self {
+            cells: 26,
+            action_levels: 9,
+            turbulence_nodes: 21,
+            discount: 0.95,
+            tolerance: 1e-4,
+            max_iterations: 5000,
+        }
+    }
+}
+
+/// A policy on a grid of river states ([`WetChicken::optimal_policy`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RiverPolicy {
+    cells: usize,
+    width: f64,
+    length: f64,
+    /// The action of every node, `x`-major (`node = ix · cells + iy`).
+    pub actions: Vec<[f64; 2]>,
+    /// The discounted value of every node.
+    pub values: Vec<f64>,
+    /// The sweeps value iteration took.
+    pub iterations: usize,
+}
+
+impl RiverPolicy {
+    /// The action of the node nearest `state`.
+    pub fn act(&self, state: [f64; 2]) -> [f64; 2] {
+        let index = |v: f64, extent: f64| {
+            ((v / extent * (self.cells - 1) as f64).round() as usize).min(self.cells - 1)
+        };
+        let (ix, iy) = (
+            index(state[0].max(0.0), self.width),
+            index(state[1].max(0.0), self.length),
+        );
+        self.actions[ix * self.cells + iy]
     }
 }
 
@@ -485,6 +649,40 @@ mod tests {
             w.average_reward(5, 1, 0, |s| vec![[1.0, 1.0]; s.len()]),
             -5.0
         );
+    }
+
+    /// The grid's policy beats every constant action and a hand-made threshold policy on the
+    /// true river (average rewards: about −2.38 against −2.50 and at best −3.5).
+    #[test]
+    fn value_iteration_beats_constant_and_threshold_policies() {
+        let w = WetChicken::default();
+        let grid = RiverGrid {
+            action_levels: 5,
+            turbulence_nodes: 11,
+            ..RiverGrid::default()
+        };
+        let policy = w.optimal_policy(&grid);
+        assert!(policy.iterations < grid.max_iterations);
+        // Values are discounted rewards in [−5, 0] / (1 − γ).
+        assert!(policy.values.iter().all(|v| (-100.0..=0.0).contains(v)));
+        let score = |act: &dyn Fn([f64; 2]) -> [f64; 2]| {
+            w.average_reward(2000, 100, 7, |s| s.iter().map(|x| act(*x)).collect())
+        };
+        // A run's average has a std below 1: the s.e. of a score is below 1/√2000 ≈ 0.022.
+        let best = score(&|s| policy.act(s));
+        for ax in [-1.0, 0.0, 1.0] {
+            for ay in [-1.0, 0.0, 1.0] {
+                let constant = score(&|_| [ax, ay]);
+                assert!(best > constant + 0.5, "{best} vs ({ax}, {ay}): {constant}");
+            }
+        }
+        let hand = score(&|s| {
+            let ay = if s[1] > 2.0 { -1.0 } else { 1.0 };
+            [(3.5 - s[0]).clamp(-1.0, 1.0), ay]
+        });
+        assert!(best > hand + 0.05, "{best} vs {hand}");
+        // Near the waterfall where the drift is strong, the policy back-paddles.
+        assert_eq!(policy.act([4.0, 4.6])[1], -1.0);
     }
 
     #[test]

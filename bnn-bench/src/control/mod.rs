@@ -27,7 +27,7 @@ use bnn_burn::rollout::{
 };
 use bnn_burn::train::{EarlyStoppingConfig, TrainConfig, Trainer};
 use bnn_burn::training_device;
-use bnn_datasets::dynamics::WetChicken;
+use bnn_datasets::dynamics::{RiverGrid, WetChicken};
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 use std::error::Error;
@@ -101,6 +101,16 @@ pub enum Benchmark {
     /// The Industrial Benchmark (§4.3.2): Table 7.1's second row.
     Industrial,
 }
+/// Where wet-chicken's random transitions start (§7.1.4 says "random state transitions").
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+pub enum WetData {
+    /// One trajectory from the origin under random actions ([`WetChicken::random_transitions`]).
+    Trajectory,
+    /// Independent states uniform on the river ([`WetChicken::uniform_transitions`]).
+    UniformStates,
+}
 /// Ensemble members (§7.1.3: 25).
 const MEMBERS: usize = 25;
 /// The members' and the MLP's validation share and patience.
@@ -125,6 +135,10 @@ pub struct ControlOptions {
     /// Wet-chicken: random transitions the models learn from (§7.1.4: 2 500).
     #[arg(long, default_value_t = 2500)]
     pub transitions: usize,
+    /// Wet-chicken: where the random transitions start: along one trajectory from the origin,
+    /// or from states uniform on the river.
+    #[arg(long, value_enum, default_value_t = WetData::Trajectory)]
+    pub wet_data: WetData,
     /// Industrial Benchmark: random trajectories per setpoint (§7.1.4: 7) [default: 7; 1 with
     /// --quick].
     #[arg(long)]
@@ -316,8 +330,16 @@ pub struct Row {
 }
 
 /// The random transitions of run `seed`: inputs `[s, a]` (4 columns), changes `Δs` (2).
-fn transitions(world: &WetChicken, n: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let data = world.random_transitions(n, seed);
+fn transitions(
+    world: &WetChicken,
+    n: usize,
+    kind: WetData,
+    seed: u64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let data = match kind {
+        WetData::Trajectory => world.random_transitions(n, seed),
+        WetData::UniformStates => world.uniform_transitions(n, seed),
+    };
     let x = data
         .states
         .iter()
@@ -540,6 +562,18 @@ impl ControlHarness<'_> {
         Ok((policy, trained, report))
     }
 
+    /// The average reward of the river's best grid policy ([`WetChicken::optimal_policy`])
+    /// under the evaluation of run 0: what a perfect model and search could reach.
+    fn optimal_reward(&self) -> f64 {
+        let o = self.options;
+        let policy = self.world.optimal_policy(&RiverGrid::default());
+        let eval_seed = experiment::derive(o.exp.seed, &["control", "eval"], 0);
+        self.world
+            .average_reward(o.eval_runs(), o.eval_steps(), eval_seed, |s| {
+                s.iter().map(|x| policy.act(*x)).collect()
+            })
+    }
+
     /// Wet-chicken's run: the model, the search with the cost `l − y` of every next state,
     /// and the scores on the true river (trained, untrained, random paddling).
     fn run_wet_chicken(&self, column: &Column, run: u64) -> Result<Row, Box<dyn Error>> {
@@ -547,7 +581,7 @@ impl ControlHarness<'_> {
         // The data depend on the run only: every column learns from the same transitions.
         let data_seed = experiment::derive(o.exp.seed, &["control", "data"], run);
         let seed = experiment::derive(o.exp.seed, &["control", column.key], run);
-        let (x, delta, starts) = transitions(&self.world, o.transitions, data_seed);
+        let (x, delta, starts) = transitions(&self.world, o.transitions, o.wet_data, data_seed);
         let started = Instant::now();
         let model = train(column, &Arch::wet_chicken(), &x, &delta, o, seed)?;
         let train_seconds = started.elapsed().as_secs_f64();
@@ -737,6 +771,9 @@ impl Harness for ControlHarness<'_> {
                 if o.policy_batch() != 10 {
                     e["policy_batch"] = o.policy_batch().into();
                 }
+                if o.wet_data != WetData::Trajectory {
+                    e["wet_data"] = serde_json::to_value(o.wet_data).expect("an enum");
+                }
                 e
             }
             Benchmark::Industrial => serde_json::json!({
@@ -785,14 +822,17 @@ impl Harness for ControlHarness<'_> {
 
     fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
         let rows = run.rows();
-        let md = markdown(&rows, self.options, run.wall_seconds);
-        run.write_report(self.options, serde_json::json!({}), &md)
+        let optimal = (!self.options.ib()).then(|| self.optimal_reward());
+        let md = markdown(&rows, self.options, optimal, run.wall_seconds);
+        run.write_report(self.options, serde_json::json!({ "optimal": optimal }), &md)
     }
 }
 
 /// A row of Table 7.1: per column, the average reward (mean ± s.e. over runs) beside the
 /// thesis's (± s.e. over 5 runs) and their difference in combined standard errors.
-pub fn table(rows: &[Row], benchmark: Benchmark) -> String {
+/// `optimal`: the average reward of the river's best grid policy under the same evaluation
+/// ([`WetChicken::optimal_policy`]), shown below the columns.
+pub fn table(rows: &[Row], benchmark: Benchmark, optimal: Option<f64>) -> String {
     let (random, digits) = match benchmark {
         Benchmark::WetChicken => ("random paddling", 2),
         Benchmark::Industrial => ("random actions", 1),
@@ -837,11 +877,17 @@ pub fn table(rows: &[Row], benchmark: Benchmark) -> String {
         gp.1,
         prec = digits
     ));
+    if let Some(best) = optimal {
+        md.push_str(&format!(
+            "| best policy (value iteration on the true river) | – | {best:.prec$} | | | | |\n",
+            prec = digits
+        ));
+    }
     md
 }
 
 /// The report.
-fn markdown(rows: &[Row], o: &ControlOptions, wall: f64) -> String {
+fn markdown(rows: &[Row], o: &ControlOptions, optimal: Option<f64>, wall: f64) -> String {
     let mut md = match o.benchmark {
         Benchmark::WetChicken => format!(
             "# Model-based policy search on wet-chicken (Depeweg 2019 Table 7.1, first row)\n\n\
@@ -892,7 +938,7 @@ fn markdown(rows: &[Row], o: &ControlOptions, wall: f64) -> String {
             o.eval_steps()
         ),
     };
-    md.push_str(&table(rows, o.benchmark));
+    md.push_str(&table(rows, o.benchmark, optimal));
     md.push_str(&format!("\nWall time {wall:.0} s.\n"));
     md
 }

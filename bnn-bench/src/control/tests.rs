@@ -91,10 +91,38 @@ fn the_table_shows_the_difference_in_standard_errors() {
     let md = table(
         &[row(0, -2.42), row(1, -2.40), row(2, -2.38)],
         Benchmark::WetChicken,
+        Some(-2.354),
     );
     assert!(
         md.contains("| BNN+LV α=0.5 | 3 | -2.40 ± 0.01 | -2.37 ± 0.01 | -2.0 |"),
         "{md}"
+    );
+    assert!(md.contains("| best policy (value iteration on the true river) | – | -2.35 |"));
+}
+
+/// `--wet-data uniform-states` draws independent states over the whole river (a quarter of
+/// them with x > 3.75), where one trajectory from the origin rarely goes (under 5 % there);
+/// the default keeps the record's run key.
+#[test]
+fn wet_chicken_data_start_along_a_trajectory_or_uniformly() {
+    let world = WetChicken::default();
+    let share = |kind| {
+        let (x, delta, starts) = transitions(&world, 2000, kind, 5);
+        assert_eq!((x.len(), delta.len(), starts.len()), (8000, 4000, 4000));
+        starts.chunks(2).filter(|s| s[0] > 3.75).count() as f64 / 2000.0
+    };
+    // Binomial s.e. of a share near ¼ from 2000 draws: about 0.01.
+    let uniform = share(WetData::UniformStates);
+    assert!((uniform - 0.25).abs() < 0.04, "{uniform}");
+    assert!(share(WetData::Trajectory) < 0.05);
+    let key = |args: &[&str]| {
+        let o = parse(args);
+        ControlHarness { options: &o, world }.run_key()
+    };
+    assert!(key(&["--out", "x"]).get("wet_data").is_none());
+    assert_eq!(
+        key(&["--out", "x", "--wet-data", "uniform-states"])["wet_data"],
+        "UniformStates"
     );
 }
 

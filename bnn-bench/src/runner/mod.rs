@@ -74,7 +74,8 @@ pub struct ReportInput<'a, H: Harness + ?Sized> {
     pub rows: &'a [Done<H>],
     /// The output folder.
     pub out: &'a OutFolder,
-    /// The run's wall time.
+    /// The run's wall time: this process's, plus the recorded time of every row it reused
+    /// (so a resumed or `--report-only` run reports the whole run's).
     pub wall_seconds: f64,
 }
 
@@ -422,6 +423,7 @@ pub fn run<H: Harness>(
             tasks.len()
         );
     }
+    let mut reused_seconds: f64 = done.iter().flatten().map(|d| d.seconds).sum();
     let todo: Vec<usize> = match options.report_only {
         true => Vec::new(),
         false => (0..tasks.len()).filter(|&i| done[i].is_none()).collect(),
@@ -448,6 +450,7 @@ pub fn run<H: Harness>(
     let mut rows: Vec<Done<H>> = Vec::new();
     if options.resume || options.report_only {
         rows = kept(harness, &out, &ids)?;
+        reused_seconds += rows.iter().map(|d| d.seconds).sum::<f64>();
         if !rows.is_empty() {
             eprintln!(
                 "[{}] {} rows of other tasks in the folder kept in the report",
@@ -460,7 +463,7 @@ pub fn run<H: Harness>(
     harness.report(ReportInput {
         rows: &rows,
         out: &out,
-        wall_seconds: start.elapsed().as_secs_f64(),
+        wall_seconds: start.elapsed().as_secs_f64() + reused_seconds,
     })?;
     let _ = std::fs::remove_dir(out.join("state"));
     Ok(rows)

@@ -14,6 +14,7 @@ struct Fake {
     fail: Option<&'static str>,
     ran: RefCell<Vec<String>>,
     reported: RefCell<Vec<(String, usize)>>,
+    wall: RefCell<f64>,
 }
 
 fn fake(tasks: &[&'static str]) -> Fake {
@@ -25,6 +26,7 @@ fn fake(tasks: &[&'static str]) -> Fake {
         fail: None,
         ran: RefCell::new(Vec::new()),
         reported: RefCell::new(Vec::new()),
+        wall: RefCell::new(0.0),
     }
 }
 
@@ -52,6 +54,9 @@ impl Harness for Fake {
             return Err("it failed".into());
         }
         self.ran.borrow_mut().push(task.clone());
+        if task == "slow" {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
         Ok(task.len() + self.offset)
     }
     fn describe(&self, f: &Finished<String, usize>) -> String {
@@ -59,6 +64,7 @@ impl Harness for Fake {
     }
     fn report(&self, run: ReportInput<'_, Self>) -> Result<(), Box<dyn Error>> {
         *self.reported.borrow_mut() = run.rows.iter().map(|f| (f.id.clone(), f.row)).collect();
+        *self.wall.borrow_mut() = run.wall_seconds;
         run.out.write("fake.md", b"report")?;
         Ok(())
     }
@@ -152,6 +158,11 @@ fn resume_reuses_only_rows_of_the_same_key_and_keeps_the_others() {
         [("a".into(), 1), ("bb".into(), 2), ("ccc".into(), 3)]
     );
     assert_eq!(rows.len(), 3);
+    // A report of reused rows counts their time: a 0.2 s task, reported alone.
+    let slow = fake(&["slow"]);
+    run(&slow, &options(&out, false)).unwrap();
+    run(&slow, &report).unwrap();
+    assert!(ran(&slow) == ["slow"] && *slow.wall.borrow() >= 0.2);
     // Files in rows/ that are not row records are left alone.
     std::fs::write(out.join("rows/notes.json"), "{}").unwrap();
     run(&all, &report).unwrap();

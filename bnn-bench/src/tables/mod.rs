@@ -675,7 +675,11 @@ fn control(assets: &Path, record: &str, benchmark: Benchmark) -> Result<String, 
     let record = read_json(&path)?;
     let rows: Vec<crate::control::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
-    Ok(crate::control::table(&rows, benchmark))
+    Ok(crate::control::table(
+        &rows,
+        benchmark,
+        record["optimal"].as_f64(),
+    ))
 }
 
 /// Depeweg Fig. 7.5a's points from the `risk-industrial` record.
