@@ -34,6 +34,7 @@ pub mod predict;
 pub mod recipes;
 pub mod reduce;
 pub mod rollout;
+pub mod sde;
 pub mod special;
 pub mod step;
 #[cfg(any(test, feature = "testing"))]
@@ -116,6 +117,8 @@ pub mod book {
     pub struct MethodsActiveLearning;
     #[doc = include_str!("../../book/src/methods/control.md")]
     pub struct MethodsControl;
+    #[doc = include_str!("../../book/src/methods/sde.md")]
+    pub struct MethodsSde;
     #[doc = include_str!("../../book/src/methods/moment-propagation.md")]
     pub struct MethodsMomentPropagation;
     #[doc = include_str!("../../book/src/methods/bnn-lv.md")]

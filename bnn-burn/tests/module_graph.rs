@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The modules in dependency order: each may use those before it.
-const ORDER: [&str; 27] = [
+const ORDER: [&str; 28] = [
     "error",
     "host",
     "reduce",
@@ -35,6 +35,7 @@ const ORDER: [&str; 27] = [
     "active",
     "continual",
     "rollout",
+    "sde",
 ];
 
 /// Edges that still point up the order, to be removed; each with what removes it. None is

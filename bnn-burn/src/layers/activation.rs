@@ -26,6 +26,8 @@ pub enum Activation {
     Selu,
     /// `x`.
     Identity,
+    /// `ln(1 + eˣ)`: smooth and Lipschitz, the drift nets of Haußmann 2021 ch. 6.
+    Softplus,
 }
 
 impl Activation {
@@ -38,6 +40,7 @@ impl Activation {
             Activation::Tanh => activation::tanh(x),
             Activation::Selu => activation::selu(x),
             Activation::Identity => x,
+            Activation::Softplus => crate::special::softplus(x),
         }
     }
 }
@@ -53,7 +56,7 @@ mod tests {
         let xs = [-2.0f64, -0.5, 0.0, 0.7, 3.0];
         let x = Tensor::<1>::from_floats([-2.0, -0.5, 0.0, 0.7, 3.0], &device);
         type Reference = fn(f64) -> f64;
-        let cases: [(Activation, Reference); 6] = [
+        let cases: [(Activation, Reference); 7] = [
             (Activation::Relu, |v| v.max(0.0)),
             (Activation::LeakyRelu { slope: 0.1 }, |v| {
                 if v > 0.0 { v } else { 0.1 * v }
@@ -67,6 +70,9 @@ mod tests {
                 l * if v > 0.0 { v } else { a * v.exp_m1() }
             }),
             (Activation::Identity, |v| v),
+            (Activation::Softplus, |v| {
+                v.max(0.0) + (-v.abs()).exp().ln_1p()
+            }),
         ];
         for (act, f) in cases {
             let got = to_vec(act.forward(x.clone()));

@@ -104,6 +104,16 @@ fn elu_and_selu_moments_match_monte_carlo() {
 }
 
 #[test]
+fn softplus_moments_match_monte_carlo() {
+    check(
+        "softplus",
+        |m| Activation::Softplus.moments(m, MomentRule::Clt).unwrap(),
+        |f, _, _| f.max(0.0) + (-f.abs()).exp().ln_1p(),
+        7,
+    );
+}
+
+#[test]
 fn vbp_gates_match_monte_carlo_of_their_bernoulli_model() {
     // VBP's model: h = f·z with z ~ Ber(σ(C·E[f])) independent of f.
     for c in [1.0, 100.0] {

@@ -1,0 +1,175 @@
+//! Bayesian neural SDEs (Haußmann 2021 ch. 6): `dh = (f_θ(h, t) + γ∘r(h, t)) dt + G dW`
+//! (eq. 6.5), a drift network over `[h, t]` beside an optional known drift, a constant
+//! diagonal diffusion `G`. Paths by Euler–Maruyama, batched over samples × trajectories, each
+//! sample under one joint draw of the network's weights held along its path
+//! (`θ^s ~ p_φ(θ)`, reparameterised: gradients reach `φ`), with the path part of the process
+//! KL (Lemma 1) accumulated on the way. More: the book's *Neural SDEs* page.
+
+use crate::layers::{LayerDraw, Pass};
+use crate::likelihood::Likelihood;
+use crate::nets::{Bnn, MlpBody};
+use burn::tensor::{Distribution, Tensor};
+
+/// A known drift `γ∘r_ξ(h, t)` (eq. 6.5; its mask `γ` applied inside): states `[S, N, D]` at
+/// time `t` → their drift `[S, N, D]`.
+pub trait PriorDrift {
+    /// The drift at states `h` and time `t`.
+    fn drift(&self, h: Tensor<3>, t: f64) -> Tensor<3>;
+}
+
+/// The SDE `dh = (f_θ(h, t) + γ∘r(h, t)) dt + G dW` with `f_θ` a Bayesian MLP on `[h, t]`
+/// (`D + 1` inputs, `D` outputs) and `G = diag(diffusion)`.
+pub struct NeuralSde<'a, L: Likelihood> {
+    /// The drift network `f_θ`; its likelihood is not used.
+    pub net: &'a Bnn<MlpBody, L>,
+    /// The diagonal of `G`, `D` positive entries.
+    pub diffusion: Vec<f64>,
+    /// The known part of the drift, if any (the hybrid model).
+    pub prior: Option<&'a dyn PriorDrift>,
+}
+
+/// Paths of a [`NeuralSde`].
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// States `[S, N, K + 1, D]`: sample, trajectory, time (`h_0` first), dimension.
+    pub states: Tensor<4>,
+    /// The path part of the process KL (Lemma 1, discretised) per sample and trajectory,
+    /// `Σ_k ½ f_θ(h_k, t_k)ᵀ (GGᵀ)⁻¹ f_θ(h_k, t_k) Δt_k`, `[S, N]`: the learned drift only
+    /// (the known part cancels between the two processes).
+    pub drift_energy: Tensor<2>,
+}
+
+impl<'a, L: Likelihood> NeuralSde<'a, L> {
+    /// The SDE of drift network `net` and diffusion `G = diag(diffusion)`, without a known
+    /// drift.
+    ///
+    /// # Panics
+    /// If a diffusion entry is not finite and positive, or the network does not map `D + 1`
+    /// inputs to `D` outputs for `D` diffusion entries.
+    pub fn new(net: &'a Bnn<MlpBody, L>, diffusion: Vec<f64>) -> Self {
+        let d = diffusion.len();
+        assert!(
+            d > 0 && diffusion.iter().all(|g| g.is_finite() && *g > 0.0),
+            "NeuralSde: diffusion {diffusion:?}: finite positive entries"
+        );
+        let [_, d_out] = net.head.shape();
+        assert!(
+            net.body.d_input == d + 1 && d_out == d,
+            "NeuralSde: a drift network on {} inputs with {d_out} outputs for {d} states (it \
+             takes [h, t]: {} inputs, {d} outputs)",
+            net.body.d_input,
+            d + 1
+        );
+        Self {
+            net,
+            diffusion,
+            prior: None,
+        }
+    }
+
+    /// The same SDE with the known drift `prior` added (the hybrid model, eq. 6.5).
+    pub fn with_prior(mut self, prior: &'a dyn PriorDrift) -> Self {
+        self.prior = Some(prior);
+        self
+    }
+
+    /// The state dimension `D`.
+    pub fn dim(&self) -> usize {
+        self.diffusion.len()
+    }
+
+    /// `samples` paths from each start state `h0 [N, D]` at `times` (`t_0 < … < t_K`): a
+    /// joint draw of the network's weights per sample, held along the path (on the
+    /// network's graph: reparameterised), and fresh Brownian increments.
+    ///
+    /// # Panics
+    /// As [`NeuralSde::paths_with`].
+    pub fn paths(&self, h0: Tensor<2>, times: &[f64], samples: usize) -> Paths {
+        assert!(samples > 0, "NeuralSde::paths: 0 samples");
+        let [n, d] = h0.dims();
+        let device = h0.device();
+        let draws = self.net.joint_draws(samples);
+        crate::device::uses_generator();
+        let k = times.len().saturating_sub(1);
+        let mut increments =
+            Tensor::<4>::random([samples, n, k, d], Distribution::Normal(0.0, 1.0), &device);
+        let root_dt: Vec<f64> = times.windows(2).map(|w| (w[1] - w[0]).sqrt()).collect();
+        if k > 0 {
+            let scale = Tensor::<1>::from_floats(root_dt.as_slice(), &device).reshape([1, 1, k, 1]);
+            increments = increments * scale.expand([samples, n, k, d]);
+        }
+        self.paths_with(&draws, h0, times, increments)
+    }
+
+    /// Euler–Maruyama under given network draws (one [`LayerDraw`] per layer, `S` draws each)
+    /// and Brownian increments `ΔW [S, N, K, D]` (`ΔW_k ~ N(0, Δt_k)`):
+    /// `h_{k+1} = h_k + (f_θ(h_k, t_k) + γ∘r(h_k, t_k)) Δt_k + G ΔW_k`.
+    ///
+    /// # Panics
+    /// If `times` has fewer than 2 entries or does not increase, or the shapes of `h0`, the
+    /// draws and the increments disagree (each is named).
+    pub fn paths_with(
+        &self,
+        draws: &[LayerDraw],
+        h0: Tensor<2>,
+        times: &[f64],
+        increments: Tensor<4>,
+    ) -> Paths {
+        assert!(
+            times.len() >= 2 && times.windows(2).all(|w| w[1] > w[0] && w[0].is_finite()),
+            "NeuralSde: times {times:?}: at least two, increasing"
+        );
+        let [n, d] = h0.dims();
+        assert_eq!(
+            d,
+            self.dim(),
+            "NeuralSde: start states of {d} dimensions for {} diffusion entries",
+            self.dim()
+        );
+        let s = draws.first().map_or(0, LayerDraw::samples);
+        let k = times.len() - 1;
+        assert_eq!(
+            increments.dims(),
+            [s, n, k, d],
+            "NeuralSde: increments {:?} for {s} draws, {n} trajectories, {k} steps, {d} \
+             dimensions",
+            increments.dims()
+        );
+        let device = h0.device();
+        let g = Tensor::<1>::from_floats(self.diffusion.as_slice(), &device).reshape([1, 1, d]);
+        let inv_g2 = g.clone().square().recip();
+        let mut h = h0.unsqueeze_dim::<3>(0).expand([s, n, d]);
+        let mut states = vec![h.clone()];
+        let mut energy = Tensor::<2>::zeros([s, n], &device);
+        for (step, w) in times.windows(2).enumerate() {
+            let (t, dt) = (w[0], w[1] - w[0]);
+            let time = Tensor::<3>::full([s, n, 1], t, &device);
+            let mut pass = Pass::fixed(draws);
+            let input = Tensor::cat(vec![h.clone(), time], 2);
+            let f = self
+                .net
+                .head
+                .run(self.net.body.propagate(input, &mut pass), &mut pass);
+            energy = energy
+                + (f.clone().square() * inv_g2.clone().expand([s, n, d]))
+                    .sum_dim(2)
+                    .reshape([s, n])
+                    * (0.5 * dt);
+            let mut drift = f;
+            if let Some(prior) = self.prior {
+                drift = drift + prior.drift(h.clone(), t);
+            }
+            let dw = increments.clone().narrow(2, step, 1).reshape([s, n, d]);
+            h = h + drift * dt + dw * g.clone().expand([s, n, d]);
+            states.push(h.clone());
+        }
+        Paths {
+            states: Tensor::stack(states, 2),
+            drift_energy: energy,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "sde_tests.rs"]
+mod tests;
