@@ -170,6 +170,77 @@ impl<'a, L: Likelihood> NeuralSde<'a, L> {
     }
 }
 
+impl Paths {
+    /// `ln Π_k N(y_k | h_k, σ²I)` of observations `y [N, K + 1, D]` at the paths' times after
+    /// the start (the start is the first observation), per sample and trajectory, `[S, N]`.
+    ///
+    /// # Panics
+    /// If `observed` is not `[N, K + 1, D]` or `std` is not positive.
+    pub fn gaussian_log_likelihood(&self, observed: Tensor<3>, std: f64) -> Tensor<2> {
+        let [s, n, times, d] = self.states.dims();
+        assert!(std.is_finite() && std > 0.0, "Paths: observation std {std}");
+        assert_eq!(
+            observed.dims(),
+            [n, times, d],
+            "Paths: observations {:?} for {n} trajectories, {times} times, {d} dimensions",
+            observed.dims()
+        );
+        let k = times - 1;
+        let y = observed
+            .narrow(1, 1, k)
+            .unsqueeze_dim::<4>(0)
+            .expand([s, n, k, d]);
+        let h = self.states.clone().narrow(2, 1, k);
+        let squared = (y - h).square().sum_dim(3).sum_dim(2).reshape([s, n]);
+        let constant = (k * d) as f64 * (std.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
+        squared * (-0.5 / (std * std)) - constant
+    }
+
+    /// The path part of the process KL summed over trajectories and averaged over samples,
+    /// `[1]`; with the weights' `KL(p_φ ‖ p)` added it is Lemma 1's KL of the trajectories.
+    pub fn process_kl(&self) -> Tensor<1> {
+        let [s, _] = self.drift_energy.dims();
+        self.drift_energy.clone().sum_dim(1).sum() / s as f64
+    }
+}
+
+/// E-Bayes' objective, the simulated marginal log-likelihood per trajectory:
+/// `(1/N) Σ_n ln (1/S) Σ_s exp(ℓ_{s,n})` for log-likelihoods `ℓ [S, N]` of `S` sampled paths
+/// (Haußmann 2021 §6.2; a log-mean-exp over samples, stable for any magnitude).
+pub fn simulated_log_marginal(log_likelihood: Tensor<2>) -> Tensor<1> {
+    crate::special::log_mean_exp(log_likelihood, 0).mean()
+}
+
+/// Jensen's lower bound of [`simulated_log_marginal`], `(1/(SN)) Σ_{s,n} ℓ_{s,n}`: the data
+/// term of eq. 6.15 and of E-PAC-Bayes (Algorithm 2).
+pub fn expected_log_likelihood(log_likelihood: Tensor<2>) -> Tensor<1> {
+    log_likelihood.mean()
+}
+
+/// E-PAC-Bayes' loss (Algorithm 2; eq. 6.16 with its sign corrected): `−mll + C_δ`,
+/// `C_δ = √((KL + ln(2√N/δ)) / (2N))` for `N` trajectories (the code's constant; Theorem 1's
+/// is `ln(4√N/δ)`, [`pac_bayes_complexity`]).
+///
+/// # Panics
+/// If `n` is 0 or `delta` is not in `(0, 1)`.
+pub fn pac_bayes_loss(mll: Tensor<1>, kl: Tensor<1>, n: usize, delta: f64) -> Tensor<1> {
+    mll.neg() + pac_bayes_complexity(kl, n, delta, 2.0)
+}
+
+/// `C_δ = √((KL + ln(c√N/δ)) / (2N))`: Theorem 1's complexity term (`c = 4`; Algorithm 2's
+/// code uses `c = 2`).
+///
+/// # Panics
+/// If `n` is 0, `delta` is not in `(0, 1)` or `c` is not positive.
+pub fn pac_bayes_complexity(kl: Tensor<1>, n: usize, delta: f64, c: f64) -> Tensor<1> {
+    assert!(
+        n > 0 && delta > 0.0 && delta < 1.0 && c > 0.0,
+        "pac_bayes_complexity: N = {n}, δ = {delta}, c = {c}"
+    );
+    let n = n as f64;
+    ((kl + (c * n.sqrt() / delta).ln()) / (2.0 * n)).sqrt()
+}
+
 #[cfg(test)]
 #[path = "sde_tests.rs"]
 mod tests;

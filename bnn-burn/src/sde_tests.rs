@@ -223,3 +223,46 @@ fn bad_sde_inputs_are_named() {
     let bad_dw = message(&|| drop(sde.paths_with(&draws, h0.clone(), &[0.0, 1.0], dw.clone())));
     assert!(bad_dw.contains("increments"), "{bad_dw}");
 }
+
+/// The observation term, E-Bayes' log-mean-exp and the PAC-Bayes loss against their formulas.
+#[test]
+fn objectives_match_their_formulas() {
+    let device = test_device();
+    let _guard = seeded(&device, 145);
+    let net = linear(&device);
+    let sde = NeuralSde::new(&net, vec![1.0]);
+    // Two samples, one trajectory, two steps; a = 0: the path is h₀ + the increments.
+    let dw = matrix(&[0.1, 0.2, -0.3, 0.4], 1, &device).reshape([2, 1, 2, 1]);
+    let draws = vec![LayerDraw {
+        weight: matrix(&[0.0, 0.0, 0.0, 0.0], 2, &device),
+        bias: Some(matrix(&[0.0, 0.0], 1, &device)),
+    }];
+    let h0 = matrix(&[1.0], 1, &device);
+    let paths = sde.paths_with(&draws, h0, &[0.0, 0.5, 1.0], dw);
+    // Sample 0: 1.1, 1.3; sample 1: 0.7, 1.1. Observed 1.0, 1.2 after the start 1.0.
+    let y = matrix(&[1.0, 1.0, 1.2], 1, &device).reshape([1, 3, 1]);
+    let ll = to_vec(paths.gaussian_log_likelihood(y, 0.5));
+    let c = 2.0 * (0.5f64.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
+    let want = [
+        -(0.01 + 0.01) / (2.0 * 0.25) - c,
+        -(0.09 + 0.01) / (2.0 * 0.25) - c,
+    ];
+    for (g, w) in ll.iter().zip(want) {
+        assert!((g - w).abs() < 1e-5, "{ll:?} vs {want:?}");
+    }
+    // log-mean-exp, stable where exp underflows.
+    // `[S, N]`: trajectory 0 at −1000 and −1001, trajectory 1 at −2 under both samples.
+    let ell = matrix(&[-1000.0, -2.0, -1001.0, -2.0], 2, &device);
+    let got = to_vec(simulated_log_marginal(ell.clone()))[0];
+    let first = -1000.0 + ((1.0 + (-1.0f64).exp()) / 2.0).ln();
+    assert!((got - (first - 2.0) / 2.0).abs() < 1e-3, "{got}");
+    assert!((to_vec(expected_log_likelihood(ell))[0] - (-2005.0 / 4.0)).abs() < 1e-3);
+    // −mll + √((KL + ln(2√N/δ)) / (2N)) at N = 100, δ = 0.05.
+    let mll = Tensor::<1>::from_floats([-3.0], &device);
+    let kl = Tensor::<1>::from_floats([12.0], &device);
+    let loss = to_vec(pac_bayes_loss(mll, kl, 100, 0.05))[0];
+    let want = 3.0 + ((12.0 + (2.0 * 10.0 / 0.05f64).ln()) / 200.0).sqrt();
+    assert!((loss - want).abs() < 1e-5, "{loss} vs {want}");
+    // The process KL: the zero network's is 0.
+    assert_eq!(to_vec(paths.process_kl())[0], 0.0);
+}
