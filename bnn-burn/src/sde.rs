@@ -5,9 +5,12 @@
 //! (`θ^s ~ p_φ(θ)`, reparameterised: gradients reach `φ`), with the path part of the process
 //! KL (Lemma 1) accumulated on the way. More: the book's *Neural SDEs* page.
 
+use crate::error::{Check, ConfigError};
 use crate::layers::{LayerDraw, Pass};
 use crate::likelihood::Likelihood;
 use crate::nets::{Bnn, MlpBody};
+use crate::posterior::KlDivergence;
+use burn::config::Config;
 use burn::tensor::{Distribution, Tensor};
 
 /// A known drift `γ∘r_ξ(h, t)` (eq. 6.5; its mask `γ` applied inside): states `[S, N, D]` at
@@ -239,6 +242,158 @@ pub fn pac_bayes_complexity(kl: Tensor<1>, n: usize, delta: f64, c: f64) -> Tens
     );
     let n = n as f64;
     ((kl + (c * n.sqrt() / delta).ln()) / (2.0 * n)).sqrt()
+}
+
+/// The objective [`fit`] minimises (Haußmann 2021 §6.2).
+#[derive(Config, Debug, PartialEq, Copy)]
+pub enum SdeObjective {
+    /// E-Bayes: `−` [`simulated_log_marginal`], type-II maximum likelihood of `φ`.
+    EBayes,
+    /// E-PAC-Bayes (Algorithm 2): [`pac_bayes_loss`] of [`expected_log_likelihood`] and the
+    /// process KL (path term and weight KL) over the data's `N` trajectories.
+    EPacBayes {
+        /// The bound's confidence `δ` (the code: 0.05).
+        delta: f64,
+    },
+}
+
+/// Settings of [`fit`] (the thesis's Lorenz code: batches of 4 trajectories, Adam at 10⁻³,
+/// 100 epochs, unit observation noise).
+#[derive(Config, Debug)]
+pub struct SdeFitConfig {
+    /// Passes over the trajectories.
+    pub epochs: usize,
+    /// Trajectories per step.
+    #[config(default = 4)]
+    pub batch_size: usize,
+    /// Sampled paths `S` per trajectory and step, each under its own weight draw.
+    #[config(default = 8)]
+    pub samples: usize,
+    /// Adam's learning rate.
+    #[config(default = 1e-3)]
+    pub learning_rate: f64,
+    /// The Gaussian observation noise's std `σ` of [`Paths::gaussian_log_likelihood`].
+    #[config(default = 1.0)]
+    pub obs_std: f64,
+    /// The objective.
+    #[config(default = "SdeObjective::EBayes")]
+    pub objective: SdeObjective,
+    /// Seed of the batches and of the device generator (weight draws, increments).
+    #[config(default = 0)]
+    pub seed: u64,
+}
+
+/// Observed trajectories on a shared time grid: `observed [N, K + 1, D]` at `times`.
+#[derive(Debug, Clone)]
+pub struct SdeData {
+    /// Observation times `t_0 < … < t_K`.
+    pub times: Vec<f64>,
+    /// The trajectories; each path starts at its first observation.
+    pub observed: Tensor<3>,
+}
+
+/// What [`fit`] did: the mean loss and the wall seconds of every epoch.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SdeFitReport {
+    /// Mean loss of the epoch's steps.
+    pub epoch_losses: Vec<f64>,
+    /// Wall seconds of every epoch.
+    pub epoch_seconds: Vec<f64>,
+}
+
+/// Trains the drift network `net` of the SDE with diffusion `diffusion` (and the known drift
+/// `prior`, if any) on `data` by Adam: every step simulates [`SdeFitConfig::samples`] paths
+/// from the first observation of each trajectory in a minibatch and minimises the objective.
+///
+/// # Errors
+/// Settings out of range (the field named), data whose shape does not fit the network, or a
+/// loss that is not finite (the epoch named).
+pub fn fit<L: Likelihood>(
+    mut net: Bnn<MlpBody, L>,
+    diffusion: &[f64],
+    prior: Option<&dyn PriorDrift>,
+    data: &SdeData,
+    config: &SdeFitConfig,
+) -> Result<(Bnn<MlpBody, L>, SdeFitReport), ConfigError> {
+    use burn::optim::{AdamConfig, GradientsParams};
+    let check = Check("SdeFitConfig");
+    check.at_least_one("epochs", config.epochs)?;
+    check.at_least_one("batch_size", config.batch_size)?;
+    check.at_least_one("samples", config.samples)?;
+    check.positive("learning_rate", config.learning_rate)?;
+    check.positive("obs_std", config.obs_std)?;
+    if let SdeObjective::EPacBayes { delta } = config.objective {
+        check.open_unit("objective.delta", delta)?;
+    }
+    let [n, times, d] = data.observed.dims();
+    if times != data.times.len() || times < 2 || d != diffusion.len() {
+        return Err(ConfigError {
+            config: "SdeData",
+            field: "observed",
+            value: format!(
+                "{:?} at {} times with {} diffusion entries",
+                data.observed.dims(),
+                data.times.len(),
+                diffusion.len()
+            ),
+            expected: "[N, K + 1, D] at K + 1 >= 2 times, D diffusion entries",
+        });
+    }
+    check.at_least_one("trajectories", n)?;
+    let _flushed = crate::device::SubnormalsFlushed::enter();
+    let device = data.observed.device();
+    crate::device::uses_generator();
+    device.seed(config.seed);
+    let mut rng = crate::host::HostNormals::new(config.seed);
+    let mut optim = AdamConfig::new().init();
+    let steps = n.div_ceil(config.batch_size);
+    let mut report = SdeFitReport {
+        epoch_losses: Vec::with_capacity(config.epochs),
+        epoch_seconds: Vec::with_capacity(config.epochs),
+    };
+    for epoch in 0..config.epochs {
+        let started = std::time::Instant::now();
+        let mut order: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            let j = ((rng.uniform() * (i + 1) as f64) as usize).min(i);
+            order.swap(i, j);
+        }
+        let mut losses = Vec::with_capacity(steps);
+        for rows in order.chunks(config.batch_size) {
+            let index = crate::host::labels(rows, &device);
+            let observed = data.observed.clone().select(0, index);
+            let h0 = observed.clone().narrow(1, 0, 1).reshape([rows.len(), d]);
+            let mut sde = NeuralSde::new(&net, diffusion.to_vec());
+            if let Some(p) = prior {
+                sde = sde.with_prior(p);
+            }
+            let paths = sde.paths(h0, &data.times, config.samples);
+            let ll = paths.gaussian_log_likelihood(observed, config.obs_std);
+            let loss = match config.objective {
+                SdeObjective::EBayes => simulated_log_marginal(ll).neg(),
+                SdeObjective::EPacBayes { delta } => {
+                    let scale = n as f64 / rows.len() as f64;
+                    let kl = paths.process_kl() * scale + net.kl();
+                    pac_bayes_loss(expected_log_likelihood(ll), kl, n, delta)
+                }
+            };
+            let value = crate::host::to_vec(loss.clone())[0];
+            if !value.is_finite() {
+                return Err(ConfigError {
+                    config: "fit",
+                    field: "loss",
+                    value: format!("{value} at epoch {epoch}"),
+                    expected: "a finite loss: lower the learning rate or the horizon",
+                });
+            }
+            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            net = optim.step(config.learning_rate, net, grads);
+            losses.push(value);
+        }
+        report.epoch_losses.push(crate::metrics::mean(&losses));
+        report.epoch_seconds.push(started.elapsed().as_secs_f64());
+    }
+    Ok((net, report))
 }
 
 #[cfg(test)]
