@@ -17,6 +17,7 @@ pub mod continual;
 pub mod control;
 pub mod decomposition;
 pub mod depeweg;
+pub mod dynamics;
 pub mod eight_schools;
 pub mod experiment;
 pub mod in_between;

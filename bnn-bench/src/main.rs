@@ -3,8 +3,9 @@
 //! `--jobs` and `--report-only` shared by every harness, [`bnn_bench::runner::RunnerOptions`]).
 
 use bnn_bench::{
-    active, alloc, continual, control, depeweg, eight_schools, in_between, iris_covariance, lv_hmc,
-    lv_mnist, mnist, moons_hmc, perf, published, quickstart, runner, tables, toy, uci,
+    active, alloc, continual, control, depeweg, dynamics, eight_schools, in_between,
+    iris_covariance, lv_hmc, lv_mnist, mnist, moons_hmc, perf, published, quickstart, runner,
+    tables, toy, uci,
 };
 use clap::{Parser, Subcommand};
 
@@ -99,6 +100,10 @@ enum Command {
     /// scored on the true benchmark by its cost and its model bias.
     #[command(mut_arg("out", |a| a.default_value("runs/risk").required(false)))]
     Risk(control::risk::RiskOptions),
+    /// Neural SDEs on the stochastic Lorenz attractor (Haußmann 2021 Table 6.1): E-Bayes and
+    /// E-PAC-Bayes with one equation known up to a noisy parameter, or none.
+    #[command(mut_arg("out", |a| a.default_value("runs/dynamics").required(false)))]
+    Dynamics(dynamics::DynamicsOptions),
     /// Farquhar (2022) Table A.4 / Fig. 3.2, reduced: NUTS on make_moons for MLPs of growing
     /// depth at about 1 000 weights, the samples' accuracy and acceptance beside the table and
     /// how far the posterior is from mean-field (E_KL, E_W).
@@ -163,6 +168,7 @@ fn main() {
         Command::Continual(o) => continual::run(&o).map(drop),
         Command::Control(o) => control::run(&o).map(drop),
         Command::Risk(o) => control::risk::run(&o).map(drop),
+        Command::Dynamics(o) => dynamics::run(&o).map(drop),
         Command::UciReport(a) => uci::combine(&a.records, &a.out).map(drop),
         Command::Mnist(o) => mnist::run(&o).map(drop),
         Command::Toy(o) => toy::run(&o).map(drop),

@@ -194,9 +194,6 @@ pub struct ControlOptions {
 }
 
 impl ControlOptions {
-    fn quick_or<T>(&self, quick: T, full: T) -> T {
-        if self.exp.quick { quick } else { full }
-    }
     fn ib(&self) -> bool {
         self.benchmark == Benchmark::Industrial
     }
@@ -205,21 +202,21 @@ impl ControlOptions {
         if self.ib() { ib } else { wet }
     }
     fn runs(&self) -> usize {
-        self.runs.unwrap_or(self.quick_or(2, 5))
+        self.runs.unwrap_or(self.exp.quick_or(2, 5))
     }
     fn trajectories(&self) -> usize {
-        self.trajectories.unwrap_or(self.quick_or(1, 7))
+        self.trajectories.unwrap_or(self.exp.quick_or(1, 7))
     }
     fn steps(&self) -> usize {
-        self.steps.unwrap_or(self.quick_or(60, 1000))
+        self.steps.unwrap_or(self.exp.quick_or(60, 1000))
     }
     fn epochs(&self) -> usize {
         self.epochs
-            .unwrap_or(self.by(self.quick_or(30, 1500), self.quick_or(3, 3000)))
+            .unwrap_or(self.by(self.exp.quick_or(30, 1500), self.exp.quick_or(3, 3000)))
     }
     fn policy_epochs(&self) -> usize {
         self.policy_epochs
-            .unwrap_or(self.by(self.quick_or(2, 100), self.quick_or(1, 750)))
+            .unwrap_or(self.by(self.exp.quick_or(2, 100), self.exp.quick_or(1, 750)))
     }
     fn policy_batch(&self) -> usize {
         self.policy_batch.unwrap_or(self.by(10, 25))

@@ -94,9 +94,6 @@ pub struct RiskOptions {
 }
 
 impl RiskOptions {
-    fn quick_or<T>(&self, quick: T, full: T) -> T {
-        if self.exp.quick { quick } else { full }
-    }
     fn betas(&self) -> Vec<f64> {
         match self.betas.is_empty() {
             true => vec![0.0, 1.0, 2.0, 4.0],
@@ -110,31 +107,31 @@ impl RiskOptions {
         }
     }
     fn trajectories(&self) -> usize {
-        self.trajectories.unwrap_or(self.quick_or(1, 3))
+        self.trajectories.unwrap_or(self.exp.quick_or(1, 3))
     }
     fn steps(&self) -> usize {
-        self.steps.unwrap_or(self.quick_or(60, 1000))
+        self.steps.unwrap_or(self.exp.quick_or(60, 1000))
     }
     fn epochs(&self) -> usize {
-        self.epochs.unwrap_or(self.quick_or(3, 3000))
+        self.epochs.unwrap_or(self.exp.quick_or(3, 3000))
     }
     fn horizon(&self) -> usize {
-        self.horizon.unwrap_or(self.quick_or(5, 100))
+        self.horizon.unwrap_or(self.exp.quick_or(5, 100))
     }
     fn draws(&self) -> usize {
-        self.draws.unwrap_or(self.quick_or(2, 50))
+        self.draws.unwrap_or(self.exp.quick_or(2, 50))
     }
     fn rollouts(&self) -> usize {
-        self.rollouts.unwrap_or(self.quick_or(2, 25))
+        self.rollouts.unwrap_or(self.exp.quick_or(2, 25))
     }
     fn policy_epochs(&self) -> usize {
-        self.policy_epochs.unwrap_or(self.quick_or(1, 750))
+        self.policy_epochs.unwrap_or(self.exp.quick_or(1, 750))
     }
     fn eval_starts(&self) -> usize {
-        self.eval_starts.unwrap_or(self.quick_or(2, 20))
+        self.eval_starts.unwrap_or(self.exp.quick_or(2, 20))
     }
     fn eval_rollouts(&self) -> usize {
-        self.eval_rollouts.unwrap_or(self.quick_or(4, 100))
+        self.eval_rollouts.unwrap_or(self.exp.quick_or(4, 100))
     }
 
     /// Checks every choice before any work.

@@ -85,23 +85,20 @@ impl LvHmcOptions {
             (true, true) => vec![10],
         }
     }
-    fn quick_or<T>(&self, quick: T, full: T) -> T {
-        if self.exp.quick { quick } else { full }
-    }
     fn epochs(&self) -> usize {
-        self.epochs.unwrap_or(self.quick_or(100, 2000))
+        self.epochs.unwrap_or(self.exp.quick_or(100, 2000))
     }
     fn warmup(&self) -> usize {
-        self.warmup.unwrap_or(self.quick_or(30, 500))
+        self.warmup.unwrap_or(self.exp.quick_or(30, 500))
     }
     fn draws(&self) -> usize {
-        self.draws.unwrap_or(self.quick_or(30, 500))
+        self.draws.unwrap_or(self.exp.quick_or(30, 500))
     }
     fn decomposition(&self) -> Draws {
         Draws {
-            n_w: self.n_w.unwrap_or(self.quick_or(20, 200)),
-            n_z: self.n_z.unwrap_or(self.quick_or(40, 200)),
-            k: self.k.unwrap_or(self.quick_or(10, 25)),
+            n_w: self.n_w.unwrap_or(self.exp.quick_or(20, 200)),
+            n_z: self.n_z.unwrap_or(self.exp.quick_or(40, 200)),
+            k: self.k.unwrap_or(self.exp.quick_or(10, 25)),
         }
     }
 

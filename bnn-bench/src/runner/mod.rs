@@ -183,6 +183,13 @@ pub struct ExperimentArgs {
     pub quick: bool,
 }
 
+impl ExperimentArgs {
+    /// `quick` under `--quick`, else `full`: the two budgets of a setting.
+    pub fn quick_or<T>(&self, quick: T, full: T) -> T {
+        if self.quick { quick } else { full }
+    }
+}
+
 /// Every pair of `outer` and `inner`, `outer` by `outer`, made into a task by `task`: the
 /// task lists of the harnesses (data set × method, architecture × method).
 pub fn grid<A, B, T>(outer: &[A], inner: &[B], task: impl Fn(&A, &B) -> T) -> Vec<T> {

@@ -1,0 +1,83 @@
+use super::*;
+use clap::Parser;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    o: DynamicsOptions,
+}
+
+fn parse(args: &[&str]) -> DynamicsOptions {
+    let mut all = vec!["dynamics"];
+    all.extend_from_slice(args);
+    Cli::parse_from(all).o
+}
+
+/// Bad flags are named before any work; a small run fills every row it asks for (a test
+/// error, or `None` where the paths diverged), and row v trains nothing.
+#[test]
+fn bad_options_are_named_and_a_small_run_scores_every_row() {
+    for (args, flag) in [
+        (&["--out", "x", "--knowledge", "sigma"][..], "--knowledge"),
+        (&["--out", "x", "--objective", "elbo"][..], "--objective"),
+        (&["--out", "x", "--samples", "0"][..], "--samples 0"),
+        (&["--out", "x", "--lr", "0"][..], "--lr 0"),
+    ] {
+        let err = parse(args).check().unwrap_err();
+        assert!(err.contains(flag), "{err}");
+    }
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 115);
+    let dir = std::env::temp_dir().join(format!("bnn-dynamics-{}", std::process::id()));
+    let o = parse(&[
+        "--out",
+        dir.to_str().unwrap(),
+        "--quick",
+        "--repetitions",
+        "1",
+        "--knowledge",
+        "none",
+        "--knowledge",
+        "kappa",
+        "--knowledge",
+        "full",
+        "--samples",
+        "2",
+        "--test-samples",
+        "4",
+    ]);
+    let rows = run(&o).unwrap();
+    // none and kappa under both objectives, full once.
+    assert_eq!(rows.len(), 5);
+    for r in &rows {
+        assert!(r.test_mse.is_none_or(|m| m.is_finite() && m > 0.0), "{r:?}");
+        assert_eq!(r.final_loss.is_none(), r.knowledge == "full", "{r:?}");
+    }
+    // The black box and the true equations stay finite over the test horizon.
+    for k in ["none", "full"] {
+        assert!(
+            rows.iter()
+                .filter(|r| r.knowledge == k)
+                .all(|r| r.test_mse.is_some())
+        );
+    }
+    let md = std::fs::read_to_string(dir.join("dynamics.md")).unwrap();
+    assert!(md.contains("| none | E-Bayes | 1 |"), "{md}");
+    assert!(md.contains("none trained"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The known drift is Lorenz's equations where γ says so and 0 elsewhere.
+#[test]
+fn the_known_drift_is_masked_lorenz() {
+    let device = bnn_burn::device();
+    let h = matrix(&[1.0, 2.0, 3.0], 3, &device).reshape([1, 1, 3]);
+    let prior = KnownLorenz {
+        known: [true, false, true],
+        zeta: 10.0,
+        kappa: 28.0,
+        rho: 2.0,
+    };
+    let f = to_vec(prior.drift(h, 0.0));
+    // ζ(y − x) = 10; the second is masked; xy − ρz = 2 − 6 = −4.
+    assert_eq!(f, [10.0, 0.0, -4.0]);
+}
