@@ -72,6 +72,8 @@ pub mod book {
     pub struct BenchmarksContinual;
     #[doc = include_str!("../../book/src/benchmarks/control.md")]
     pub struct BenchmarksControl;
+    #[doc = include_str!("../../book/src/benchmarks/dynamics.md")]
+    pub struct BenchmarksDynamics;
     #[doc = include_str!("../../book/src/benchmarks/performance.md")]
     pub struct BenchmarksPerformance;
     #[doc = include_str!("../../book/src/examples.md")]

@@ -70,6 +70,10 @@ const GENERATORS: &[Generator] = &[
         make: risk_industrial,
     },
     Generator {
+        name: "dynamics-lorenz",
+        make: dynamics_lorenz,
+    },
+    Generator {
         name: "active-depeweg",
         make: active_depeweg,
     },
@@ -680,6 +684,15 @@ fn control(assets: &Path, record: &str, benchmark: Benchmark) -> Result<String, 
         benchmark,
         record["optimal"].as_f64(),
     ))
+}
+
+/// Haußmann Table 6.1 from the `dynamics-lorenz` record.
+fn dynamics_lorenz(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("dynamics-lorenz").join("dynamics.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::dynamics::Row> = serde_json::from_value(record["results"].clone())
+        .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::dynamics::table(&rows))
 }
 
 /// Depeweg Fig. 7.5a's points from the `risk-industrial` record.
