@@ -139,7 +139,9 @@ impl<'a, L: Likelihood> NeuralSde<'a, L> {
             increments.dims()
         );
         let device = h0.device();
-        let g = Tensor::<1>::from_floats(self.diffusion.as_slice(), &device).reshape([1, 1, d]);
+        let g = Tensor::<1>::from_floats(self.diffusion.as_slice(), &device)
+            .reshape([1, 1, d])
+            .expand([s, n, d]);
         let inv_g2 = g.clone().square().recip();
         let mut h = h0.unsqueeze_dim::<3>(0).expand([s, n, d]);
         let mut states = vec![h.clone()];
@@ -154,7 +156,7 @@ impl<'a, L: Likelihood> NeuralSde<'a, L> {
                 .head
                 .run(self.net.body.propagate(input, &mut pass), &mut pass);
             energy = energy
-                + (f.clone().square() * inv_g2.clone().expand([s, n, d]))
+                + (f.clone().square() * inv_g2.clone())
                     .sum_dim(2)
                     .reshape([s, n])
                     * (0.5 * dt);
@@ -163,7 +165,7 @@ impl<'a, L: Likelihood> NeuralSde<'a, L> {
                 drift = drift + prior.drift(h.clone(), t);
             }
             let dw = increments.clone().narrow(2, step, 1).reshape([s, n, d]);
-            h = h + drift * dt + dw * g.clone().expand([s, n, d]);
+            h = h + drift * dt + dw * g.clone();
             states.push(h.clone());
         }
         Paths {
