@@ -176,3 +176,65 @@ impl LocalState {
         self.floats.is_empty() && self.counts.is_empty()
     }
 }
+
+/// Sequences of equal or different lengths, padded to one length `T`: values `[B, T, d]` and a
+/// mask `[B, T]` (1 at a sequence's steps, 0 after its end). Recurrent bodies read it
+/// ([`crate::nets::RecurrentBody`]); a sequence's steps come first, padding after.
+#[derive(Debug, Clone)]
+pub struct Sequences {
+    /// The values, `[B, T, d]` (padding: any finite value).
+    pub values: Tensor<3>,
+    /// 1 where a sequence has a step, 0 at padding, `[B, T]`.
+    pub mask: Tensor<2>,
+}
+
+impl Sequences {
+    /// Sequences that all run the full length `T` (a mask of ones).
+    pub fn full(values: Tensor<3>) -> Self {
+        let [b, t, _] = values.dims();
+        let mask = Tensor::ones([b, t], &values.device());
+        Self { values, mask }
+    }
+
+    /// `[B, T, d]`.
+    pub fn dims(&self) -> [usize; 3] {
+        self.values.dims()
+    }
+}
+
+impl Batch for Sequences {
+    fn len(&self) -> usize {
+        self.values.dims()[0]
+    }
+    fn rows(&self, indices: Tensor<1, Int>) -> Self {
+        Self {
+            values: self.values.clone().select(0, indices.clone()),
+            mask: self.mask.clone().select(0, indices),
+        }
+    }
+    fn to(self, device: &Device) -> Self {
+        Self {
+            values: self.values.to_device(device),
+            mask: self.mask.to_device(device),
+        }
+    }
+    fn device(&self) -> Device {
+        self.values.device()
+    }
+    fn plain(self) -> Self {
+        Self {
+            values: self.values.without_autodiff(),
+            mask: self.mask.without_autodiff(),
+        }
+    }
+    fn non_finite_counts(&self) -> Option<Tensor<1>> {
+        non_finite_counts(self.values.clone())
+    }
+    fn digest(&self, digest: &mut Digest) {
+        self.values.digest(digest);
+        self.mask.digest(digest);
+    }
+    fn max_abs(&self) -> Option<f64> {
+        largest_magnitude(&self.values)
+    }
+}

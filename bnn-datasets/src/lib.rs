@@ -4,9 +4,10 @@
 //! [`dynamics`], the Industrial Benchmark in [`industrial`]), Fisher's Iris built in
 //! ([`iris`]), loaders for UCI ([`uci`]), MNIST and Fashion-MNIST ([`images`], [`idx`]; their
 //! continual-learning tasks in [`continual`]) and CIFAR ([`cifar`]), a user's own delimited
-//! table ([`delimited`]), in-memory tables ([`table`]), a [`Standardizer`] and burn `Dataset`s
-//! and batchers ([`burn_data`]). Files are looked for through one [`DataRoot`]; every error
-//! names the file, the line or byte offset, what was expected and what was found
+//! table ([`delimited`]), in-memory tables ([`table`]), padded sequences ([`sequences`]), a
+//! [`Standardizer`] and burn `Dataset`s and batchers ([`burn_data`]). Files are looked for
+//! through one [`DataRoot`]; every error names the file, the line or byte offset, what was
+//! expected and what was found
 //! ([`DataError`]). Guide: the book's *Data* page.
 #![warn(missing_docs)]
 
@@ -21,6 +22,7 @@ pub mod images;
 pub mod industrial;
 pub mod iris;
 pub mod root;
+pub mod sequences;
 pub mod standardize;
 pub mod table;
 pub mod toy;

@@ -10,6 +10,7 @@ mod latent;
 mod mlp;
 mod moments;
 mod pac;
+mod recurrent;
 
 pub use conv::{ConvBlock, ConvBody, ConvNetConfig, ConvSpec, conv_features};
 pub use latent::{
@@ -18,6 +19,7 @@ pub use latent::{
 };
 pub use mlp::{MlpBody, MlpConfig};
 pub use moments::{MomentConfig, NoiseRefit};
+pub use recurrent::{Cell, RecurrentBody, RecurrentConfig, RecurrentState};
 
 use crate::batch::{Batch, Minibatch};
 use crate::dist::Moments;

@@ -9,7 +9,7 @@ use crate::train::{TrainConfig, train};
 use crate::{device, training_device};
 use burn::tensor::{Distribution, Int};
 
-fn families() -> Vec<WeightConfig> {
+pub(super) fn families() -> Vec<WeightConfig> {
     vec![
         WeightConfig::of(PosteriorConfig::point()),
         WeightConfig::of(PosteriorConfig::mean_field())
