@@ -119,6 +119,8 @@ pub mod book {
     pub struct MethodsControl;
     #[doc = include_str!("../../book/src/methods/sde.md")]
     pub struct MethodsSde;
+    #[doc = include_str!("../../book/src/methods/variational-rnn.md")]
+    pub struct MethodsVariationalRnn;
     #[doc = include_str!("../../book/src/methods/moment-propagation.md")]
     pub struct MethodsMomentPropagation;
     #[doc = include_str!("../../book/src/methods/bnn-lv.md")]

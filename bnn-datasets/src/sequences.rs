@@ -52,7 +52,8 @@ impl SequenceData {
                 what: format!("sequence {row}"),
             });
         }
-        if self.dim == 0 || !steps.len().is_multiple_of(self.dim) || target.len() != self.target_dim {
+        if self.dim == 0 || !steps.len().is_multiple_of(self.dim) || target.len() != self.target_dim
+        {
             return Err(DataError::Shape {
                 what: format!("sequence {row}"),
                 expected: format!(

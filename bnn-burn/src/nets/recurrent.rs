@@ -397,15 +397,32 @@ impl<L: Likelihood> Bnn<RecurrentBody, L> {
     /// If the context does not fit the body, `samples` or `horizon` is 0, or the head has
     /// fewer outputs than the body has inputs.
     pub fn forecast(&self, context: Sequences, horizon: usize, samples: usize) -> Tensor<4> {
-        assert!(
-            samples > 0 && horizon > 0,
-            "forecast: {samples} samples over {horizon} steps"
-        );
         let d = self.body.d_input();
         let [_, k] = self.head.shape();
         assert!(
             k >= d,
             "forecast: a head of {k} outputs cannot feed {d} inputs back"
+        );
+        self.forecast_with(context, horizon, samples, |y| y.narrow(2, 0, d))
+    }
+
+    /// [`Self::forecast`] with `next` turning each step's head outputs `[S, B, k]` into the
+    /// next inputs `[S, B, d_input]` (e.g. a draw of the likelihood's noise added to the
+    /// mean: ancestral sampling of a stochastic process).
+    ///
+    /// # Panics
+    /// If the context does not fit the body, `samples` or `horizon` is 0, or `next` returns
+    /// another shape.
+    pub fn forecast_with(
+        &self,
+        context: Sequences,
+        horizon: usize,
+        samples: usize,
+        mut next: impl FnMut(Tensor<3>) -> Tensor<3>,
+    ) -> Tensor<4> {
+        assert!(
+            samples > 0 && horizon > 0,
+            "forecast: {samples} samples over {horizon} steps"
         );
         let mut pass = Pass::predict(samples);
         let (_, mut state) = self.body.run(context, &mut pass);
@@ -413,7 +430,14 @@ impl<L: Likelihood> Bnn<RecurrentBody, L> {
         let mut outputs = Vec::with_capacity(horizon);
         for _ in 0..horizon {
             let y = self.head.run(state.h.clone(), &mut Pass::fixed(&head));
-            state.step(y.clone().narrow(2, 0, d));
+            let x = next(y.clone());
+            let [s, b, _] = y.dims();
+            assert_eq!(
+                x.dims(),
+                [s, b, self.body.d_input()],
+                "forecast: the next inputs"
+            );
+            state.step(x);
             outputs.push(y);
         }
         Tensor::stack(outputs, 2)
