@@ -232,6 +232,33 @@ pub fn pac_bayes_loss(mll: Tensor<1>, kl: Tensor<1>, n: usize, delta: f64) -> Te
     mll.neg() + pac_bayes_complexity(kl, n, delta, 2.0)
 }
 
+/// D-BNN (VI)'s loss, the thesis's variational baseline: the negative ELBO per trajectory,
+/// `−(1/(SN)) Σ_{s,n} ℓ_{s,n} + KL(p_φ ‖ p)/N`, the weights' KL without the path term.
+///
+/// # Panics
+/// If `n` is 0.
+pub fn elbo_loss(log_likelihood: Tensor<2>, weight_kl: Tensor<1>, n: usize) -> Tensor<1> {
+    assert!(n > 0, "elbo_loss: N = 0");
+    expected_log_likelihood(log_likelihood).neg() + weight_kl / n as f64
+}
+
+/// Theorem 1's bound (eq. 6.15) on the expected risk `E_Q[R] ∈ [0, 1]` of paths,
+/// `R = 1 − Π_k p(y_k | h_k)/B̄` with `B̄` the likelihood's maximum:
+/// `−(1/(SN)) Σ ℓ_{s,n} + ln B̄ + C_{δ/2} + √(ln(2N/δ)/(2S))`, `C` with `ln(4√N/δ)`, from the
+/// log-likelihoods `ℓ [S, N]` of `S` paths per trajectory, the process KL and `ln B̄`.
+/// Above 1 it is vacuous.
+///
+/// # Panics
+/// If `N` or `S` is 0 or `delta` is not in `(0, 1)`.
+pub fn risk_bound(log_likelihood: Tensor<2>, kl: Tensor<1>, delta: f64, log_max: f64) -> f64 {
+    let [s, n] = log_likelihood.dims();
+    assert!(s > 0 && n > 0, "risk_bound: {s} samples, {n} trajectories");
+    let complexity = pac_bayes_complexity(kl, n, delta / 2.0, 4.0);
+    let empirical = expected_log_likelihood(log_likelihood).neg() + log_max;
+    let sampling = ((2.0 * n as f64 / delta).ln() / (2.0 * s as f64)).sqrt();
+    crate::host::to_vec(empirical + complexity)[0] + sampling
+}
+
 /// `C_δ = √((KL + ln(c√N/δ)) / (2N))`: Theorem 1's complexity term (`c = 4`; Algorithm 2's
 /// code uses `c = 2`).
 ///
@@ -257,6 +284,8 @@ pub enum SdeObjective {
         /// The bound's confidence `δ` (the code: 0.05).
         delta: f64,
     },
+    /// D-BNN (VI): [`elbo_loss`], the ELBO of the weights alone.
+    Elbo,
 }
 
 /// Settings of [`fit`] (the thesis's Lorenz code: batches of 4 trajectories, Adam at 10⁻³,
@@ -294,14 +323,21 @@ pub struct SdeData {
     pub observed: Tensor<3>,
 }
 
-/// What [`fit`] did: the mean loss and the wall seconds of every epoch.
+/// What [`fit`] did: the mean loss and the wall seconds of every epoch, and Theorem 1's bound
+/// after training.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SdeFitReport {
     /// Mean loss of the epoch's steps.
     pub epoch_losses: Vec<f64>,
     /// Wall seconds of every epoch.
     pub epoch_seconds: Vec<f64>,
+    /// [`risk_bound`] at δ = 0.05 of the trained model on all training trajectories
+    /// ([`SdeFitConfig::samples`] paths each), whatever the objective.
+    pub risk_bound: f64,
 }
+
+/// The confidence of the bound [`fit`] reports.
+pub const REPORT_DELTA: f64 = 0.05;
 
 /// Trains the drift network `net` of the SDE with diffusion `diffusion` (and the known drift
 /// `prior`, if any) on `data` by Adam: every step simulates [`SdeFitConfig::samples`] paths
@@ -352,6 +388,18 @@ pub fn fit<L: Likelihood>(
     let mut report = SdeFitReport {
         epoch_losses: Vec::with_capacity(config.epochs),
         epoch_seconds: Vec::with_capacity(config.epochs),
+        risk_bound: f64::NAN,
+    };
+    let simulate = |net: &Bnn<MlpBody, L>, observed: Tensor<3>| {
+        let rows = observed.dims()[0];
+        let h0 = observed.clone().narrow(1, 0, 1).reshape([rows, d]);
+        let mut sde = NeuralSde::new(net, diffusion.to_vec());
+        if let Some(p) = prior {
+            sde = sde.with_prior(p);
+        }
+        let paths = sde.paths(h0, &data.times, config.samples);
+        let ll = paths.gaussian_log_likelihood(observed, config.obs_std);
+        (paths, ll)
     };
     for epoch in 0..config.epochs {
         let started = std::time::Instant::now();
@@ -363,14 +411,7 @@ pub fn fit<L: Likelihood>(
         let mut losses = Vec::with_capacity(steps);
         for rows in order.chunks(config.batch_size) {
             let index = crate::host::labels(rows, &device);
-            let observed = data.observed.clone().select(0, index);
-            let h0 = observed.clone().narrow(1, 0, 1).reshape([rows.len(), d]);
-            let mut sde = NeuralSde::new(&net, diffusion.to_vec());
-            if let Some(p) = prior {
-                sde = sde.with_prior(p);
-            }
-            let paths = sde.paths(h0, &data.times, config.samples);
-            let ll = paths.gaussian_log_likelihood(observed, config.obs_std);
+            let (paths, ll) = simulate(&net, data.observed.clone().select(0, index));
             let loss = match config.objective {
                 SdeObjective::EBayes => simulated_log_marginal(ll).neg(),
                 SdeObjective::EPacBayes { delta } => {
@@ -378,6 +419,7 @@ pub fn fit<L: Likelihood>(
                     let kl = paths.process_kl() * scale + net.kl();
                     pac_bayes_loss(expected_log_likelihood(ll), kl, n, delta)
                 }
+                SdeObjective::Elbo => elbo_loss(ll, net.kl(), n),
             };
             let value = crate::host::to_vec(loss.clone())[0];
             if !value.is_finite() {
@@ -395,6 +437,13 @@ pub fn fit<L: Likelihood>(
         report.epoch_losses.push(crate::metrics::mean(&losses));
         report.epoch_seconds.push(started.elapsed().as_secs_f64());
     }
+    // Theorem 1 after training, on every trajectory: ln B̄ of K·D Gaussian coordinates.
+    let (paths, ll) = simulate(&net, data.observed.clone().detach());
+    let kl = (paths.process_kl() + net.kl()).detach();
+    let std = config.obs_std;
+    let log_max =
+        -(((times - 1) * d) as f64) * (std.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
+    report.risk_bound = risk_bound(ll.detach(), kl, REPORT_DELTA, log_max);
     Ok((net, report))
 }
 

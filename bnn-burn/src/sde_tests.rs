@@ -256,7 +256,7 @@ fn objectives_match_their_formulas() {
     let got = to_vec(simulated_log_marginal(ell.clone()))[0];
     let first = -1000.0 + ((1.0 + (-1.0f64).exp()) / 2.0).ln();
     assert!((got - (first - 2.0) / 2.0).abs() < 1e-3, "{got}");
-    assert!((to_vec(expected_log_likelihood(ell))[0] - (-2005.0 / 4.0)).abs() < 1e-3);
+    assert!((to_vec(expected_log_likelihood(ell.clone()))[0] - (-2005.0 / 4.0)).abs() < 1e-3);
     // −mll + √((KL + ln(2√N/δ)) / (2N)) at N = 100, δ = 0.05.
     let mll = Tensor::<1>::from_floats([-3.0], &device);
     let kl = Tensor::<1>::from_floats([12.0], &device);
@@ -265,6 +265,16 @@ fn objectives_match_their_formulas() {
     assert!((loss - want).abs() < 1e-5, "{loss} vs {want}");
     // The process KL: the zero network's is 0.
     assert_eq!(to_vec(paths.process_kl())[0], 0.0);
+    // D-BNN (VI): −mean ℓ + KL/N.
+    let kl = Tensor::<1>::from_floats([12.0], &device);
+    let got = to_vec(elbo_loss(ell.clone(), kl.clone(), 4))[0];
+    assert!((got - (2005.0 / 4.0 + 3.0)).abs() < 1e-3, "{got}");
+    // Theorem 1: −mean ℓ + ln B̄ + √((KL + ln(8√N/δ))/(2N)) + √(ln(2N/δ)/(2S)), N = S = 2.
+    let got = risk_bound(ell, kl, 0.1, -490.0);
+    let want = 2005.0 / 4.0 - 490.0
+        + ((12.0 + (8.0 * 2f64.sqrt() / 0.1).ln()) / 4.0).sqrt()
+        + ((4.0f64 / 0.1).ln() / 4.0).sqrt();
+    assert!((got - want).abs() < 1e-3, "{got} vs {want}");
 }
 
 /// Ornstein–Uhlenbeck trajectories `dh = −θh dt + σ dW` (θ = 2, σ = 0.3) from h₀ ∈ [1, 3],
@@ -301,6 +311,7 @@ fn fitting_recovers_an_ornstein_uhlenbeck_drift() {
     for objective in [
         SdeObjective::EBayes,
         SdeObjective::EPacBayes { delta: 0.05 },
+        SdeObjective::Elbo,
     ] {
         let weights = crate::layers::WeightConfig::of(PosteriorConfig::point())
             .with_initializer(burn::nn::Initializer::Zeros);
@@ -320,6 +331,12 @@ fn fitting_recovers_an_ornstein_uhlenbeck_drift() {
         assert!(last < first, "{objective:?}: {first} → {last}");
         let slope = to_vec(net.valid().mean_draw()[0].weight.clone())[0];
         assert!((slope + 2.0).abs() < 0.5, "{objective:?}: f(h) = {slope}·h");
+        // Every path's likelihood is below its maximum: the bound is positive.
+        let bound = report.risk_bound;
+        assert!(
+            bound.is_finite() && bound > 0.0,
+            "{objective:?}: bound {bound}"
+        );
     }
 }
 
