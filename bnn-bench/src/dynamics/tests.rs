@@ -46,12 +46,21 @@ fn bad_options_are_named_and_a_small_run_scores_every_row() {
         "4",
     ]);
     let rows = run(&o).unwrap();
-    // none and kappa under both objectives, full once.
-    assert_eq!(rows.len(), 5);
+    // none under the five methods, kappa under the three SDE objectives, full once.
+    assert_eq!(rows.len(), 9);
     for r in &rows {
         assert!(r.test_mse.is_none_or(|m| m.is_finite() && m > 0.0), "{r:?}");
+        assert_eq!(r.test_mse.is_some(), r.test_ll.is_some(), "{r:?}");
         assert_eq!(r.final_loss.is_none(), r.knowledge == "full", "{r:?}");
+        // Theorem 1's bound after every SDE fit: positive.
+        let trained_sde = r.knowledge != "full" && !is_forecaster(&r.objective);
+        assert_eq!(r.risk_bound.is_some(), trained_sde, "{r:?}");
+        assert!(r.risk_bound.is_none_or(|b| b > 0.0), "{r:?}");
     }
+    assert!(
+        rows.iter()
+            .any(|r| r.objective == "vlstm" && r.test_mse.is_some())
+    );
     // The black box and the true equations stay finite over the test horizon.
     for k in ["none", "full"] {
         assert!(
@@ -63,6 +72,7 @@ fn bad_options_are_named_and_a_small_run_scores_every_row() {
     let md = std::fs::read_to_string(dir.join("dynamics.md")).unwrap();
     assert!(md.contains("| none | E-Bayes | 1 |"), "{md}");
     assert!(md.contains("none trained"), "{md}");
+    assert!(md.contains("| none | variational LSTM | 1 |"), "{md}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -80,4 +90,22 @@ fn the_known_drift_is_masked_lorenz() {
     let f = to_vec(prior.drift(h, 0.0));
     // ζ(y − x) = 10; the second is masked; xy − ρz = 2 − 6 = −4.
     assert_eq!(f, [10.0, 0.0, -4.0]);
+}
+
+/// The scores of sampled paths: the mean's squared error and a Gaussian of the paths' mean
+/// and (unbiased) variance.
+#[test]
+fn path_scores_are_the_mean_error_and_the_gaussian_log_likelihood() {
+    let device = bnn_burn::device();
+    // Two samples, one sequence, one time, one coordinate: 1 and 3; the truth 4.
+    let paths = matrix(&[1.0, 3.0], 1, &device).reshape([2, 1, 1, 1]);
+    let truth = matrix(&[4.0], 1, &device).reshape([1, 1, 1]);
+    let (mse, ll) = path_scores(paths, truth);
+    // Mean 2, variance ((1 − 2)² + (3 − 2)²)/1 = 2.
+    assert!((mse.unwrap() - 4.0).abs() < 1e-6);
+    let want = -0.5 * (4.0 / 2.0 + (2.0 * 2.0 * std::f64::consts::PI).ln());
+    assert!((ll.unwrap() - want).abs() < 1e-5);
+    let nan = matrix(&[1.0, f64::NAN], 1, &device).reshape([2, 1, 1, 1]);
+    let truth = matrix(&[4.0], 1, &device).reshape([1, 1, 1]);
+    assert_eq!(path_scores(nan, truth), (None, None));
 }
