@@ -619,14 +619,33 @@ impl Lorenz {
         )
     }
 
-    /// The thesis's split: the first half cut into 20 training sequences of 50, the second
-    /// half into 10 test sequences of 100.
+    /// The thesis's split (its details section): the first half cut into 20 training
+    /// sequences of 50, the second half into 10 test sequences of 100.
     pub fn thesis_splits(&self, seed: u64) -> (Vec<SdePath>, Vec<SdePath>) {
+        self.splits(seed, (20, 50), (10, 100))
+    }
+
+    /// `train.0` consecutive training sequences of `train.1` observations from the start of the
+    /// first half and `test.0` of `test.1` from the start of the second (the thesis's code: 20
+    /// of 24 each, a 24-step horizon).
+    ///
+    /// # Panics
+    /// If the sequences do not fit in their half.
+    pub fn splits(
+        &self,
+        seed: u64,
+        train: (usize, usize),
+        test: (usize, usize),
+    ) -> (Vec<SdePath>, Vec<SdePath>) {
         let path = self.simulate(seed);
         let half = path.len() / 2;
+        assert!(
+            train.0 * train.1 <= half && test.0 * test.1 <= half,
+            "Lorenz::splits: {train:?} and {test:?} sequences in halves of {half}"
+        );
         (
-            path.sequences(0, half / 20, 20),
-            path.sequences(half, half / 10, 10),
+            path.sequences(0, train.1, train.0),
+            path.sequences(half, test.1, test.0),
         )
     }
 }
@@ -876,6 +895,10 @@ mod tests {
             (20, 50, 10, 100)
         );
         assert_eq!(train[0].states, p.window(0, 50).states);
+        // The code's sequences: 20 of 24 from the start of each half.
+        let (train, test) = l.splits(6, (20, 24), (20, 24));
+        assert_eq!((train.len(), train[19].len(), test.len()), (20, 24, 20));
+        assert_eq!(test[1].states, p.window(1000 + 24, 24).states);
         // Observation noise is applied to the kept states only.
         let noisy = Lorenz {
             schedule: EmSchedule {

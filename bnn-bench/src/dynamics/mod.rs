@@ -103,6 +103,28 @@ const LSTM_DROPOUT: f64 = 0.1;
 /// The bound's δ of E-PAC-Bayes (the thesis's code).
 const DELTA: f64 = 0.05;
 
+/// Which sequences a repetition trains and tests on.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+pub enum LorenzSequences {
+    /// The thesis's details section: 20 training sequences of 50, 10 test sequences of 100
+    /// (a 99-step horizon).
+    Details,
+    /// The thesis's code (and main text): 20 sequences of 24 each (a 23-step horizon).
+    Code,
+}
+
+impl LorenzSequences {
+    /// `(count, length)` of the training and the test sequences.
+    fn shape(self) -> ((usize, usize), (usize, usize)) {
+        match self {
+            Self::Details => ((20, 50), (10, 100)),
+            Self::Code => ((20, 24), (20, 24)),
+        }
+    }
+}
+
 /// Options of one `dynamics` run.
 #[derive(Debug, Clone, serde::Serialize, clap::Args)]
 pub struct DynamicsOptions {
@@ -134,6 +156,9 @@ pub struct DynamicsOptions {
     /// Units per hidden layer [default: 100; 8 with --quick].
     #[arg(long)]
     pub hidden: Option<usize>,
+    /// The sequences: the thesis's details section or its code.
+    #[arg(long, value_enum, default_value_t = LorenzSequences::Details)]
+    pub sequences: LorenzSequences,
     /// Sampled paths of each test prediction [default: 32].
     #[arg(long, default_value_t = 32)]
     pub test_samples: usize,
@@ -297,7 +322,8 @@ impl DynamicsHarness<'_> {
         // of a repetition sees the same attractor.
         let data_seed = experiment::derive(o.exp.seed, &["dynamics", "data"], rep);
         let system = Lorenz::default();
-        let (train, test) = system.thesis_splits(data_seed);
+        let (train_shape, test_shape) = o.sequences.shape();
+        let (train, test) = system.splits(data_seed, train_shape, test_shape);
         let mut noise = bnn_burn::host::HostNormals::new(data_seed ^ 0x5eed);
         let prior = KnownLorenz {
             known: knowledge.known,
@@ -576,7 +602,7 @@ impl Harness for DynamicsHarness<'_> {
 
     fn run_key(&self) -> serde_json::Value {
         let o = self.options;
-        serde_json::json!({
+        let mut key = serde_json::json!({
             "seed": o.exp.seed,
             "epochs": o.epochs(),
             "samples": o.samples,
@@ -585,7 +611,12 @@ impl Harness for DynamicsHarness<'_> {
             "layers": o.layers,
             "hidden": o.hidden(),
             "test_samples": o.test_samples,
-        })
+        });
+        // The record's key from before the option.
+        if o.sequences != LorenzSequences::Details {
+            key["sequences"] = serde_json::to_value(o.sequences).expect("an enum");
+        }
+        key
     }
 
     fn task_key(&self, _: &Task) -> serde_json::Value {
@@ -676,10 +707,11 @@ pub fn table(rows: &[Row]) -> String {
 
 /// The report.
 fn markdown(rows: &[Row], o: &DynamicsOptions, wall: f64) -> String {
+    let (train, test) = o.sequences.shape();
     format!(
         "# Neural SDEs on the stochastic Lorenz attractor (Haußmann 2021 Table 6.1)\n\n\
          Each repetition simulates the attractor (2·10⁵ Euler–Maruyama steps of 10⁻⁴, every \
-         100th kept; 20 training sequences of 50 observations, 10 test sequences of 100) and \
+         100th kept; {} training sequences of {} observations, {} test sequences of {}) and \
          draws the known parameters from N(true, 1). The drift network ({} softplus layers of \
          {} on [h, t], mean-field) is trained for {} epochs by Adam at {} on minibatches of {} \
          sequences with {} paths each; the known equations join it as the hybrid drift. D-BNN \
@@ -691,6 +723,10 @@ fn markdown(rows: &[Row], o: &DynamicsOptions, wall: f64) -> String {
          time, under a Gaussian of the paths' mean and variance; Theorem 1's bound (eq. 6.15, \
          δ = 0.05) after training, above 1 vacuous. The thesis's ± is a standard error over \
          50 repetitions; ours over the repetitions shown.\n\n{}\nWall time {wall:.0} s.\n",
+        train.0,
+        train.1,
+        test.0,
+        test.1,
         o.layers,
         o.hidden(),
         o.epochs(),
