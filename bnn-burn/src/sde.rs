@@ -6,7 +6,9 @@
 //! KL (Lemma 1) accumulated on the way. More: the book's *Neural SDEs* page.
 
 use crate::error::{Check, ConfigError};
-use crate::layers::{LayerDraw, Pass};
+use crate::host::HostNormals;
+use crate::inference::{LogDensity, Minibatches};
+use crate::layers::{FlatLayout, LayerDraw, Pass};
 use crate::likelihood::Likelihood;
 use crate::nets::{Bnn, MlpBody};
 use crate::posterior::KlDivergence;
@@ -22,6 +24,7 @@ pub trait PriorDrift {
 
 /// The SDE `dh = (f_θ(h, t) + γ∘r(h, t)) dt + G dW` with `f_θ` a Bayesian MLP on `[h, t]`
 /// (`D + 1` inputs, `D` outputs) and `G = diag(diffusion)`.
+#[derive(Clone)]
 pub struct NeuralSde<'a, L: Likelihood> {
     /// The drift network `f_θ`; its likelihood is not used.
     pub net: &'a Bnn<MlpBody, L>,
@@ -92,16 +95,8 @@ impl<'a, L: Likelihood> NeuralSde<'a, L> {
         let [n, d] = h0.dims();
         let device = h0.device();
         let draws = self.net.joint_draws(samples);
-        crate::device::uses_generator();
-        let k = times.len().saturating_sub(1);
-        let mut increments =
-            Tensor::<4>::random([samples, n, k, d], Distribution::Normal(0.0, 1.0), &device);
-        let root_dt: Vec<f64> = times.windows(2).map(|w| (w[1] - w[0]).sqrt()).collect();
-        if k > 0 {
-            let scale = Tensor::<1>::from_floats(root_dt.as_slice(), &device).reshape([1, 1, k, 1]);
-            increments = increments * scale.expand([samples, n, k, d]);
-        }
-        self.paths_with(&draws, h0, times, increments)
+        let dw = increments([samples, n, d], times, &device);
+        self.paths_with(&draws, h0, times, dw)
     }
 
     /// Euler–Maruyama under given network draws (one [`LayerDraw`] per layer, `S` draws each)
@@ -445,6 +440,133 @@ pub fn fit<L: Likelihood>(
         -(((times - 1) * d) as f64) * (std.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
     report.risk_bound = risk_bound(ll.detach(), kl, REPORT_DELTA, log_max);
     Ok((net, report))
+}
+
+/// D-BNN (SGLD)'s target (Look & Kandemir 2019; the baseline of Haußmann 2021 §6.4): the log
+/// posterior of the drift network's flat weights `θ` ([`FlatLayout`]),
+/// `ln p(θ) + (N/B) Σ_n ln (1/S) Σ_s p(y_n | H^s(θ))` over a minibatch of `B` of the `N`
+/// trajectories, each likelihood simulated by `S` paths with fresh Brownian increments at
+/// every evaluation (an estimate, biased in the log). [`crate::inference::sg_sample`] runs
+/// SGLD or SGHMC on it; [`SdeTarget::paths`] simulates under the kept draws.
+#[derive(Clone)]
+pub struct SdeTarget<'a, L: Likelihood> {
+    sde: NeuralSde<'a, L>,
+    data: SdeData,
+    samples: usize,
+    obs_std: f64,
+    scale: f64,
+    layout: FlatLayout,
+}
+
+impl<'a, L: Likelihood> SdeTarget<'a, L> {
+    /// The target of `sde`'s drift network on all of `data`, `samples` paths per trajectory
+    /// and observation noise `obs_std`; the network lives on an autodiff device.
+    ///
+    /// # Panics
+    /// If `samples` is 0, `obs_std` is not positive, or the data do not fit the SDE.
+    pub fn new(sde: NeuralSde<'a, L>, data: SdeData, samples: usize, obs_std: f64) -> Self {
+        assert!(
+            samples > 0 && obs_std > 0.0,
+            "SdeTarget: {samples} samples, observation std {obs_std}"
+        );
+        let [_, times, d] = data.observed.dims();
+        assert!(
+            times == data.times.len() && d == sde.dim(),
+            "SdeTarget: observations {:?} at {} times for {} dimensions",
+            data.observed.dims(),
+            data.times.len(),
+            sde.dim()
+        );
+        let layout = sde.net.flat_layout();
+        Self {
+            sde,
+            data,
+            samples,
+            obs_std,
+            scale: 1.0,
+            layout,
+        }
+    }
+
+    /// The layout of `θ` (the network's layers in forward order).
+    pub fn layout(&self) -> &FlatLayout {
+        &self.layout
+    }
+
+    /// One path per row of `theta [M, D]` from each trajectory's first observation of `h0`
+    /// `[N, D]` at `times`: `[M, N, K + 1, D]`.
+    pub fn paths(&self, theta: Tensor<2>, h0: Tensor<2>, times: &[f64]) -> Paths {
+        let m = theta.dims()[0];
+        let [n, d] = h0.dims();
+        let draws = self.layout.split(theta);
+        let dw = increments([m, n, d], times, &h0.device());
+        self.sde.paths_with(&draws, h0, times, dw)
+    }
+}
+
+/// Brownian increments `ΔW_k ~ N(0, Δt_k)` at `times`, `[M, N, K, D]`.
+fn increments(shape: [usize; 3], times: &[f64], device: &burn::tensor::Device) -> Tensor<4> {
+    let [m, n, d] = shape;
+    let k = times.len().saturating_sub(1);
+    crate::device::uses_generator();
+    let unit = Tensor::<4>::random([m, n, k, d], Distribution::Normal(0.0, 1.0), device);
+    if k == 0 {
+        return unit;
+    }
+    let root_dt: Vec<f64> = times.windows(2).map(|w| (w[1] - w[0]).sqrt()).collect();
+    let scale = Tensor::<1>::from_floats(root_dt.as_slice(), device).reshape([1, 1, k, 1]);
+    unit * scale.expand([m, n, k, d])
+}
+
+impl<L: Likelihood> LogDensity for SdeTarget<'_, L> {
+    fn dim(&self) -> usize {
+        self.layout.numel()
+    }
+
+    fn log_density(&self, theta: Tensor<2>) -> Tensor<1> {
+        let [r, p] = theta.dims();
+        let s = self.samples;
+        let [n, _, d] = self.data.observed.dims();
+        let device = theta.device();
+        // Each row's weights for its S paths.
+        let expanded = theta
+            .clone()
+            .unsqueeze_dim::<3>(1)
+            .expand([r, s, p])
+            .reshape([r * s, p]);
+        let draws = self.layout.split(expanded);
+        let h0 = self.data.observed.clone().narrow(1, 0, 1).reshape([n, d]);
+        let dw = increments([r * s, n, d], &self.data.times, &device);
+        let paths = self.sde.paths_with(&draws, h0, &self.data.times, dw);
+        let ll = paths
+            .gaussian_log_likelihood(self.data.observed.clone(), self.obs_std)
+            .reshape([r, s, n]);
+        let marginal = crate::special::log_mean_exp(ll, 1).sum_dim(2).reshape([r]);
+        let prior = self.sde.net.log_prior_draws(&self.layout.split(theta));
+        marginal * self.scale + prior
+    }
+
+    fn device(&self) -> burn::tensor::Device {
+        self.data.observed.device()
+    }
+}
+
+impl<'a, L: Likelihood> Minibatches for SdeTarget<'a, L> {
+    type Target = SdeTarget<'a, L>;
+
+    /// `batch_size` trajectories without replacement, the likelihood scaled by `N/B`.
+    fn draw(&self, batch_size: usize, rng: &mut HostNormals) -> Self::Target {
+        let n = self.data.observed.dims()[0];
+        if batch_size >= n {
+            return self.clone();
+        }
+        let rows = rng.choose_distinct(n, batch_size);
+        let index = crate::host::labels(&rows, &self.data.observed.device());
+        let mut batch = self.clone();
+        batch.data.observed = self.data.observed.clone().select(0, index);
+        batch.scale = n as f64 / batch_size as f64;
+        batch
+    }
 }
 
 #[cfg(test)]
