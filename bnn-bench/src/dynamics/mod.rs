@@ -11,11 +11,13 @@ use crate::experiment;
 use crate::runner::{self, Finished, Harness, ReportInput, TaskContext};
 use bnn_burn::batch::Sequences;
 use bnn_burn::host::{matrix, to_vec};
-use bnn_burn::layers::{Activation, WeightConfig};
+use bnn_burn::inference::{SgMcmcConfig, SgMcmcError, sg_sample};
+use bnn_burn::layers::{Activation, FlatLayout, WeightConfig};
+use bnn_burn::likelihood::Likelihood;
 use bnn_burn::metrics::mean_and_standard_error;
 use bnn_burn::nets::{Cell, MlpConfig, RecurrentConfig, Regressor};
 use bnn_burn::posterior::PosteriorConfig;
-use bnn_burn::sde::{NeuralSde, PriorDrift, SdeData, SdeFitConfig, SdeObjective, fit};
+use bnn_burn::sde::{NeuralSde, PriorDrift, SdeData, SdeFitConfig, SdeObjective, SdeTarget, fit};
 use bnn_burn::train::{TrainConfig, train as train_net};
 use bnn_burn::training_device;
 use bnn_datasets::dynamics::{Lorenz, SdePath};
@@ -82,10 +84,11 @@ pub const ROWS: [Knowledge; 5] = [
 
 /// The methods: the SDE objectives (Table 6.1's columns and the D-BNN (VI) baseline), then
 /// recurrent forecasters beside them (no known drift: the row "none" only).
-pub const OBJECTIVES: [(&str, &str); 5] = [
+pub const OBJECTIVES: [(&str, &str); 6] = [
     ("e-bayes", "E-Bayes"),
     ("e-pac-bayes", "E-PAC-Bayes"),
     ("d-bnn-vi", "D-BNN (VI)"),
+    ("d-bnn-sgld", "D-BNN (SGLD)"),
     ("lstm", "LSTM"),
     ("vlstm", "variational LSTM"),
 ];
@@ -94,6 +97,11 @@ pub const OBJECTIVES: [(&str, &str); 5] = [
 fn is_forecaster(key: &str) -> bool {
     matches!(key, "lstm" | "vlstm")
 }
+
+/// SGLD's step size for D-BNN (SGLD) (the thesis's MOCAP setting: 10⁻⁵).
+const SGLD_STEP: f64 = 1e-5;
+/// Steps between SGLD's kept draws.
+const SGLD_THIN: usize = 5;
 
 /// Hidden units of the recurrent forecasters.
 const LSTM_UNITS: usize = 64;
@@ -131,7 +139,8 @@ pub struct DynamicsOptions {
     /// Rows of Table 6.1 (none, zeta, kappa, rho, full); repeatable [default: all].
     #[arg(long = "knowledge")]
     pub knowledge: Vec<String>,
-    /// Methods (e-bayes, e-pac-bayes, d-bnn-vi, lstm, vlstm); repeatable [default: all].
+    /// Methods (e-bayes, e-pac-bayes, d-bnn-vi, d-bnn-sgld, lstm, vlstm); repeatable
+    /// [default: all].
     #[arg(long = "objective")]
     pub objectives: Vec<String>,
     /// Repetitions, each on its own simulated attractor and noisy parameters (the thesis: 50)
@@ -340,6 +349,10 @@ impl DynamicsHarness<'_> {
         if is_forecaster(&task.objective) {
             return forecaster_row(task, &train, &test, o, started);
         }
+        if task.objective == "d-bnn-sgld" {
+            let known = any_known.then_some(&prior);
+            return sgld_row(task, (&train, &test), &diffusion, known, o, started);
+        }
         let (net, final_loss, bound) = if knowledge.learned {
             let net = MlpConfig::new(4, vec![o.hidden(); o.layers], 3)
                 .with_activation(Activation::Softplus)
@@ -387,6 +400,86 @@ impl DynamicsHarness<'_> {
             train_seconds,
         })
     }
+}
+
+/// The SDE with the row's known drift, if any.
+fn hybrid<'a, L: Likelihood>(
+    sde: NeuralSde<'a, L>,
+    prior: Option<&'a KnownLorenz>,
+) -> NeuralSde<'a, L> {
+    match prior {
+        Some(p) => sde.with_prior(p),
+        None => sde,
+    }
+}
+
+/// D-BNN (SGLD)'s row: SGLD on the drift network's weights ([`SdeTarget`]) from its initial
+/// values, a burn-in of as many steps as the SDE methods' epochs take, then `test_samples`
+/// draws [`SGLD_THIN`] steps apart; one test path per draw. A state that stops being finite
+/// is a diverged row.
+fn sgld_row(
+    task: &Task,
+    (train, test): (&[SdePath], &[SdePath]),
+    diffusion: &[f64],
+    prior: Option<&KnownLorenz>,
+    o: &DynamicsOptions,
+    started: Instant,
+) -> Result<Row, Box<dyn Error>> {
+    let device = training_device();
+    let net = MlpConfig::new(4, vec![o.hidden(); o.layers], 3)
+        .with_activation(Activation::Softplus)
+        .with_weights(WeightConfig::of(PosteriorConfig::point()))
+        .init_regressor(&device)?;
+    let target = SdeTarget::new(
+        hybrid(NeuralSde::new(&net, diffusion.to_vec()), prior),
+        observed(train, &device),
+        o.samples,
+        1.0,
+    );
+    let config = SgMcmcConfig::new(SGLD_STEP)
+        .with_batch_size(o.batch_size)
+        .with_burn_in(o.epochs() * train.len().div_ceil(o.batch_size))
+        .with_draws(o.test_samples)
+        .with_thin(SGLD_THIN)
+        .with_seed(device_seed(task, o));
+    let init: Vec<f64> = to_vec(FlatLayout::flatten(net.mean_draw()));
+    let mut row = Row {
+        knowledge: task.knowledge.clone(),
+        objective: task.objective.clone(),
+        repetition: task.repetition,
+        test_mse: None,
+        test_ll: None,
+        risk_bound: None,
+        final_loss: None,
+        train_seconds: 0.0,
+    };
+    let run = match sg_sample(&target, &init, &config) {
+        Ok(run) => run,
+        Err(SgMcmcError::NotFinite { .. }) => {
+            row.train_seconds = started.elapsed().as_secs_f64();
+            return Ok(row);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    row.train_seconds = started.elapsed().as_secs_f64();
+    row.final_loss = run.log_density.last().map(|lp| -lp);
+    let plain = device.inner();
+    let net = net.valid();
+    let data = observed(test, &plain);
+    let [n, len, d] = data.observed.dims();
+    let flat: Vec<f64> = run.draws.concat();
+    let theta = matrix(&flat, init.len(), &plain);
+    let tester = SdeTarget::new(
+        hybrid(NeuralSde::new(&net, diffusion.to_vec()), prior),
+        data.clone(),
+        1,
+        1.0,
+    );
+    let h0 = data.observed.clone().narrow(1, 0, 1).reshape([n, d]);
+    let paths = tester.paths(theta, h0, &data.times);
+    let truth = data.observed.narrow(1, 1, len - 1);
+    (row.test_mse, row.test_ll) = path_scores(paths.states.narrow(2, 1, len - 1), truth);
+    Ok(row)
 }
 
 /// A recurrent forecaster's row: trained on the next-step windows of the training sequences
@@ -555,10 +648,7 @@ fn sde_scores(
     let device = net.devices()[0].clone();
     let data = observed(test, &device);
     let [n, len, d] = data.observed.dims();
-    let mut sde = NeuralSde::new(net, diffusion.to_vec());
-    if let Some(p) = prior {
-        sde = sde.with_prior(p);
-    }
+    let sde = hybrid(NeuralSde::new(net, diffusion.to_vec()), prior);
     let h0 = data.observed.clone().narrow(1, 0, 1).reshape([n, d]);
     let paths = sde.paths(h0, &data.times, o.test_samples);
     let truth = data.observed.narrow(1, 1, len - 1);
@@ -715,7 +805,8 @@ fn markdown(rows: &[Row], o: &DynamicsOptions, wall: f64) -> String {
          draws the known parameters from N(true, 1). The drift network ({} softplus layers of \
          {} on [h, t], mean-field) is trained for {} epochs by Adam at {} on minibatches of {} \
          sequences with {} paths each; the known equations join it as the hybrid drift. D-BNN \
-         (VI) trains the same network by the ELBO of its weights. The LSTMs ({} units, point \
+         (VI) trains the same network by the ELBO of its weights; D-BNN (SGLD) samples point \
+         weights by SGLD (step {}, a burn-in of as many steps, draws {} steps apart). The LSTMs ({} units, point \
          weights; the variational one with Gal's tied dropout at {}) learn next-step windows \
          of the standardised training sequences for as many epochs and forecast by feeding \
          back draws of the next state. Test MSE: the mean of {} paths (forecasts) from each \
@@ -733,6 +824,8 @@ fn markdown(rows: &[Row], o: &DynamicsOptions, wall: f64) -> String {
         o.lr,
         o.batch_size,
         o.samples,
+        SGLD_STEP,
+        SGLD_THIN,
         LSTM_UNITS,
         LSTM_DROPOUT,
         o.test_samples,
