@@ -43,6 +43,9 @@ enum Command {
     /// Last-layer and KFAC Laplace here and in laplace-torch, fitted to one MAP LeNet5 trained
     /// on MNIST: error, NLL, ECE and OOD AUROC of both, and the fit + predict time ratio.
     PerfLaplace(perf::laplace::LaplacePeerOptions),
+    /// Haußmann Table 6.3 measured: the training cost per iteration of E-Bayes, E-PAC-Bayes,
+    /// their hybrids, D-BNN (VI), D-BNN (SGLD) and the LSTM forecasters on the Lorenz setting.
+    PerfSde(dynamics::costs::SdeCostOptions),
     /// The UCI regression protocol (Hernández-Lobato & Adams 2015; Gal 2016): 9 sets, the fixed
     /// 90/10 splits, one hidden layer of 50 units (100 for protein), test LL and RMSE in
     /// original units, mean ± s.e. over splits, beside the published columns.
@@ -152,6 +155,7 @@ fn main() {
         Command::PerfPredict(o) => perf::predict::run(&o).map(drop),
         Command::PerfPool(o) => perf::pool::run(&o).map(drop),
         Command::PerfLaplace(o) => perf::laplace::run(&o).map(drop),
+        Command::PerfSde(o) => dynamics::costs::run(&o).map(drop),
         Command::Perf(a) => a.options().and_then(|o| perf::run(&o).map(drop)),
         Command::Uci(o) => uci::run(&o).map(drop),
         Command::LvMnist(o) => lv_mnist::run(&o).map(drop),

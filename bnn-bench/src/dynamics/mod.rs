@@ -4,6 +4,7 @@
 //! the true equations alone with noisy parameters (row v). Every repetition simulates its own
 //! data; the score is the test MSE of the paths' mean on the held-out sequences.
 
+pub mod costs;
 #[cfg(test)]
 mod tests;
 

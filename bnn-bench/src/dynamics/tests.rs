@@ -112,3 +112,25 @@ fn path_scores_are_the_mean_error_and_the_gaussian_log_likelihood() {
     let truth = matrix(&[4.0], 1, &device).reshape([1, 1, 1]);
     assert_eq!(path_scores(nan, truth), (None, None));
 }
+
+/// Table 6.3's run: every method timed, E-Bayes the unit; bad settings named first.
+#[test]
+fn every_method_of_table_6_3_is_timed() {
+    let dir = std::env::temp_dir().join(format!("bnn-perf-sde-{}", std::process::id()));
+    let mut o = costs::SdeCostOptions {
+        out: dir.clone(),
+        rounds: 0,
+        hidden: 4,
+        seed: 3,
+    };
+    assert!(costs::run(&o).unwrap_err().to_string().contains("--rounds"));
+    o.rounds = 1;
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 116);
+    let rows = costs::run(&o).unwrap();
+    assert_eq!(rows.len(), 8);
+    assert!(rows.iter().all(|r| r.ms_per_iteration > 0.0), "{rows:?}");
+    assert_eq!(rows[0].ratio, 1.0);
+    let md = std::fs::read_to_string(dir.join("perf-sde.md")).unwrap();
+    assert!(md.contains("| D-BNN (SGLD) | O(MTF + MTDL + W) |"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
