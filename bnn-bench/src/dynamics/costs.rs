@@ -40,7 +40,7 @@ pub struct SdeCostOptions {
 }
 
 /// One method's cost.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct CostRow {
     /// The method.
     pub method: String,

@@ -71,7 +71,15 @@ const GENERATORS: &[Generator] = &[
     },
     Generator {
         name: "dynamics-lorenz",
-        make: dynamics_lorenz,
+        make: |assets| dynamics_lorenz(assets, "dynamics-lorenz"),
+    },
+    Generator {
+        name: "dynamics-lorenz-code",
+        make: |assets| dynamics_lorenz(assets, "dynamics-lorenz-code"),
+    },
+    Generator {
+        name: "perf-sde",
+        make: perf_sde,
     },
     Generator {
         name: "active-depeweg",
@@ -686,13 +694,23 @@ fn control(assets: &Path, record: &str, benchmark: Benchmark) -> Result<String, 
     ))
 }
 
-/// Haußmann Table 6.1 from the `dynamics-lorenz` record.
-fn dynamics_lorenz(assets: &Path) -> Result<String, Box<dyn Error>> {
-    let path = assets.join("dynamics-lorenz").join("dynamics.json");
+/// Haußmann Table 6.1 from a `dynamics` record (`name`: its folder).
+fn dynamics_lorenz(assets: &Path, name: &str) -> Result<String, Box<dyn Error>> {
+    let path = assets.join(name).join("dynamics.json");
     let record = read_json(&path)?;
     let rows: Vec<crate::dynamics::Row> = serde_json::from_value(record["results"].clone())
         .map_err(|e| format!("{}: results: {e}", path.display()))?;
     Ok(crate::dynamics::table(&rows))
+}
+
+/// Haußmann Table 6.3 measured, from the `perf-sde` record.
+fn perf_sde(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("perf-sde").join("perf-sde.json");
+    let record = read_json(&path)?;
+    let rows: Vec<crate::dynamics::costs::CostRow> =
+        serde_json::from_value(record["results"].clone())
+            .map_err(|e| format!("{}: results: {e}", path.display()))?;
+    Ok(crate::dynamics::costs::table(&rows))
 }
 
 /// Depeweg Fig. 7.5a's points from the `risk-industrial` record.
