@@ -7,8 +7,7 @@
 //! table ([`delimited`]), in-memory tables ([`table`]), padded sequences ([`sequences`]), a
 //! [`Standardizer`] and burn `Dataset`s and batchers ([`burn_data`]). Files are looked for
 //! through one [`DataRoot`]; every error names the file, the line or byte offset, what was
-//! expected and what was found
-//! ([`DataError`]). Guide: the book's *Data* page.
+//! expected and what was found ([`DataError`]). Guide: the book's *Data* page.
 #![warn(missing_docs)]
 
 pub mod burn_data;
