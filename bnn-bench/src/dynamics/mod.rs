@@ -283,6 +283,22 @@ pub struct Row {
     pub train_seconds: f64,
 }
 
+impl Row {
+    /// The row of `task` before anything is measured (a diverged row as it stands).
+    fn of(task: &Task) -> Self {
+        Self {
+            knowledge: task.knowledge.clone(),
+            objective: task.objective.clone(),
+            repetition: task.repetition,
+            test_mse: None,
+            test_ll: None,
+            risk_bound: None,
+            final_loss: None,
+            train_seconds: 0.0,
+        }
+    }
+}
+
 /// The known equations of a row with their noisy parameters: `γ∘r(h)` on `[S, N, 3]`.
 struct KnownLorenz {
     known: [bool; 3],
@@ -399,14 +415,12 @@ impl DynamicsHarness<'_> {
             o,
         );
         Ok(Row {
-            knowledge: task.knowledge.clone(),
-            objective: task.objective.clone(),
-            repetition: task.repetition,
             test_mse,
             test_ll,
             risk_bound: bound,
             final_loss,
             train_seconds,
+            ..Row::of(task)
         })
     }
 }
@@ -452,16 +466,7 @@ fn sgld_row(
         .with_thin(SGLD_THIN)
         .with_seed(device_seed(task, o));
     let init: Vec<f64> = to_vec(FlatLayout::flatten(net.mean_draw()));
-    let mut row = Row {
-        knowledge: task.knowledge.clone(),
-        objective: task.objective.clone(),
-        repetition: task.repetition,
-        test_mse: None,
-        test_ll: None,
-        risk_bound: None,
-        final_loss: None,
-        train_seconds: 0.0,
-    };
+    let mut row = Row::of(task);
     let run = match sg_sample(&target, &init, &config) {
         Ok(run) => run,
         Err(SgMcmcError::NotFinite { .. }) => {
@@ -554,14 +559,11 @@ fn forecaster_row(
     let truth = observed(test, &plain).observed.narrow(1, 1, len - 1);
     let (test_mse, test_ll) = path_scores(paths, truth);
     Ok(Row {
-        knowledge: task.knowledge.clone(),
-        objective: task.objective.clone(),
-        repetition: task.repetition,
         test_mse,
         test_ll,
-        risk_bound: None,
         final_loss: report.history.last().map(|e| e.loss),
         train_seconds,
+        ..Row::of(task)
     })
 }
 
