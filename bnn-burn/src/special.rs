@@ -11,8 +11,7 @@
 
 use burn::tensor::Tensor;
 
-/// `ln(2π) / 2`.
-pub const HALF_LN_2PI: f64 = 0.918_938_533_204_672_8;
+pub use bnn_kernels::HALF_LN_2PI;
 /// Euler–Mascheroni constant γ.
 pub const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
 

@@ -2,7 +2,7 @@
 //! kernel (in place on Flex when the buffers are not shared). It keeps burn's records
 //! ([`AdamState`], [`AdamWState`]), so checkpoints move between it and burn's `Adam`/`AdamW`.
 
-use super::cpu::AdamStep;
+use super::elementwise::AdamStep;
 use super::ext::FusedKernels;
 use burn::backend::Dispatch;
 use burn::optim::{

@@ -9,7 +9,7 @@
 
 use super::DropoutNoise;
 use super::conv::ConvGeometry;
-use super::cpu::{KlTerms, SigmaRule, Tape};
+use super::elementwise::{KlTerms, SigmaRule, Tape};
 use super::ext::{FusedKernels, PerWeightTensors};
 use super::mixture::MixtureKl;
 use super::rectifier::{RectifierOutput, RectifierRule};

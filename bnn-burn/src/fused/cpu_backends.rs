@@ -7,7 +7,7 @@
 use super::DropoutNoise;
 use super::clark;
 use super::conv::{self, ConvGeometry};
-use super::cpu::{self, AdamStep, KlTerms, SigmaRule, Tape};
+use super::elementwise::{self, AdamStep, Draws, Grads, KlTerms, LocScale, Prior, SigmaRule, Tape};
 use super::ext::{FusedKernels, PerWeightTensors};
 use super::factor;
 use super::mixture::{self, MixtureKl};
@@ -117,10 +117,18 @@ where
 }
 
 /// The kernels' view of [`PriorValues`].
-fn per_weight<'a>(values: &'a PriorValues<'_>) -> Option<cpu::PerWeight<'a>> {
+fn per_weight<'a>(values: &'a PriorValues<'_>) -> Option<elementwise::PerWeight<'a>> {
     values
         .as_ref()
-        .map(|(mean, std)| cpu::PerWeight { mean, std })
+        .map(|(mean, std)| elementwise::PerWeight { mean, std })
+}
+
+/// The KL's prior of `terms`, per weight where `values` has a prior.
+fn prior_of<'a>(terms: KlTerms, values: &'a PriorValues<'_>) -> Prior<'a> {
+    Prior {
+        terms,
+        per_weight: per_weight(values),
+    }
 }
 
 /// The sum of KL terms as a one-element tensor.
@@ -313,7 +321,9 @@ macro_rules! cpu_fused_kernels {
         impl FusedKernels for $backend {
             fn fused_normal(like: FloatTensor<Self>, key: u64, stream: u32) -> FloatTensor<Self> {
                 let shape = like.shape();
-                let out = written(shape.num_elements(), |o| cpu::normals(key, stream, o));
+                let out = written(shape.num_elements(), |o| {
+                    elementwise::normals(key, stream, o)
+                });
                 <FloatTensor<Self>>::from_values(out, shape)
             }
 
@@ -324,7 +334,7 @@ macro_rules! cpu_fused_kernels {
             ) -> FloatTensor<Self> {
                 let n = like.shape().num_elements();
                 let norms = (0..draws)
-                    .map(|s| cpu::squared_norm(key, s as u32, n) as f32)
+                    .map(|s| elementwise::squared_norm(key, s as u32, n) as f32)
                     .collect();
                 <FloatTensor<Self>>::from_values(norms, Shape::from([draws]))
             }
@@ -352,8 +362,18 @@ macro_rules! cpu_fused_kernels {
                 let mut s = 0.0;
                 let rows = keep.rows(draws);
                 let (w, tape) = written2_sized(n * draws, n * rows, |w, t| {
-                    let p = per_weight(&prior);
-                    s = cpu::sample(key, &mu, &rho, rule, &scales, center, w, kl, p, keep, t);
+                    let q = LocScale {
+                        mu: &mu,
+                        rho: &rho,
+                        rule,
+                    };
+                    let draws = Draws {
+                        key,
+                        scales: &scales,
+                        center,
+                    };
+                    let kl = kl.map(|terms| prior_of(terms, &prior));
+                    s = elementwise::sample(q, draws, kl, keep, w, t);
                 });
                 let shape = Shape::from([draws, n]);
                 let tape = (rows > 0)
@@ -382,8 +402,10 @@ macro_rules! cpu_fused_kernels {
                 let tape = tape.rewrite(|t| {
                     let dm_len = if fold.is_some() || dw_is_dmu { 0 } else { n };
                     dmu = written(dm_len, |dm| {
-                        let (m, p) = (&mu_values, per_weight(&prior));
-                        cpu::sample_backward(&dw_values, draws, center, m, fold, p, t, dm);
+                        let fold = fold.map(|(terms, w)| (prior_of(terms, &prior), w));
+                        elementwise::sample_backward(
+                            &dw_values, draws, center, &mu_values, fold, t, dm,
+                        );
                     });
                 });
                 drop(dw_values);
@@ -410,8 +432,13 @@ macro_rules! cpu_fused_kernels {
                 let values = prior_values(&per_weight);
                 let mut s = 0.0;
                 let out = written(draws * (n + 1), |o| {
-                    let p = self::per_weight(&values);
-                    s = cpu::sample_ratio(key, &mu, &rho, draws, rule, prior, p, o, kl);
+                    let q = LocScale {
+                        mu: &mu,
+                        rho: &rho,
+                        rule,
+                    };
+                    let prior = prior_of(prior, &values);
+                    s = elementwise::sample_ratio(key, q, draws, prior, o, kl);
                 });
                 let shape = Shape::from([draws * (n + 1)]);
                 (<FloatTensor<Self>>::from_values(out, shape), total(s))
@@ -433,8 +460,20 @@ macro_rules! cpu_fused_kernels {
                 let values = prior_values(&per_weight);
                 let (dw, dr) = dout.split_at(draws * n);
                 let (dmu, drho) = written2(n, |dm, dg| {
-                    let p = self::per_weight(&values);
-                    cpu::sample_ratio_backward(key, dw, dr, &mu, &rho, rule, prior, p, dm, dg);
+                    let q = LocScale {
+                        mu: &mu,
+                        rho: &rho,
+                        rule,
+                    };
+                    let grads = Grads { mu: dm, rho: dg };
+                    elementwise::sample_ratio_backward(
+                        key,
+                        q,
+                        prior_of(prior, &values),
+                        dw,
+                        dr,
+                        grads,
+                    );
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
@@ -455,8 +494,13 @@ macro_rules! cpu_fused_kernels {
                 let prior = prior_values(&prior);
                 let mut s = 0.0;
                 let var = written(shape.num_elements(), |v| {
-                    let p = per_weight(&prior);
-                    s = cpu::moments(&mu, &rho, var_scale, rule, Some(v), kl, p);
+                    let q = LocScale {
+                        mu: &mu,
+                        rho: &rho,
+                        rule,
+                    };
+                    let kl = kl.map(|terms| prior_of(terms, &prior));
+                    s = elementwise::moments(q, var_scale, Some(v), kl);
                 });
                 (<FloatTensor<Self>>::from_values(var, shape), total(s))
             }
@@ -475,8 +519,13 @@ macro_rules! cpu_fused_kernels {
                 let (dvar, mu, rho) = (dvar.values(), mu.values(), rho.values());
                 let prior = prior_values(&prior);
                 let backward = |dm: Option<&mut [f32]>, dr: &mut [f32]| {
-                    let (d, p) = (Some(&dvar[..]), per_weight(&prior));
-                    cpu::moments_backward(d, &mu, &rho, var_scale, rule, dm, dr, fold, p)
+                    let q = LocScale {
+                        mu: &mu,
+                        rho: &rho,
+                        rule,
+                    };
+                    let fold = fold.map(|(terms, w)| (prior_of(terms, &prior), w));
+                    elementwise::moments_backward(Some(&dvar), q, var_scale, fold, dm, dr)
                 };
                 // `dμ` only with the folded KL: the variance does not depend on `μ`.
                 let (dmu, drho) = match fold {
@@ -499,7 +548,17 @@ macro_rules! cpu_fused_kernels {
                 terms: KlTerms,
             ) -> FloatTensor<Self> {
                 let (mu, rho) = (mu.values(), rho.values());
-                total(cpu::moments(&mu, &rho, 1.0, rule, None, Some(terms), None))
+                let q = LocScale {
+                    mu: &mu,
+                    rho: &rho,
+                    rule,
+                };
+                total(elementwise::moments(
+                    q,
+                    1.0,
+                    None,
+                    Some(Prior::scalar(terms)),
+                ))
             }
 
             fn fused_kl_backward(
@@ -514,8 +573,13 @@ macro_rules! cpu_fused_kernels {
                 let g = g.values()[0];
                 let (mu, rho) = (mu.values(), rho.values());
                 let (dmu, drho) = written2(n, |dm, dr| {
-                    let kl = Some((terms, g));
-                    cpu::moments_backward(None, &mu, &rho, 1.0, rule, Some(dm), dr, kl, None);
+                    let q = LocScale {
+                        mu: &mu,
+                        rho: &rho,
+                        rule,
+                    };
+                    let fold = Some((Prior::scalar(terms), g));
+                    elementwise::moments_backward(None, q, 1.0, fold, Some(dm), dr);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
@@ -533,7 +597,16 @@ macro_rules! cpu_fused_kernels {
             ) -> FloatTensor<Self> {
                 let (mean, std) = (prior_mean.values(), prior_std.values());
                 let (mu, rho) = (mu.values(), rho.values());
-                total(cpu::tensor_kl(&mu, &rho, &mean, &std, terms, rule))
+                let q = LocScale {
+                    mu: &mu,
+                    rho: &rho,
+                    rule,
+                };
+                let prior = elementwise::PerWeight {
+                    mean: &mean,
+                    std: &std,
+                };
+                total(elementwise::tensor_kl(q, prior, terms))
             }
 
             fn fused_tensor_kl_backward(
@@ -550,7 +623,17 @@ macro_rules! cpu_fused_kernels {
                 let (mean, std) = (prior_mean.values(), prior_std.values());
                 let (mu, rho) = (mu.values(), rho.values());
                 let (dmu, drho) = written2(shape.num_elements(), |dm, dr| {
-                    cpu::tensor_kl_backward(g, &mu, &rho, &mean, &std, terms, rule, dm, dr);
+                    let q = LocScale {
+                        mu: &mu,
+                        rho: &rho,
+                        rule,
+                    };
+                    let prior = elementwise::PerWeight {
+                        mean: &mean,
+                        std: &std,
+                    };
+                    let grads = Grads { mu: dm, rho: dr };
+                    elementwise::tensor_kl_backward(g, q, prior, terms, grads);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
@@ -559,7 +642,7 @@ macro_rules! cpu_fused_kernels {
             }
 
             fn fused_quadratic(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
-                total(f64::from(coef) * cpu::squared_distance(&w.values(), center))
+                total(f64::from(coef) * elementwise::squared_distance(&w.values(), center))
             }
 
             fn fused_quadratic_backward(
@@ -572,7 +655,7 @@ macro_rules! cpu_fused_kernels {
                 let scale = 2.0 * coef * g.values()[0];
                 let w = w.values();
                 let dw = written(shape.num_elements(), |d| {
-                    cpu::scaled_offset(&w, center, scale, d)
+                    elementwise::scaled_offset(&w, center, scale, d)
                 });
                 <FloatTensor<Self>>::from_values(dw, shape)
             }
@@ -585,7 +668,7 @@ macro_rules! cpu_fused_kernels {
                 let shape = mean.shape();
                 let (mean, var) = (mean.values(), var.values());
                 let y = written(shape.num_elements(), |y| {
-                    cpu::noise(key, &mean, &var, y, false)
+                    elementwise::noise(key, &mean, &var, y, false)
                 });
                 <FloatTensor<Self>>::from_values(y, shape)
             }
@@ -598,7 +681,7 @@ macro_rules! cpu_fused_kernels {
                 let shape = dy.shape();
                 let (dy, var) = (dy.values(), var.values());
                 let dvar = written(shape.num_elements(), |d| {
-                    cpu::noise(key, &dy, &var, d, true)
+                    elementwise::noise(key, &dy, &var, d, true)
                 });
                 <FloatTensor<Self>>::from_values(dvar, shape)
             }
@@ -662,7 +745,16 @@ macro_rules! cpu_fused_kernels {
                 let (f, r) = (factor.values(), rho.values());
                 let values = prior_values(&prior);
                 let std = values.as_ref().map(|(_, std)| &std[..]);
-                let (value, inv) = factor::factor_kl(&f, &r, rule, k, scale, inv_prior_var, std);
+                let kl = factor::FactorKl {
+                    f: &f,
+                    rho: &r,
+                    rule,
+                    k,
+                    scale,
+                    inv_prior_var,
+                    prior_std: std,
+                };
+                let (value, inv) = factor::factor_kl(&kl);
                 let value = <FloatTensor<Self>>::from_values(vec![value as f32], Shape::from([1]));
                 (value, inv)
             }
@@ -686,19 +778,16 @@ macro_rules! cpu_fused_kernels {
                 let mut dr = Vec::new();
                 let df = written(f.len(), |df| {
                     dr = written(r.len(), |dr| {
-                        factor::factor_kl_backward(
-                            &f,
-                            &r,
+                        let kl = factor::FactorKl {
+                            f: &f,
+                            rho: &r,
                             rule,
-                            &inv,
                             k,
                             scale,
                             inv_prior_var,
-                            std,
-                            g,
-                            df,
-                            dr,
-                        )
+                            prior_std: std,
+                        };
+                        factor::factor_kl_backward(&kl, &inv, g, df, dr);
                     });
                 });
                 (
@@ -710,7 +799,9 @@ macro_rules! cpu_fused_kernels {
             fn fused_flip(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
                 let shape = x.shape();
                 let x = x.values();
-                let y = written(shape.num_elements(), |y| cpu::flip(key, &x, inner, y));
+                let y = written(shape.num_elements(), |y| {
+                    elementwise::flip(key, &x, inner, y)
+                });
                 <FloatTensor<Self>>::from_values(y, shape)
             }
 
@@ -722,7 +813,9 @@ macro_rules! cpu_fused_kernels {
             ) -> FloatTensor<Self> {
                 let shape = x.shape();
                 let x = x.values();
-                let y = written(shape.num_elements(), |y| cpu::dropout(key, &x, p, noise, y));
+                let y = written(shape.num_elements(), |y| {
+                    elementwise::dropout(key, &x, p, noise, y)
+                });
                 <FloatTensor<Self>>::from_values(y, shape)
             }
 
@@ -841,7 +934,7 @@ macro_rules! cpu_fused_kernels {
                 let mut v_out = None;
                 let param = param.rewrite(|p| {
                     let m = moment_1.rewrite(|m| {
-                        let v = moment_2.rewrite(|v| cpu::adam(p, &g, m, v, step));
+                        let v = moment_2.rewrite(|v| elementwise::adam(p, &g, m, v, step));
                         v_out = Some(v);
                     });
                     m_out = Some(m);

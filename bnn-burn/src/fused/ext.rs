@@ -11,7 +11,7 @@
 use super::DropoutNoise;
 use super::clark;
 use super::conv::ConvGeometry;
-use super::cpu::{self, AdamStep, KlTerms, SigmaRule, Tape, VAR_FLOOR};
+use super::elementwise::{self, AdamStep, KlTerms, SigmaRule, Tape, VAR_FLOOR};
 use super::factor;
 use super::mixture::{MixtureKl, MixtureTerms};
 use super::rectifier::{RectifierOutput, RectifierRule};
@@ -65,7 +65,7 @@ pub trait FusedKernels: Backend {
     fn fused_normal(like: FloatTensor<Self>, key: u64, stream: u32) -> FloatTensor<Self> {
         let shape = like.shape();
         let mut eps = vec![0f32; shape.num_elements()];
-        cpu::normals(key, stream, &mut eps);
+        elementwise::normals(key, stream, &mut eps);
         uploaded::<Self>(eps, shape, &like.device())
     }
 
@@ -89,7 +89,7 @@ pub trait FusedKernels: Backend {
     /// [`Tape::Off`]; [`Tape::DrawsAndKl`] needs `kl`): the draws' rows `scales[s]·ε_s·dσ/dρ`,
     /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ` (0 where a clamp of the KL holds). Under
     /// [`PerWeightTensors::PerWeight`] (`μ₀` and `σ₀`, each of `μ`'s length) the KL terms are
-    /// per weight ([`cpu::PerWeight`]).
+    /// per weight ([`elementwise::PerWeight`]).
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn fused_sample(
         mu: FloatTensor<Self>,
@@ -182,7 +182,7 @@ pub trait FusedKernels: Backend {
         (dmu, drho)
     }
 
-    /// `(out, kl)` of [`cpu::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws
+    /// `(out, kl)` of [`elementwise::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws
     /// `w_s = μ + σ(ρ)·ε_s` row by row, then their log-ratios to the prior
     /// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]` (`μ₀, σ₀` per weight under
     /// [`PerWeightTensors::PerWeight`]); `kl` (`[1]`) is the sum of the KL terms (0 unless
@@ -239,7 +239,7 @@ pub trait FusedKernels: Backend {
     }
 
     /// `(dμ, dρ)` of [`FusedKernels::fused_sample_ratio`] given `dout` (`[S·n + S]`), as
-    /// [`cpu::sample_ratio_backward`].
+    /// [`elementwise::sample_ratio_backward`].
     #[allow(clippy::too_many_arguments)]
     fn fused_sample_ratio_backward(
         dout: FloatTensor<Self>,
@@ -364,7 +364,7 @@ pub trait FusedKernels: Backend {
     }
 
     /// The KL terms against a prior with a mean and a standard deviation per entry (`[1]`),
-    /// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ̃ + ln σ₀` ([`cpu::tensor_kl`]).
+    /// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ̃ + ln σ₀` ([`elementwise::tensor_kl`]).
     fn fused_tensor_kl(
         mu: FloatTensor<Self>,
         rho: FloatTensor<Self>,
@@ -381,7 +381,7 @@ pub trait FusedKernels: Backend {
         kl_sum::<Self>(mu, rho, rule, terms, prior)
     }
 
-    /// `g·∇` [`FusedKernels::fused_tensor_kl`] for a one-element `g` ([`cpu::tensor_kl_backward`]).
+    /// `g·∇` [`FusedKernels::fused_tensor_kl`] for a one-element `g` ([`elementwise::tensor_kl_backward`]).
     fn fused_tensor_kl_backward(
         g: FloatTensor<Self>,
         mu: FloatTensor<Self>,
@@ -444,13 +444,13 @@ pub trait FusedKernels: Backend {
         let shape = x.shape();
         let n = shape.num_elements();
         let mut signs = vec![0f32; n];
-        cpu::flip(key, &vec![1.0; n], inner, &mut signs);
+        elementwise::flip(key, &vec![1.0; n], inner, &mut signs);
         let signs = uploaded::<Self>(signs, shape, &x.device());
         Self::float_mul(x, signs)
     }
 
     /// `x ⊙ z`, unit-mean noise `z` of variance `p/(1−p)` per element, Bernoulli
-    /// (`z ∈ {0, 1/(1−p)}`) or Gaussian (its own adjoint; [`cpu::dropout`]).
+    /// (`z ∈ {0, 1/(1−p)}`) or Gaussian (its own adjoint; [`elementwise::dropout`]).
     fn fused_dropout(
         x: FloatTensor<Self>,
         key: u64,
@@ -460,7 +460,7 @@ pub trait FusedKernels: Backend {
         let shape = x.shape();
         let n = shape.num_elements();
         let mut mask = vec![0f32; n];
-        cpu::dropout(key, &vec![1.0; n], p, noise, &mut mask);
+        elementwise::dropout(key, &vec![1.0; n], p, noise, &mut mask);
         let mask = uploaded::<Self>(mask, shape, &x.device());
         Self::float_mul(x, mask)
     }
@@ -879,7 +879,7 @@ pub trait FusedKernels: Backend {
             Self::float_mul_scalar(moment_2, Scalar::from(b2)),
             Self::float_mul_scalar(g2, Scalar::from(1.0 - b2)),
         );
-        let cpu::AdamCoefficients {
+        let elementwise::AdamCoefficients {
             step_size,
             denom_scale,
             eps,
@@ -1047,7 +1047,7 @@ fn log1p_exp_neg_abs<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_mul_scalar(B::float_mul(s, p), Scalar::from(2.0))
 }
 
-/// An op's per-weight prior ([`cpu::PerWeight`]): its mean and standard deviation, each of the
+/// An op's per-weight prior ([`elementwise::PerWeight`]): its mean and standard deviation, each of the
 /// weight's length, or none (the KL's terms are scalars).
 #[derive(ExtensionType, Debug, Clone)]
 pub enum PerWeightTensors<B: Backend> {
@@ -1085,7 +1085,7 @@ fn per_precision<B: Backend>(x: FloatTensor<B>, prior: &PerWeightPrior<B>) -> Fl
 }
 
 /// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ̃`, `[1]`, `σ` by `rule` ([`KlTerms`];
-/// per weight, `… /σ₀² + ln σ₀`, under `prior`, [`cpu::PerWeight`]).
+/// per weight, `… /σ₀² + ln σ₀`, under `prior`, [`elementwise::PerWeight`]).
 pub(crate) fn kl_sum<B: Backend>(
     mu: FloatTensor<B>,
     rho: FloatTensor<B>,

@@ -4,26 +4,20 @@
 //! The noise is counter-based (Philox4x32-10 and Box–Muller, `rng`), so a backward pass
 //! regenerates it; `sample` keeps a `Tape` instead. An objective linear in the KL may fold
 //! `λ∇KL` into the draws' backward pass ([`crate::layers::Pass::fold_kl`]). Flex and NdArray run the
-//! slice kernels of `cpu`; wgpu runs the default bodies. [`Kernels::Reference`] keeps the
+//! slice kernels of `bnn-kernels`; wgpu runs the default bodies. [`Kernels::Reference`] keeps the
 //! composition of burn ops. Every op, its backward pass and why: the book's *Fused kernels* page.
 
 mod adam;
 mod autodiff;
-pub(crate) mod clark;
-pub(crate) mod conv;
-pub(crate) mod cpu;
 mod cpu_backends;
 mod ext;
-pub(crate) mod factor;
-pub(crate) mod mixture;
-pub(crate) mod rectifier;
-pub(crate) mod rng;
-mod simd;
+
+pub(crate) use bnn_kernels::{clark, conv, elementwise, factor, mixture, rectifier, rng};
 
 pub(crate) use adam::{FusedAdam, FusedAdamW};
 pub(crate) use autodiff::FusedOps;
 pub use conv::ConvGeometry;
-pub(crate) use cpu::{KlTerms, SigmaRule};
+pub(crate) use elementwise::{KlTerms, SigmaRule};
 pub(crate) use ext::{FusedKernels, PerWeightTensors};
 pub(crate) use mixture::{MixtureKl, MixtureTerms};
 pub(crate) use rectifier::RectifierRule;
@@ -43,15 +37,7 @@ pub enum Kernels {
     Reference,
 }
 
-/// The multiplicative noise of a dropout mask (the kernels draw both; the posterior family
-/// `crate::posterior::DropoutConfig` chooses one).
-#[derive(burn::config::Config, Debug, PartialEq, Eq, Copy)]
-pub enum DropoutNoise {
-    /// `z ~ Bern(1−p)`, scaled by `1/(1−p)` so that `E[z] = 1`.
-    Bernoulli,
-    /// `z ~ N(1, p/(1−p))`: the scaled Bernoulli's mean and variance.
-    Gaussian,
-}
+pub use bnn_kernels::DropoutNoise;
 
 /// Stream keys for one pass: a base key drawn from burn's device generator on first use, then a
 /// new key per op.
@@ -129,7 +115,7 @@ pub(crate) fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: u
 ///
 /// `per_weight = Some([μ₀, σ₀])` (flat, of `μ`'s length; a constant) makes the KL terms per
 /// weight, `½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ + ln σ₀`
-/// ([`cpu::PerWeight`]; with [`KlTerms::per_weight`]'s terms, the value of [`tensor_kl`]),
+/// ([`elementwise::PerWeight`]; with [`KlTerms::per_weight`]'s terms, the value of [`tensor_kl`]),
 /// folded like the scalar terms: a trained posterior as the next prior costs no pass of its own.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sample<const D: usize>(
@@ -367,7 +353,7 @@ pub(crate) fn add_factor_draws(
         "add_factor_draws: draws of {numel} by a factor of {rows} rows"
     );
     let mut z = vec![0f32; n * k];
-    cpu::normals(key, stream, &mut z);
+    elementwise::normals(key, stream, &mut z);
     for v in z.iter_mut() {
         *v *= scale as f32;
     }

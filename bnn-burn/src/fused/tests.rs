@@ -1,7 +1,7 @@
 //! Every fused op against the composition of burn ops it replaces (same ε), on the test backend;
 //! the generator's statistics; the fused optimisers against burn's.
 
-use super::cpu::VAR_FLOOR;
+use super::elementwise::VAR_FLOOR;
 use super::*;
 use crate::posterior::ScaleParam;
 use crate::special::softplus;
@@ -623,7 +623,7 @@ fn the_generator_passes_moment_checks_and_streams_are_independent() {
     let se = 1.0 / (N as f64).sqrt();
     let draw = |key: u64, stream: u32| {
         let mut v = vec![0f32; N];
-        cpu::normals(key, stream, &mut v);
+        elementwise::normals(key, stream, &mut v);
         v
     };
     let base = draw(1, 0);
@@ -649,7 +649,7 @@ fn the_generator_passes_moment_checks_and_streams_are_independent() {
     }
     // Chunked, threaded generation is the same stream as a short sequential draw.
     let mut short = vec![0f32; 1000];
-    cpu::normals(1, 0, &mut short);
+    elementwise::normals(1, 0, &mut short);
     assert_eq!(short[..], base[..1000]);
 }
 
@@ -1077,7 +1077,7 @@ fn pool_inputs(rows: usize, cells: usize, seed: u64, ties: bool) -> (Vec<f32>, V
 #[test]
 fn max_pool_over_many_ranges_matches_each_window_alone() {
     use super::clark::{PoolMaps, max_pool, max_pool_backward};
-    let chunk = super::simd::CHUNK;
+    let chunk = bnn_kernels::simd::CHUNK;
     // (side, kernel, stride): a crop, an overlap, a gap.
     for (side, kernel, stride) in [(9, 2, 2), (7, 3, 2), (8, 2, 3)] {
         let per_map = ((side - kernel) / stride + 1usize).pow(2);
@@ -1517,7 +1517,7 @@ fn low_rank_kl_and_draws_and_their_gradients_match_burns_composition() {
         // `z`: the fused op draws the same numbers itself.
         let (key, stream) = (0x5eed + n as u64, 9);
         let mut z = vec![0f32; draws * k];
-        cpu::normals(key, stream, &mut z);
+        elementwise::normals(key, stream, &mut z);
         let z = Tensor::<2>::from_data(TensorData::new(z, [draws, k]), &device);
         let base = Tensor::<1>::random([draws * n], Distribution::Normal(0.0, 1.0), &device);
         let kept = to_vec(base.clone());
@@ -1573,7 +1573,7 @@ fn mixture_kl_and_its_gradients_match_burns_composition() {
         let key = 0xabc + n as u64;
         let mut eps = vec![0f32; draws * n];
         for (s, row) in eps.chunks_mut(n).enumerate() {
-            cpu::normals(key, s as u32, row);
+            elementwise::normals(key, s as u32, row);
             row.iter_mut().for_each(|e| *e *= scales[s]);
         }
         // Any constant: the op adds it as given (here mean-field's).
@@ -1639,7 +1639,7 @@ fn mixture_kl_gradient_matches_an_f64_oracle_weight_by_weight() {
         .collect();
     let key = 0x5eed_u64;
     let mut eps = vec![0f32; n];
-    cpu::normals(key, 0, &mut eps);
+    elementwise::normals(key, 0, &mut eps);
     for (pi, sigma1, sigma2) in priors {
         let t = MixtureTerms::new(pi, sigma1, sigma2);
         let leaf = Tensor::<1>::from_data(TensorData::new(mu.clone(), [n]), &device).require_grad();

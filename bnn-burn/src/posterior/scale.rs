@@ -257,7 +257,7 @@ impl<const D: usize> FusedScale<D> {
             .enumerate()
             .map(|(s, squared)| {
                 let mut r = [0f32; 1];
-                crate::fused::cpu::normals(key, u32::MAX - s as u32, &mut r);
+                crate::fused::elementwise::normals(key, u32::MAX - s as u32, &mut r);
                 r[0] / squared.sqrt()
             })
             .collect()

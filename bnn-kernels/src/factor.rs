@@ -7,8 +7,8 @@
 // Fixed-size loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::cpu::{SigmaRule, Sigmas};
-use super::simd::{BLOCK, Shared, load, multiversion, par_chunks, store};
+use crate::elementwise::{SigmaRule, Sigmas};
+use crate::simd::{BLOCK, Shared, load, multiversion, par_chunks, store};
 
 /// Calls `$f::<K>` for the ranks `1..=4`, `$f::<0>` (the run-time rank) above.
 macro_rules! by_rank {
@@ -305,42 +305,57 @@ pub fn capacitance_solve(g: &[f64], k: usize, c2: f64) -> (f64, Vec<f64>) {
     (log_det, inv)
 }
 
-/// The factor's share of a low-rank Gaussian's KL from a diagonal Gaussian prior and what its
-/// backward pass keeps: `½c² λ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + c² Fᵀ diag(1/v) F)` for the
-/// stored factor `F [n, k]` (the factor is `c·F`), `v = σ(ρ)²` (`σ` by `rule`), `λ =
-/// inv_prior_var` and the prior's standard deviation per row `prior_std` (`[n]`; `None`: `σ₀ᵢ =
-/// 1`, so that a scalar prior passes `λ = 1/σ₀²`), with `A⁻¹` (`[k, k]`) for
+/// The factor's share of a low-rank Gaussian's KL from a diagonal Gaussian prior:
+/// `½c² λ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det(I + c² Fᵀ diag(1/v) F)` for the stored factor `F [n, k]`
+/// (the factor is `c·F`), `v = σ(ρ)²`, `λ = inv_prior_var` and the prior's standard deviation
+/// per row `prior_std` (`None`: `σ₀ᵢ = 1`, so that a scalar prior passes `λ = 1/σ₀²`).
+#[derive(Debug, Clone, Copy)]
+pub struct FactorKl<'a> {
+    /// `F`, `[n, k]` row-major.
+    pub f: &'a [f32],
+    /// The diagonal's `ρ`, `[n]`.
+    pub rho: &'a [f32],
+    /// `σ(ρ)`.
+    pub rule: SigmaRule,
+    /// The rank.
+    pub k: usize,
+    /// `c`.
+    pub scale: f64,
+    /// `λ`.
+    pub inv_prior_var: f64,
+    /// `σ₀ᵢ` per row (`[n]`).
+    pub prior_std: Option<&'a [f32]>,
+}
+
+/// The [`FactorKl`] and what its backward pass keeps, `A⁻¹` (`[k, k]`) for
 /// [`factor_kl_backward`].
-pub fn factor_kl(
-    f: &[f32],
-    rho: &[f32],
-    rule: SigmaRule,
-    k: usize,
-    scale: f64,
-    inv_prior_var: f64,
-    prior_std: Option<&[f32]>,
-) -> (f64, Vec<f32>) {
-    let c2 = scale * scale;
-    let (g, sum_sq) = gram(f, rho, rule, k, prior_std);
-    let (log_det, inv) = capacitance_solve(&g, k, c2);
-    let value = 0.5 * c2 * inv_prior_var * sum_sq - 0.5 * log_det;
+pub fn factor_kl(kl: &FactorKl) -> (f64, Vec<f32>) {
+    let c2 = kl.scale * kl.scale;
+    let (g, sum_sq) = gram(kl.f, kl.rho, kl.rule, kl.k, kl.prior_std);
+    let (log_det, inv) = capacitance_solve(&g, kl.k, c2);
+    let value = 0.5 * c2 * kl.inv_prior_var * sum_sq - 0.5 * log_det;
     (value, inv.into_iter().map(|x| x as f32).collect())
 }
 
+/// What [`factor_kl_backward`]'s rows share: `[a, b, h]` and `A⁻¹` of rank `k`.
+#[derive(Clone, Copy)]
+struct RowCoefficients<'a> {
+    coeffs: [f32; 3],
+    inv: &'a [f32],
+    k: usize,
+}
+
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn factor_kl_backward_rows<const K: usize>(
     f: &[f32],
     var: &[f32],
     prec: &[f32],
-    coeffs: [f32; 3],
-    inv: &[f32],
-    k: usize,
+    c: RowCoefficients,
     df: &mut [f32],
     dvar: &mut [f32],
 ) {
-    let k = rank::<K>(k);
-    let [a, b, h] = coeffs;
+    let (k, inv) = (rank::<K>(c.k), c.inv);
+    let [a, b, h] = c.coeffs;
     let rows = f.chunks_exact(k).zip(df.chunks_exact_mut(k));
     let terms = var.iter().zip(prec).zip(dvar);
     for ((row, d), ((v, p), dv)) in rows.zip(terms) {
@@ -361,30 +376,29 @@ fn factor_kl_backward_rows<const K: usize>(
 multiversion! {
     /// `dF_i = a p_i F_i − b (F_i A⁻¹)/v_i` and `dv_i = h (F_i A⁻¹ F_iᵀ)/v_i²` over a range of
     /// rows, `coeffs = [a, b, h]`, `p_i` the prior's precisions.
-    fn factor_kl_backward_range(f: &[f32], var: &[f32], prec: &[f32], coeffs: [f32; 3],
-                                inv: &[f32], k: usize, df: &mut [f32], dvar: &mut [f32]) {
-        by_rank!(k, factor_kl_backward_rows(f, var, prec, coeffs, inv, k, df, dvar))
+    fn factor_kl_backward_range(f: &[f32], var: &[f32], prec: &[f32], c: RowCoefficients,
+                                df: &mut [f32], dvar: &mut [f32]) {
+        by_rank!(c.k, factor_kl_backward_rows(f, var, prec, c, df, dvar))
     }
 }
 
-/// The backward pass of [`factor_kl`] for the upstream gradient `g`: with `B = A⁻¹`,
-/// `dF_i = g c² (λ F_i/σ₀ᵢ² − F_i B / v_i)` and `dρ_i = ½ g c² (F_i B F_iᵀ) / v_i² · dv_i/dρ_i`.
-#[allow(clippy::too_many_arguments)]
-pub fn factor_kl_backward(
-    f: &[f32],
-    rho: &[f32],
-    rule: SigmaRule,
-    inv: &[f32],
-    k: usize,
-    scale: f64,
-    inv_prior_var: f64,
-    prior_std: Option<&[f32]>,
-    g: f64,
-    df: &mut [f32],
-    drho: &mut [f32],
-) {
-    let gc2 = g * scale * scale;
-    let coeffs = [(gc2 * inv_prior_var) as f32, gc2 as f32, (0.5 * gc2) as f32];
+/// The backward pass of [`factor_kl`] for the upstream gradient `g`, with its `inv = A⁻¹`:
+/// `dF_i = g c² (λ F_i/σ₀ᵢ² − F_i A⁻¹ / v_i)` and
+/// `dρ_i = ½ g c² (F_i A⁻¹ F_iᵀ) / v_i² · dv_i/dρ_i`.
+pub fn factor_kl_backward(kl: &FactorKl, inv: &[f32], g: f64, df: &mut [f32], drho: &mut [f32]) {
+    let FactorKl {
+        f, rho, rule, k, ..
+    } = *kl;
+    let gc2 = g * kl.scale * kl.scale;
+    let c = RowCoefficients {
+        coeffs: [
+            (gc2 * kl.inv_prior_var) as f32,
+            gc2 as f32,
+            (0.5 * gc2) as f32,
+        ],
+        inv,
+        k,
+    };
     let (sf, sr) = (Shared::new(df), Shared::new(drho));
     par_chunks(rho.len(), |a, b| {
         let sub = SUB.min(b - a);
@@ -395,8 +409,8 @@ pub fn factor_kl_backward(
             // SAFETY: disjoint ranges of rows.
             let (df, dr) = unsafe { (sf.range(start * k, end * k), sr.range(start, end)) };
             variances_range(&rho[start..end], rule, v, Some(dr));
-            let p = precisions(prior_std, start..end, &mut prec);
-            factor_kl_backward_range(&f[start * k..end * k], v, p, coeffs, inv, k, df, dv);
+            let p = precisions(kl.prior_std, start..end, &mut prec);
+            factor_kl_backward_range(&f[start * k..end * k], v, p, c, df, dv);
             scale_range(dr, dv);
         }
     });

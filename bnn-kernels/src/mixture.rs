@@ -9,12 +9,12 @@
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::cpu::{SigmaRule, Sigmas};
-use super::rng::{key_words, normal_block};
-use super::simd::{
+use crate::HALF_LN_2PI;
+use crate::elementwise::{SigmaRule, Sigmas};
+use crate::rng::{key_words, normal_block};
+use crate::simd::{
     BLOCK, Shared, accumulate, load, log1p_exp_sigmoids, multiversion, par_chunks, store,
 };
-use crate::special::HALF_LN_2PI;
 
 /// A scale-mixture prior's constants: its weighted components' log-densities are
 /// `a_k(w) = ln_weight_k − ½w²/σ_k²`, and `ln p(w) = max(a₁, a₂) + ln(1 + e^{−|a₁ − a₂|})`. (The
@@ -48,7 +48,7 @@ impl MixtureTerms {
     /// apart: `(1 − r₁)/σ₂²` would turn `r₁`'s rounding into a large error where `σ₂` is
     /// small).
     #[inline(always)]
-    pub(crate) fn log_density(self, w: f32) -> (f32, f32) {
+    pub fn log_density(self, w: f32) -> (f32, f32) {
         let half_w2 = 0.5 * w * w;
         let a1 = self.ln_weight1 - half_w2 * self.inv_var1;
         let a2 = self.ln_weight2 - half_w2 * self.inv_var2;
@@ -127,9 +127,9 @@ pub fn mixture_kl(mu: &[f32], rho: &[f32], kl: &MixtureKl) -> f64 {
 
 multiversion! {
     /// [`mixture_kl_backward`] over a range starting at element `start`.
-    fn mixture_kl_backward_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32],
-                                 rule: SigmaRule, t: MixtureTerms, scales: &[f32], g: f32,
+    fn mixture_kl_backward_range(start: usize, mu: &[f32], rho: &[f32], kl: &MixtureKl, g: f32,
                                  dmu: &mut [f32], drho: &mut [f32]) {
+        let (key, rule, t, scales) = (key_words(kl.key), kl.rule, kl.prior, &kl.scales[..]);
         let mut eps = [0f32; BLOCK];
         let scale = g / scales.len() as f32;
         for (k, (dm, dr)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
@@ -169,13 +169,10 @@ pub fn mixture_kl_backward(
 ) {
     let n = mu.len();
     assert!(rho.len() == n && dmu.len() == n && drho.len() == n);
-    let key = key_words(kl.key);
     let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
     par_chunks(n, |a, b| {
         // SAFETY: disjoint ranges.
         let (dm, dr) = unsafe { (sm.range(a, b), sr.range(a, b)) };
-        let (m, r) = (&mu[a..b], &rho[a..b]);
-        let scales = &kl.scales;
-        mixture_kl_backward_range(key, a, m, r, kl.rule, kl.prior, scales, g, dm, dr);
+        mixture_kl_backward_range(a, &mu[a..b], &rho[a..b], kl, g, dm, dr);
     });
 }

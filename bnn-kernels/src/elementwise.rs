@@ -1,14 +1,14 @@
-//! The CPU kernels of the fused ops, on `f32` slices: each is one pass over its inputs, in
-//! fixed 64-element blocks (vectorised), parallel over 16 Ki-element ranges. Flex and NdArray
-//! call them; the formulas are those of the default bodies of [`super::FusedKernels`], which
-//! compose burn ops.
+//! The kernels of a stochastic layer's weights, on `f32` slices: draws, moments, KL terms, noise,
+//! dropout, Flipout signs and Adam. Each is one pass over its inputs, in fixed 64-element blocks
+//! (vectorised), parallel over 16 Ki-element ranges. bnn-burn's fused ops call them on its CPU
+//! backends; their burn-op compositions are the reference.
 
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::DropoutNoise;
-use super::rng::{key_words, mask_words, normal_block, sign_bits, sign_of};
-use super::simd::{
+use crate::DropoutNoise;
+use crate::rng::{key_words, mask_words, normal_block, sign_bits, sign_of};
+use crate::simd::{
     BLOCK, Shared, accumulate, exp, ln, load, multiversion, par_chunks, softplus_sigmoid, store,
 };
 
@@ -58,7 +58,7 @@ impl KlTerms {
 
     /// The terms with the marginal variance's `ln(σ²·var_scale)` clamped to `[lo, hi]` inside
     /// the KL (Haußmann's VBP code clamps `ln σ²` to `[−11, 11]`;
-    /// [`crate::layers::WeightConfig::kl_log_var_range`]): `ln σ` to
+    /// bnn-burn's `WeightConfig::kl_log_var_range`): `ln σ` to
     /// `[½(lo − ln var_scale), ½(hi − ln var_scale)]`.
     pub fn with_log_var_range(self, (lo, hi): (f64, f64), var_scale: f64) -> Self {
         let (lo, hi) = (0.5 * (lo - var_scale.ln()), 0.5 * (hi - var_scale.ln()));
@@ -94,7 +94,7 @@ impl KlTerms {
 /// `½(σ̃²·inv_var_sigma + (μ − μ₀ᵢ)²·inv_var_mu)/σ₀ᵢ² − ln σ̃ + ln σ₀ᵢ` (the terms' own `mean`
 /// is not used). With `inv_var_mu = 1` and `inv_var_sigma = var_scale`
 /// ([`KlTerms::per_weight`]) that is `KL(q ‖ N(μ₀, σ₀²))` less its constant: a trained
-/// posterior as the next task's prior ([`crate::dist::WeightPrior::from_posterior`]).
+/// posterior as the next task's prior (bnn-burn's `WeightPrior::from_posterior`).
 #[derive(Debug, Clone, Copy)]
 pub struct PerWeight<'a> {
     /// `μ₀`.
@@ -121,6 +121,110 @@ impl<'a> PerWeight<'a> {
             self.std.len()
         );
     }
+}
+
+/// A location-scale posterior's parameters: `μ`, `ρ` and how `σ` follows from `ρ`.
+#[derive(Debug, Clone, Copy)]
+pub struct LocScale<'a> {
+    /// `μ`.
+    pub mu: &'a [f32],
+    /// `ρ`, as long as `μ`.
+    pub rho: &'a [f32],
+    /// `σ(ρ)`.
+    pub rule: SigmaRule,
+}
+
+impl<'a> LocScale<'a> {
+    /// The weights `a..b`.
+    fn range(self, a: usize, b: usize) -> Self {
+        Self {
+            mu: &self.mu[a..b],
+            rho: &self.rho[a..b],
+            ..self
+        }
+    }
+
+    /// The number of weights (checks that `ρ` is as long as `μ`).
+    fn len(self) -> usize {
+        assert_eq!(
+            self.mu.len(),
+            self.rho.len(),
+            "a posterior of {} means and {} scales",
+            self.mu.len(),
+            self.rho.len()
+        );
+        self.mu.len()
+    }
+}
+
+/// The Gaussian prior of a KL: its [`KlTerms`], per weight under `per_weight`.
+#[derive(Debug, Clone, Copy)]
+pub struct Prior<'a> {
+    /// The terms (their mean and `1/σ₀²` unless per weight).
+    pub terms: KlTerms,
+    /// A mean and a standard deviation per weight.
+    pub per_weight: Option<PerWeight<'a>>,
+}
+
+impl<'a> Prior<'a> {
+    /// The prior of scalar `terms`.
+    pub const fn scalar(terms: KlTerms) -> Self {
+        Self {
+            terms,
+            per_weight: None,
+        }
+    }
+
+    /// The prior of the weights `a..b`.
+    fn range(self, a: usize, b: usize) -> Self {
+        Self {
+            per_weight: self.per_weight.map(|p| p.range(a, b)),
+            ..self
+        }
+    }
+
+    /// Checks a per-weight prior's lengths against the weight's `n`.
+    fn check(self, n: usize) {
+        if let Some(p) = self.per_weight {
+            p.check(n);
+        }
+    }
+
+    /// Elements `a..a + len` of the prior ([`PriorBlock::of`]).
+    #[inline(always)]
+    fn block<const LN: bool>(&self, a: usize, len: usize) -> PriorBlock {
+        PriorBlock::of::<LN>(&self.terms, self.per_weight, a, len)
+    }
+}
+
+/// Gradients of a location-scale posterior's parameters.
+#[derive(Debug)]
+pub struct Grads<'a> {
+    /// `dμ`.
+    pub mu: &'a mut [f32],
+    /// `dρ`.
+    pub rho: &'a mut [f32],
+}
+
+/// The draws of [`sample`]: `w_s = [μ] + σ·scales[s]·ε_s`, `ε_s` sub-stream `s` of `key`.
+#[derive(Debug, Clone, Copy)]
+pub struct Draws<'a> {
+    /// The noise's key.
+    pub key: u64,
+    /// One factor per draw (1 for mean-field, `r_s/‖ε_s‖` for radial).
+    pub scales: &'a [f32],
+    /// Leaves `μ` out of the draws (`w_s = σ·scales[s]·ε_s`).
+    pub center: bool,
+}
+
+/// One draw over one range of [`sample`].
+#[derive(Clone, Copy)]
+struct DrawRange {
+    key: [u32; 2],
+    stream: u32,
+    start: usize,
+    scale: f32,
+    center: bool,
 }
 
 /// One block's prior per element: `μ₀`, `1/σ₀²` and `ln σ₀` ([`PerWeight`]), or under scalar
@@ -229,11 +333,11 @@ multiversion! {
     /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`, the
     /// draw's tape row `s·ε·dσ/dρ` into `tape` and the KL's `∂KL/∂σ·dσ/dρ`
     /// (`KlTerms::sigma_gradient`, per weight under `per_weight`) into `kl_tape` when given.
-    fn sample_range(key: [u32; 2], stream: u32, start: usize, mu: &[f32], rho: &[f32],
-                    rule: SigmaRule, scale: f32, center: bool, out: &mut [f32],
-                    kl: Option<KlTerms>, per_weight: Option<PerWeight>,
+    fn sample_range(d: DrawRange, q: LocScale, kl: Option<Prior>, out: &mut [f32],
                     tape: Option<&mut [f32]>, kl_tape: Option<&mut [f32]>) -> f64 {
         let (mut tape, mut kl_tape) = (tape, kl_tape);
+        let DrawRange { key, stream, start, scale, center } = d;
+        let (mu, rho, rule) = (q.mu, q.rho, q.rule);
         let mut eps = [0f32; BLOCK];
         let mut lanes = [0f32; 8];
         let mut total = 0f64;
@@ -256,8 +360,8 @@ multiversion! {
                 }
                 store(&mut t[a..a + len], &row);
             }
-            if let Some(p) = kl {
-                let prior = PriorBlock::of::<true>(&p, per_weight, a, len);
+            if let Some(kl) = kl {
+                let (p, prior) = (kl.terms, kl.block::<true>(a, len));
                 if let Some(t) = kl_tape.as_deref_mut() {
                     // Padding lanes have ρ = 0, so σ > 0 there too.
                     let mut row = [0f32; BLOCK];
@@ -278,40 +382,33 @@ multiversion! {
     }
 }
 
-/// `out[s] = [μ] + σ(ρ)·scales[s]·ε_s` for every draw `s` (`σ` by `rule`; `out` is `[S, n]`
-/// flat; `ε_s` is stream `s` of `key`); returns the summed KL terms (0 without `kl`; per weight
-/// under `per_weight`). `tape` (`[Tape::rows, n]` flat; [`Tape::DrawsAndKl`] needs `kl`)
-/// receives the rows [`sample_backward`] needs.
-#[allow(clippy::too_many_arguments)]
+/// `out[s] = [μ] + σ(ρ)·scales[s]·ε_s` for every draw `s` ([`Draws`]; `out` is `[S, n]`
+/// flat); returns the summed KL terms (0 without `kl`). `tape` (`[Tape::rows, n]` flat;
+/// [`Tape::DrawsAndKl`] needs `kl`) receives the rows [`sample_backward`] needs.
 pub fn sample(
-    key: u64,
-    mu: &[f32],
-    rho: &[f32],
-    rule: SigmaRule,
-    scales: &[f32],
-    center: bool,
-    out: &mut [f32],
-    kl: Option<KlTerms>,
-    per_weight: Option<PerWeight>,
+    q: LocScale,
+    draws: Draws,
+    kl: Option<Prior>,
     keep: Tape,
+    out: &mut [f32],
     tape: &mut [f32],
 ) -> f64 {
-    let n = mu.len();
-    if let Some(p) = per_weight {
+    let n = q.len();
+    if let Some(p) = kl {
         p.check(n);
     }
-    let draws = scales.len();
-    assert_eq!(out.len(), n * draws);
-    assert_eq!(tape.len(), n * keep.rows(draws), "the tape of {keep:?}");
+    let count = draws.scales.len();
+    assert_eq!(out.len(), n * count);
+    assert_eq!(tape.len(), n * keep.rows(count), "the tape of {keep:?}");
     assert!(
         keep != Tape::DrawsAndKl || kl.is_some(),
         "the KL's tape row needs the KL's terms"
     );
     let shared = Shared::new(out);
     let taped = Shared::new(tape);
-    let key = key_words(key);
+    let key = key_words(draws.key);
     let mut total = 0.0;
-    for (s, &scale) in scales.iter().enumerate() {
+    for (s, &scale) in draws.scales.iter().enumerate() {
         let kl = if s == 0 { kl } else { None };
         total += par_chunks(n, |a, b| {
             // SAFETY: the ranges of one sample are disjoint, in the draws and in the tape (a
@@ -319,22 +416,15 @@ pub fn sample(
             let o = unsafe { shared.range(s * n + a, s * n + b) };
             let row = (keep != Tape::Off).then(|| unsafe { taped.range(s * n + a, s * n + b) });
             let kl_row = (keep == Tape::DrawsAndKl && s == 0)
-                .then(|| unsafe { taped.range(draws * n + a, draws * n + b) });
-            sample_range(
+                .then(|| unsafe { taped.range(count * n + a, count * n + b) });
+            let d = DrawRange {
                 key,
-                s as u32,
-                a,
-                &mu[a..b],
-                &rho[a..b],
-                rule,
+                stream: s as u32,
+                start: a,
                 scale,
-                center,
-                o,
-                kl,
-                per_weight.map(|p| p.range(a, b)),
-                row,
-                kl_row,
-            )
+                center: draws.center,
+            };
+            sample_range(d, q.range(a, b), kl.map(|p| p.range(a, b)), o, row, kl_row)
         })
         .into_iter()
         .sum::<f64>();
@@ -343,19 +433,19 @@ pub fn sample(
 }
 
 multiversion! {
-    /// Backward of [`sample`] over one range, in place: `rows` holds the range of each draw's
-    /// tape row (the first becomes `dρ`), `kl_row` the KL's (it becomes `dμ`); without a KL,
-    /// `dmu` receives `dμ` unless it is empty.
-    fn sample_backward_range(n: usize, dw: &[f32], rows: &mut [&mut [f32]], center: bool,
-                             mu: &[f32], kl_row: Option<&mut [f32]>, dmu: &mut [f32],
-                             kl: Option<(KlTerms, f32)>, per_weight: Option<PerWeight>) {
+    /// Backward of [`sample`] over one range, in place: `dws` holds the range of each draw's
+    /// gradient, `rows` of each draw's tape row (the first becomes `dρ`), `kl_row` the KL's (it
+    /// becomes `dμ`); without a KL, `dmu` receives `dμ` unless it is empty.
+    fn sample_backward_range(dws: &[&[f32]], rows: &mut [&mut [f32]], center: bool, mu: &[f32],
+                             fold: Option<(Prior, f32)>, kl_row: Option<&mut [f32]>,
+                             dmu: &mut [f32]) {
         let mut kl_row = kl_row;
         for a in (0..mu.len()).step_by(BLOCK) {
             let len = BLOCK.min(mu.len() - a);
             let mut sum_dw = [0f32; BLOCK];
             let mut dr = [0f32; BLOCK];
-            for (s, row) in rows.iter().enumerate() {
-                let d = load(&dw[s * n + a..s * n + a + len], 0.0);
+            for (dw, row) in dws.iter().zip(rows.iter()) {
+                let d = load(&dw[a..a + len], 0.0);
                 let t = load(&row[a..a + len], 0.0);
                 for j in 0..BLOCK {
                     sum_dw[j] += d[j];
@@ -363,12 +453,12 @@ multiversion! {
                 }
             }
             let mut dm = if center { [0f32; BLOCK] } else { sum_dw };
-            if let (Some((p, w)), Some(k)) = (kl, kl_row.as_deref_mut()) {
+            if let (Some((prior, w)), Some(k)) = (fold, kl_row.as_deref_mut()) {
                 let m = load(&mu[a..a + len], 0.0);
                 let t = load(&k[a..a + len], 0.0);
-                let prior = PriorBlock::of::<false>(&p, per_weight, a, len);
+                let (p, block) = (prior.terms, prior.block::<false>(a, len));
                 for j in 0..BLOCK {
-                    dm[j] += w * (m[j] - prior.mean[j]) * p.inv_var_mu * prior.precision[j];
+                    dm[j] += w * (m[j] - block.mean[j]) * p.inv_var_mu * block.precision[j];
                     dr[j] += w * t[j];
                 }
                 store(&mut k[a..a + len], &dm);
@@ -381,76 +471,70 @@ multiversion! {
 }
 
 /// `(dμ, dρ)` of [`sample`] given `dw` (`[S, n]` flat), written over the forward pass's tape,
-/// plus `weight × ∇KL` when `kl` is `Some((terms, weight))` (the tape then
-/// [`Tape::DrawsAndKl`]; `per_weight` as in the forward pass): `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²`
+/// plus `weight × ∇KL` when `fold` is `Some((prior, weight))` (the tape then
+/// [`Tape::DrawsAndKl`]; the prior as in the forward pass): `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²`
 /// (without the sum when `center`), `dρ = Σ_s dw_s·t_s + w·t_KL`, with the tape's rows `t_s`
 /// of the draws and `t_KL` of the KL.
 ///
 /// `dρ` is written over the first row of `tape`, `dμ` over its KL row when there is a KL and
 /// into `dmu` otherwise (`n` elements, or empty to skip it: one uncentred draw's `dμ` is `dw`).
-#[allow(clippy::too_many_arguments)]
 pub fn sample_backward(
     dw: &[f32],
     draws: usize,
     center: bool,
     mu: &[f32],
-    kl: Option<(KlTerms, f32)>,
-    per_weight: Option<PerWeight>,
+    fold: Option<(Prior, f32)>,
     tape: &mut [f32],
     dmu: &mut [f32],
 ) {
     let n = mu.len();
-    if let Some(p) = per_weight {
+    if let Some((p, _)) = fold {
         p.check(n);
     }
     assert_eq!(dw.len(), n * draws);
-    let keep = if kl.is_some() {
+    let keep = if fold.is_some() {
         Tape::DrawsAndKl
     } else {
         Tape::Draws
     };
     assert_eq!(tape.len(), n * keep.rows(draws), "the tape of {keep:?}");
     assert!(
-        dmu.is_empty() || (dmu.len() == n && kl.is_none()),
+        dmu.is_empty() || (dmu.len() == n && fold.is_none()),
         "dμ goes over the KL's row when there is one"
     );
     let (st, sm) = (Shared::new(tape), Shared::new(dmu));
-    let (has_kl, has_dmu) = (kl.is_some(), !dmu.is_empty());
+    let has_dmu = !dmu.is_empty();
     par_chunks(n, |a, b| {
+        let dws: Vec<&[f32]> = (0..draws).map(|s| &dw[s * n + a..s * n + b]).collect();
         // SAFETY: every task takes the range `a..b` of each row: disjoint across tasks.
         let mut rows: Vec<&mut [f32]> = (0..draws)
             .map(|s| unsafe { st.range(s * n + a, s * n + b) })
             .collect();
-        let kl_row = has_kl.then(|| unsafe { st.range(draws * n + a, draws * n + b) });
+        let kl_row = fold
+            .is_some()
+            .then(|| unsafe { st.range(draws * n + a, draws * n + b) });
         let dm: &mut [f32] = if has_dmu {
             unsafe { sm.range(a, b) }
         } else {
             &mut []
         };
-        let prior = per_weight.map(|p| p.range(a, b));
-        sample_backward_range(
-            n,
-            &dw[a..],
-            &mut rows,
-            center,
-            &mu[a..b],
-            kl_row,
-            dm,
-            kl,
-            prior,
-        );
+        let fold = fold.map(|(p, w)| (p.range(a, b), w));
+        sample_backward_range(&dws, &mut rows, center, &mu[a..b], fold, kl_row, dm);
     });
 }
 
 /// `σ`, `ln σ` and `dσ/dρ` of one block of `ρ` ([`SigmaRule::sigmas`]).
-pub(crate) struct Sigmas {
-    pub(crate) sigma: [f32; BLOCK],
-    pub(crate) ln_sigma: [f32; BLOCK],
-    pub(crate) dsigma: [f32; BLOCK],
+pub struct Sigmas {
+    /// `σ`.
+    pub sigma: [f32; BLOCK],
+    /// `ln σ` (zeros unless asked for).
+    pub ln_sigma: [f32; BLOCK],
+    /// `dσ/dρ`.
+    pub dsigma: [f32; BLOCK],
 }
 
 /// How a location-scale posterior's `σ` follows from its unconstrained `ρ`, for [`sample`],
-/// [`sample_ratio`], [`moments`] and the KL: the three [`crate::posterior::ScaleParam`]s.
+/// [`sample_ratio`], [`moments`] and the KL: the three scale parametrisations (bnn-burn's `ScaleParam`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SigmaRule {
     /// `σ = softplus(ρ)`.
@@ -468,7 +552,7 @@ pub enum SigmaRule {
 impl SigmaRule {
     /// `(σ, ln σ, dσ/dρ)` of one `ρ`.
     #[inline(always)]
-    pub(crate) fn eval(self, rho: f32) -> (f32, f32, f32) {
+    pub fn eval(self, rho: f32) -> (f32, f32, f32) {
         match self {
             Self::Softplus => {
                 let (sp, sig) = softplus_sigmoid(rho);
@@ -489,9 +573,9 @@ impl SigmaRule {
         }
     }
 
-    /// `σ`, `dσ/dρ` and, when `ln`, `ln σ` (zeros otherwise) of one block ([`Self::block`]).
+    /// `σ`, `dσ/dρ` and, when `ln`, `ln σ` (zeros otherwise) of one block.
     #[inline(always)]
-    pub(crate) fn sigmas(self, r: &[f32; BLOCK], ln: bool) -> Sigmas {
+    pub fn sigmas(self, r: &[f32; BLOCK], ln: bool) -> Sigmas {
         let mut s = Sigmas {
             sigma: [0.0; BLOCK],
             ln_sigma: [0.0; BLOCK],
@@ -542,9 +626,9 @@ multiversion! {
     /// `½((w − μ₀)²/σ₀² − ε²) − ln σ` (`+ ln σ₀` per weight) into `ratios[s]`; returns the
     /// range's sum of the KL terms (0 unless `kl`). `σ` is evaluated once per element for all
     /// draws.
-    fn sample_ratio_range(key: [u32; 2], start: usize, mu: &[f32], rho: &[f32], rule: SigmaRule,
-                          prior: KlTerms, per_weight: Option<PerWeight>,
+    fn sample_ratio_range(key: [u32; 2], start: usize, q: LocScale, p: Prior,
                           outs: &mut [&mut [f32]], ratios: &mut [f64], kl: bool) -> f64 {
+        let (mu, rho, rule, prior) = (q.mu, q.rho, q.rule, p.terms);
         let mut eps = [0f32; BLOCK];
         let mut kl_lanes = [0f32; 8];
         let mut kl_total = 0f64;
@@ -552,7 +636,7 @@ multiversion! {
             let (a, len) = (k * BLOCK, mc.len());
             let (m, r) = (load(mc, 0.0), load(rc, 0.0));
             let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, true);
-            let p0 = PriorBlock::of::<true>(&prior, per_weight, a, len);
+            let p0 = p.block::<true>(a, len);
             for (s, (o, ratio)) in outs.iter_mut().zip(ratios.iter_mut()).enumerate() {
                 normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
                 let mut w = [0f32; BLOCK];
@@ -589,22 +673,16 @@ multiversion! {
 /// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]`.
 /// Returns the KL terms' sum `Σ ½(σ²/σ₀² + (μ − μ₀)²/σ₀²) − ln σ` when `kl` (else 0; `+ ln σ₀`
 /// per weight).
-#[allow(clippy::too_many_arguments)]
 pub fn sample_ratio(
     key: u64,
-    mu: &[f32],
-    rho: &[f32],
+    q: LocScale,
     draws: usize,
-    rule: SigmaRule,
-    prior: KlTerms,
-    per_weight: Option<PerWeight>,
+    prior: Prior,
     out: &mut [f32],
     kl: bool,
 ) -> f64 {
-    let n = mu.len();
-    if let Some(p) = per_weight {
-        p.check(n);
-    }
+    let n = q.len();
+    prior.check(n);
     assert_eq!(out.len(), draws * (n + 1));
     let (w, ratios) = out.split_at_mut(draws * n);
     let shared = Shared::new(w);
@@ -615,22 +693,12 @@ pub fn sample_ratio(
             .map(|s| unsafe { shared.range(s * n + a, s * n + b) })
             .collect();
         let mut sums = vec![0f64; draws];
-        let kl_sum = sample_ratio_range(
-            key,
-            a,
-            &mu[a..b],
-            &rho[a..b],
-            rule,
-            prior,
-            per_weight.map(|p| p.range(a, b)),
-            &mut outs,
-            &mut sums,
-            kl,
-        );
+        let (q, p) = (q.range(a, b), prior.range(a, b));
+        let kl_sum = sample_ratio_range(key, a, q, p, &mut outs, &mut sums, kl);
         (sums, kl_sum)
     });
     // `ln σ₀` of scalar terms (per weight it is in the sums, and `inv_var_mu = 1`).
-    let ln_sigma0 = -0.5 * (prior.inv_var_mu as f64).ln();
+    let ln_sigma0 = -0.5 * (prior.terms.inv_var_mu as f64).ln();
     let mut totals = vec![n as f64 * ln_sigma0; draws];
     let mut kl_total = 0.0;
     for (sums, k) in parts {
@@ -647,22 +715,22 @@ pub fn sample_ratio(
 
 multiversion! {
     /// Backward of [`sample_ratio`] over one range (`dw` starts at the range).
-    fn sample_ratio_backward_range(key: [u32; 2], start: usize, n: usize, dw: &[f32],
-                                   dr: &[f32], mu: &[f32], rho: &[f32], rule: SigmaRule,
-                                   prior: KlTerms, per_weight: Option<PerWeight>,
-                                   dmu: &mut [f32], drho: &mut [f32]) {
+    fn sample_ratio_backward_range(key: [u32; 2], start: usize, q: LocScale, p: Prior,
+                                   dws: &[&[f32]], dr: &[f32], grads: Grads) {
+        let (mu, rho, rule, prior) = (q.mu, q.rho, q.rule, p.terms);
+        let Grads { mu: dmu, rho: drho } = grads;
         let mut eps = [0f32; BLOCK];
         let dr_total: f32 = dr.iter().sum();
         for (k, (dm_out, dr_out)) in dmu.chunks_mut(BLOCK).zip(drho.chunks_mut(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, dm_out.len());
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
             let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
-            let p0 = PriorBlock::of::<false>(&prior, per_weight, a, len);
+            let p0 = p.block::<false>(a, len);
             let mut g_mu = [0f32; BLOCK];
             let mut g_sigma = [0f32; BLOCK];
             for (s, &g) in dr.iter().enumerate() {
                 normal_block(key, s as u32, ((start + a) / BLOCK) as u64, &mut eps);
-                let d = load(&dw[s * n + a..s * n + a + len], 0.0);
+                let d = load(&dws[s][a..a + len], 0.0);
                 for j in 0..BLOCK {
                     let c = (m[j] + sigma[j] * eps[j] - p0.mean[j]) * prior.inv_var_mu
                         * p0.precision[j];
@@ -684,52 +752,38 @@ multiversion! {
 /// and of its ratios `dr` (`[S]`): with `c_s = (w_s − μ₀)/σ₀²`,
 /// `dμ = Σ_s (dw_s + dr_s·c_s)`, `dρ = σ'(ρ)·[Σ_s (dw_s + dr_s·c_s)·ε_s − (Σ_s dr_s)/σ]`
 /// (`μ₀, σ₀` per weight under `per_weight`).
-#[allow(clippy::too_many_arguments)]
 pub fn sample_ratio_backward(
     key: u64,
+    q: LocScale,
+    prior: Prior,
     dw: &[f32],
     dr: &[f32],
-    mu: &[f32],
-    rho: &[f32],
-    rule: SigmaRule,
-    prior: KlTerms,
-    per_weight: Option<PerWeight>,
-    dmu: &mut [f32],
-    drho: &mut [f32],
+    grads: Grads,
 ) {
-    let n = mu.len();
-    if let Some(p) = per_weight {
-        p.check(n);
-    }
+    let n = q.len();
+    prior.check(n);
     assert_eq!(dw.len(), n * dr.len());
-    let (sm, sr) = (Shared::new(dmu), Shared::new(drho));
+    assert!(
+        grads.mu.len() == n && grads.rho.len() == n,
+        "gradients of {n} weights"
+    );
+    let (sm, sr) = (Shared::new(grads.mu), Shared::new(grads.rho));
     let key = key_words(key);
     par_chunks(n, |a, b| {
         // SAFETY: disjoint ranges.
-        let (dm, drh) = unsafe { (sm.range(a, b), sr.range(a, b)) };
-        sample_ratio_backward_range(
-            key,
-            a,
-            n,
-            &dw[a..],
-            dr,
-            &mu[a..b],
-            &rho[a..b],
-            rule,
-            prior,
-            per_weight.map(|p| p.range(a, b)),
-            dm,
-            drh,
-        );
+        let (mu, rho) = unsafe { (sm.range(a, b), sr.range(a, b)) };
+        let dws: Vec<&[f32]> = (0..dr.len()).map(|s| &dw[s * n + a..s * n + b]).collect();
+        let (q, p) = (q.range(a, b), prior.range(a, b));
+        sample_ratio_backward_range(key, a, q, p, &dws, dr, Grads { mu, rho });
     });
 }
 
 multiversion! {
     /// `var = σ²·var_scale` (when `var` is given) and the summed KL terms over one range, `σ` by
     /// `rule`.
-    fn moments_range(mu: &[f32], rho: &[f32], var_scale: f32, rule: SigmaRule,
-                     var: Option<&mut [f32]>, kl: Option<KlTerms>,
-                     per_weight: Option<PerWeight>) -> f64 {
+    fn moments_range(q: LocScale, var_scale: f32, var: Option<&mut [f32]>,
+                     kl: Option<Prior>) -> f64 {
+        let (mu, rho, rule) = (q.mu, q.rho, q.rule);
         let mut var = var;
         let mut lanes = [0f32; 8];
         let mut total = 0f64;
@@ -744,9 +798,9 @@ multiversion! {
                 }
                 store(&mut out[k * BLOCK..k * BLOCK + len], &v);
             }
-            if let Some(p) = kl {
-                let prior = PriorBlock::of::<true>(&p, per_weight, k * BLOCK, len);
-                let t = kl_terms(&load(mc, 0.0), &sigma, &ln_sigma, p, &prior);
+            if let Some(kl) = kl {
+                let prior = kl.block::<true>(k * BLOCK, len);
+                let t = kl_terms(&load(mc, 0.0), &sigma, &ln_sigma, kl.terms, &prior);
                 accumulate(&mut lanes, &t, len);
                 if k % 64 == 63 {
                     total += lanes_total(&lanes);
@@ -758,26 +812,18 @@ multiversion! {
     }
 }
 
-/// `var = σ(ρ)²·var_scale` (when given; `σ` by `rule`) and the summed KL terms
-/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (per weight under `per_weight`, [`PerWeight`]).
-pub fn moments(
-    mu: &[f32],
-    rho: &[f32],
-    var_scale: f32,
-    rule: SigmaRule,
-    var: Option<&mut [f32]>,
-    kl: Option<KlTerms>,
-    per_weight: Option<PerWeight>,
-) -> f64 {
-    if let Some(p) = per_weight {
-        p.check(mu.len());
+/// `var = σ(ρ)²·var_scale` (when given) and the summed KL terms
+/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (per weight under a [`PerWeight`] prior).
+pub fn moments(q: LocScale, var_scale: f32, var: Option<&mut [f32]>, kl: Option<Prior>) -> f64 {
+    let n = q.len();
+    if let Some(p) = kl {
+        p.check(n);
     }
     let shared = var.map(Shared::new);
-    par_chunks(mu.len(), |a, b| {
+    par_chunks(n, |a, b| {
         // SAFETY: disjoint ranges.
         let v = shared.map(|s| unsafe { s.range(a, b) });
-        let prior = per_weight.map(|p| p.range(a, b));
-        moments_range(&mu[a..b], &rho[a..b], var_scale, rule, v, kl, prior)
+        moments_range(q.range(a, b), var_scale, v, kl.map(|p| p.range(a, b)))
     })
     .into_iter()
     .sum()
@@ -785,9 +831,10 @@ pub fn moments(
 
 multiversion! {
     /// `(dμ, dρ)` of [`moments`] over one range; `dμ` is written only with `kl`.
-    fn moments_backward_range(dvar: Option<&[f32]>, mu: &[f32], rho: &[f32], var_scale: f32,
-                              rule: SigmaRule, dmu: Option<&mut [f32]>, drho: &mut [f32],
-                              kl: Option<(KlTerms, f32)>, per_weight: Option<PerWeight>) {
+    fn moments_backward_range(dvar: Option<&[f32]>, q: LocScale, var_scale: f32,
+                              fold: Option<(Prior, f32)>, dmu: Option<&mut [f32]>,
+                              drho: &mut [f32]) {
+        let (mu, rho, rule) = (q.mu, q.rho, q.rule);
         let mut dmu = dmu;
         for (k, dr_out) in drho.chunks_mut(BLOCK).enumerate() {
             let (a, len) = (k * BLOCK, dr_out.len());
@@ -799,7 +846,8 @@ multiversion! {
             for j in 0..BLOCK {
                 dr[j] = 2.0 * sigma[j] * var_scale * d[j];
             }
-            let prior = kl.map(|(p, _)| PriorBlock::of::<false>(&p, per_weight, a, len));
+            let kl = fold.map(|(p, w)| (p.terms, w));
+            let prior = fold.map(|(p, _)| p.block::<false>(a, len));
             if let (Some((p, w)), Some(prior)) = (kl, &prior) {
                 for j in 0..BLOCK {
                     dr[j] += w * p.sigma_gradient(sigma[j], prior.precision[j]);
@@ -821,31 +869,28 @@ multiversion! {
     }
 }
 
-/// `(dμ, dρ)` of [`moments`] given `dvar`, plus `weight × ∇KL` (the KL's own gradient when
-/// `dvar` is `None`; per weight under `per_weight`). Without `kl`, `∂var/∂μ = 0` and `dmu` is
-/// not written.
-#[allow(clippy::too_many_arguments)]
+/// `(dμ, dρ)` of [`moments`] given `dvar`, plus `weight × ∇KL` when `fold` is
+/// `Some((prior, weight))` (the KL's own gradient when `dvar` is `None`). Without a fold,
+/// `∂var/∂μ = 0` and `dmu` is not written.
 pub fn moments_backward(
     dvar: Option<&[f32]>,
-    mu: &[f32],
-    rho: &[f32],
+    q: LocScale,
     var_scale: f32,
-    rule: SigmaRule,
+    fold: Option<(Prior, f32)>,
     dmu: Option<&mut [f32]>,
     drho: &mut [f32],
-    kl: Option<(KlTerms, f32)>,
-    per_weight: Option<PerWeight>,
 ) {
-    if let Some(p) = per_weight {
-        p.check(mu.len());
+    let n = q.len();
+    if let Some((p, _)) = fold {
+        p.check(n);
     }
     let (sm, sr) = (dmu.map(Shared::new), Shared::new(drho));
-    par_chunks(rho.len(), |a, b| {
+    par_chunks(n, |a, b| {
         // SAFETY: disjoint ranges.
         let (dm, dr) = unsafe { (sm.map(|s| s.range(a, b)), sr.range(a, b)) };
         let d = dvar.map(|d| &d[a..b]);
-        let (m, r, prior) = (&mu[a..b], &rho[a..b], per_weight.map(|p| p.range(a, b)));
-        moments_backward_range(d, m, r, var_scale, rule, dm, dr, kl, prior);
+        let fold = fold.map(|(p, w)| (p.range(a, b), w));
+        moments_backward_range(d, q.range(a, b), var_scale, fold, dm, dr);
     });
 }
 
@@ -854,36 +899,23 @@ pub fn moments_backward(
 /// clamped as `terms` say; under [`KlTerms::per_weight`]`(c)`, `KL(q ‖ N(μ₀, σ₀²))` of a
 /// marginal variance `σ²·c` less its constant `n·½ ln 2π − (H[q] − Σ ln σ)`), summed in a fixed
 /// order: [`moments`]' KL under a [`PerWeight`] prior.
-pub fn tensor_kl(
-    mu: &[f32],
-    rho: &[f32],
-    mean: &[f32],
-    std: &[f32],
-    terms: KlTerms,
-    rule: SigmaRule,
-) -> f64 {
-    let prior = Some(PerWeight { mean, std });
-    moments(mu, rho, 1.0, rule, None, Some(terms), prior)
+pub fn tensor_kl(q: LocScale, prior: PerWeight, terms: KlTerms) -> f64 {
+    let prior = Prior {
+        terms,
+        per_weight: Some(prior),
+    };
+    moments(q, 1.0, None, Some(prior))
 }
 
 /// `g·∇` [`tensor_kl`]: `dμ = g(μ − μ₀)·inv_var_mu/σ₀²`,
 /// `dρ = g(σ̃·inv_var_sigma/σ₀² − 1/σ̃)·dσ/dρ` (0 where the clamp holds; the prior is a
 /// constant).
-#[allow(clippy::too_many_arguments)]
-pub fn tensor_kl_backward(
-    g: f32,
-    mu: &[f32],
-    rho: &[f32],
-    mean: &[f32],
-    std: &[f32],
-    terms: KlTerms,
-    rule: SigmaRule,
-    dmu: &mut [f32],
-    drho: &mut [f32],
-) {
-    let prior = Some(PerWeight { mean, std });
-    let kl = Some((terms, g));
-    moments_backward(None, mu, rho, 1.0, rule, Some(dmu), drho, kl, prior);
+pub fn tensor_kl_backward(g: f32, q: LocScale, prior: PerWeight, terms: KlTerms, grads: Grads) {
+    let prior = Prior {
+        terms,
+        per_weight: Some(prior),
+    };
+    moments_backward(None, q, 1.0, Some((prior, g)), Some(grads.mu), grads.rho);
 }
 
 multiversion! {
@@ -1193,7 +1225,8 @@ impl AdamStep {
 
 multiversion! {
     fn adam_range(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], b1: f32, b2: f32,
-                  step_size: f32, denom_scale: f32, eps: f32, keep: f32) {
+                  c: AdamCoefficients) {
+        let AdamCoefficients { step_size, denom_scale, eps, keep } = c;
         for i in 0..p.len() {
             let gi = g[i];
             let mi = b1 * m[i] + (1.0 - b1) * gi;
@@ -1210,17 +1243,12 @@ multiversion! {
 /// Adam: `p −= lr·√(1−β₂ᵗ)/(1−β₁ᵗ)·m/(√v + ε√(1−β₂ᵗ))`; AdamW: `p ← p(1 − lr·λ) −
 /// lr·m̂/(√v̂ + ε)` with `m̂ = m/(1−β₁ᵗ)`, `v̂ = v/(1−β₂ᵗ)`.
 pub fn adam(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], step: AdamStep) {
-    let AdamCoefficients {
-        step_size,
-        denom_scale,
-        eps,
-        keep,
-    } = step.coefficients();
+    let c = step.coefficients();
     let (sp, sm, sv) = (Shared::new(p), Shared::new(m), Shared::new(v));
     par_chunks(g.len(), |a, b| {
         // SAFETY: disjoint ranges.
         let (p, m, v) = unsafe { (sp.range(a, b), sm.range(a, b), sv.range(a, b)) };
         let (b1, b2) = (step.beta_1, step.beta_2);
-        adam_range(p, &g[a..b], m, v, b1, b2, step_size, denom_scale, eps, keep);
+        adam_range(p, &g[a..b], m, v, b1, b2, c);
     });
 }

@@ -12,10 +12,10 @@ use rayon::prelude::*;
 
 /// Elements per inner block: the kernels work on `[f32; BLOCK]` arrays so that every inner loop
 /// has a constant trip count (and vectorises).
-pub(crate) const BLOCK: usize = 64;
+pub const BLOCK: usize = 64;
 
 /// Elements per parallel task (a multiple of [`BLOCK`], so a task never splits a noise block).
-pub(crate) const CHUNK: usize = 256 * BLOCK;
+pub const CHUNK: usize = 256 * BLOCK;
 
 /// Added to `x` with `|x| < 2²²`, leaves `round(x)` in the low mantissa bits of the sum: rounds
 /// and converts to an integer without a float-to-integer instruction, which x86 has no vector
@@ -41,7 +41,7 @@ fn fma(a: f32, b: f32, c: f32) -> f32 {
 /// `eˣ`, for `x` clamped to `[−87, 88]` (the normal `f32` range): `2ᵏ·e^r`, `|r| ≤ ln 2 / 2`,
 /// `e^r` by its Taylor polynomial to degree 7.
 #[inline(always)]
-pub(crate) fn exp(x: f32) -> f32 {
+pub fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
     let (k, ki) = round_int(x * std::f32::consts::LOG2_E);
     // r = x − k ln 2 in two parts (Cody–Waite) so that r keeps its low bits.
@@ -83,7 +83,7 @@ fn two_atanh_short(s: f32) -> f32 {
 /// `ln x` for positive `x` (subnormals are raised to the smallest normal): `x = m·2ᵉ` with
 /// `m ∈ [√½, √2)`, `ln m = 2 atanh((m − 1)/(m + 1))`.
 #[inline(always)]
-pub(crate) fn ln(x: f32) -> f32 {
+pub fn ln(x: f32) -> f32 {
     let bits = x.max(f32::MIN_POSITIVE).to_bits();
     // m in [1, 2); move the upper part [√2, 2) down to [√½, 1).
     let mut e = ((bits >> 23) as i32) - 127;
@@ -101,7 +101,7 @@ pub(crate) fn ln(x: f32) -> f32 {
 /// `(softplus ρ, sigmoid ρ)` sharing one exponential: `softplus ρ = max(ρ, 0) + ln(1 + t)`,
 /// `t = e^{−|ρ|} ∈ (0, 1]`, with `ln(1 + t) = 2 atanh(t/(2 + t))` (no cancellation for tiny `t`).
 #[inline(always)]
-pub(crate) fn softplus_sigmoid(rho: f32) -> (f32, f32) {
+pub fn softplus_sigmoid(rho: f32) -> (f32, f32) {
     let (log1p, sigmoid, _) = log1p_exp_sigmoids(rho);
     (rho.max(0.0) + log1p, sigmoid)
 }
@@ -111,7 +111,7 @@ pub(crate) fn softplus_sigmoid(rho: f32) -> (f32, f32) {
 /// `max + ln(1 + e^{−|d|})`), and both sigmoids to full relative accuracy (`1 − sigmoid x`
 /// would lose the small one).
 #[inline(always)]
-pub(crate) fn log1p_exp_sigmoids(x: f32) -> (f32, f32, f32) {
+pub fn log1p_exp_sigmoids(x: f32) -> (f32, f32, f32) {
     let t = exp(-x.abs());
     let inv = 1.0 / (1.0 + t);
     let (big, small) = (inv, t * inv);
@@ -121,7 +121,7 @@ pub(crate) fn log1p_exp_sigmoids(x: f32) -> (f32, f32, f32) {
 
 /// `(sin 2πu, cos 2πu)`: quadrant reduction, then Taylor polynomials on `[−π/4, π/4]`.
 #[inline(always)]
-pub(crate) fn sincos_2pi(u: f32) -> (f32, f32) {
+pub fn sincos_2pi(u: f32) -> (f32, f32) {
     let (q, qi) = round_int(u * 4.0);
     let x = (u * 4.0 - q) * std::f32::consts::FRAC_PI_2;
     let z = x * x;
@@ -146,7 +146,7 @@ pub(crate) fn sincos_2pi(u: f32) -> (f32, f32) {
 
 /// Whether the AVX-512 versions run (x86-64 with AVX-512 F/DQ/VL/BW).
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn has_avx512() -> bool {
+pub fn has_avx512() -> bool {
     use std::sync::OnceLock;
     static YES: OnceLock<bool> = OnceLock::new();
     *YES.get_or_init(|| {
@@ -159,7 +159,7 @@ pub(crate) fn has_avx512() -> bool {
 
 /// Whether the AVX2 + FMA versions run.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn has_avx2() -> bool {
+pub fn has_avx2() -> bool {
     use std::sync::OnceLock;
     static YES: OnceLock<bool> = OnceLock::new();
     *YES.get_or_init(|| {
@@ -167,30 +167,26 @@ pub(crate) fn has_avx2() -> bool {
     })
 }
 
-/// Defines `pub(crate) fn $name(args) -> ret` that runs `body` compiled for AVX-512, AVX2 + FMA
+/// Defines `fn $name(args) -> ret` that runs `body` compiled for AVX-512, AVX2 + FMA
 /// or the baseline, whichever the CPU has. Rust never contracts `a·b + c` into an FMA (explicit
 /// [`fma`] calls round once in every version), so every version gives the same bits.
 macro_rules! multiversion {
     ($(#[$doc:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$doc])*
-        #[allow(clippy::too_many_arguments)]
-        pub(crate) fn $name($($arg: $ty),*) $(-> $ret)? {
+        fn $name($($arg: $ty),*) $(-> $ret)? {
             #[inline(always)]
-            #[allow(clippy::too_many_arguments)]
             fn generic($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")]
-                #[allow(clippy::too_many_arguments)]
                 unsafe fn avx512($($arg: $ty),*) $(-> $ret)? { generic($($arg),*) }
                 #[target_feature(enable = "avx2,fma")]
-                #[allow(clippy::too_many_arguments)]
                 unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { generic($($arg),*) }
-                if $crate::fused::simd::has_avx512() {
+                if $crate::simd::has_avx512() {
                     // SAFETY: the CPU has every feature the function was compiled for.
                     return unsafe { avx512($($arg),*) };
                 }
-                if $crate::fused::simd::has_avx2() {
+                if $crate::simd::has_avx2() {
                     // SAFETY: as above.
                     return unsafe { avx2($($arg),*) };
                 }
@@ -203,7 +199,7 @@ pub(crate) use multiversion;
 
 /// Runs `f(start, end)` over `0..n` split into [`CHUNK`]-sized ranges, in parallel, and returns
 /// the results in range order (so sums reduce in a fixed order: reproducible).
-pub(crate) fn par_chunks<R: Send>(n: usize, f: impl Fn(usize, usize) -> R + Sync) -> Vec<R> {
+pub fn par_chunks<R: Send>(n: usize, f: impl Fn(usize, usize) -> R + Sync) -> Vec<R> {
     let chunks = n.div_ceil(CHUNK).max(1);
     if chunks == 1 {
         return vec![f(0, n)];
@@ -216,14 +212,15 @@ pub(crate) fn par_chunks<R: Send>(n: usize, f: impl Fn(usize, usize) -> R + Sync
 
 /// A mutable slice handed to parallel tasks that each write a disjoint range of it.
 #[derive(Clone, Copy)]
-pub(crate) struct Shared(*mut f32, usize);
+pub struct Shared(*mut f32, usize);
 
 // SAFETY: tasks write disjoint ranges (checked in `range`), so no element is shared.
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
 impl Shared {
-    pub(crate) fn new(s: &mut [f32]) -> Self {
+    /// The whole of `s`.
+    pub fn new(s: &mut [f32]) -> Self {
         Shared(s.as_mut_ptr(), s.len())
     }
 
@@ -231,7 +228,7 @@ impl Shared {
     ///
     /// # Safety
     /// Ranges used at the same time must not overlap.
-    pub(crate) unsafe fn range<'a>(self, a: usize, b: usize) -> &'a mut [f32] {
+    pub unsafe fn range<'a>(self, a: usize, b: usize) -> &'a mut [f32] {
         assert!(
             a <= b && b <= self.1,
             "range {a}..{b} outside 0..{}",
@@ -244,7 +241,7 @@ impl Shared {
 
 /// `src` (at most [`BLOCK`] elements) copied into a fixed-size block, padded with `pad`.
 #[inline(always)]
-pub(crate) fn load(src: &[f32], pad: f32) -> [f32; BLOCK] {
+pub fn load(src: &[f32], pad: f32) -> [f32; BLOCK] {
     // A whole block: a fixed-size copy (vector moves, not a call to memcpy).
     if let Ok(full) = <&[f32; BLOCK]>::try_from(src) {
         return *full;
@@ -256,7 +253,7 @@ pub(crate) fn load(src: &[f32], pad: f32) -> [f32; BLOCK] {
 
 /// The first `dst.len()` elements of `a` into `dst`.
 #[inline(always)]
-pub(crate) fn store(dst: &mut [f32], a: &[f32; BLOCK]) {
+pub fn store(dst: &mut [f32], a: &[f32; BLOCK]) {
     if let Ok(full) = <&mut [f32; BLOCK]>::try_from(&mut *dst) {
         *full = *a;
         return;
@@ -267,7 +264,7 @@ pub(crate) fn store(dst: &mut [f32], a: &[f32; BLOCK]) {
 
 /// Adds `t[..len]` to 8 independent lane sums (a reduction LLVM keeps vectorised).
 #[inline(always)]
-pub(crate) fn accumulate(lanes: &mut [f32; 8], t: &[f32; BLOCK], len: usize) {
+pub fn accumulate(lanes: &mut [f32; 8], t: &[f32; BLOCK], len: usize) {
     let mut t = *t;
     for x in t.iter_mut().skip(len) {
         *x = 0.0;

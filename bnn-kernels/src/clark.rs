@@ -1,14 +1,14 @@
 //! The CPU kernels of max pooling by moments: Clark's (1961) recursion over each window's
 //! entries, sorted by mean, and its backward pass for both moments at once, each one pass over the
 //! `[rows, H, W]` maps read in place ([`PoolMaps`]). The composition in
-//! [`crate::layers::Pool::moments`] is the reference they are tested against. The fold's formulas
+//! bnn-burn's `Pool::moments` is the reference they are tested against. The fold's formulas
 //! and their gradients: the book's *Fused kernels* page.
 
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::rectifier::{standardise, var_ratio};
-use super::simd::{BLOCK, CHUNK, Shared, load, multiversion, store};
+use crate::rectifier::{standardise, var_ratio};
+use crate::simd::{BLOCK, CHUNK, Shared, load, multiversion, store};
 use rayon::prelude::*;
 
 /// `(E, Var)` of `max(A, B)` for independent Gaussians (module docs).
@@ -249,8 +249,9 @@ multiversion! {
 multiversion! {
     /// [`max_pool_backward`] over the maps `first..` that `dmean` and `dvar` hold (zeroed),
     /// accumulating each window's gradients in window order.
-    fn backward_range(maps: PoolMaps, first: usize, means: &[f32], vars: &[f32],
-                      grad_mean: &[f32], grad_var: &[f32], dmean: &mut [f32], dvar: &mut [f32]) {
+    fn backward_range(maps: PoolMaps, first: usize, x: [&[f32]; 2], grad: [&[f32]; 2],
+                      dmean: &mut [f32], dvar: &mut [f32]) {
+        let ([means, vars], [grad_mean, grad_var]) = (x, grad);
         let k2 = maps.kernel * maps.kernel;
         let (per_map, map_cells) = (maps.out_height() * maps.out_width(), maps.height * maps.width);
         let (start, end) = (first * per_map, (first + dmean.len() / map_cells) * per_map);
@@ -356,6 +357,6 @@ pub fn max_pool_backward(
         .enumerate()
         .for_each(|(t, (dm, dv))| {
             let first = t * maps_per_task;
-            backward_range(maps, first, means, vars, grad_mean, grad_var, dm, dv);
+            backward_range(maps, first, [means, vars], [grad_mean, grad_var], dm, dv);
         });
 }

@@ -2,13 +2,13 @@
 //! `h = relu(f)`, `f ~ N(μ, v)`, and their backward passes, one pass each over `f32` slices.
 //! Gaussian rule (Frey & Hinton 1999; Wu et al. 2019): `E h = μΦ(a) + sφ(a)`, `Var h = s²g(a)`,
 //! `a = μ/s`. VBP's gate (Haußmann 2021 eqs. 3.5–3.8): `E h = pμ`, `Var h = pv + p(1 − p)μ²`,
-//! `p = σ(C·μ)`. The composition in [`crate::layers`] is the reference they are tested against.
+//! `p = σ(C·μ)`. The composition in bnn-burn's `layers` is the reference they are tested against.
 //! Gradients, the tail approximation and its cut-off: the book's *Fused kernels* page.
 
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::simd::{BLOCK, Shared, exp, load, multiversion, par_chunks, store};
+use crate::simd::{BLOCK, Shared, exp, load, multiversion, par_chunks, store};
 
 /// Which rectifier moment rule a fused kernel applies.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,7 +29,7 @@ pub enum RectifierOutput {
 }
 
 /// Added to the pre-activation variance before its square root, as in
-/// [`crate::layers::VAR_EPS`].
+/// bnn-burn's `layers::VAR_EPS`.
 const VAR_EPS: f32 = 1e-8;
 /// The clamp of `a = μ/s` (as the reference composition).
 const A_MAX: f32 = 40.0;
@@ -40,7 +40,7 @@ const GATE_MAX: f32 = 40.0;
 const INV_SQRT_2PI: f32 = 0.398_942_3;
 
 /// Numerical Recipes' coefficients of `P(t)` in `erfc z = t·exp(−z² + P(t))`.
-pub(crate) const ERFC: [f32; 10] = [
+pub const ERFC: [f32; 10] = [
     -1.265_512_2,
     1.000_023_7,
     0.374_091_96,
@@ -55,7 +55,7 @@ pub(crate) const ERFC: [f32; 10] = [
 
 /// What the Gaussian rule needs of one element: `(s, a, Φ(a), Φ(−a), φ(a))`.
 #[inline(always)]
-pub(super) fn standardise(mean: f32, var: f32) -> (f32, f32, f32, f32, f32) {
+pub fn standardise(mean: f32, var: f32) -> (f32, f32, f32, f32, f32) {
     let s = (var.max(0.0) + VAR_EPS).sqrt();
     let a = (mean / s).clamp(-A_MAX, A_MAX);
     let z2 = 0.5 * a * a;
@@ -84,7 +84,7 @@ pub(super) fn standardise(mean: f32, var: f32) -> (f32, f32, f32, f32, f32) {
 /// `g(a) = Φ + a²ΦΦ̄ + aφ(1 − 2Φ) − φ² = Var h / s²` of the Gaussian rule, at least 0, from
 /// [`standardise`]'s `(a, Φ, Φ̄, φ)`.
 #[inline(always)]
-pub(super) fn var_ratio(a: f32, c: f32, q: f32, p: f32) -> f32 {
+pub fn var_ratio(a: f32, c: f32, q: f32, p: f32) -> f32 {
     (c + a * a * c * q + a * p * (1.0 - 2.0 * c) - p * p).max(0.0)
 }
 

@@ -10,7 +10,7 @@
 // Fixed-size block loops index several arrays at once: that is what LLVM vectorises.
 #![allow(clippy::needless_range_loop)]
 
-use super::simd::{BLOCK, ln, sincos_2pi};
+use crate::simd::{BLOCK, ln, sincos_2pi};
 
 const M0: u32 = 0xD251_1F53;
 const M1: u32 = 0xCD9E_8D57;
@@ -19,7 +19,7 @@ const W1: u32 = 0xBB67_AE85;
 
 /// Philox4x32 with 10 rounds: the 128-bit block of `counter` under `key`.
 #[inline(always)]
-pub(crate) fn philox(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+pub fn philox(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     let [mut x0, mut x1, mut x2, mut x3] = counter;
     let [mut k0, mut k1] = key;
     for _ in 0..10 {
@@ -39,13 +39,13 @@ pub(crate) fn philox(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
 
 /// The Philox key of a 64-bit stream key.
 #[inline(always)]
-pub(crate) fn key_words(key: u64) -> [u32; 2] {
+pub fn key_words(key: u64) -> [u32; 2] {
     [key as u32, (key >> 32) as u32]
 }
 
 /// The 64 standard normals of block `block` of sub-stream `stream` of `key`.
 #[inline(always)]
-pub(crate) fn normal_block(key: [u32; 2], stream: u32, block: u64, out: &mut [f32; BLOCK]) {
+pub fn normal_block(key: [u32; 2], stream: u32, block: u64, out: &mut [f32; BLOCK]) {
     // bits[w][j]: word w of the Philox output of counter 16·block + j.
     let mut bits = [[0u32; 16]; 4];
     for j in 0..16 {
@@ -82,7 +82,7 @@ fn box_muller(a: &[u32; 16], b: &[u32; 16], out: &mut [f32]) {
 /// block is word `j / 16` of the Philox output of counter `16·block + j % 16` (tag 2 in the
 /// counter's last word keeps it apart from the normals' and the signs' counters).
 #[inline(always)]
-pub(crate) fn mask_words(key: [u32; 2], block: u64, out: &mut [u32; BLOCK]) {
+pub fn mask_words(key: [u32; 2], block: u64, out: &mut [u32; BLOCK]) {
     for j in 0..16 {
         let c = block * 16 + j as u64;
         let r = philox([c as u32, (c >> 32) as u32, 0, 2], key);
@@ -95,13 +95,13 @@ pub(crate) fn mask_words(key: [u32; 2], block: u64, out: &mut [u32; BLOCK]) {
 /// The 128 sign bits of word `word` of stream `key`: group `i`'s sign is bit `i % 128` of word
 /// `i / 128` ([`sign_of`]).
 #[inline(always)]
-pub(crate) fn sign_bits(key: [u32; 2], word: u64) -> [u32; 4] {
+pub fn sign_bits(key: [u32; 2], word: u64) -> [u32; 4] {
     philox([word as u32, (word >> 32) as u32, 0, 1], key)
 }
 
 /// `±1` from bit `i` (`< 128`) of `bits`: `+1` when it is set.
 #[inline(always)]
-pub(crate) fn sign_of(bits: &[u32; 4], i: usize) -> f32 {
+pub fn sign_of(bits: &[u32; 4], i: usize) -> f32 {
     if (bits[i / 32] >> (i % 32)) & 1 == 1 {
         1.0
     } else {
@@ -110,7 +110,7 @@ pub(crate) fn sign_of(bits: &[u32; 4], i: usize) -> f32 {
 }
 
 /// SplitMix64 finaliser: decorrelates consecutive integers into stream keys.
-pub(crate) fn mix(mut z: u64) -> u64 {
+pub fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
