@@ -75,8 +75,17 @@ fn main() {
         let fold = Some((prior, 1e-3));
         elementwise::sample_backward(&grad, 1, false, &mu, fold, &mut tape, &mut []);
     });
+    // One draw and its log-ratio.
+    let mut with_ratio = vec![0f32; N + 1];
     bench(f, "sample_ratio (1 draw)", N, || {
-        black_box(elementwise::sample_ratio(7, q, 1, prior, &mut out, true));
+        black_box(elementwise::sample_ratio(
+            7,
+            q,
+            1,
+            prior,
+            &mut with_ratio,
+            true,
+        ));
     });
     bench(f, "moments", N, || {
         black_box(elementwise::moments(q, 1.0, Some(&mut out), Some(prior)));
@@ -88,7 +97,7 @@ fn main() {
         elementwise::dropout(3, &mu, 0.5, DropoutNoise::Bernoulli, &mut out);
     });
     bench(f, "flip (Flipout signs)", N, || {
-        elementwise::flip(3, &mu, 400, &mut out);
+        elementwise::flip(3, &mu, 256, &mut out);
     });
     let (mut p, mut m, mut v) = (mu.clone(), vec![0f32; N], vec![0f32; N]);
     let step = AdamStep {
