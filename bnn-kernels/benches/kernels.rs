@@ -71,6 +71,28 @@ fn main() {
             tape,
         ));
     });
+    for (name, keep, kl) in [
+        ("sample (draw only)", Tape::Off, None),
+        ("sample (draw, tape)", Tape::Draws, None),
+        ("sample (draw, KL, draw tape)", Tape::Draws, Some(prior)),
+    ] {
+        bench(f, name, N, || {
+            let draws = Draws {
+                key: 7,
+                scales: &[1.0],
+                center: false,
+            };
+            let rows = N * keep.rows(1);
+            black_box(elementwise::sample(
+                q,
+                draws,
+                kl,
+                keep,
+                &mut out,
+                &mut tape[..rows],
+            ));
+        });
+    }
     bench(f, "sample_backward", N, || {
         let fold = Some((prior, 1e-3));
         elementwise::sample_backward(&grad, 1, false, &mu, fold, &mut tape, &mut []);

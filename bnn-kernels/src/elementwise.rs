@@ -894,27 +894,17 @@ pub fn moments_backward(
     });
 }
 
-/// The KL terms against a Gaussian prior with a mean `μ₀` and a standard deviation `σ₀` per
-/// entry, `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ̃ + ln σ₀` (`σ` by `rule`,
-/// clamped as `terms` say; under [`KlTerms::per_weight`]`(c)`, `KL(q ‖ N(μ₀, σ₀²))` of a
-/// marginal variance `σ²·c` less its constant `n·½ ln 2π − (H[q] − Σ ln σ)`), summed in a fixed
-/// order: [`moments`]' KL under a [`PerWeight`] prior.
-pub fn tensor_kl(q: LocScale, prior: PerWeight, terms: KlTerms) -> f64 {
-    let prior = Prior {
-        terms,
-        per_weight: Some(prior),
-    };
+/// The KL terms of `q` against `prior`, `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ̃`
+/// (`/σ₀²` and `+ ln σ₀` per weight under a [`PerWeight`] prior; `σ` by `rule`, clamped as the
+/// terms say), summed in a fixed order: [`moments`]' KL without the variances.
+pub fn kl(q: LocScale, prior: Prior) -> f64 {
     moments(q, 1.0, None, Some(prior))
 }
 
-/// `g·∇` [`tensor_kl`]: `dμ = g(μ − μ₀)·inv_var_mu/σ₀²`,
-/// `dρ = g(σ̃·inv_var_sigma/σ₀² − 1/σ̃)·dσ/dρ` (0 where the clamp holds; the prior is a
+/// `g·∇` [`kl`]: `dμ = g(μ − μ₀)·inv_var_mu[/σ₀²]`,
+/// `dρ = g(σ̃·inv_var_sigma[/σ₀²] − 1/σ̃)·dσ/dρ` (0 where the clamp holds; the prior is a
 /// constant).
-pub fn tensor_kl_backward(g: f32, q: LocScale, prior: PerWeight, terms: KlTerms, grads: Grads) {
-    let prior = Prior {
-        terms,
-        per_weight: Some(prior),
-    };
+pub fn kl_backward(g: f32, q: LocScale, prior: Prior, grads: Grads) {
     moments_backward(None, q, 1.0, Some((prior, g)), Some(grads.mu), grads.rho);
 }
 

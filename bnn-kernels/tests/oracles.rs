@@ -374,7 +374,7 @@ fn sample_ratio_draws_and_log_ratios_match_their_formulas() {
 }
 
 #[test]
-fn moments_and_the_tensor_kl_match_their_formulas() {
+fn moments_and_the_kl_match_their_formulas() {
     let mu = uniform(N, 21, -0.5, 0.5);
     let (m0, s0) = (uniform(N, 22, -0.3, 0.3), uniform(N, 23, 0.5, 1.5));
     let dvar = uniform(N, 24, -1.0, 1.0);
@@ -410,11 +410,14 @@ fn moments_and_the_tensor_kl_match_their_formulas() {
 
         // The KL against a prior per weight, and its gradient scaled by g.
         let t = KlTerms::per_weight(1.0);
-        let prior = PerWeight {
-            mean: &m0,
-            std: &s0,
+        let prior = Prior {
+            terms: t,
+            per_weight: Some(PerWeight {
+                mean: &m0,
+                std: &s0,
+            }),
         };
-        let got = elementwise::tensor_kl(q, prior, t);
+        let got = elementwise::kl(q, prior);
         let (mut want, mut dmu, mut drho) = (0.0, vec![0f64; N], vec![0f64; N]);
         let g = 2.5;
         for i in 0..N {
@@ -429,7 +432,7 @@ fn moments_and_the_tensor_kl_match_their_formulas() {
             mu: &mut gmu,
             rho: &mut grho,
         };
-        elementwise::tensor_kl_backward(g as f32, q, prior, t, grads);
+        elementwise::kl_backward(g as f32, q, prior, grads);
         assert_close("per-weight dμ", &gmu, &dmu, 1e-5, 1e-4);
         assert_close("per-weight dρ", &grho, &drho, 1e-5, 1e-4);
     }

@@ -78,8 +78,11 @@ pub struct PerfRow {
     pub vs_deterministic: Option<f64>,
     /// The same against the deterministic baseline with the fused Adam.
     pub vs_deterministic_fused_adam: Option<f64>,
-    /// The same against bayesian-torch (MLP rows, when the peers ran).
+    /// The same against bayesian-torch (when the peers ran).
     pub vs_bayesian_torch: Option<f64>,
+    /// The same against PyTorch's deterministic step (`xcheck/perf_peers.py torch`, when the
+    /// peers ran).
+    pub vs_torch: Option<f64>,
     /// The same against the PyTorch implementation of BEDL-PAC (`xcheck/bedl_pac_torch.py`;
     /// the [`BEDL_PAC`] rows, when the peers ran).
     pub vs_torch_bedl_pac: Option<f64>,
@@ -389,7 +392,9 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             }
         }
         // The peers run in the same rounds, one process per round: on the MLP the two programs
-        // of `--peer-dir`, and on both nets the PyTorch BEDL-PAC when its row runs.
+        // of `--peer-dir`; on both nets PyTorch's deterministic step, bayesian-torch's on
+        // LeNet5 (`xcheck/perf_peers.py`), and the PyTorch BEDL-PAC when its row runs.
+        let xcheck = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../xcheck");
         let mut peers: Vec<Peer> = match (&python, net) {
             (Some(_), Net::Mlp) => ["torch_mfvi_mlp.py", "bayesian_torch_mlp.py"]
                 .iter()
@@ -399,18 +404,26 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                     args: vec![],
                 })
                 .collect(),
-            _ => vec![],
+            (Some(_), Net::LeNet5) => vec![Peer {
+                name: "bayesian_torch_lenet5".into(),
+                script: xcheck.join("perf_peers.py"),
+                args: vec!["bayesian_torch".into(), "lenet5".into()],
+            }],
+            (None, _) => vec![],
         };
+        if python.is_some() {
+            let arch = net.peer_arch();
+            peers.push(Peer {
+                name: format!("{TORCH_DETERMINISTIC}_{arch}"),
+                script: xcheck.join("perf_peers.py"),
+                args: vec!["torch".into(), arch.into()],
+            });
+        }
         if python.is_some() && bedl_pac {
-            let arch = match net {
-                Net::Mlp => "mlp",
-                Net::LeNet5 => "lenet5",
-            };
             peers.push(Peer {
                 name: TORCH_BEDL_PAC.to_string(),
-                script: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                    .join("../xcheck/bedl_pac_torch.py"),
-                args: vec!["time".to_string(), arch.to_string()],
+                script: xcheck.join("bedl_pac_torch.py"),
+                args: vec!["time".to_string(), net.peer_arch().to_string()],
             });
         }
         let mut peer_rounds: Vec<Result<Vec<f64>, String>> =
@@ -447,6 +460,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                 vs_deterministic: None,
                 vs_deterministic_fused_adam: None,
                 vs_bayesian_torch: None,
+                vs_torch: None,
                 vs_torch_bedl_pac: None,
             })
             .collect();
@@ -461,6 +475,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
                     vs_deterministic: None,
                     vs_deterministic_fused_adam: None,
                     vs_bayesian_torch: None,
+                    vs_torch: None,
                     vs_torch_bedl_pac: None,
                 }),
                 Err(e) => peer_notes.push(e),
@@ -477,6 +492,10 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             rounds_of(BASELINE_FUSED_ADAM),
             rounds_of("bayesian_torch"),
         );
+        let torch_det = net_rows
+            .iter()
+            .find(|r| r.method.contains(TORCH_DETERMINISTIC))
+            .map(|r| r.rounds_ms.clone());
         let torch_bedl_pac = net_rows
             .iter()
             .find(|r| r.method.contains(TORCH_BEDL_PAC))
@@ -486,6 +505,7 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             r.vs_deterministic_fused_adam =
                 det_fused.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
             r.vs_bayesian_torch = bt.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
+            r.vs_torch = torch_det.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
             if r.method == BEDL_PAC {
                 r.vs_torch_bedl_pac = torch_bedl_pac
                     .as_ref()
@@ -528,6 +548,9 @@ fn report_warmup(w: &Workload) {
 
 /// The name of the PyTorch BEDL-PAC peer in the report.
 const TORCH_BEDL_PAC: &str = "torch_bedl_pac";
+
+/// The name of PyTorch's deterministic peer in the report, before its net (`_mlp`, `_lenet5`).
+const TORCH_DETERMINISTIC: &str = "torch_deterministic";
 
 /// A peer program: `python script args… threads`, printing `ms/step`.
 struct Peer {

@@ -46,6 +46,14 @@ impl Net {
         }
     }
 
+    /// Its name in the peer programs' arguments.
+    pub fn peer_arch(self) -> &'static str {
+        match self {
+            Net::Mlp => "mlp",
+            Net::LeNet5 => "lenet5",
+        }
+    }
+
     fn batch(self) -> usize {
         match self {
             Net::Mlp => 128,

@@ -3,7 +3,8 @@
 use super::*;
 
 /// `perf.md`: one table per architecture, each row's ratio to both deterministic baselines and
-/// (MLP) to bayesian-torch; and `perf.json` with every round.
+/// to the PyTorch peers (bayesian-torch, PyTorch's deterministic step); and `perf.json` with
+/// every round.
 pub(crate) fn write_report(
     folder: &crate::runner::OutFolder,
     options: &PerfOptions,
@@ -24,7 +25,8 @@ pub(crate) fn write_report(
          Haußmann's moment weights, whose KL clamps ln σ², prior precision 100), random labels; \
          the VCL rows: MFVI and the low-rank Gaussian (rank 2) whose prior is a posterior, a mean \
          and a standard deviation per weight (the initial posterior's, as variational continual \
-         learning takes the last task's). \
+         learning takes the last task's); the peers: bayesian-torch's mean-field layers and PyTorch's \
+         deterministic layers on the same net and step (`xcheck/perf_peers.py`). \
          Backend `{}`, built from revision `{}`; {} rounds of {} steps after \
          {WARMUP} warm-up steps, the rounds interleaved (each round times every workload once, the \
          peers included). ms/step: the median round; each ratio: the median over rounds of the two \
@@ -48,8 +50,8 @@ pub(crate) fn write_report(
     for &net in &options.nets {
         table.push_str(&format!(
             "\n## {}\n\n| method | ms/step | × det. (burn Adam) | × det. (fused Adam) | \
-             × bayesian-torch | × PyTorch BEDL-PAC | peak heap (MiB) |\n\
-             |---|---:|---:|---:|---:|---:|---:|\n",
+             × bayesian-torch | × PyTorch det. | × PyTorch BEDL-PAC | peak heap (MiB) |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|\n",
             net.name()
         ));
         let of_net = rows.iter().filter(|r| r.net == net);
@@ -59,12 +61,13 @@ pub(crate) fn write_report(
                 .map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
                 .unwrap_or_else(|| "–".into());
             table.push_str(&format!(
-                "| {} | {:.2} | {} | {} | {} | {} | {} |\n",
+                "| {} | {:.2} | {} | {} | {} | {} | {} | {} |\n",
                 r.method,
                 r.ms_per_step,
                 ratio(r.vs_deterministic),
                 ratio(r.vs_deterministic_fused_adam),
                 ratio(r.vs_bayesian_torch),
+                ratio(r.vs_torch),
                 ratio(r.vs_torch_bedl_pac),
                 heap
             ));

@@ -45,6 +45,11 @@ fn method_name(method: &str) -> String {
         "peer: torch_mfvi_mlp (2 threads)" => "PyTorch MFVI (2 threads)".into(),
         "peer: bayesian_torch_mlp (2 threads)" => "bayesian-torch (2 threads)".into(),
         "peer: torch_bedl_pac (2 threads)" => "PyTorch BEDL-PAC (2 threads)".into(),
+        "peer: bayesian_torch_lenet5 (2 threads)" => "bayesian-torch (2 threads)".into(),
+        "peer: torch_deterministic_mlp (2 threads)"
+        | "peer: torch_deterministic_lenet5 (2 threads)" => {
+            "PyTorch deterministic (2 threads)".into()
+        }
         other => other.into(),
     }
 }
@@ -78,20 +83,23 @@ pub(super) fn main(assets: &Path) -> Result<String, Box<dyn Error>> {
             continue;
         }
         let torch = of_net.iter().any(|r| r["vs_bayesian_torch"].is_number());
+        let det_torch = of_net.iter().any(|r| r["vs_torch"].is_number());
         if !md.is_empty() {
             md.push('\n');
         }
         let _ = writeln!(
             md,
-            "| {} | ms/step | × det. burn step | × det. + fused Adam |{} × PyTorch BEDL-PAC | \
+            "| {} | ms/step | × det. burn step | × det. + fused Adam |{}{} × PyTorch BEDL-PAC | \
              peak heap (MiB) | reference ms/step | reference ÷ fused |",
             net_name(net),
-            if torch { " × bayesian-torch |" } else { "" }
+            if torch { " × bayesian-torch |" } else { "" },
+            if det_torch { " × PyTorch det. |" } else { "" }
         );
         let _ = writeln!(
             md,
-            "|---|---:|---:|---:|{}---:|---:|---:|---:|",
-            if torch { "---:|" } else { "" }
+            "|---|---:|---:|---:|{}{}---:|---:|---:|---:|",
+            if torch { "---:|" } else { "" },
+            if det_torch { "---:|" } else { "" }
         );
         for r in of_net {
             let method = r["method"].as_str().unwrap_or("–");
@@ -109,13 +117,18 @@ pub(super) fn main(assets: &Path) -> Result<String, Box<dyn Error>> {
             };
             let _ = writeln!(
                 md,
-                "| {} | {:.2} | {} | {} |{} {} | {heap} | {ref_ms} | {ref_ratio} |",
+                "| {} | {:.2} | {} | {} |{}{} {} | {heap} | {ref_ms} | {ref_ratio} |",
                 method_name(method),
                 number(r, "ms_per_step", &main_path)?,
                 ratio(r["vs_deterministic"].as_f64()),
                 ratio(r["vs_deterministic_fused_adam"].as_f64()),
                 if torch {
                     format!(" {} |", ratio(r["vs_bayesian_torch"].as_f64()))
+                } else {
+                    String::new()
+                },
+                if det_torch {
+                    format!(" {} |", ratio(r["vs_torch"].as_f64()))
                 } else {
                     String::new()
                 },

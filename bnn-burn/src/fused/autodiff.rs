@@ -9,8 +9,8 @@
 
 use super::DropoutNoise;
 use super::conv::ConvGeometry;
-use super::elementwise::{KlTerms, SigmaRule, Tape};
-use super::ext::{FusedKernels, PerWeightTensors};
+use super::elementwise::{SigmaRule, Tape};
+use super::ext::{DrawSpec, FusedKernels, LocScaleTensors, PriorTensors};
 use super::mixture::MixtureKl;
 use super::rectifier::{RectifierOutput, RectifierRule};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -25,65 +25,37 @@ use burn::backend::{AutodiffBackend, Backend, backend_extension};
 #[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
 pub trait FusedOps: Backend {
     /// `(w, kl)` of [`FusedKernels::fused_sample`]; `kl` is a constant (its gradient reaches
-    /// `μ, ρ` only through `fold`, added in the backward pass of `w`). The per-weight prior
-    /// ([`PerWeightTensors`]) is a constant.
-    #[allow(clippy::too_many_arguments)]
+    /// `μ, ρ` only through `fold`, added in the backward pass of `w`). The prior is a constant.
     fn sample_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        key: u64,
-        scales: Vec<f32>,
-        rule: SigmaRule,
-        center: bool,
-        kl: Option<KlTerms>,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
+        draws: DrawSpec,
+        #[extension_type] prior: PriorTensors<Self>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// `(out, kl)` of [`FusedKernels::fused_sample_ratio`]: draws and their log-ratios in one
-    /// differentiable output; `kl` is a constant (so is the per-weight prior).
-    #[allow(clippy::too_many_arguments)]
+    /// differentiable output; `kl` is a constant (so is the prior).
     fn sample_ratio_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
         key: u64,
         draws: usize,
-        rule: SigmaRule,
-        prior: KlTerms,
-        #[extension_type] per_weight: PerWeightTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
         kl: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// `(var, kl)` of [`FusedKernels::fused_moments`], `kl` a constant as in
     /// [`FusedOps::sample_op`].
-    #[allow(clippy::too_many_arguments)]
     fn moments_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
         var_scale: f32,
-        rule: SigmaRule,
-        kl: Option<KlTerms>,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
-    /// The differentiable sum of KL terms, `[1]` ([`FusedKernels::fused_kl`]).
+    /// [`FusedKernels::fused_kl`], differentiable in `μ` and `ρ` (the prior is a constant).
     fn kl_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        terms: KlTerms,
-    ) -> FloatTensor<Self>;
-
-    /// [`FusedKernels::fused_tensor_kl`], differentiable in `μ` and `ρ` (the prior's mean and
-    /// standard deviation are constants).
-    fn tensor_kl_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        terms: KlTerms,
-        prior_mean: FloatTensor<Self>,
-        prior_std: FloatTensor<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> FloatTensor<Self>;
 
     /// [`FusedKernels::fused_quadratic`], differentiable in `w`.
@@ -129,8 +101,7 @@ pub trait FusedOps: Backend {
         rho: FloatTensor<Self>,
         rule: SigmaRule,
         scale: f64,
-        inv_prior_var: f64,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> FloatTensor<Self>;
 
     /// [`FusedKernels::fused_mixture_kl`], differentiable in `μ` and `ρ` (the draws are
@@ -155,64 +126,36 @@ macro_rules! inner_ops {
     ($backend:ty) => {
         impl FusedOps for $backend {
             fn sample_op(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                key: u64,
-                scales: Vec<f32>,
-                rule: SigmaRule,
-                center: bool,
-                kl: Option<KlTerms>,
-                prior: PerWeightTensors<Self>,
+                q: LocScaleTensors<Self>,
+                draws: DrawSpec,
+                prior: PriorTensors<Self>,
                 _fold: Option<f32>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let (w, value, ..) =
-                    Self::fused_sample(mu, rho, key, scales, rule, center, kl, prior, Tape::Off);
+                let (w, value, ..) = Self::fused_sample(q, draws, prior, Tape::Off);
                 (w, value)
             }
 
             fn sample_ratio_op(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
+                q: LocScaleTensors<Self>,
                 key: u64,
                 draws: usize,
-                rule: SigmaRule,
-                prior: KlTerms,
-                per_weight: PerWeightTensors<Self>,
+                prior: PriorTensors<Self>,
                 kl: bool,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_sample_ratio(mu, rho, key, draws, rule, prior, per_weight, kl)
+                Self::fused_sample_ratio(q, key, draws, prior, kl)
             }
 
             fn moments_op(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
+                q: LocScaleTensors<Self>,
                 var_scale: f32,
-                rule: SigmaRule,
-                kl: Option<KlTerms>,
-                prior: PerWeightTensors<Self>,
+                prior: PriorTensors<Self>,
                 _fold: Option<f32>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_moments(mu, rho, var_scale, rule, kl, prior)
+                Self::fused_moments(q, var_scale, prior)
             }
 
-            fn kl_op(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                rule: SigmaRule,
-                terms: KlTerms,
-            ) -> FloatTensor<Self> {
-                Self::fused_kl(mu, rho, rule, terms)
-            }
-
-            fn tensor_kl_op(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                rule: SigmaRule,
-                terms: KlTerms,
-                prior_mean: FloatTensor<Self>,
-                prior_std: FloatTensor<Self>,
-            ) -> FloatTensor<Self> {
-                Self::fused_tensor_kl(mu, rho, rule, terms, prior_mean, prior_std)
+            fn kl_op(q: LocScaleTensors<Self>, prior: PriorTensors<Self>) -> FloatTensor<Self> {
+                Self::fused_kl(q, prior)
             }
 
             fn noise_op(
@@ -282,10 +225,9 @@ macro_rules! inner_ops {
                 rho: FloatTensor<Self>,
                 rule: SigmaRule,
                 scale: f64,
-                inv_prior_var: f64,
-                prior: PerWeightTensors<Self>,
+                prior: PriorTensors<Self>,
             ) -> FloatTensor<Self> {
-                Self::fused_factor_kl(factor, rho, rule, scale, inv_prior_var, prior).0
+                Self::fused_factor_kl(factor, rho, rule, scale, prior).0
             }
 
             fn mixture_kl_op(
@@ -315,16 +257,29 @@ macro_rules! register {
     };
 }
 
-/// The inner primitives of a per-weight prior (a constant: its graph nodes are not followed).
+/// The inner primitives of a prior (a constant: its graph nodes are not followed).
 fn inner_prior<B: Backend, C: CheckpointStrategy>(
-    prior: PerWeightTensors<Autodiff<B, C>>,
-) -> PerWeightTensors<B> {
+    prior: PriorTensors<Autodiff<B, C>>,
+) -> PriorTensors<B> {
     match prior {
-        PerWeightTensors::PerWeight { mean, std } => PerWeightTensors::PerWeight {
+        PriorTensors::Off => PriorTensors::Off,
+        PriorTensors::Scalar(terms) => PriorTensors::Scalar(terms),
+        PriorTensors::PerWeight { terms, mean, std } => PriorTensors::PerWeight {
+            terms,
             mean: mean.into_primitive(),
             std: std.into_primitive(),
         },
-        PerWeightTensors::Scalar => PerWeightTensors::Scalar,
+    }
+}
+
+/// The inner primitives of a location-scale argument (clones: the graph keeps the originals).
+fn inner_q<B: Backend, C: CheckpointStrategy>(
+    q: &LocScaleTensors<Autodiff<B, C>>,
+) -> LocScaleTensors<B> {
+    LocScaleTensors {
+        mu: q.mu.primitive().clone(),
+        rho: q.rho.primitive().clone(),
+        rule: q.rule,
     }
 }
 
@@ -332,13 +287,13 @@ fn inner_prior<B: Backend, C: CheckpointStrategy>(
 struct SampleBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
-    /// `μ`, the forward pass's tape ([`Tape`]), `center`, the folded KL and its per-weight prior.
+    /// `μ`, the forward pass's tape ([`Tape`]), `center`, the fold's weight and the prior.
     type State = (
         FloatTensor<B>,
         FloatTensor<B>,
         bool,
-        Option<(KlTerms, f32)>,
-        PerWeightTensors<B>,
+        Option<f32>,
+        PriorTensors<B>,
     );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -355,22 +310,14 @@ impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
 struct SampleRatioBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for SampleRatioBackward {
-    type State = (
-        FloatTensor<B>,
-        FloatTensor<B>,
-        u64,
-        usize,
-        SigmaRule,
-        KlTerms,
-        PerWeightTensors<B>,
-    );
+    /// The posterior, the key, the number of draws and the prior.
+    type State = (LocScaleTensors<B>, u64, usize, PriorTensors<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let dout = grads.consume::<B>(&ops.node);
-        let (mu, rho, key, draws, rule, prior, per_weight) = ops.state;
-        let (dmu, drho) =
-            B::fused_sample_ratio_backward(dout, mu, rho, key, draws, rule, prior, per_weight);
+        let (q, key, draws, prior) = ops.state;
+        let (dmu, drho) = B::fused_sample_ratio_backward(dout, q, key, draws, prior);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -380,20 +327,14 @@ impl<B: FusedKernels> Backward<B, 2> for SampleRatioBackward {
 struct MomentsBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for MomentsBackward {
-    type State = (
-        FloatTensor<B>,
-        FloatTensor<B>,
-        f32,
-        SigmaRule,
-        Option<(KlTerms, f32)>,
-        PerWeightTensors<B>,
-    );
+    /// The posterior, the variance's scale, the fold's weight and the prior.
+    type State = (LocScaleTensors<B>, f32, Option<f32>, PriorTensors<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let dvar = grads.consume::<B>(&ops.node);
-        let (mu, rho, var_scale, rule, fold, prior) = ops.state;
-        let (dmu, drho) = B::fused_moments_backward(dvar, mu, rho, var_scale, rule, fold, prior);
+        let (q, var_scale, fold, prior) = ops.state;
+        let (dmu, drho) = B::fused_moments_backward(dvar, q, var_scale, fold, prior);
         if let Some(dmu) = dmu {
             register!(grads, node_mu, dmu);
         }
@@ -405,36 +346,14 @@ impl<B: FusedKernels> Backward<B, 2> for MomentsBackward {
 struct KlBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for KlBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>, SigmaRule, KlTerms);
+    /// The posterior and the prior.
+    type State = (LocScaleTensors<B>, PriorTensors<B>);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_mu, node_rho] = ops.parents;
         let g = grads.consume::<B>(&ops.node);
-        let (mu, rho, rule, terms) = ops.state;
-        let (dmu, drho) = B::fused_kl_backward(g, mu, rho, rule, terms);
-        register!(grads, node_mu, dmu);
-        register!(grads, node_rho, drho);
-    }
-}
-
-#[derive(Debug)]
-struct TensorKlBackward;
-
-impl<B: FusedKernels> Backward<B, 2> for TensorKlBackward {
-    /// `μ`, `ρ`, the rule, the KL's terms and the prior's mean and standard deviation.
-    type State = (
-        FloatTensor<B>,
-        FloatTensor<B>,
-        SigmaRule,
-        KlTerms,
-        [FloatTensor<B>; 2],
-    );
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_mu, node_rho] = ops.parents;
-        let g = grads.consume::<B>(&ops.node);
-        let (mu, rho, rule, terms, [mean, std]) = ops.state;
-        let (dmu, drho) = B::fused_tensor_kl_backward(g, mu, rho, rule, terms, mean, std);
+        let (q, prior) = ops.state;
+        let (dmu, drho) = B::fused_kl_backward(g, q, prior);
         register!(grads, node_mu, dmu);
         register!(grads, node_rho, drho);
     }
@@ -611,31 +530,21 @@ impl<B: FusedKernels> Backward<B, 2> for MixtureKlBackward {
 struct FactorKlBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for FactorKlBackward {
-    /// The factor, `ρ`, the rule, `A⁻¹`, the scale, `λ` and the per-weight prior.
+    /// The factor, `ρ`, the rule, `A⁻¹`, the scale and the prior.
     type State = (
         FloatTensor<B>,
         FloatTensor<B>,
         SigmaRule,
         Vec<f32>,
         f64,
-        f64,
-        PerWeightTensors<B>,
+        PriorTensors<B>,
     );
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [node_factor, node_rho] = ops.parents;
         let dvalue = grads.consume::<B>(&ops.node);
-        let (factor, rho, rule, inv, scale, inv_prior_var, prior) = ops.state;
-        let (df, drho) = B::fused_factor_kl_backward(
-            factor,
-            rho,
-            rule,
-            inv,
-            scale,
-            inv_prior_var,
-            prior,
-            dvalue,
-        );
+        let (factor, rho, rule, inv, scale, prior) = ops.state;
+        let (df, drho) = B::fused_factor_kl_backward(factor, rho, rule, inv, scale, prior, dvalue);
         register!(grads, node_factor, df);
         register!(grads, node_rho, drho);
     }
@@ -656,20 +565,15 @@ fn register_tracked<B: Backend>(
 
 impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     fn sample_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        key: u64,
-        scales: Vec<f32>,
-        rule: SigmaRule,
-        center: bool,
-        kl: Option<KlTerms>,
-        prior: PerWeightTensors<Self>,
+        q: LocScaleTensors<Self>,
+        draws: DrawSpec,
+        prior: PriorTensors<Self>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let fold = kl.zip(fold);
         let prior = inner_prior(prior);
+        let fold = fold.filter(|_| prior.terms().is_some());
         match SampleBackward
-            .prepare::<C>([mu.node(), rho.node()])
+            .prepare::<C>([q.mu.node(), q.rho.node()])
             .compute_bound()
             .stateful()
         {
@@ -679,173 +583,83 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 } else {
                     Tape::Draws
                 };
-                let (mu, rho) = (mu.into_primitive(), rho.into_primitive());
-                let (w, value, tape) = B::fused_sample(
-                    mu.clone(),
-                    rho,
-                    key,
-                    scales,
-                    rule,
-                    center,
-                    kl,
-                    prior.clone(),
-                    keep,
-                );
+                let center = draws.center;
+                let (w, value, tape) = B::fused_sample(inner_q(&q), draws, prior.clone(), keep);
                 let tape = tape.expect("a tape was asked for");
                 // The backward pass reads the prior only for a folded KL.
                 let prior = if fold.is_some() {
                     prior
                 } else {
-                    PerWeightTensors::Scalar
+                    PriorTensors::Off
                 };
-                let w = prep.finish((mu, tape, center, fold, prior), w);
+                let w = prep.finish((q.mu.into_primitive(), tape, center, fold, prior), w);
                 (w, Self::from_inner(value))
             }
             OpsKind::UnTracked(prep) => {
-                let (mu, rho) = (mu.into_primitive(), rho.into_primitive());
-                let (w, value, ..) =
-                    B::fused_sample(mu, rho, key, scales, rule, center, kl, prior, Tape::Off);
+                let (w, value, ..) = B::fused_sample(inner_q(&q), draws, prior, Tape::Off);
                 (prep.finish(w), Self::from_inner(value))
             }
         }
     }
 
     fn sample_ratio_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
+        q: LocScaleTensors<Self>,
         key: u64,
         draws: usize,
-        rule: SigmaRule,
-        prior: KlTerms,
-        per_weight: PerWeightTensors<Self>,
+        prior: PriorTensors<Self>,
         kl: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let per_weight = inner_prior(per_weight);
-        let (out, value) = B::fused_sample_ratio(
-            mu.primitive().clone(),
-            rho.primitive().clone(),
-            key,
-            draws,
-            rule,
-            prior,
-            per_weight.clone(),
-            kl,
-        );
+        let prior = inner_prior(prior);
+        let inner = inner_q(&q);
+        let (out, value) = B::fused_sample_ratio(inner.clone(), key, draws, prior.clone(), kl);
         let out = match SampleRatioBackward
-            .prepare::<C>([mu.node(), rho.node()])
+            .prepare::<C>([q.mu.node(), q.rho.node()])
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => prep.finish(
-                (
-                    mu.into_primitive(),
-                    rho.into_primitive(),
-                    key,
-                    draws,
-                    rule,
-                    prior,
-                    per_weight,
-                ),
-                out,
-            ),
+            OpsKind::Tracked(prep) => prep.finish((inner, key, draws, prior), out),
             OpsKind::UnTracked(prep) => prep.finish(out),
         };
         (out, Self::from_inner(value))
     }
 
     fn moments_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
+        q: LocScaleTensors<Self>,
         var_scale: f32,
-        rule: SigmaRule,
-        kl: Option<KlTerms>,
-        prior: PerWeightTensors<Self>,
+        prior: PriorTensors<Self>,
         fold: Option<f32>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let prior = inner_prior(prior);
-        let (var, value) = B::fused_moments(
-            mu.primitive().clone(),
-            rho.primitive().clone(),
-            var_scale,
-            rule,
-            kl,
-            prior.clone(),
-        );
-        let fold = kl.zip(fold);
+        let inner = inner_q(&q);
+        let (var, value) = B::fused_moments(inner.clone(), var_scale, prior.clone());
+        let fold = fold.filter(|_| prior.terms().is_some());
         // The backward pass reads the prior only for a folded KL.
         let prior = if fold.is_some() {
             prior
         } else {
-            PerWeightTensors::Scalar
+            PriorTensors::Off
         };
         let var = match MomentsBackward
-            .prepare::<C>([mu.node(), rho.node()])
+            .prepare::<C>([q.mu.node(), q.rho.node()])
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => prep.finish(
-                (
-                    mu.into_primitive(),
-                    rho.into_primitive(),
-                    var_scale,
-                    rule,
-                    fold,
-                    prior,
-                ),
-                var,
-            ),
+            OpsKind::Tracked(prep) => prep.finish((inner, var_scale, fold, prior), var),
             OpsKind::UnTracked(prep) => prep.finish(var),
         };
         (var, Self::from_inner(value))
     }
 
-    fn kl_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        terms: KlTerms,
-    ) -> FloatTensor<Self> {
-        let value = B::fused_kl(mu.primitive().clone(), rho.primitive().clone(), rule, terms);
+    fn kl_op(q: LocScaleTensors<Self>, prior: PriorTensors<Self>) -> FloatTensor<Self> {
+        let prior = inner_prior(prior);
+        let inner = inner_q(&q);
+        let value = B::fused_kl(inner.clone(), prior.clone());
         match KlBackward
-            .prepare::<C>([mu.node(), rho.node()])
+            .prepare::<C>([q.mu.node(), q.rho.node()])
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => prep.finish(
-                (mu.into_primitive(), rho.into_primitive(), rule, terms),
-                value,
-            ),
-            OpsKind::UnTracked(prep) => prep.finish(value),
-        }
-    }
-
-    fn tensor_kl_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        terms: KlTerms,
-        prior_mean: FloatTensor<Self>,
-        prior_std: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        let prior = [prior_mean.into_primitive(), prior_std.into_primitive()];
-        let (m, r) = (mu.primitive().clone(), rho.primitive().clone());
-        let [pm, ps] = prior.clone();
-        let value = B::fused_tensor_kl(m, r, rule, terms, pm, ps);
-        match TensorKlBackward
-            .prepare::<C>([mu.node(), rho.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(
-                (
-                    mu.into_primitive(),
-                    rho.into_primitive(),
-                    rule,
-                    terms,
-                    prior,
-                ),
-                value,
-            ),
+            OpsKind::Tracked(prep) => prep.finish((inner, prior), value),
             OpsKind::UnTracked(prep) => prep.finish(value),
         }
     }
@@ -1004,8 +818,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         rho: FloatTensor<Self>,
         rule: SigmaRule,
         scale: f64,
-        inv_prior_var: f64,
-        prior: PerWeightTensors<Self>,
+        prior: PriorTensors<Self>,
     ) -> FloatTensor<Self> {
         let prior = inner_prior(prior);
         let (value, inv) = B::fused_factor_kl(
@@ -1013,7 +826,6 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             rho.primitive().clone(),
             rule,
             scale,
-            inv_prior_var,
             prior.clone(),
         );
         match FactorKlBackward
@@ -1028,7 +840,6 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                     rule,
                     inv,
                     scale,
-                    inv_prior_var,
                     prior,
                 );
                 prep.finish(state, value)

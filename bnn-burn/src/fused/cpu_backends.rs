@@ -7,8 +7,8 @@
 use super::DropoutNoise;
 use super::clark;
 use super::conv::{self, ConvGeometry};
-use super::elementwise::{self, AdamStep, Draws, Grads, KlTerms, LocScale, Prior, SigmaRule, Tape};
-use super::ext::{FusedKernels, PerWeightTensors};
+use super::elementwise::{self, AdamStep, Draws, Grads, LocScale, Prior, SigmaRule, Tape};
+use super::ext::{DrawSpec, FusedKernels, LocScaleTensors, PriorTensors};
 use super::factor;
 use super::mixture::{self, MixtureKl};
 use super::rectifier::{self, RectifierOutput, RectifierRule};
@@ -105,14 +105,14 @@ fn reshaped<B: Backend>(t: FloatTensor<B>, shape: Shape) -> FloatTensor<B> {
 /// The values of a per-weight prior's mean and standard deviation (both or neither).
 type PriorValues<'a> = Option<(Cow<'a, [f32]>, Cow<'a, [f32]>)>;
 
-/// The [`PriorValues`] of an op's per-weight prior.
-fn prior_values<B: Backend>(prior: &PerWeightTensors<B>) -> PriorValues<'_>
+/// The [`PriorValues`] of an op's prior.
+fn prior_values<B: Backend>(prior: &PriorTensors<B>) -> PriorValues<'_>
 where
     FloatTensor<B>: CpuTensor,
 {
     match prior {
-        PerWeightTensors::PerWeight { mean, std } => Some((mean.values(), std.values())),
-        PerWeightTensors::Scalar => None,
+        PriorTensors::PerWeight { mean, std, .. } => Some((mean.values(), std.values())),
+        _ => None,
     }
 }
 
@@ -123,12 +123,24 @@ fn per_weight<'a>(values: &'a PriorValues<'_>) -> Option<elementwise::PerWeight<
         .map(|(mean, std)| elementwise::PerWeight { mean, std })
 }
 
-/// The KL's prior of `terms`, per weight where `values` has a prior.
-fn prior_of<'a>(terms: KlTerms, values: &'a PriorValues<'_>) -> Prior<'a> {
-    Prior {
+/// The kernels' view of an op's prior, its per-weight values in `values` ([`prior_values`]);
+/// `None` for [`PriorTensors::Off`].
+fn prior_of<'a, B: Backend>(
+    prior: &PriorTensors<B>,
+    values: &'a PriorValues<'_>,
+) -> Option<Prior<'a>> {
+    prior.terms().map(|terms| Prior {
         terms,
         per_weight: per_weight(values),
-    }
+    })
+}
+
+/// The host values of `μ` and `ρ`, for [`LocScale`] views.
+fn loc_scale_values<B: Backend>(q: &LocScaleTensors<B>) -> (Cow<'_, [f32]>, Cow<'_, [f32]>)
+where
+    FloatTensor<B>: CpuTensor,
+{
+    (q.mu.values(), q.rho.values())
 }
 
 /// The sum of KL terms as a one-element tensor.
@@ -341,41 +353,35 @@ macro_rules! cpu_fused_kernels {
 
             #[allow(clippy::type_complexity)]
             fn fused_sample(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                key: u64,
-                scales: Vec<f32>,
-                rule: SigmaRule,
-                center: bool,
-                kl: Option<KlTerms>,
-                prior: PerWeightTensors<Self>,
+                q: LocScaleTensors<Self>,
+                draws: DrawSpec,
+                prior: PriorTensors<Self>,
                 keep: Tape,
             ) -> (
                 FloatTensor<Self>,
                 FloatTensor<Self>,
                 Option<FloatTensor<Self>>,
             ) {
-                let n = mu.shape().num_elements();
-                let draws = scales.len();
-                let (mu, rho) = (mu.values(), rho.values());
-                let prior = prior_values(&prior);
+                let n = q.mu.shape().num_elements();
+                let count = draws.scales.len();
+                let (mu, rho) = loc_scale_values(&q);
+                let values = prior_values(&prior);
                 let mut s = 0.0;
-                let rows = keep.rows(draws);
-                let (w, tape) = written2_sized(n * draws, n * rows, |w, t| {
-                    let q = LocScale {
+                let rows = keep.rows(count);
+                let (w, tape) = written2_sized(n * count, n * rows, |w, t| {
+                    let view = LocScale {
                         mu: &mu,
                         rho: &rho,
-                        rule,
+                        rule: q.rule,
                     };
-                    let draws = Draws {
-                        key,
-                        scales: &scales,
-                        center,
+                    let d = Draws {
+                        key: draws.key,
+                        scales: &draws.scales,
+                        center: draws.center,
                     };
-                    let kl = kl.map(|terms| prior_of(terms, &prior));
-                    s = elementwise::sample(q, draws, kl, keep, w, t);
+                    s = elementwise::sample(view, d, prior_of(&prior, &values), keep, w, t);
                 });
-                let shape = Shape::from([draws, n]);
+                let shape = Shape::from([count, n]);
                 let tape = (rows > 0)
                     .then(|| <FloatTensor<Self>>::from_values(tape, Shape::from([rows, n])));
                 (<FloatTensor<Self>>::from_values(w, shape), total(s), tape)
@@ -388,21 +394,24 @@ macro_rules! cpu_fused_kernels {
                 tape: FloatTensor<Self>,
                 mu: FloatTensor<Self>,
                 center: bool,
-                fold: Option<(KlTerms, f32)>,
-                prior: PerWeightTensors<Self>,
+                fold: Option<f32>,
+                prior: PriorTensors<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let shape = mu.shape();
                 let n = shape.num_elements();
                 let draws = dw.shape().num_elements() / n;
                 let (mu_values, dw_values) = (mu.values(), dw.values());
-                let prior = prior_values(&prior);
+                let values = prior_values(&prior);
                 // One uncentred draw without a KL: dμ is dw itself.
                 let dw_is_dmu = draws == 1 && !center && fold.is_none();
                 let mut dmu = Vec::new();
                 let tape = tape.rewrite(|t| {
                     let dm_len = if fold.is_some() || dw_is_dmu { 0 } else { n };
                     dmu = written(dm_len, |dm| {
-                        let fold = fold.map(|(terms, w)| (prior_of(terms, &prior), w));
+                        let fold = fold.map(|w| {
+                            let prior = prior_of(&prior, &values).expect("a folded KL's prior");
+                            (prior, w)
+                        });
                         elementwise::sample_backward(
                             &dw_values, draws, center, &mu_values, fold, t, dm,
                         );
@@ -418,27 +427,24 @@ macro_rules! cpu_fused_kernels {
             }
 
             fn fused_sample_ratio(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
+                q: LocScaleTensors<Self>,
                 key: u64,
                 draws: usize,
-                rule: SigmaRule,
-                prior: KlTerms,
-                per_weight: PerWeightTensors<Self>,
+                prior: PriorTensors<Self>,
                 kl: bool,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let n = mu.shape().num_elements();
-                let (mu, rho) = (mu.values(), rho.values());
-                let values = prior_values(&per_weight);
+                let n = q.mu.shape().num_elements();
+                let (mu, rho) = loc_scale_values(&q);
+                let values = prior_values(&prior);
+                let prior = prior_of(&prior, &values).expect("the log-ratio needs a prior");
                 let mut s = 0.0;
                 let out = written(draws * (n + 1), |o| {
-                    let q = LocScale {
+                    let view = LocScale {
                         mu: &mu,
                         rho: &rho,
-                        rule,
+                        rule: q.rule,
                     };
-                    let prior = prior_of(prior, &values);
-                    s = elementwise::sample_ratio(key, q, draws, prior, o, kl);
+                    s = elementwise::sample_ratio(key, view, draws, prior, o, kl);
                 });
                 let shape = Shape::from([draws * (n + 1)]);
                 (<FloatTensor<Self>>::from_values(out, shape), total(s))
@@ -446,34 +452,26 @@ macro_rules! cpu_fused_kernels {
 
             fn fused_sample_ratio_backward(
                 dout: FloatTensor<Self>,
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
+                q: LocScaleTensors<Self>,
                 key: u64,
                 draws: usize,
-                rule: SigmaRule,
-                prior: KlTerms,
-                per_weight: PerWeightTensors<Self>,
+                prior: PriorTensors<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let shape = mu.shape();
+                let shape = q.mu.shape();
                 let n = shape.num_elements();
-                let (dout, mu, rho) = (dout.values(), mu.values(), rho.values());
-                let values = prior_values(&per_weight);
+                let dout = dout.values();
+                let (mu, rho) = loc_scale_values(&q);
+                let values = prior_values(&prior);
+                let prior = prior_of(&prior, &values).expect("the log-ratio needs a prior");
                 let (dw, dr) = dout.split_at(draws * n);
                 let (dmu, drho) = written2(n, |dm, dg| {
-                    let q = LocScale {
+                    let view = LocScale {
                         mu: &mu,
                         rho: &rho,
-                        rule,
+                        rule: q.rule,
                     };
                     let grads = Grads { mu: dm, rho: dg };
-                    elementwise::sample_ratio_backward(
-                        key,
-                        q,
-                        prior_of(prior, &values),
-                        dw,
-                        dr,
-                        grads,
-                    );
+                    elementwise::sample_ratio_backward(key, view, prior, dw, dr, grads);
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
@@ -482,50 +480,48 @@ macro_rules! cpu_fused_kernels {
             }
 
             fn fused_moments(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
+                q: LocScaleTensors<Self>,
                 var_scale: f32,
-                rule: SigmaRule,
-                kl: Option<KlTerms>,
-                prior: PerWeightTensors<Self>,
+                prior: PriorTensors<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let shape = mu.shape();
-                let (mu, rho) = (mu.values(), rho.values());
-                let prior = prior_values(&prior);
+                let shape = q.mu.shape();
+                let (mu, rho) = loc_scale_values(&q);
+                let values = prior_values(&prior);
                 let mut s = 0.0;
                 let var = written(shape.num_elements(), |v| {
-                    let q = LocScale {
+                    let view = LocScale {
                         mu: &mu,
                         rho: &rho,
-                        rule,
+                        rule: q.rule,
                     };
-                    let kl = kl.map(|terms| prior_of(terms, &prior));
-                    s = elementwise::moments(q, var_scale, Some(v), kl);
+                    s = elementwise::moments(view, var_scale, Some(v), prior_of(&prior, &values));
                 });
                 (<FloatTensor<Self>>::from_values(var, shape), total(s))
             }
 
             fn fused_moments_backward(
                 dvar: FloatTensor<Self>,
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
+                q: LocScaleTensors<Self>,
                 var_scale: f32,
-                rule: SigmaRule,
-                fold: Option<(KlTerms, f32)>,
-                prior: PerWeightTensors<Self>,
+                fold: Option<f32>,
+                prior: PriorTensors<Self>,
             ) -> (Option<FloatTensor<Self>>, FloatTensor<Self>) {
-                let shape = mu.shape();
+                let shape = q.mu.shape();
                 let n = shape.num_elements();
-                let (dvar, mu, rho) = (dvar.values(), mu.values(), rho.values());
-                let prior = prior_values(&prior);
+                let dvar = dvar.values();
+                let (mu, rho) = loc_scale_values(&q);
+                let values = prior_values(&prior);
                 let backward = |dm: Option<&mut [f32]>, dr: &mut [f32]| {
-                    let q = LocScale {
+                    let view = LocScale {
                         mu: &mu,
                         rho: &rho,
-                        rule,
+                        rule: q.rule,
                     };
-                    let fold = fold.map(|(terms, w)| (prior_of(terms, &prior), w));
-                    elementwise::moments_backward(Some(&dvar), q, var_scale, fold, dm, dr)
+                    let fold = fold.map(|w| {
+                        let prior = prior_of(&prior, &values).expect("a folded KL's prior");
+                        (prior, w)
+                    });
+                    elementwise::moments_backward(Some(&dvar), view, var_scale, fold, dm, dr)
                 };
                 // `dμ` only with the folded KL: the variance does not depend on `μ`.
                 let (dmu, drho) = match fold {
@@ -541,99 +537,35 @@ macro_rules! cpu_fused_kernels {
                 )
             }
 
-            fn fused_kl(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                rule: SigmaRule,
-                terms: KlTerms,
-            ) -> FloatTensor<Self> {
-                let (mu, rho) = (mu.values(), rho.values());
-                let q = LocScale {
+            fn fused_kl(q: LocScaleTensors<Self>, prior: PriorTensors<Self>) -> FloatTensor<Self> {
+                let (mu, rho) = loc_scale_values(&q);
+                let values = prior_values(&prior);
+                let view = LocScale {
                     mu: &mu,
                     rho: &rho,
-                    rule,
+                    rule: q.rule,
                 };
-                total(elementwise::moments(
-                    q,
-                    1.0,
-                    None,
-                    Some(Prior::scalar(terms)),
-                ))
+                let prior = prior_of(&prior, &values).expect("a KL needs a prior");
+                total(elementwise::kl(view, prior))
             }
 
             fn fused_kl_backward(
                 g: FloatTensor<Self>,
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                rule: SigmaRule,
-                terms: KlTerms,
+                q: LocScaleTensors<Self>,
+                prior: PriorTensors<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let shape = mu.shape();
-                let n = shape.num_elements();
+                let shape = q.mu.shape();
                 let g = g.values()[0];
-                let (mu, rho) = (mu.values(), rho.values());
-                let (dmu, drho) = written2(n, |dm, dr| {
-                    let q = LocScale {
-                        mu: &mu,
-                        rho: &rho,
-                        rule,
-                    };
-                    let fold = Some((Prior::scalar(terms), g));
-                    elementwise::moments_backward(None, q, 1.0, fold, Some(dm), dr);
-                });
-                (
-                    <FloatTensor<Self>>::from_values(dmu, shape.clone()),
-                    <FloatTensor<Self>>::from_values(drho, shape),
-                )
-            }
-
-            fn fused_tensor_kl(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                rule: SigmaRule,
-                terms: KlTerms,
-                prior_mean: FloatTensor<Self>,
-                prior_std: FloatTensor<Self>,
-            ) -> FloatTensor<Self> {
-                let (mean, std) = (prior_mean.values(), prior_std.values());
-                let (mu, rho) = (mu.values(), rho.values());
-                let q = LocScale {
-                    mu: &mu,
-                    rho: &rho,
-                    rule,
-                };
-                let prior = elementwise::PerWeight {
-                    mean: &mean,
-                    std: &std,
-                };
-                total(elementwise::tensor_kl(q, prior, terms))
-            }
-
-            fn fused_tensor_kl_backward(
-                g: FloatTensor<Self>,
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                rule: SigmaRule,
-                terms: KlTerms,
-                prior_mean: FloatTensor<Self>,
-                prior_std: FloatTensor<Self>,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let shape = mu.shape();
-                let g = g.values()[0];
-                let (mean, std) = (prior_mean.values(), prior_std.values());
-                let (mu, rho) = (mu.values(), rho.values());
+                let (mu, rho) = loc_scale_values(&q);
+                let values = prior_values(&prior);
+                let prior = prior_of(&prior, &values).expect("a KL needs a prior");
                 let (dmu, drho) = written2(shape.num_elements(), |dm, dr| {
-                    let q = LocScale {
+                    let view = LocScale {
                         mu: &mu,
                         rho: &rho,
-                        rule,
+                        rule: q.rule,
                     };
-                    let prior = elementwise::PerWeight {
-                        mean: &mean,
-                        std: &std,
-                    };
-                    let grads = Grads { mu: dm, rho: dr };
-                    elementwise::tensor_kl_backward(g, q, prior, terms, grads);
+                    elementwise::kl_backward(g, view, prior, Grads { mu: dm, rho: dr });
                 });
                 (
                     <FloatTensor<Self>>::from_values(dmu, shape.clone()),
@@ -738,11 +670,12 @@ macro_rules! cpu_fused_kernels {
                 rho: FloatTensor<Self>,
                 rule: SigmaRule,
                 scale: f64,
-                inv_prior_var: f64,
-                prior: PerWeightTensors<Self>,
+                prior: PriorTensors<Self>,
             ) -> (FloatTensor<Self>, Vec<f32>) {
                 let k = factor.shape()[1];
                 let (f, r) = (factor.values(), rho.values());
+                let inv_prior_var =
+                    f64::from(prior.terms().expect("the factor's KL prior").inv_var_mu);
                 let values = prior_values(&prior);
                 let std = values.as_ref().map(|(_, std)| &std[..]);
                 let kl = factor::FactorKl {
@@ -765,13 +698,14 @@ macro_rules! cpu_fused_kernels {
                 rule: SigmaRule,
                 inv: Vec<f32>,
                 scale: f64,
-                inv_prior_var: f64,
-                prior: PerWeightTensors<Self>,
+                prior: PriorTensors<Self>,
                 dvalue: FloatTensor<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let (f_shape, r_shape) = (factor.shape(), rho.shape());
                 let k = f_shape[1];
                 let (f, r) = (factor.values(), rho.values());
+                let inv_prior_var =
+                    f64::from(prior.terms().expect("the factor's KL prior").inv_var_mu);
                 let values = prior_values(&prior);
                 let std = values.as_ref().map(|(_, std)| &std[..]);
                 let g = f64::from(dvalue.values()[0]);

@@ -83,49 +83,45 @@ pub trait FusedKernels: Backend {
         Self::float_reshape(Self::float_cat(norms, 0), Shape::from([draws]))
     }
 
-    /// `(w, kl, tape)`: draws `w [S, n]` with `w_s = [μ] + σ(ρ)·scales[s]·ε_s` (`σ` by `rule`;
-    /// `ε_s` is sub-stream `s`; `μ` is left out when `center`), `Σ` of the KL terms (`[1]`; 0
-    /// without `kl`), and what the backward pass needs, `[Tape::rows, n]` (`None` for
-    /// [`Tape::Off`]; [`Tape::DrawsAndKl`] needs `kl`): the draws' rows `scales[s]·ε_s·dσ/dρ`,
-    /// then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ` (0 where a clamp of the KL holds). Under
-    /// [`PerWeightTensors::PerWeight`] (`μ₀` and `σ₀`, each of `μ`'s length) the KL terms are
-    /// per weight ([`elementwise::PerWeight`]).
-    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    /// `(w, kl, tape)`: draws `w [S, n]` with `w_s = [μ] + σ(ρ)·scales[s]·ε_s` ([`DrawSpec`];
+    /// `σ` by `q`'s rule; `ε_s` is sub-stream `s`), `Σ` of `prior`'s KL terms (`[1]`; 0 for
+    /// [`PriorTensors::Off`]), and what the backward pass needs, `[Tape::rows, n]` (`None` for
+    /// [`Tape::Off`]; [`Tape::DrawsAndKl`] needs a prior): the draws' rows
+    /// `scales[s]·ε_s·dσ/dρ`, then the KL's `(σ·inv_var_sigma − 1/σ)·dσ/dρ` (0 where a clamp of
+    /// the KL holds).
+    #[allow(clippy::type_complexity)]
     fn fused_sample(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        key: u64,
-        scales: Vec<f32>,
-        rule: SigmaRule,
-        center: bool,
-        kl: Option<KlTerms>,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
+        draws: DrawSpec,
+        #[extension_type] prior: PriorTensors<Self>,
         keep: Tape,
     ) -> (
         FloatTensor<Self>,
         FloatTensor<Self>,
         Option<FloatTensor<Self>>,
     ) {
+        let LocScaleTensors { mu, rho, rule } = q;
         assert!(
-            keep != Tape::DrawsAndKl || kl.is_some(),
+            keep != Tape::DrawsAndKl || prior.terms().is_some(),
             "the KL's tape row needs the KL's terms"
         );
         let n = mu.shape().num_elements();
         let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
         let (m, r) = (flat(mu.clone()), flat(rho.clone()));
-        let prior = per_weight::<Self>(prior, &Shape::from([1, n]));
+        let kl = prior.parts(&Shape::from([1, n]));
         let (sigma, _, dsigma) = sigma_of::<Self>(r, rule);
         let mut rows = Vec::new();
-        let draws = scales
+        let w = draws
+            .scales
             .iter()
             .enumerate()
             .map(|(s, &scale)| {
-                let eps = scaled_normal::<Self>(&m, key, s, scale);
+                let eps = scaled_normal::<Self>(&m, draws.key, s, scale);
                 if keep != Tape::Off {
                     rows.push(Self::float_mul(eps.clone(), dsigma.clone()));
                 }
                 let spread = Self::float_mul(sigma.clone(), eps);
-                if center {
+                if draws.center {
                     spread
                 } else {
                     Self::float_add(m.clone(), spread)
@@ -133,7 +129,7 @@ pub trait FusedKernels: Backend {
             })
             .collect();
         let value = match kl {
-            Some(terms) => {
+            Some((terms, prior)) => {
                 if keep == Tape::DrawsAndKl {
                     let slope = kl_sigma_gradient::<Self>(sigma, terms, &prior);
                     rows.push(Self::float_mul(slope, dsigma));
@@ -143,24 +139,23 @@ pub trait FusedKernels: Backend {
             None => scalar::<Self>(0.0, &mu.device()),
         };
         let tape = (keep != Tape::Off).then(|| Self::float_cat(rows, 0));
-        (Self::float_cat(draws, 0), value, tape)
+        (Self::float_cat(w, 0), value, tape)
     }
 
     /// `(dμ, dρ)` of [`FusedKernels::fused_sample`] given `dw [S, n]` and its tape, plus
-    /// `weight × ∇KL` when `fold` is `Some((terms, weight))` (the tape then
+    /// `weight × ∇KL` of `prior` when `fold` is `Some(weight)` (the tape then
     /// [`Tape::DrawsAndKl`]): `dμ = Σ_s dw_s + w(μ − μ₀)/σ₀²` (without the sum when `center`),
-    /// `dρ = Σ_s dw_s·t_s + w·t_KL` (the KL per weight under a per-weight `prior`, as in
-    /// the forward pass).
+    /// `dρ = Σ_s dw_s·t_s + w·t_KL`.
     fn fused_sample_backward(
         dw: FloatTensor<Self>,
         tape: FloatTensor<Self>,
         mu: FloatTensor<Self>,
         center: bool,
-        fold: Option<(KlTerms, f32)>,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        fold: Option<f32>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let shape = mu.shape();
-        let prior = per_weight::<Self>(prior, &shape);
+        let fold = fold.map(|w| (prior.parts(&shape).expect("a folded KL has a prior"), w));
         let n = shape.num_elements();
         let draws = dw.shape().num_elements() / n;
         let rows = |a: usize, b: usize| {
@@ -174,7 +169,7 @@ pub trait FusedKernels: Backend {
         } else {
             sum_rows(dw)
         };
-        if let Some((terms, weight)) = fold {
+        if let Some(((terms, prior), weight)) = fold {
             let t_kl = Self::float_reshape(rows(draws, draws + 1), shape.clone());
             drho = Self::float_add(drho, Self::float_mul_scalar(t_kl, Scalar::from(weight)));
             dmu = Self::float_add(dmu, kl_mu_gradient::<Self>(mu, terms, weight, &prior));
@@ -182,26 +177,24 @@ pub trait FusedKernels: Backend {
         (dmu, drho)
     }
 
-    /// `(out, kl)` of [`elementwise::sample_ratio`]: `out` (`[S·n + S]`) holds the mean-field draws
-    /// `w_s = μ + σ(ρ)·ε_s` row by row, then their log-ratios to the prior
+    /// `(out, kl)` of [`elementwise::sample_ratio`]: `out` (`[S·n + S]`) holds the `draws`
+    /// mean-field draws `w_s = μ + σ(ρ)·ε_s` row by row, then their log-ratios to the prior
     /// `r_s = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]` (`μ₀, σ₀` per weight under
-    /// [`PerWeightTensors::PerWeight`]); `kl` (`[1]`) is the sum of the KL terms (0 unless
-    /// `kl`).
-    #[allow(clippy::too_many_arguments)]
+    /// [`PriorTensors::PerWeight`]); `kl` (`[1]`) is the sum of the KL terms (0 unless `kl`).
     fn fused_sample_ratio(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
         key: u64,
         draws: usize,
-        rule: SigmaRule,
-        prior: KlTerms,
-        #[extension_type] per_weight: PerWeightTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
         kl: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let LocScaleTensors { mu, rho, rule } = q;
         let n = mu.shape().num_elements();
         let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
         let m = flat(mu.clone());
-        let per_weight = self::per_weight::<Self>(per_weight, &Shape::from([1, n]));
+        let (prior, per_weight) = prior
+            .parts(&Shape::from([1, n]))
+            .expect("the log-ratio needs a prior");
         let (sigma, ln_sigma, _) = sigma_of::<Self>(flat(rho), rule);
         let ln_sigma0 = -0.5 * (prior.inv_var_mu as f64).ln();
         let mut rows = Vec::with_capacity(draws);
@@ -240,22 +233,21 @@ pub trait FusedKernels: Backend {
 
     /// `(dμ, dρ)` of [`FusedKernels::fused_sample_ratio`] given `dout` (`[S·n + S]`), as
     /// [`elementwise::sample_ratio_backward`].
-    #[allow(clippy::too_many_arguments)]
     fn fused_sample_ratio_backward(
         dout: FloatTensor<Self>,
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
         key: u64,
         draws: usize,
-        rule: SigmaRule,
-        prior: KlTerms,
-        #[extension_type] per_weight: PerWeightTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let LocScaleTensors { mu, rho, rule } = q;
         let shape = mu.shape();
         let n = shape.num_elements();
         let flat = |t: FloatTensor<Self>| Self::float_reshape(t, Shape::from([1, n]));
         let m = flat(mu);
-        let per_weight = self::per_weight::<Self>(per_weight, &Shape::from([1, n]));
+        let (prior, per_weight) = prior
+            .parts(&Shape::from([1, n]))
+            .expect("the log-ratio needs a prior");
         let (sigma, _, dsigma) = sigma_of::<Self>(flat(rho), rule);
         let dr = Self::float_slice(dout.clone(), &[Slice::from(draws * n..draws * (n + 1))]);
         let dr_total = Self::float_reshape(Self::float_sum(dr.clone()), Shape::from([1, 1]));
@@ -296,106 +288,71 @@ pub trait FusedKernels: Backend {
         )
     }
 
-    /// `(var, kl)`: `var = σ(ρ)²·var_scale` (`σ` by `rule`) and `Σ` of the KL terms (`[1]`;
-    /// per weight under a per-weight `prior`, as in [`FusedKernels::fused_sample`]).
+    /// `(var, kl)`: `var = σ(ρ)²·var_scale` (`σ` by `q`'s rule) and `Σ` of `prior`'s KL terms
+    /// (`[1]`; 0 for [`PriorTensors::Off`]).
     fn fused_moments(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
         var_scale: f32,
-        rule: SigmaRule,
-        kl: Option<KlTerms>,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let prior = per_weight::<Self>(prior, &mu.shape());
+        let LocScaleTensors { mu, rho, rule } = q;
         let (sigma, _, _) = sigma_of::<Self>(rho.clone(), rule);
         let var = Self::float_mul_scalar(
             Self::float_mul(sigma.clone(), sigma),
             Scalar::from(var_scale),
         );
-        let kl = match kl {
-            Some(terms) => kl_sum::<Self>(mu, rho, rule, terms, prior),
+        let kl = match prior.parts(&mu.shape()) {
+            Some((terms, prior)) => kl_sum::<Self>(mu, rho, rule, terms, prior),
             None => scalar::<Self>(0.0, &mu.device()),
         };
         (var, kl)
     }
 
-    /// `(dμ, dρ)` of [`FusedKernels::fused_moments`] given `dvar`, plus `weight × ∇KL`; `dμ`
-    /// only with `fold` (the variance does not depend on `μ`; the KL per weight under
-    /// a per-weight `prior`).
-    #[allow(clippy::too_many_arguments)]
+    /// `(dμ, dρ)` of [`FusedKernels::fused_moments`] given `dvar`, plus `weight × ∇KL` of
+    /// `prior` when `fold` is `Some(weight)`; `dμ` only with `fold` (the variance does not
+    /// depend on `μ`).
     fn fused_moments_backward(
         dvar: FloatTensor<Self>,
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
         var_scale: f32,
-        rule: SigmaRule,
-        fold: Option<(KlTerms, f32)>,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        fold: Option<f32>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> (Option<FloatTensor<Self>>, FloatTensor<Self>) {
-        let prior = per_weight::<Self>(prior, &mu.shape());
+        let LocScaleTensors { mu, rho, rule } = q;
         let (sigma, _, _) = sigma_of::<Self>(rho.clone(), rule);
         let dsigma =
             Self::float_mul_scalar(Self::float_mul(dvar, sigma), Scalar::from(2.0 * var_scale));
         let dmu = Self::float_zeros(mu.shape(), &mu.device(), FloatDType::F32);
         let has_fold = fold.is_some();
-        let (dmu, drho) = finish_backward::<Self>(dmu, dsigma, mu, rho, rule, fold, prior);
+        let fold = fold.map(|w| {
+            (
+                prior.parts(&mu.shape()).expect("a folded KL has a prior"),
+                w,
+            )
+        });
+        let (dmu, drho) = finish_backward::<Self>(dmu, dsigma, mu, rho, rule, fold);
         (has_fold.then_some(dmu), drho)
     }
 
-    /// `Σ` of the KL terms `½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (`[1]`, `σ` by `rule`).
+    /// `Σ` of `prior`'s KL terms, `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ̃` (`[1]`,
+    /// `σ` by `q`'s rule; `/σ₀²` and `+ ln σ₀` per weight, [`elementwise::kl`]).
     fn fused_kl(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        terms: KlTerms,
+        #[extension_type] q: LocScaleTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> FloatTensor<Self> {
-        kl_sum::<Self>(mu, rho, rule, terms, None)
-    }
-
-    /// `g·∇ Σ KL terms` for a one-element `g`.
-    fn fused_kl_backward(
-        g: FloatTensor<Self>,
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        terms: KlTerms,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        kl_backward::<Self>(g, mu, rho, rule, terms, None)
-    }
-
-    /// The KL terms against a prior with a mean and a standard deviation per entry (`[1]`),
-    /// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ̃ + ln σ₀` ([`elementwise::tensor_kl`]).
-    fn fused_tensor_kl(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        terms: KlTerms,
-        prior_mean: FloatTensor<Self>,
-        prior_std: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        let prior = PerWeightTensors::PerWeight {
-            mean: prior_mean,
-            std: prior_std,
-        };
-        let prior = per_weight::<Self>(prior, &mu.shape());
+        let LocScaleTensors { mu, rho, rule } = q;
+        let (terms, prior) = prior.parts(&mu.shape()).expect("a KL needs a prior");
         kl_sum::<Self>(mu, rho, rule, terms, prior)
     }
 
-    /// `g·∇` [`FusedKernels::fused_tensor_kl`] for a one-element `g` ([`elementwise::tensor_kl_backward`]).
-    fn fused_tensor_kl_backward(
+    /// `g·∇` [`FusedKernels::fused_kl`] for a one-element `g` ([`elementwise::kl_backward`]).
+    fn fused_kl_backward(
         g: FloatTensor<Self>,
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        terms: KlTerms,
-        prior_mean: FloatTensor<Self>,
-        prior_std: FloatTensor<Self>,
+        #[extension_type] q: LocScaleTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let prior = PerWeightTensors::PerWeight {
-            mean: prior_mean,
-            std: prior_std,
-        };
-        let prior = per_weight::<Self>(prior, &mu.shape());
+        let LocScaleTensors { mu, rho, rule } = q;
+        let (terms, prior) = prior.parts(&mu.shape()).expect("a KL needs a prior");
         kl_backward::<Self>(g, mu, rho, rule, terms, prior)
     }
 
@@ -785,21 +742,23 @@ pub trait FusedKernels: Backend {
     /// The low-rank factor's share of the KL, `[1]`, and `A⁻¹` (`[k, k]`, row-major, on the
     /// host) for the backward pass: `½c² λ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det A`, `A = I + c² Fᵀ
     /// diag(1/v) F`, for the stored factor `F [n, k]`, its scale `c`, the variances `v = σ(ρ)²`
-    /// of `ρ` (`n` elements, any shape; `σ` by `rule`), `λ = inv_prior_var` and, under
-    /// [`PerWeightTensors::PerWeight`], the prior's `σ₀ᵢ` per row (its `μ₀` does not enter the
-    /// factor's share; a scalar prior passes `λ = 1/σ₀²` and `σ₀ᵢ = 1`). The default body forms
-    /// `G` and the weighted `‖F‖²` by burn ops and reads the `k × k` matrix `G` back for the
-    /// Cholesky on the host.
+    /// of `ρ` (`n` elements, any shape; `σ` by `rule`), `λ` the prior terms' `inv_var_mu`
+    /// and, under [`PriorTensors::PerWeight`], the prior's `σ₀ᵢ` per row (its `μ₀` does not
+    /// enter the factor's share; a scalar prior has `λ = 1/σ₀²` and `σ₀ᵢ = 1`). The default
+    /// body forms `G` and the weighted `‖F‖²` by burn ops and reads the `k × k` matrix `G` back
+    /// for the Cholesky on the host.
     fn fused_factor_kl(
         factor: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         rule: SigmaRule,
         scale: f64,
-        inv_prior_var: f64,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
     ) -> (FloatTensor<Self>, Vec<f32>) {
         let [n, k] = factor.shape().dims();
-        let prior = per_weight::<Self>(prior, &Shape::from([n, 1]));
+        let (terms, prior) = prior
+            .parts(&Shape::from([n, 1]))
+            .expect("the factor's KL needs a prior");
+        let inv_prior_var = f64::from(terms.inv_var_mu);
         let (sigma, _, _) = sigma_of::<Self>(Self::float_reshape(rho, Shape::from([n, 1])), rule);
         let var = Self::float_mul(sigma.clone(), sigma);
         let scaled = Self::float_div(factor.clone(), var);
@@ -819,20 +778,21 @@ pub trait FusedKernels: Backend {
     /// `(dF, dρ)` of [`FusedKernels::fused_factor_kl`] for its gradient `dvalue` (`[1]`), with
     /// `B = A⁻¹`: `dF_i = g c² (λ F_i/σ₀ᵢ² − F_i B / v_i)`, `dv_i = ½ g c² (F_i B F_iᵀ) / v_i²`
     /// and `dρ_i = dv_i · 2σ_i dσ_i/dρ_i` (`dρ` shaped like `rho`).
-    #[allow(clippy::too_many_arguments)]
     fn fused_factor_kl_backward(
         factor: FloatTensor<Self>,
         rho: FloatTensor<Self>,
         rule: SigmaRule,
         inv: Vec<f32>,
         scale: f64,
-        inv_prior_var: f64,
-        #[extension_type] prior: PerWeightTensors<Self>,
+        #[extension_type] prior: PriorTensors<Self>,
         dvalue: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let rho_shape = rho.shape();
         let [n, k] = factor.shape().dims();
-        let prior = per_weight::<Self>(prior, &Shape::from([n, 1]));
+        let (terms, prior) = prior
+            .parts(&Shape::from([n, 1]))
+            .expect("the factor's KL needs a prior");
+        let inv_prior_var = f64::from(terms.inv_var_mu);
         let device = factor.device();
         let c2 = scale * scale;
         let g = Self::float_reshape(dvalue, Shape::from([1, 1]));
@@ -1047,14 +1007,41 @@ fn log1p_exp_neg_abs<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_mul_scalar(B::float_mul(s, p), Scalar::from(2.0))
 }
 
-/// An op's per-weight prior ([`elementwise::PerWeight`]): its mean and standard deviation, each of the
-/// weight's length, or none (the KL's terms are scalars).
+/// A location-scale tensor as an op's argument: `μ`, `ρ` (same shape) and the rule of `σ(ρ)`.
 #[derive(ExtensionType, Debug, Clone)]
-pub enum PerWeightTensors<B: Backend> {
-    /// No per-weight prior.
-    Scalar,
-    /// `μ₀` and `σ₀`.
+pub struct LocScaleTensors<B: Backend> {
+    /// `μ`.
+    pub mu: FloatTensor<B>,
+    /// `ρ`.
+    pub rho: FloatTensor<B>,
+    /// How `σ` follows from `ρ`.
+    pub rule: SigmaRule,
+}
+
+/// The draws an op takes: sub-streams `0..S` of `key`, draw `s` scaled by `scales[s]`, of
+/// `w − μ` when `center`.
+#[derive(Debug, Clone)]
+pub struct DrawSpec {
+    /// The stream key.
+    pub key: u64,
+    /// A scale per draw (1 for mean-field; radial's radius over the norm).
+    pub scales: Vec<f32>,
+    /// Draws of `w − μ` rather than `w`.
+    pub center: bool,
+}
+
+/// A Gaussian prior's KL as an op's argument ([`elementwise::Prior`]): none, the scalar terms,
+/// or the terms per weight with `μ₀` and `σ₀`, each of the weight's length.
+#[derive(ExtensionType, Debug, Clone)]
+pub enum PriorTensors<B: Backend> {
+    /// No KL.
+    Off,
+    /// The terms alone ([`KlTerms`]).
+    Scalar(KlTerms),
+    /// The terms per weight ([`elementwise::PerWeight`]).
     PerWeight {
+        /// The terms ([`KlTerms::per_weight`]).
+        terms: KlTerms,
         /// `μ₀`.
         mean: FloatTensor<B>,
         /// `σ₀`.
@@ -1062,19 +1049,34 @@ pub enum PerWeightTensors<B: Backend> {
     },
 }
 
-/// A per-weight prior's `(μ₀, σ₀)` reshaped for burn ops, or `None`.
-pub(crate) type PerWeightPrior<B> = Option<(FloatTensor<B>, FloatTensor<B>)>;
+impl<B: Backend> PriorTensors<B> {
+    /// The KL's terms, `None` for [`PriorTensors::Off`].
+    pub fn terms(&self) -> Option<KlTerms> {
+        match self {
+            Self::Off => None,
+            Self::Scalar(terms) | Self::PerWeight { terms, .. } => Some(*terms),
+        }
+    }
 
-/// The [`PerWeightPrior`] of an op's argument, reshaped to `shape`.
-fn per_weight<B: Backend>(prior: PerWeightTensors<B>, shape: &Shape) -> PerWeightPrior<B> {
-    match prior {
-        PerWeightTensors::PerWeight { mean, std } => Some((
-            B::float_reshape(mean, shape.clone()),
-            B::float_reshape(std, shape.clone()),
-        )),
-        PerWeightTensors::Scalar => None,
+    /// The terms and the per-weight `(μ₀, σ₀)` reshaped to `shape`; `None` for
+    /// [`PriorTensors::Off`].
+    fn parts(self, shape: &Shape) -> Option<(KlTerms, PerWeightPrior<B>)> {
+        match self {
+            Self::Off => None,
+            Self::Scalar(terms) => Some((terms, None)),
+            Self::PerWeight { terms, mean, std } => Some((
+                terms,
+                Some((
+                    B::float_reshape(mean, shape.clone()),
+                    B::float_reshape(std, shape.clone()),
+                )),
+            )),
+        }
     }
 }
+
+/// A per-weight prior's `(μ₀, σ₀)` reshaped for burn ops, or `None`.
+pub(crate) type PerWeightPrior<B> = Option<(FloatTensor<B>, FloatTensor<B>)>;
 
 /// `x/σ₀²` under a per-weight prior, `x` otherwise.
 fn per_precision<B: Backend>(x: FloatTensor<B>, prior: &PerWeightPrior<B>) -> FloatTensor<B> {
@@ -1206,11 +1208,10 @@ fn finish_backward<B: Backend>(
     mu: FloatTensor<B>,
     rho: FloatTensor<B>,
     rule: SigmaRule,
-    fold: Option<(KlTerms, f32)>,
-    prior: PerWeightPrior<B>,
+    fold: Option<((KlTerms, PerWeightPrior<B>), f32)>,
 ) -> (FloatTensor<B>, FloatTensor<B>) {
     let (sigma, _, dsigma_drho) = sigma_of::<B>(rho, rule);
-    let Some((terms, weight)) = fold else {
+    let Some(((terms, prior), weight)) = fold else {
         return (dmu, B::float_mul(dsigma, dsigma_drho));
     };
     let kl_mu = kl_mu_gradient::<B>(mu, terms, weight, &prior);

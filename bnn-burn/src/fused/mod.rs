@@ -18,7 +18,7 @@ pub(crate) use adam::{FusedAdam, FusedAdamW};
 pub(crate) use autodiff::FusedOps;
 pub use conv::ConvGeometry;
 pub(crate) use elementwise::{KlTerms, SigmaRule};
-pub(crate) use ext::{FusedKernels, PerWeightTensors};
+pub(crate) use ext::{DrawSpec, FusedKernels, LocScaleTensors, PriorTensors};
 pub(crate) use mixture::{MixtureKl, MixtureTerms};
 pub(crate) use rectifier::RectifierRule;
 
@@ -106,174 +106,134 @@ pub(crate) fn squared_norms<const D: usize>(like: &Tensor<D>, key: u64, draws: u
         .expect("f32 norms")
 }
 
-/// `(w, kl)`: draws `w [S, n]`, `w_s = [μ] + σ(ρ)·scales[s]·ε_s` (`σ` by `rule`: softplus,
-/// log-variance or Depeweg's sigmoid variance; `μ` left out when `center`), and the summed KL
-/// terms `[1]` (0 without `kl`), as a constant. With `fold = Some(λ)`, the backward pass of `w`
-/// adds `λ∇KL` to `dμ, dρ`. When `μ` or `ρ` is tracked, the forward pass keeps a tape of
-/// `S` rows (`S + 1` with a folded KL) the size of `μ` until the backward pass ([`Tape`]), which
-/// then costs a product and a sum per weight and draw.
-///
-/// `per_weight = Some([μ₀, σ₀])` (flat, of `μ`'s length; a constant) makes the KL terms per
-/// weight, `½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀² − ln σ + ln σ₀`
-/// ([`elementwise::PerWeight`]; with [`KlTerms::per_weight`]'s terms, the value of [`tensor_kl`]),
-/// folded like the scalar terms: a trained posterior as the next prior costs no pass of its own.
-#[allow(clippy::too_many_arguments)]
+/// A location-scale tensor as the fused ops take it: `μ`, `ρ` (one shape) and the rule of
+/// `σ(ρ)` (softplus, log-variance or Depeweg's sigmoid variance).
+#[derive(Debug, Clone)]
+pub(crate) struct LocScale<const D: usize> {
+    pub mu: Tensor<D>,
+    pub rho: Tensor<D>,
+    pub rule: SigmaRule,
+}
+
+impl<const D: usize> LocScale<D> {
+    /// The ops' argument.
+    fn dispatch(self) -> LocScaleTensors<Dispatch> {
+        LocScaleTensors {
+            mu: self.mu.into_dispatch(),
+            rho: self.rho.into_dispatch(),
+            rule: self.rule,
+        }
+    }
+
+    fn numel(&self) -> usize {
+        self.mu.shape().num_elements()
+    }
+}
+
+/// A Gaussian prior's KL as the fused ops take it: the kernels' terms ([`KlTerms`]) and, for a
+/// prior with a mean and a standard deviation per weight, `[μ₀, σ₀]` (flat, of the weight's
+/// length; constants), whose terms are per weight: `½(σ²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)/σ₀²
+/// − ln σ + ln σ₀` ([`elementwise::PerWeight`], with [`KlTerms::per_weight`]'s terms).
+#[derive(Debug, Clone)]
+pub(crate) struct FusedPrior {
+    pub terms: KlTerms,
+    pub per_weight: Option<[Tensor<1>; 2]>,
+}
+
+impl FusedPrior {
+    /// The ops' argument, the per-weight tensors checked against the weight's `n` elements.
+    fn dispatch(self, n: usize) -> PriorTensors<Dispatch> {
+        match self.per_weight {
+            Some([mean, std]) => {
+                assert!(
+                    mean.dims() == [n] && std.dims() == [n],
+                    "a per-weight prior: mean {:?} and standard deviation {:?} for {n} weights",
+                    mean.dims(),
+                    std.dims()
+                );
+                PriorTensors::PerWeight {
+                    terms: self.terms,
+                    mean: mean.into_dispatch(),
+                    std: std.into_dispatch(),
+                }
+            }
+            None => PriorTensors::Scalar(self.terms),
+        }
+    }
+}
+
+/// The ops' argument for an optional prior ([`PriorTensors::Off`] for none).
+fn prior_dispatch(prior: Option<FusedPrior>, n: usize) -> PriorTensors<Dispatch> {
+    prior.map_or(PriorTensors::Off, |p| p.dispatch(n))
+}
+
+/// `(w, kl)`: draws `w [S, n]`, `w_s = [μ] + σ(ρ)·scales[s]·ε_s` ([`DrawSpec`]: `ε_s` sub-stream
+/// `s` of its key, `μ` left out when `center`), and the summed KL terms of `kl` (`[1]`, 0
+/// without), as a constant. With `fold = Some(λ)`, the backward pass of `w` adds `λ∇KL` to
+/// `dμ, dρ`. When `μ` or `ρ` is tracked, the forward pass keeps a tape of `S` rows (`S + 1`
+/// with a folded KL) the size of `μ` until the backward pass ([`Tape`]), which then costs a
+/// product and a sum per weight and draw. A per-weight prior folds like a scalar one: a trained
+/// posterior as the next prior costs no pass of its own.
 pub(crate) fn sample<const D: usize>(
-    mu: Tensor<D>,
-    rho: Tensor<D>,
-    key: u64,
-    scales: &[f32],
-    rule: SigmaRule,
-    center: bool,
-    kl: Option<KlTerms>,
-    per_weight: Option<[Tensor<1>; 2]>,
+    q: LocScale<D>,
+    draws: DrawSpec,
+    kl: Option<FusedPrior>,
     fold: Option<f32>,
 ) -> (Tensor<2>, Tensor<1>) {
-    let prior = per_weight_dispatch(per_weight, mu.shape().num_elements());
-    let (w, value) = <Dispatch as FusedOps>::sample_op(
-        mu.into_dispatch(),
-        rho.into_dispatch(),
-        key,
-        scales.to_vec(),
-        rule,
-        center,
-        kl,
-        prior,
-        fold,
-    );
+    let prior = prior_dispatch(kl, q.numel());
+    let (w, value) = <Dispatch as FusedOps>::sample_op(q.dispatch(), draws, prior, fold);
     (Tensor::from_dispatch(w), Tensor::from_dispatch(value))
 }
 
-/// `(w, r, kl)`: mean-field draws `w [S, n]`, `w_s = μ + σ(ρ)·ε_s` (`σ` by `rule`, `ε_s` sub-stream
-/// `s` of `key`), their log-ratios to the Gaussian prior `N(μ₀, σ₀²)` of `prior`,
+/// `(w, r, kl)`: mean-field draws `w [S, n]`, `w_s = μ + σ(ρ)·ε_s` (`ε_s` sub-stream `s` of
+/// `key`, `s < draws`), their log-ratios to the Gaussian prior `N(μ₀, σ₀²)` of `prior`,
 /// `r_s = ln q(w_s) − ln p(w_s) = Σ_i [½((w_si − μ₀)²/σ₀² − ε_si²) − ln σ_i + ln σ₀]` (`[S]`,
 /// black-box α's per-draw ratio, Depeweg 2019 eq. 3.15), both differentiable through one graph
 /// node, and the summed KL terms `Σ ½(σ²/σ₀² + (μ − μ₀)²/σ₀²) − ln σ` as a constant (0 unless
-/// `kl`). With `per_weight = Some([μ₀, σ₀])` (flat, of `μ`'s length, with
-/// [`KlTerms::per_weight`]`(1)`'s terms) the prior has a mean and a standard deviation per
-/// weight, and both sums take `+ ln σ₀` per weight.
-#[allow(clippy::too_many_arguments)]
+/// `kl`). A per-weight prior takes [`KlTerms::per_weight`]`(1)`'s terms.
 pub(crate) fn sample_log_ratio<const D: usize>(
-    mu: Tensor<D>,
-    rho: Tensor<D>,
+    q: LocScale<D>,
     key: u64,
     draws: usize,
-    rule: SigmaRule,
-    prior: KlTerms,
-    per_weight: Option<[Tensor<1>; 2]>,
+    prior: FusedPrior,
     kl: bool,
 ) -> (Tensor<2>, Tensor<1>, Tensor<1>) {
-    let n = mu.shape().num_elements();
-    let per_weight = per_weight_dispatch(per_weight, n);
-    let (out, value) = <Dispatch as FusedOps>::sample_ratio_op(
-        mu.into_dispatch(),
-        rho.into_dispatch(),
-        key,
-        draws,
-        rule,
-        prior,
-        per_weight,
-        kl,
-    );
+    let n = q.numel();
+    let prior = prior.dispatch(n);
+    let (out, value) = <Dispatch as FusedOps>::sample_ratio_op(q.dispatch(), key, draws, prior, kl);
     let out: Tensor<1> = Tensor::from_dispatch(out);
     let w = out.clone().slice(0..draws * n).reshape([draws, n]);
     let r = out.slice(draws * n..draws * (n + 1));
     (w, r, Tensor::from_dispatch(value))
 }
 
-/// `(var, kl)`: a location-scale tensor's marginal variance `var = σ(ρ)²·var_scale` (`σ` by
-/// `rule`; `var_scale` is 1 for mean-field, `1/n` for radial) and its summed KL terms
-/// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (a constant; `per_weight` and `fold` as in
-/// [`sample`]).
+/// `(var, kl)`: a location-scale tensor's marginal variance `var = σ(ρ)²·var_scale`
+/// (`var_scale` is 1 for mean-field, `1/n` for radial) and the summed KL terms of `kl` (a
+/// constant; `fold` as in [`sample`]).
 pub(crate) fn moments<const D: usize>(
-    mu: Tensor<D>,
-    rho: Tensor<D>,
+    q: LocScale<D>,
     var_scale: f32,
-    rule: SigmaRule,
-    kl: Option<KlTerms>,
-    per_weight: Option<[Tensor<1>; 2]>,
+    kl: Option<FusedPrior>,
     fold: Option<f32>,
 ) -> (Tensor<D>, Tensor<1>) {
-    let prior = per_weight_dispatch(per_weight, mu.shape().num_elements());
-    let (var, value) = <Dispatch as FusedOps>::moments_op(
-        mu.into_dispatch(),
-        rho.into_dispatch(),
-        var_scale,
-        rule,
-        kl,
-        prior,
-        fold,
-    );
+    let prior = prior_dispatch(kl, q.numel());
+    let (var, value) = <Dispatch as FusedOps>::moments_op(q.dispatch(), var_scale, prior, fold);
     (Tensor::from_dispatch(var), Tensor::from_dispatch(value))
 }
 
-/// A per-weight prior's mean and standard deviation as the ops' argument, checked
-/// against the weight's `n` elements.
-fn per_weight_dispatch(per_weight: Option<[Tensor<1>; 2]>, n: usize) -> PerWeightTensors<Dispatch> {
-    match per_weight {
-        Some([mean, std]) => {
-            assert!(
-                mean.dims() == [n] && std.dims() == [n],
-                "a per-weight prior: mean {:?} and standard deviation {:?} for {n} weights",
-                mean.dims(),
-                std.dims()
-            );
-            PerWeightTensors::PerWeight {
-                mean: mean.into_dispatch(),
-                std: std.into_dispatch(),
-            }
-        }
-        None => PerWeightTensors::Scalar,
-    }
-}
-
-/// The differentiable sum of KL terms `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ`, `[1]`
-/// (`σ` by `rule`).
-pub(crate) fn kl<const D: usize>(
-    mu: Tensor<D>,
-    rho: Tensor<D>,
-    rule: SigmaRule,
-    terms: KlTerms,
-) -> Tensor<1> {
-    Tensor::from_dispatch(<Dispatch as FusedOps>::kl_op(
-        mu.into_dispatch(),
-        rho.into_dispatch(),
-        rule,
-        terms,
-    ))
-}
-
-/// `KL(q ‖ p)` less its constant, `[1]`, of a mean-field or radial `q` (`σ` by `rule`) against
-/// a Gaussian prior with a mean and a standard deviation per entry, each of the weight's shape
-/// (a posterior taken as the next task's prior, [`crate::dist::WeightPrior::from_posterior`],
-/// or a MOPED-style prior): under `terms = `[`KlTerms::per_weight`]`(c)` for a marginal variance
-/// `σ²·c`, `Σ ½(σ²·c + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` (`σ` clamped inside it when the terms are,
-/// [`KlTerms::with_log_var_range`]), differentiable in `μ` and `ρ` (one pass forward, one
-/// backward; the prior is a constant). `KL = value + n·½ ln 2π − (H[q] − Σ ln σ)`. A pass that
-/// folds the KL's gradient into the draws' takes the same terms in [`sample`] or [`moments`].
-pub(crate) fn tensor_kl<const D: usize>(
-    mu: Tensor<D>,
-    rho: Tensor<D>,
-    rule: SigmaRule,
-    terms: KlTerms,
-    prior_mean: Tensor<D>,
-    prior_std: Tensor<D>,
-) -> Tensor<1> {
-    assert!(
-        prior_mean.dims() == mu.dims() && prior_std.dims() == mu.dims(),
-        "tensor_kl: the prior's mean {:?} and standard deviation {:?} must have the weight's shape {:?}",
-        prior_mean.dims(),
-        prior_std.dims(),
-        mu.dims()
-    );
-    Tensor::from_dispatch(<Dispatch as FusedOps>::tensor_kl_op(
-        mu.into_dispatch(),
-        rho.into_dispatch(),
-        rule,
-        terms,
-        prior_mean.into_dispatch(),
-        prior_std.into_dispatch(),
-    ))
+/// `KL(q ‖ p)` less its constant, `[1]`, of a mean-field or radial `q` against a Gaussian prior:
+/// `Σ ½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu) − ln σ̃` under scalar terms, and under a prior
+/// with a mean and a standard deviation per weight (a posterior taken as the next task's prior,
+/// [`crate::dist::WeightPrior::from_posterior`], or a MOPED-style prior) with
+/// [`KlTerms::per_weight`]`(c)` for a marginal variance `σ²·c`,
+/// `Σ ½(σ²·c + (μ − μ₀)²)/σ₀² − ln σ + ln σ₀` (`σ` clamped inside it when the terms are,
+/// [`KlTerms::with_log_var_range`]); then `KL = value + n·½ ln 2π − (H[q] − Σ ln σ)`.
+/// Differentiable in `μ` and `ρ` (one pass forward, one backward; the prior is a constant). A
+/// pass that folds the KL's gradient into the draws' takes the same prior in [`sample`] or
+/// [`moments`].
+pub(crate) fn kl<const D: usize>(q: LocScale<D>, prior: FusedPrior) -> Tensor<1> {
+    let prior = prior.dispatch(q.numel());
+    Tensor::from_dispatch(<Dispatch as FusedOps>::kl_op(q.dispatch(), prior))
 }
 
 /// `coef·Σ (w − center)²`, `[1]`, differentiable in `w` (one pass forward, one backward): a
@@ -405,10 +365,10 @@ pub(crate) fn mixture_kl<const D: usize>(
 /// `KL_F = ½c² λ Σ_i ‖F_i‖²/σ₀ᵢ² − ½ ln det A`,  `A = I + c² Fᵀ diag(1/v) F`,
 ///
 /// from `tr(Σ₀⁻¹Σ) = Σ_i (v_i + c²‖F_i‖²)/σ₀ᵢ²` and the determinant lemma `ln det Σ = Σ ln v +
-/// ln det A`. A prior `N(μ₀, σ₀² I)` passes `λ = 1/σ₀²` and `per_weight = None` (`σ₀ᵢ = 1`); a
-/// prior with a mean and a standard deviation per weight (a posterior as the next prior) passes
-/// `λ = 1` and `per_weight = Some([μ₀, σ₀])`, flat (the mean does not enter the factor's share;
-/// it is the argument of [`sample`] and [`moments`], whose diagonal terms take it).
+/// ln det A`, `λ` the prior terms' `inv_var_mu`. A prior `N(μ₀, σ₀² I)` has `λ = 1/σ₀²` and
+/// `σ₀ᵢ = 1`; a prior with a mean and a standard deviation per weight (a posterior as the next
+/// prior) has `λ = 1` and its `σ₀ᵢ` (the mean does not enter the factor's share; [`sample`] and
+/// [`moments`] take it in the diagonal's terms).
 /// Differentiable in `F` and `ρ`: with `B = A⁻¹`, `∂F_i = c² (λ F_i/σ₀ᵢ² − F_i B / v_i)` and
 /// `∂v_i = ½c² (F_i B F_iᵀ) / v_i²`. On the CPU backends `v`, the Gram part of `A` and the
 /// weighted `‖F‖²` come from one pass over the rows (`f32` lanes over blocks of rows, the
@@ -420,16 +380,14 @@ pub(crate) fn factor_kl<const D: usize>(
     rho: Tensor<D>,
     rule: SigmaRule,
     scale: f64,
-    inv_prior_var: f64,
-    per_weight: Option<[Tensor<1>; 2]>,
+    prior: FusedPrior,
 ) -> Tensor<1> {
-    let prior = per_weight_dispatch(per_weight, rho.shape().num_elements());
+    let prior = prior.dispatch(rho.shape().num_elements());
     Tensor::from_dispatch(<Dispatch as FusedOps>::factor_kl_op(
         factor.into_dispatch(),
         rho.into_dispatch(),
         rule,
         scale,
-        inv_prior_var,
         prior,
     ))
 }

@@ -20,6 +20,29 @@ fn rel_err(a: &[f64], b: &[f64]) -> f64 {
 
 const TERMS: KlTerms = KlTerms::new(0.1, 1.0 / 0.64, 1.0 / 0.64);
 
+/// `μ`, `ρ` and the rule as the ops take them.
+fn loc<const D: usize>(mu: &Tensor<D>, rho: &Tensor<D>, rule: SigmaRule) -> LocScale<D> {
+    LocScale {
+        mu: mu.clone(),
+        rho: rho.clone(),
+        rule,
+    }
+}
+
+/// A prior of scalar terms, or per weight with `[μ₀, σ₀]`.
+fn gauss(terms: KlTerms, per_weight: Option<[Tensor<1>; 2]>) -> FusedPrior {
+    FusedPrior { terms, per_weight }
+}
+
+/// Draws of sub-streams `0..scales.len()` of `key`.
+fn draw_spec(key: u64, scales: &[f32], center: bool) -> DrawSpec {
+    DrawSpec {
+        key,
+        scales: scales.to_vec(),
+        center,
+    }
+}
+
 /// `Σ ½(σ²/(dσ₀²) + (μ−μ₀)²/σ₀²) − ln σ` composed of burn ops.
 fn kl_reference<const D: usize>(mu: Tensor<D>, sigma: Tensor<D>, terms: KlTerms) -> Tensor<1> {
     let quad = sigma.clone().square() * terms.inv_var_sigma as f64
@@ -130,14 +153,9 @@ fn sample_and_its_folded_kl_match_the_composition_of_burn_ops() {
         let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
 
         let (w, kl_value) = sample(
-            mu.clone(),
-            rho.clone(),
-            key,
-            scales,
-            param.sigma_rule(),
-            center,
-            folded.then_some(terms),
-            per_weight.then(|| prior.clone()),
+            loc(&mu, &rho, param.sigma_rule()),
+            draw_spec(key, scales, center),
+            folded.then(|| gauss(terms, per_weight.then(|| prior.clone()))),
             folded.then_some(weight),
         );
         let what = format!(
@@ -183,12 +201,9 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
         let loss_ref = (var_ref() * probe.clone()).sum() + kl_ref() * weight as f64;
         let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
         let (var, value) = moments(
-            mu.clone(),
-            rho.clone(),
+            loc(&mu, &rho, rule),
             var_scale,
-            rule,
-            Some(TERMS),
-            None,
+            Some(gauss(TERMS, None)),
             Some(weight),
         );
         assert!(rel_err(&to_vec(var.clone()), &to_vec(var_ref())) < 1e-5);
@@ -206,10 +221,8 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
             || per_weight_reference(mu.clone(), param.sigma(rho.clone()), var_scale, &prior);
         let loss_ref = (var_ref() * probe.clone()).sum() + prior_kl_ref() * weight as f64;
         let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
-        let terms = Some(KlTerms::per_weight(var_scale));
-        let per_weight = Some(prior.clone());
-        let (m, r) = (mu.clone(), rho.clone());
-        let (var, value) = moments(m, r, var_scale, rule, terms, per_weight, Some(weight));
+        let pw = gauss(KlTerms::per_weight(var_scale), Some(prior.clone()));
+        let (var, value) = moments(loc(&mu, &rho, rule), var_scale, Some(pw), Some(weight));
         let err = rel_err(&to_vec(value.clone()), &to_vec(prior_kl_ref()));
         assert!(err < 1e-5, "{param:?}: per-weight KL, relative error {err}");
         let (dmu, drho) = grads_of(
@@ -224,7 +237,7 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
 
         let g = (var_ref() * probe.clone()).sum().backward();
         let drho_ref = to_vec(rho.grad(&g).expect("dρ"));
-        let (var, value) = moments(mu.clone(), rho.clone(), var_scale, rule, None, None, None);
+        let (var, value) = moments(loc(&mu, &rho, rule), var_scale, None, None);
         assert_eq!(to_vec(value), [0.0], "{param:?}: no KL asked");
         let g = (var * probe.clone()).sum().backward();
         assert!(
@@ -235,7 +248,7 @@ fn moments_kl_noise_and_flip_match_the_composition_of_burn_ops() {
         assert!(rel_err(&drho, &drho_ref) < 1e-5, "{param:?}: dρ");
 
         let (dmu_ref, drho_ref) = grads_of(kl_ref() * 3.0, &mu, &rho);
-        let fused = kl(mu.clone(), rho.clone(), rule, TERMS);
+        let fused = kl(loc(&mu, &rho, rule), gauss(TERMS, None));
         assert!(rel_err(&to_vec(fused.clone()), &to_vec(kl_ref())) < 1e-5);
         let (dmu, drho) = grads_of(fused * 3.0, &mu, &rho);
         assert!(rel_err(&dmu, &dmu_ref) < 1e-5, "{param:?}: KL's dμ");
@@ -308,8 +321,8 @@ fn the_clamped_kl_matches_the_composition_of_burn_ops() {
         };
 
         let (dmu_ref, drho_ref) = grads_of(kl_ref() * 3.0, &mu, &rho);
-        let value = kl(mu.clone(), rho.clone(), rule, terms);
-        let unclamped = to_vec(kl(mu.clone(), rho.clone(), rule, TERMS))[0];
+        let value = kl(loc(&mu, &rho, rule), gauss(terms, None));
+        let unclamped = to_vec(kl(loc(&mu, &rho, rule), gauss(TERMS, None)))[0];
         let want = to_vec(kl_ref());
         assert!(
             (want[0] - unclamped).abs() > 1e-2 * want[0].abs(),
@@ -323,12 +336,9 @@ fn the_clamped_kl_matches_the_composition_of_burn_ops() {
         let loss_ref = (sigma().square() * probe.clone()).sum() + kl_ref() * weight as f64;
         let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
         let (var, value) = moments(
-            mu.clone(),
-            rho.clone(),
+            loc(&mu, &rho, rule),
             1.0,
-            rule,
-            Some(terms),
-            None,
+            Some(gauss(terms, None)),
             Some(weight),
         );
         check(&to_vec(value.clone()), &want, "moments' KL");
@@ -347,14 +357,9 @@ fn the_clamped_kl_matches_the_composition_of_burn_ops() {
         let loss_ref = (w_ref * r.clone()).sum() + kl_ref() * weight as f64;
         let (dmu_ref, drho_ref) = grads_of(loss_ref, &mu, &rho);
         let (w, value) = sample(
-            mu.clone(),
-            rho.clone(),
-            key,
-            &[1.0],
-            rule,
-            false,
-            Some(terms),
-            None,
+            loc(&mu, &rho, rule),
+            draw_spec(key, &[1.0], false),
+            Some(gauss(terms, None)),
             Some(weight),
         );
         check(&to_vec(value.clone()), &want, "draw's KL");
@@ -412,8 +417,9 @@ fn the_kl_to_a_tensor_valued_prior_matches_the_composition_of_burn_ops() {
         let want = to_vec(reference.clone());
         let (dmu_ref, drho_ref) = grads_of(reference * 3.0, &mu, &rho);
         let rule = param.sigma_rule();
-        let (m0, s0) = (tracked_mean.clone(), tracked_std.clone());
-        let value = tensor_kl(mu.clone(), rho.clone(), rule, terms, m0, s0);
+        let flat = |t: &Tensor<2>| t.clone().reshape([-1]);
+        let (m0, s0) = (flat(&tracked_mean), flat(&tracked_std));
+        let value = kl(loc(&mu, &rho, rule), gauss(terms, Some([m0, s0])));
         let err = rel_err(&to_vec(value.clone()), &want);
         assert!(err < 1e-5, "{what}: KL {:?} vs {want:?}", to_vec(value));
         let grads = (value * 3.0).backward();
@@ -434,11 +440,13 @@ fn the_kl_to_a_tensor_valued_prior_matches_the_composition_of_burn_ops() {
             );
         }
         assert!(tracked_mean.grad(&grads).is_none() && tracked_std.grad(&grads).is_none());
-        let (m0, s0) = (tracked_mean.clone(), tracked_std.clone());
+        let (m0, s0) = (flat(&tracked_mean), flat(&tracked_std));
         let (m, r) = (mu.clone().detach(), rho.clone().detach());
-        let untracked = tensor_kl(m, r, rule, terms, m0, s0);
-        let (m, r) = (mu.clone(), rho.clone());
-        let tracked = tensor_kl(m, r, rule, terms, mean.clone(), std.clone());
+        let untracked = kl(loc(&m, &r, rule), gauss(terms, Some([m0, s0])));
+        let tracked = kl(
+            loc(&mu, &rho, rule),
+            gauss(terms, Some([flat(&mean), flat(&std)])),
+        );
         assert_eq!(to_vec(untracked), to_vec(tracked));
     }
 }
@@ -587,13 +595,8 @@ fn same_key_same_numbers_new_key_new_numbers() {
     let draw = |key| {
         to_vec(
             sample(
-                mu.clone(),
-                rho.clone(),
-                key,
-                &[1.0],
-                SigmaRule::Softplus,
-                false,
-                None,
+                loc(&mu, &rho, SigmaRule::Softplus),
+                draw_spec(key, &[1.0], false),
                 None,
                 None,
             )
@@ -966,16 +969,8 @@ fn draws_with_log_ratios_match_the_posterior_and_prior_densities() {
 
         let rule = param.sigma_rule();
         let pw = by_weight.then(|| per_weight.clone());
-        let (w, ratio, kl) = sample_log_ratio(
-            mu.clone(),
-            rho.clone(),
-            key,
-            draws,
-            rule,
-            kl_terms,
-            pw,
-            true,
-        );
+        let (w, ratio, kl) =
+            sample_log_ratio(loc(&mu, &rho, rule), key, draws, gauss(kl_terms, pw), true);
         assert_eq!(w.dims(), [draws, n]);
         assert!(
             rel_err(&to_vec(w.clone()), &to_vec(w_ref)) < 1e-5,
@@ -1504,7 +1499,10 @@ fn low_rank_kl_and_draws_and_their_gradients_match_burns_composition() {
                 rho.clone(),
                 f.clone(),
                 &format!("factor KL of [{n}, {k}], {rule:?}, {label}"),
-                |rho, f| factor_kl(f, rho, rule, c, inv_prior_var, prior.clone()),
+                |rho, f| {
+                    let terms = KlTerms::new(0.0, inv_prior_var as f32, 1.0);
+                    factor_kl(f, rho, rule, c, gauss(terms, prior.clone()))
+                },
                 |rho, f| {
                     let var = param.sigma(rho).square().reshape([n, 1]);
                     let gram = f.clone().transpose().matmul(f.clone() / var) * (c * c);

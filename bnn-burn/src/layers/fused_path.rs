@@ -12,7 +12,7 @@ use super::estimator::{Estimator, WeightOp};
 use super::params::LayerParams;
 use super::pass::Pass;
 use crate::dist::WeightPrior;
-use crate::fused::{self, Kernels, KlTerms, MixtureTerms};
+use crate::fused::{self, DrawSpec, FusedPrior, Kernels, KlTerms, LocScale, MixtureTerms};
 use crate::posterior::{FusedFactor, FusedScale, PosteriorDist, WeightPosterior};
 use crate::special::HALF_LN_2PI;
 use burn::tensor::Tensor;
@@ -29,7 +29,7 @@ enum FusedKl {
     /// A mean-field, radial or low-rank tensor under a Gaussian prior with a mean and a
     /// standard deviation per entry (of the weight's shape): the kernels' terms per weight
     /// ([`KlTerms::per_weight`], clamped where the layer clamps `ln σ²`), folded when asked, or
-    /// [`fused::tensor_kl`]; with the constant.
+    /// [`fused::kl`]; with the constant.
     Tensor {
         terms: KlTerms,
         /// The prior's mean and standard deviation, flat.
@@ -60,21 +60,27 @@ fn per_weight_prior<const D: usize>(
     Some(([flat(&g.mean())?, flat(&g.std())?], constant))
 }
 
-/// A tensor's KL terms summed on the kernels, differentiable on their own: under a scalar prior
-/// ([`fused::kl`]) or a per-weight one (its mean and standard deviation, flat;
-/// [`fused::tensor_kl`]); without the constant.
+/// A tensor's KL terms summed on the kernels ([`fused::kl`]), differentiable on their own: under
+/// a scalar prior or a per-weight one (its mean and standard deviation, flat); without the
+/// constant.
 fn terms_kl<const D: usize>(
     s: &FusedScale<D>,
     terms: KlTerms,
     per_weight: Option<&[Tensor<1>; 2]>,
 ) -> Tensor<1> {
-    let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
-    match per_weight {
-        None => fused::kl(mu, rho, rule, terms),
-        Some([mean, std]) => {
-            let (mu, rho) = (mu.reshape([-1]), rho.reshape([-1]));
-            fused::tensor_kl(mu, rho, rule, terms, mean.clone(), std.clone())
-        }
+    let prior = FusedPrior {
+        terms,
+        per_weight: per_weight.cloned(),
+    };
+    fused::kl(loc_scale(s), prior)
+}
+
+/// A tensor's `μ`, `ρ` and `σ` rule as the kernels take them.
+fn loc_scale<const D: usize>(s: &FusedScale<D>) -> LocScale<D> {
+    LocScale {
+        mu: s.mu.clone(),
+        rho: s.rho.clone(),
+        rule: s.sigma_rule(),
     }
 }
 
@@ -149,14 +155,26 @@ impl<const D: usize> Fusable<D> {
 
     /// The kernels' terms, per-weight prior and constant of a KL that folds into the draws' or
     /// the moments' passes (closed form, or per weight), `None` for another or none.
-    fn foldable(&self) -> Option<(KlTerms, Option<[Tensor<1>; 2]>, f64)> {
+    fn foldable(&self) -> Option<(FusedPrior, f64)> {
         match &self.kl {
-            Some(FusedKl::Closed(terms, c)) => Some((*terms, None, *c)),
+            Some(FusedKl::Closed(terms, c)) => Some((
+                FusedPrior {
+                    terms: *terms,
+                    per_weight: None,
+                },
+                *c,
+            )),
             Some(FusedKl::Tensor {
                 terms,
                 prior,
                 constant,
-            }) => Some((*terms, Some((**prior).clone()), *constant)),
+            }) => Some((
+                FusedPrior {
+                    terms: *terms,
+                    per_weight: Some((**prior).clone()),
+                },
+                *constant,
+            )),
             _ => None,
         }
     }
@@ -187,25 +205,18 @@ impl<const D: usize> Fusable<D> {
         kl_key: Option<u64>,
     ) -> (Tensor<2>, Option<Tensor<1>>) {
         let s = &self.scale;
-        let scales = s.draw_scales(key, n);
-        let (mu, rho, rule) = (s.mu.clone(), s.rho.clone(), s.sigma_rule());
+        let draws = DrawSpec {
+            key,
+            scales: s.draw_scales(key, n),
+            center,
+        };
         let (w, kl) = match (self.foldable(), fold) {
-            (Some((terms, per_weight, c)), Some(_)) => {
-                let (w, value) = fused::sample(
-                    mu,
-                    rho,
-                    key,
-                    &scales,
-                    rule,
-                    center,
-                    Some(terms),
-                    per_weight,
-                    fold,
-                );
+            (Some((prior, c)), Some(_)) => {
+                let (w, value) = fused::sample(loc_scale(s), draws, Some(prior), fold);
                 (w, Some(value + c))
             }
             _ => {
-                let (w, _) = fused::sample(mu, rho, key, &scales, rule, center, None, None, None);
+                let (w, _) = fused::sample(loc_scale(s), draws, None, None);
                 (w, self.own_kl(kl_key))
             }
         };
@@ -221,16 +232,14 @@ impl<const D: usize> Fusable<D> {
     /// The marginal variance and the KL, if collected (`kl_key`: [`Self::kl_key`]).
     fn moments(&self, fold: Option<f32>, kl_key: Option<u64>) -> (Tensor<D>, Option<Tensor<1>>) {
         let s = &self.scale;
-        let (mu, rho, var_scale, rule) =
-            (s.mu.clone(), s.rho.clone(), s.var_scale(), s.sigma_rule());
+        let var_scale = s.var_scale();
         let (var, kl) = match (self.foldable(), fold) {
-            (Some((terms, per_weight, c)), Some(_)) => {
-                let (var, value) =
-                    fused::moments(mu, rho, var_scale, rule, Some(terms), per_weight, fold);
+            (Some((prior, c)), Some(_)) => {
+                let (var, value) = fused::moments(loc_scale(s), var_scale, Some(prior), fold);
                 (var, Some(value + c))
             }
             _ => {
-                let (var, _) = fused::moments(mu, rho, var_scale, rule, None, None, None);
+                let (var, _) = fused::moments(loc_scale(s), var_scale, None, None);
                 (var, self.own_kl(kl_key))
             }
         };
@@ -256,16 +265,12 @@ impl<const D: usize> Fusable<D> {
             _ => unreachable!("a low-rank tensor's KL is collected in closed form or not at all"),
         };
         let s = &self.scale;
-        let inv_prior_var = f64::from(terms.inv_var_mu);
-        let (stored, rho) = (factor.stored.clone(), s.rho.clone());
-        fused::factor_kl(
-            stored,
-            rho,
-            s.sigma_rule(),
-            factor.scale,
-            inv_prior_var,
+        let prior = FusedPrior {
+            terms: *terms,
             per_weight,
-        )
+        };
+        let (stored, rho) = (factor.stored.clone(), s.rho.clone());
+        fused::factor_kl(stored, rho, s.sigma_rule(), factor.scale, prior)
     }
 }
 
@@ -499,16 +504,11 @@ impl<const D: usize> RatioDraws<D> {
     /// `n` draws `[n, numel]`, their log-ratios `[n]` and (when `kl`) the KL as a value.
     fn draw(&self, n: usize, kl: bool, key: u64) -> (Tensor<2>, Tensor<1>, Option<Tensor<1>>) {
         let s = &self.scale;
-        let (w, ratio, value) = fused::sample_log_ratio(
-            s.mu.clone(),
-            s.rho.clone(),
-            key,
-            n,
-            s.sigma_rule(),
-            self.terms,
-            self.per_weight.clone(),
-            kl,
-        );
+        let prior = FusedPrior {
+            terms: self.terms,
+            per_weight: self.per_weight.clone(),
+        };
+        let (w, ratio, value) = fused::sample_log_ratio(loc_scale(s), key, n, prior, kl);
         (w, ratio, kl.then(|| value + self.kl_constant))
     }
 }
