@@ -51,7 +51,6 @@ impl FusedAdamW {
 }
 
 /// One step of either: `(param, momentum)` after it.
-#[allow(clippy::too_many_arguments)]
 fn update<const D: usize>(
     lr: LearningRate,
     (beta_1, beta_2, epsilon): (f32, f32, f32),
