@@ -112,6 +112,21 @@ fn main() {
     bench(f, "moments", N, || {
         black_box(elementwise::moments(q, 1.0, Some(&mut out), Some(prior)));
     });
+    bench(f, "moments (no KL)", N, || {
+        black_box(elementwise::moments(q, 1.0, Some(&mut out), None));
+    });
+    let log_var = LocScale {
+        rule: SigmaRule::LogVariance,
+        ..q
+    };
+    bench(f, "moments (log-variance rule)", N, || {
+        black_box(elementwise::moments(
+            log_var,
+            1.0,
+            Some(&mut out),
+            Some(prior),
+        ));
+    });
     bench(f, "noise (local reparam.)", N, || {
         elementwise::noise(3, &mu, &var, &mut out, false);
     });

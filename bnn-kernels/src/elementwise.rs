@@ -9,8 +9,10 @@
 use crate::DropoutNoise;
 use crate::rng::{key_words, mask_words, normal_block, sign_bits, sign_of};
 use crate::simd::{
-    BLOCK, Shared, accumulate, exp, ln, load, multiversion, par_chunks, softplus_sigmoid, store,
+    BLOCK, LnSum, Out, Shared, accumulate, exp, ln, load, multiversion, par_chunks,
+    softplus_sigmoid, store, store_out,
 };
+use std::mem::MaybeUninit;
 
 /// Floor under a sampled variance before its square root (keeps the gradient finite).
 pub const VAR_FLOOR: f32 = 1e-16;
@@ -276,27 +278,64 @@ fn lanes_total(lanes: &[f32; 8]) -> f64 {
     lanes.iter().map(|&x| x as f64).sum()
 }
 
-/// The Gaussian KL terms of one block, `½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)·π₀ − ln σ̃
-/// + ln σ₀` with `σ̃` clamped as [`KlTerms`] says and the block's prior `μ₀, π₀ = 1/σ₀², ln σ₀`
-/// ([`PriorBlock`]; under scalar terms `π₀ = 1` and the caller adds the constants once).
+/// The Gaussian KL terms of one block but their `− ln σ̃`, with `σ̃` clamped as [`KlTerms`] says:
+/// `(½(σ̃²·inv_var_sigma + (μ − μ₀)²·inv_var_mu)·π₀ + ln σ₀, σ̃)` for the block's prior
+/// `μ₀, π₀ = 1/σ₀², ln σ₀` ([`PriorBlock`]; under scalar terms `π₀ = 1` and the caller adds the
+/// constants once). [`KlSum`] takes `Σ ln σ̃` from `σ̃`.
 #[inline(always)]
 fn kl_terms(
     m: &[f32; BLOCK],
     sigma: &[f32; BLOCK],
-    ln_sigma: &[f32; BLOCK],
     p: KlTerms,
     prior: &PriorBlock,
-) -> [f32; BLOCK] {
-    let ((low, high), (ln_low, ln_high)) = (p.sigma_range, p.ln_sigma_range);
-    let mut t = [0f32; BLOCK];
+) -> ([f32; BLOCK], [f32; BLOCK]) {
+    let (low, high) = p.sigma_range;
+    let (mut t, mut clamped) = ([0f32; BLOCK], [0f32; BLOCK]);
     for j in 0..BLOCK {
         // max/min rather than clamp: no check of the bounds per element, and it vectorises.
         let (s, c) = (sigma[j].max(low).min(high), m[j] - prior.mean[j]);
-        let ln_s = ln_sigma[j].max(ln_low).min(ln_high);
         let quad = 0.5 * (s * s * p.inv_var_sigma + c * c * p.inv_var_mu) * prior.precision[j];
-        t[j] = quad - ln_s + prior.ln_std[j];
+        t[j] = quad + prior.ln_std[j];
+        clamped[j] = s;
     }
-    t
+    (t, clamped)
+}
+
+/// A range's running sum of KL terms ([`kl_terms`]): all but `− ln σ̃` in 8 `f32` lanes, added
+/// to an `f64` every 64 blocks, and `Σ ln σ̃` by [`LnSum`] (no logarithm per weight).
+#[derive(Default)]
+struct KlSum {
+    lanes: [f32; 8],
+    total: f64,
+    blocks: usize,
+    ln: LnSum,
+}
+
+impl KlSum {
+    /// Adds the block's first `len` terms.
+    #[inline(always)]
+    fn add(
+        &mut self,
+        m: &[f32; BLOCK],
+        sigma: &[f32; BLOCK],
+        p: KlTerms,
+        prior: &PriorBlock,
+        len: usize,
+    ) {
+        let (t, clamped) = kl_terms(m, sigma, p, prior);
+        accumulate(&mut self.lanes, &t, len);
+        self.ln.add(&clamped, len);
+        self.blocks += 1;
+        if self.blocks.is_multiple_of(64) {
+            self.total += lanes_total(&self.lanes);
+            self.lanes = [0.0; 8];
+        }
+    }
+
+    /// The sum so far.
+    fn total(&self) -> f64 {
+        self.total + lanes_total(&self.lanes) - self.ln.total()
+    }
 }
 
 /// What the forward pass of [`sample`] keeps for its backward pass.
@@ -333,32 +372,32 @@ multiversion! {
     /// Forward of one sample over a range starting at element `start`: `out = [μ] + σ·s·ε`, the
     /// draw's tape row `s·ε·dσ/dρ` into `tape` and the KL's `∂KL/∂σ·dσ/dρ`
     /// (`KlTerms::sigma_gradient`, per weight under `per_weight`) into `kl_tape` when given.
-    fn sample_range(d: DrawRange, q: LocScale, kl: Option<Prior>, out: &mut [f32],
-                    tape: Option<&mut [f32]>, kl_tape: Option<&mut [f32]>) -> f64 {
+    fn sample_range(d: DrawRange, q: LocScale, kl: Option<Prior>, out: &mut [MaybeUninit<f32>],
+                    tape: Option<&mut [MaybeUninit<f32>]>,
+                    kl_tape: Option<&mut [MaybeUninit<f32>]>) -> f64 {
         let (mut tape, mut kl_tape) = (tape, kl_tape);
         let DrawRange { key, stream, start, scale, center } = d;
         let (mu, rho, rule) = (q.mu, q.rho, q.rule);
         let mut eps = [0f32; BLOCK];
-        let mut lanes = [0f32; 8];
-        let mut total = 0f64;
+        let mut sum = KlSum::default();
         for (k, o) in out.chunks_mut(BLOCK).enumerate() {
             let (a, len) = (k * BLOCK, o.len());
             normal_block(key, stream, ((start + a) / BLOCK) as u64, &mut eps);
             let (m, r) = (load(&mu[a..a + len], 0.0), load(&rho[a..a + len], 0.0));
             // Branch-free loops (the KL terms in a loop of their own) so each vectorises.
-            let Sigmas { sigma, ln_sigma, dsigma } = rule.sigmas(&r, kl.is_some());
+            let Sigmas { sigma, dsigma, .. } = rule.sigmas(&r, false);
             let mut w = [0f32; BLOCK];
             for j in 0..BLOCK {
                 let base = if center { 0.0 } else { m[j] };
                 w[j] = base + sigma[j] * scale * eps[j];
             }
-            store(o, &w);
+            store_out(o, &w);
             if let Some(t) = tape.as_deref_mut() {
                 let mut row = [0f32; BLOCK];
                 for j in 0..BLOCK {
                     row[j] = scale * eps[j] * dsigma[j];
                 }
-                store(&mut t[a..a + len], &row);
+                store_out(&mut t[a..a + len], &row);
             }
             if let Some(kl) = kl {
                 let (p, prior) = (kl.terms, kl.block::<true>(a, len));
@@ -368,17 +407,12 @@ multiversion! {
                     for j in 0..BLOCK {
                         row[j] = p.sigma_gradient(sigma[j], prior.precision[j]) * dsigma[j];
                     }
-                    store(&mut t[a..a + len], &row);
+                    store_out(&mut t[a..a + len], &row);
                 }
-                let t = kl_terms(&m, &sigma, &ln_sigma, p, &prior);
-                accumulate(&mut lanes, &t, len);
-                if k % 64 == 63 {
-                    total += lanes_total(&lanes);
-                    lanes = [0.0; 8];
-                }
+                sum.add(&m, &sigma, p, &prior, len);
             }
         }
-        total + lanes_total(&lanes)
+        sum.total()
     }
 }
 
@@ -390,9 +424,10 @@ pub fn sample(
     draws: Draws,
     kl: Option<Prior>,
     keep: Tape,
-    out: &mut [f32],
-    tape: &mut [f32],
+    out: &mut [impl Out],
+    tape: &mut [impl Out],
 ) -> f64 {
+    let (out, tape) = (Out::as_uninit(out), Out::as_uninit(tape));
     let n = q.len();
     if let Some(p) = kl {
         p.check(n);
@@ -404,8 +439,8 @@ pub fn sample(
         keep != Tape::DrawsAndKl || kl.is_some(),
         "the KL's tape row needs the KL's terms"
     );
-    let shared = Shared::new(out);
-    let taped = Shared::new(tape);
+    let shared = Shared::out(out);
+    let taped = Shared::out(tape);
     let key = key_words(draws.key);
     let mut total = 0.0;
     for (s, &scale) in draws.scales.iter().enumerate() {
@@ -413,10 +448,10 @@ pub fn sample(
         total += par_chunks(n, |a, b| {
             // SAFETY: the ranges of one sample are disjoint, in the draws and in the tape (a
             // draw's row, and the KL's row on the first draw only).
-            let o = unsafe { shared.range(s * n + a, s * n + b) };
-            let row = (keep != Tape::Off).then(|| unsafe { taped.range(s * n + a, s * n + b) });
+            let o = unsafe { shared.out_range(s * n + a, s * n + b) };
+            let row = (keep != Tape::Off).then(|| unsafe { taped.out_range(s * n + a, s * n + b) });
             let kl_row = (keep == Tape::DrawsAndKl && s == 0)
-                .then(|| unsafe { taped.range(count * n + a, count * n + b) });
+                .then(|| unsafe { taped.out_range(count * n + a, count * n + b) });
             let d = DrawRange {
                 key,
                 stream: s as u32,
@@ -630,8 +665,7 @@ multiversion! {
                           outs: &mut [&mut [f32]], ratios: &mut [f64], kl: bool) -> f64 {
         let (mu, rho, rule, prior) = (q.mu, q.rho, q.rule, p.terms);
         let mut eps = [0f32; BLOCK];
-        let mut kl_lanes = [0f32; 8];
-        let mut kl_total = 0f64;
+        let mut kl_sum = KlSum::default();
         for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
             let (a, len) = (k * BLOCK, mc.len());
             let (m, r) = (load(mc, 0.0), load(rc, 0.0));
@@ -653,15 +687,10 @@ multiversion! {
                 *ratio += lanes_total(&lanes);
             }
             if kl {
-                let q = kl_terms(&m, &sigma, &ln_sigma, prior, &p0);
-                accumulate(&mut kl_lanes, &q, len);
-                if k % 64 == 63 {
-                    kl_total += lanes_total(&kl_lanes);
-                    kl_lanes = [0.0; 8];
-                }
+                kl_sum.add(&m, &sigma, prior, &p0, len);
             }
         }
-        kl_total + lanes_total(&kl_lanes)
+        kl_sum.total()
     }
 }
 
@@ -785,12 +814,11 @@ multiversion! {
                      kl: Option<Prior>) -> f64 {
         let (mu, rho, rule) = (q.mu, q.rho, q.rule);
         let mut var = var;
-        let mut lanes = [0f32; 8];
-        let mut total = 0f64;
+        let mut sum = KlSum::default();
         for (k, (mc, rc)) in mu.chunks(BLOCK).zip(rho.chunks(BLOCK)).enumerate() {
             let len = mc.len();
             let r = load(rc, 0.0);
-            let Sigmas { sigma, ln_sigma, .. } = rule.sigmas(&r, kl.is_some());
+            let Sigmas { sigma, .. } = rule.sigmas(&r, false);
             if let Some(out) = var.as_deref_mut() {
                 let mut v = [0f32; BLOCK];
                 for j in 0..BLOCK {
@@ -800,15 +828,10 @@ multiversion! {
             }
             if let Some(kl) = kl {
                 let prior = kl.block::<true>(k * BLOCK, len);
-                let t = kl_terms(&load(mc, 0.0), &sigma, &ln_sigma, kl.terms, &prior);
-                accumulate(&mut lanes, &t, len);
-                if k % 64 == 63 {
-                    total += lanes_total(&lanes);
-                    lanes = [0.0; 8];
-                }
+                sum.add(&load(mc, 0.0), &sigma, kl.terms, &prior, len);
             }
         }
-        total + lanes_total(&lanes)
+        sum.total()
     }
 }
 

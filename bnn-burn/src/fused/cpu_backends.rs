@@ -16,6 +16,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, TensorMetadata};
 use burn::tensor::{Shape, Slice};
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 /// How a CPU backend's float tensor is read and written as `f32`.
 pub(crate) trait CpuTensor: Sized {
@@ -69,6 +70,19 @@ fn product_dims(a: &Shape, a_t: bool, b: &Shape, b_t: bool) -> [usize; 4] {
 fn written(n: usize, write: impl FnOnce(&mut [f32])) -> Vec<f32> {
     let mut v = vec![0.0f32; n];
     write(&mut v);
+    v
+}
+
+/// A `Vec` of `n` elements that `write` fills, not zeroed first (the kernels that take
+/// `&mut [impl Out]` write every element of their outputs).
+///
+/// # Safety
+/// `write` writes every element of its slice.
+unsafe fn filled(n: usize, write: impl FnOnce(&mut [MaybeUninit<f32>])) -> Vec<f32> {
+    let mut v = Vec::with_capacity(n);
+    write(&mut v.spare_capacity_mut()[..n]);
+    // SAFETY: every element was written (the caller's promise); a panic above leaves `v` empty.
+    unsafe { v.set_len(n) };
     v
 }
 
@@ -368,19 +382,26 @@ macro_rules! cpu_fused_kernels {
                 let values = prior_values(&prior);
                 let mut s = 0.0;
                 let rows = keep.rows(count);
-                let (w, tape) = written2_sized(n * count, n * rows, |w, t| {
-                    let view = LocScale {
-                        mu: &mu,
-                        rho: &rho,
-                        rule: q.rule,
-                    };
-                    let d = Draws {
-                        key: draws.key,
-                        scales: &draws.scales,
-                        center: draws.center,
-                    };
-                    s = elementwise::sample(view, d, prior_of(&prior, &values), keep, w, t);
-                });
+                let mut tape = Vec::new();
+                // SAFETY: `sample` writes every element of its draws and of its tape.
+                let w = unsafe {
+                    filled(n * count, |w| {
+                        tape = filled(n * rows, |t| {
+                            let view = LocScale {
+                                mu: &mu,
+                                rho: &rho,
+                                rule: q.rule,
+                            };
+                            let d = Draws {
+                                key: draws.key,
+                                scales: &draws.scales,
+                                center: draws.center,
+                            };
+                            let prior = prior_of(&prior, &values);
+                            s = elementwise::sample(view, d, prior, keep, w, t);
+                        })
+                    })
+                };
                 let shape = Shape::from([count, n]);
                 let tape = (rows > 0)
                     .then(|| <FloatTensor<Self>>::from_values(tape, Shape::from([rows, n])));
