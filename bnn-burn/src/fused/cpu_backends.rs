@@ -958,7 +958,7 @@ mod flex {
             let (a_cs, a_rs) = strides(a_t, if a_t { m } else { k });
             let (b_cs, b_rs) = strides(b_t, if b_t { k } else { n });
             // The `i`-th product of the batch into `o` (`m·n` elements).
-            let one = |o: &mut [f32], i: usize, parallelism: gemm::Parallelism| {
+            let one = |o: &mut [MaybeUninit<f32>], i: usize, parallelism: gemm::Parallelism| {
                 let (a_i, b_i) = (
                     &av[i * m * k..(i + 1) * m * k],
                     &bv[i * k * n..(i + 1) * k * n],
@@ -971,7 +971,7 @@ mod flex {
                         m,
                         n,
                         k,
-                        o.as_mut_ptr(),
+                        o.as_mut_ptr().cast::<f32>(),
                         1,
                         n as isize,
                         false,
@@ -990,28 +990,34 @@ mod flex {
                     );
                 }
             };
-            let out = written(batch * m * n, |o| {
-                if k == 0 || o.is_empty() {
-                    o.fill(0.0);
-                    return;
-                }
-                let (each, large) = (m * n * k, 192 * 192 * 192);
-                let by_matrix =
-                    batch > 1 && batch * each >= 128 * 128 * 128 && (batch >= 4 || each < large);
-                if by_matrix {
-                    o.par_chunks_mut(m * n)
-                        .enumerate()
-                        .for_each(|(i, o)| one(o, i, gemm::Parallelism::None));
-                } else {
-                    let parallelism = match each >= large {
-                        true => gemm::Parallelism::Rayon(0),
-                        false => gemm::Parallelism::None,
-                    };
-                    for (i, o) in o.chunks_mut(m * n).enumerate() {
-                        one(o, i, parallelism);
+            // SAFETY: every element is written, by gemm (above) or as a zero.
+            let out = unsafe {
+                filled(batch * m * n, |o| {
+                    if k == 0 || o.is_empty() {
+                        for x in o.iter_mut() {
+                            x.write(0.0);
+                        }
+                        return;
                     }
-                }
-            });
+                    let (each, large) = (m * n * k, 192 * 192 * 192);
+                    let by_matrix = batch > 1
+                        && batch * each >= 128 * 128 * 128
+                        && (batch >= 4 || each < large);
+                    if by_matrix {
+                        o.par_chunks_mut(m * n)
+                            .enumerate()
+                            .for_each(|(i, o)| one(o, i, gemm::Parallelism::None));
+                    } else {
+                        let parallelism = match each >= large {
+                            true => gemm::Parallelism::Rayon(0),
+                            false => gemm::Parallelism::None,
+                        };
+                        for (i, o) in o.chunks_mut(m * n).enumerate() {
+                            one(o, i, parallelism);
+                        }
+                    }
+                })
+            };
             let shape = match a.shape().num_dims() {
                 3 => Shape::from([batch, m, n]),
                 _ => Shape::from([m, n]),
