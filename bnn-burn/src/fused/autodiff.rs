@@ -1,8 +1,8 @@
 //! [`FusedOps`]: the differentiable fused ops. Without gradient tracking they are the inner
-//! backend's forward kernels; under `Autodiff` each is one graph node whose backward is the
-//! hand-written kernel of [`FusedKernels`]. Most regenerate their `ε` from the key; the draws of
-//! [`FusedOps::sample_op`] keep a tape of `ε·dσ/dρ` ([`Tape`]) instead, which makes their
-//! backward pass products and sums only.
+//! backend's forward kernels; under `Autodiff` each is one graph node, the same `Node` for all,
+//! whose state (an `Adjoint`) calls the hand-written backward kernel of [`FusedKernels`]. Most
+//! regenerate their `ε` from the key; the draws of [`FusedOps::sample_op`] keep a tape of
+//! `ε·dσ/dρ` ([`Tape`]) instead, which makes their backward pass products and sums only.
 
 // burn marks its NdArray backend deprecated; the project still offers it as a feature.
 #![allow(deprecated)]
@@ -13,13 +13,14 @@ use super::elementwise::{SigmaRule, Tape};
 use super::ext::{DrawSpec, FusedKernels, LocScaleTensors, PriorTensors};
 use super::mixture::MixtureKl;
 use super::rectifier::{RectifierOutput, RectifierRule};
+use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::autodiff::{Autodiff, NodeId};
+use burn::backend::autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{AutodiffBackend, Backend, backend_extension};
+use std::marker::PhantomData;
 
 /// The differentiable fused ops (see the tensor-level functions of [`super`]).
 #[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
@@ -248,15 +249,6 @@ inner_ops!(burn::backend::NdArray);
 #[cfg(feature = "wgpu")]
 inner_ops!(burn::backend::Cube);
 
-/// Registers `grad` for a parent node when it is tracked.
-macro_rules! register {
-    ($grads:expr, $node:expr, $grad:expr) => {
-        if let Some(node) = $node {
-            $grads.register::<B>(node.id, $grad);
-        }
-    };
-}
-
 /// The inner primitives of a prior (a constant: its graph nodes are not followed).
 fn inner_prior<B: Backend, C: CheckpointStrategy>(
     prior: PriorTensors<Autodiff<B, C>>,
@@ -283,283 +275,302 @@ fn inner_q<B: Backend, C: CheckpointStrategy>(
     }
 }
 
+/// A fused op's backward pass as data: what it keeps of the forward pass, and how the gradient
+/// `g` of its output becomes its `N` parents' (`wanted[i]`: parent `i` is tracked; the others'
+/// entries may be `None`).
+trait Adjoint<B: Backend, const N: usize>: Clone + Send + std::fmt::Debug + 'static {
+    fn grads(self, g: FloatTensor<B>, wanted: [bool; N]) -> [Option<FloatTensor<B>>; N];
+}
+
+/// The one autodiff node of the fused ops: its state is the op's [`Adjoint`].
 #[derive(Debug)]
-struct SampleBackward;
+struct Node<S>(PhantomData<fn() -> S>);
 
-impl<B: FusedKernels> Backward<B, 2> for SampleBackward {
-    /// `μ`, the forward pass's tape ([`Tape`]), `center`, the fold's weight and the prior.
-    type State = (
-        FloatTensor<B>,
-        FloatTensor<B>,
-        bool,
-        Option<f32>,
-        PriorTensors<B>,
-    );
+impl<B: FusedKernels, S: Adjoint<B, N>, const N: usize> Backward<B, N> for Node<S> {
+    type State = S;
 
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_mu, node_rho] = ops.parents;
-        let dw = grads.consume::<B>(&ops.node);
-        let (mu, tape, center, fold, prior) = ops.state;
+    fn backward(self, ops: Ops<S, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let parents = ops.parents.map(|p| p.map(|node| node.id));
+        let g = grads.consume::<B>(&ops.node);
+        let values = ops.state.grads(g, parents.map(|p| p.is_some()));
+        for (id, value) in parents.into_iter().zip(values) {
+            if let (Some(id), Some(value)) = (id, value) {
+                grads.register::<B>(id, value);
+            }
+        }
+    }
+}
+
+/// `out` as one graph node over `parents` whose backward pass is `state()` (built only when a
+/// parent is tracked).
+fn node<B, C, S, const N: usize>(
+    parents: [NodeGuard; N],
+    out: FloatTensor<B>,
+    state: impl FnOnce() -> S,
+) -> FloatTensor<Autodiff<B, C>>
+where
+    B: FusedKernels,
+    C: CheckpointStrategy,
+    S: Adjoint<B, N>,
+{
+    match Node::<S>(PhantomData)
+        .prepare::<C>(parents)
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => prep.finish(state(), out),
+        OpsKind::UnTracked(prep) => prep.finish(out),
+    }
+}
+
+/// [`FusedOps::sample_op`]'s: `μ`, the forward pass's tape ([`Tape`]), `center`, the fold's
+/// weight and the prior.
+#[derive(Debug, Clone)]
+struct SampleAdjoint<B: Backend> {
+    mu: FloatTensor<B>,
+    tape: FloatTensor<B>,
+    center: bool,
+    fold: Option<f32>,
+    prior: PriorTensors<B>,
+}
+
+impl<B: FusedKernels> Adjoint<B, 2> for SampleAdjoint<B> {
+    fn grads(self, dw: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let Self {
+            mu,
+            tape,
+            center,
+            fold,
+            prior,
+        } = self;
         let (dmu, drho) = B::fused_sample_backward(dw, tape, mu, center, fold, prior);
-        register!(grads, node_mu, dmu);
-        register!(grads, node_rho, drho);
+        [Some(dmu), Some(drho)]
     }
 }
 
-#[derive(Debug)]
-struct SampleRatioBackward;
+/// [`FusedOps::sample_ratio_op`]'s: the posterior, the key, the number of draws and the prior.
+#[derive(Debug, Clone)]
+struct SampleRatioAdjoint<B: Backend> {
+    q: LocScaleTensors<B>,
+    key: u64,
+    draws: usize,
+    prior: PriorTensors<B>,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for SampleRatioBackward {
-    /// The posterior, the key, the number of draws and the prior.
-    type State = (LocScaleTensors<B>, u64, usize, PriorTensors<B>);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_mu, node_rho] = ops.parents;
-        let dout = grads.consume::<B>(&ops.node);
-        let (q, key, draws, prior) = ops.state;
-        let (dmu, drho) = B::fused_sample_ratio_backward(dout, q, key, draws, prior);
-        register!(grads, node_mu, dmu);
-        register!(grads, node_rho, drho);
+impl<B: FusedKernels> Adjoint<B, 2> for SampleRatioAdjoint<B> {
+    fn grads(self, dout: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let (dmu, drho) =
+            B::fused_sample_ratio_backward(dout, self.q, self.key, self.draws, self.prior);
+        [Some(dmu), Some(drho)]
     }
 }
 
-#[derive(Debug)]
-struct MomentsBackward;
+/// [`FusedOps::moments_op`]'s: the posterior, the variance's scale, the fold's weight and the
+/// prior.
+#[derive(Debug, Clone)]
+struct MomentsAdjoint<B: Backend> {
+    q: LocScaleTensors<B>,
+    var_scale: f32,
+    fold: Option<f32>,
+    prior: PriorTensors<B>,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for MomentsBackward {
-    /// The posterior, the variance's scale, the fold's weight and the prior.
-    type State = (LocScaleTensors<B>, f32, Option<f32>, PriorTensors<B>);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_mu, node_rho] = ops.parents;
-        let dvar = grads.consume::<B>(&ops.node);
-        let (q, var_scale, fold, prior) = ops.state;
-        let (dmu, drho) = B::fused_moments_backward(dvar, q, var_scale, fold, prior);
-        if let Some(dmu) = dmu {
-            register!(grads, node_mu, dmu);
-        }
-        register!(grads, node_rho, drho);
+impl<B: FusedKernels> Adjoint<B, 2> for MomentsAdjoint<B> {
+    fn grads(self, dvar: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let (dmu, drho) =
+            B::fused_moments_backward(dvar, self.q, self.var_scale, self.fold, self.prior);
+        [dmu, Some(drho)]
     }
 }
 
-#[derive(Debug)]
-struct KlBackward;
+/// [`FusedOps::kl_op`]'s: the posterior and the prior.
+#[derive(Debug, Clone)]
+struct KlAdjoint<B: Backend> {
+    q: LocScaleTensors<B>,
+    prior: PriorTensors<B>,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for KlBackward {
-    /// The posterior and the prior.
-    type State = (LocScaleTensors<B>, PriorTensors<B>);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_mu, node_rho] = ops.parents;
-        let g = grads.consume::<B>(&ops.node);
-        let (q, prior) = ops.state;
-        let (dmu, drho) = B::fused_kl_backward(g, q, prior);
-        register!(grads, node_mu, dmu);
-        register!(grads, node_rho, drho);
+impl<B: FusedKernels> Adjoint<B, 2> for KlAdjoint<B> {
+    fn grads(self, g: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let (dmu, drho) = B::fused_kl_backward(g, self.q, self.prior);
+        [Some(dmu), Some(drho)]
     }
 }
 
-#[derive(Debug)]
-struct QuadraticBackward;
+/// [`FusedOps::quadratic_op`]'s: the point and the term's centre and coefficient.
+#[derive(Debug, Clone)]
+struct QuadraticAdjoint<B: Backend> {
+    w: FloatTensor<B>,
+    center: f32,
+    coef: f32,
+}
 
-impl<B: FusedKernels> Backward<B, 1> for QuadraticBackward {
-    type State = (FloatTensor<B>, f32, f32);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_w] = ops.parents;
-        let g = grads.consume::<B>(&ops.node);
-        let (w, center, coef) = ops.state;
-        register!(
-            grads,
-            node_w,
-            B::fused_quadratic_backward(g, w, center, coef)
-        );
+impl<B: FusedKernels> Adjoint<B, 1> for QuadraticAdjoint<B> {
+    fn grads(self, g: FloatTensor<B>, _: [bool; 1]) -> [Option<FloatTensor<B>>; 1] {
+        [Some(B::fused_quadratic_backward(
+            g,
+            self.w,
+            self.center,
+            self.coef,
+        ))]
     }
 }
 
-#[derive(Debug)]
-struct NoiseBackward;
+/// [`FusedOps::noise_op`]'s: the variance and the key (the mean's gradient is `dy`).
+#[derive(Debug, Clone)]
+struct NoiseAdjoint<B: Backend> {
+    var: FloatTensor<B>,
+    key: u64,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for NoiseBackward {
-    type State = (FloatTensor<B>, u64);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_mean, node_var] = ops.parents;
-        let dy = grads.consume::<B>(&ops.node);
-        let (var, key) = ops.state;
-        register!(
-            grads,
-            node_var,
-            B::fused_noise_backward(dy.clone(), var, key)
-        );
-        register!(grads, node_mean, dy);
+impl<B: FusedKernels> Adjoint<B, 2> for NoiseAdjoint<B> {
+    fn grads(self, dy: FloatTensor<B>, [_, var]: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let dvar = var.then(|| B::fused_noise_backward(dy.clone(), self.var, self.key));
+        [Some(dy), dvar]
     }
 }
 
-#[derive(Debug)]
-struct FlipBackward;
+/// [`FusedOps::flip_op`]'s: the key and the group size (the signs are their own adjoint).
+#[derive(Debug, Clone)]
+struct FlipAdjoint {
+    key: u64,
+    inner: usize,
+}
 
-impl<B: FusedKernels> Backward<B, 1> for FlipBackward {
-    type State = (u64, usize);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_x] = ops.parents;
-        let dy = grads.consume::<B>(&ops.node);
-        let (key, inner) = ops.state;
-        register!(grads, node_x, B::fused_flip(dy, key, inner));
+impl<B: FusedKernels> Adjoint<B, 1> for FlipAdjoint {
+    fn grads(self, dy: FloatTensor<B>, _: [bool; 1]) -> [Option<FloatTensor<B>>; 1] {
+        [Some(B::fused_flip(dy, self.key, self.inner))]
     }
 }
 
-#[derive(Debug)]
-struct DropoutBackward;
+/// [`FusedOps::dropout_op`]'s: the key, the rate and the noise (the mask is its own adjoint).
+#[derive(Debug, Clone)]
+struct DropoutAdjoint {
+    key: u64,
+    p: f64,
+    noise: DropoutNoise,
+}
 
-impl<B: FusedKernels> Backward<B, 1> for DropoutBackward {
-    type State = (u64, f64, DropoutNoise);
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_x] = ops.parents;
-        let dy = grads.consume::<B>(&ops.node);
-        let (key, p, noise) = ops.state;
-        register!(grads, node_x, B::fused_dropout(dy, key, p, noise));
+impl<B: FusedKernels> Adjoint<B, 1> for DropoutAdjoint {
+    fn grads(self, dy: FloatTensor<B>, _: [bool; 1]) -> [Option<FloatTensor<B>>; 1] {
+        [Some(B::fused_dropout(dy, self.key, self.p, self.noise))]
     }
 }
 
-/// The backward pass of one output of [`FusedOps::rectifier_op`].
-#[derive(Debug)]
-struct RectifierBackward(RectifierOutput);
+/// One output of [`FusedOps::rectifier_op`]: the input moments, the rule and which output.
+#[derive(Debug, Clone)]
+struct RectifierAdjoint<B: Backend> {
+    mean: FloatTensor<B>,
+    var: FloatTensor<B>,
+    rule: RectifierRule,
+    output: RectifierOutput,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for RectifierBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>, RectifierRule);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_mean, node_var] = ops.parents;
-        let g = grads.consume::<B>(&ops.node);
-        let (mean, var, rule) = ops.state;
-        let (dmean, dvar) = B::fused_rectifier_backward(mean, var, g, rule, self.0);
-        register!(grads, node_mean, dmean);
-        register!(grads, node_var, dvar);
+impl<B: FusedKernels> Adjoint<B, 2> for RectifierAdjoint<B> {
+    fn grads(self, g: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let (dmean, dvar) =
+            B::fused_rectifier_backward(self.mean, self.var, g, self.rule, self.output);
+        [Some(dmean), Some(dvar)]
     }
 }
 
-/// The backward pass of [`FusedOps::max_pool_op`].
-#[derive(Debug)]
-struct MaxPoolBackward;
+/// [`FusedOps::max_pool_op`]'s: the input moments and the window.
+#[derive(Debug, Clone)]
+struct MaxPoolAdjoint<B: Backend> {
+    means: FloatTensor<B>,
+    vars: FloatTensor<B>,
+    kernel: usize,
+    stride: usize,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for MaxPoolBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>, usize, usize);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_means, node_vars] = ops.parents;
-        let g = grads.consume::<B>(&ops.node);
-        let (means, vars, kernel, stride) = ops.state;
-        let (dmeans, dvars) = B::fused_max_pool_backward(means, vars, g, kernel, stride);
-        register!(grads, node_means, dmeans);
-        register!(grads, node_vars, dvars);
+impl<B: FusedKernels> Adjoint<B, 2> for MaxPoolAdjoint<B> {
+    fn grads(self, g: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let (dmeans, dvars) =
+            B::fused_max_pool_backward(self.means, self.vars, g, self.kernel, self.stride);
+        [Some(dmeans), Some(dvars)]
     }
 }
 
-/// The backward pass of [`FusedOps::conv_op`].
-#[derive(Debug)]
-struct ConvBackward;
+/// [`FusedOps::conv_op`]'s: the images, the kernel and the geometry.
+#[derive(Debug, Clone)]
+struct ConvAdjoint<B: Backend> {
+    x: FloatTensor<B>,
+    w: FloatTensor<B>,
+    g: ConvGeometry,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for ConvBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>, ConvGeometry);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let parents = ops.parents.map(|p| p.map(|node| node.id));
-        let dy = grads.consume::<B>(&ops.node);
-        let (x, w, g) = ops.state;
-        let wanted = parents.map(|p| p.is_some());
-        let (dx, dw) = B::fused_conv_backward(x, w, dy, g, wanted);
-        register_tracked::<B>(grads, parents, [dx, dw]);
+impl<B: FusedKernels> Adjoint<B, 2> for ConvAdjoint<B> {
+    fn grads(self, dy: FloatTensor<B>, wanted: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let (dx, dw) = B::fused_conv_backward(self.x, self.w, dy, self.g, wanted);
+        [dx, dw]
     }
 }
 
-#[derive(Debug)]
-struct MatmulBackward;
+/// [`FusedOps::matmul_op`]'s: the two factors.
+#[derive(Debug, Clone)]
+struct MatmulAdjoint<B: Backend> {
+    x: FloatTensor<B>,
+    w: FloatTensor<B>,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for MatmulBackward {
-    type State = (FloatTensor<B>, FloatTensor<B>);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let parents = ops.parents.map(|p| p.map(|node| node.id));
-        let dy = grads.consume::<B>(&ops.node);
-        let (x, w) = ops.state;
-        let wanted = parents.map(|p| p.is_some());
-        let (dx, dw) = B::fused_matmul_backward(x, w, dy, wanted);
-        register_tracked::<B>(grads, parents, [dx, dw]);
+impl<B: FusedKernels> Adjoint<B, 2> for MatmulAdjoint<B> {
+    fn grads(self, dy: FloatTensor<B>, wanted: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let (dx, dw) = B::fused_matmul_backward(self.x, self.w, dy, wanted);
+        [dx, dw]
     }
 }
 
-#[derive(Debug)]
-struct FactorDrawsBackward;
+/// [`FusedOps::add_factor_draws_op`]'s: the draws' `z` (the base's gradient is `dy`).
+#[derive(Debug, Clone)]
+struct FactorDrawsAdjoint {
+    z: Vec<f32>,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for FactorDrawsBackward {
-    type State = Vec<f32>;
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_base, node_factor] = ops.parents;
-        let dy = grads.consume::<B>(&ops.node);
-        register!(
-            grads,
-            node_factor,
-            B::fused_factor_draws_backward(dy.clone(), ops.state)
-        );
-        register!(grads, node_base, dy);
+impl<B: FusedKernels> Adjoint<B, 2> for FactorDrawsAdjoint {
+    fn grads(self, dy: FloatTensor<B>, [_, factor]: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let df = factor.then(|| B::fused_factor_draws_backward(dy.clone(), self.z));
+        [Some(dy), df]
     }
 }
 
-#[derive(Debug)]
-struct MixtureKlBackward;
+/// [`FusedOps::mixture_kl_op`]'s: `μ`, `ρ` and the settings (the draws' key among them).
+#[derive(Debug, Clone)]
+struct MixtureKlAdjoint<B: Backend> {
+    mu: FloatTensor<B>,
+    rho: FloatTensor<B>,
+    kl: MixtureKl,
+}
 
-impl<B: FusedKernels> Backward<B, 2> for MixtureKlBackward {
-    /// `μ`, `ρ` and the settings (the draws' key among them).
-    type State = (FloatTensor<B>, FloatTensor<B>, MixtureKl);
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_mu, node_rho] = ops.parents;
-        let dvalue = grads.consume::<B>(&ops.node);
-        let (mu, rho, kl) = ops.state;
-        let (dmu, drho) = B::fused_mixture_kl_backward(mu, rho, kl, dvalue);
-        register!(grads, node_mu, dmu);
-        register!(grads, node_rho, drho);
+impl<B: FusedKernels> Adjoint<B, 2> for MixtureKlAdjoint<B> {
+    fn grads(self, g: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let (dmu, drho) = B::fused_mixture_kl_backward(self.mu, self.rho, self.kl, g);
+        [Some(dmu), Some(drho)]
     }
 }
 
-#[derive(Debug)]
-struct FactorKlBackward;
-
-impl<B: FusedKernels> Backward<B, 2> for FactorKlBackward {
-    /// The factor, `ρ`, the rule, `A⁻¹`, the scale and the prior.
-    type State = (
-        FloatTensor<B>,
-        FloatTensor<B>,
-        SigmaRule,
-        Vec<f32>,
-        f64,
-        PriorTensors<B>,
-    );
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let [node_factor, node_rho] = ops.parents;
-        let dvalue = grads.consume::<B>(&ops.node);
-        let (factor, rho, rule, inv, scale, prior) = ops.state;
-        let (df, drho) = B::fused_factor_kl_backward(factor, rho, rule, inv, scale, prior, dvalue);
-        register!(grads, node_factor, df);
-        register!(grads, node_rho, drho);
-    }
+/// [`FusedOps::factor_kl_op`]'s: the factor, `ρ`, the rule, `A⁻¹`, the scale and the prior.
+#[derive(Debug, Clone)]
+struct FactorKlAdjoint<B: Backend> {
+    factor: FloatTensor<B>,
+    rho: FloatTensor<B>,
+    rule: SigmaRule,
+    inv: Vec<f32>,
+    scale: f64,
+    prior: PriorTensors<B>,
 }
 
-/// Registers the gradients a backward kernel computed, which it does for tracked parents only.
-fn register_tracked<B: Backend>(
-    grads: &mut Gradients,
-    parents: [Option<NodeId>; 2],
-    values: [Option<FloatTensor<B>>; 2],
-) {
-    for (id, value) in parents.into_iter().zip(values) {
-        if let (Some(id), Some(value)) = (id, value) {
-            grads.register::<B>(id, value);
-        }
+impl<B: FusedKernels> Adjoint<B, 2> for FactorKlAdjoint<B> {
+    fn grads(self, g: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
+        let Self {
+            factor,
+            rho,
+            rule,
+            inv,
+            scale,
+            prior,
+        } = self;
+        let (df, drho) = B::fused_factor_kl_backward(factor, rho, rule, inv, scale, prior, g);
+        [Some(df), Some(drho)]
     }
 }
 
@@ -572,8 +583,10 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let prior = inner_prior(prior);
         let fold = fold.filter(|_| prior.terms().is_some());
-        match SampleBackward
-            .prepare::<C>([q.mu.node(), q.rho.node()])
+        let parents = [q.mu.node(), q.rho.node()];
+        // The forward pass keeps a tape only when the backward pass will run.
+        match Node::<SampleAdjoint<B>>(PhantomData)
+            .prepare::<C>(parents)
             .compute_bound()
             .stateful()
         {
@@ -585,15 +598,19 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 };
                 let center = draws.center;
                 let (w, value, tape) = B::fused_sample(inner_q(&q), draws, prior.clone(), keep);
-                let tape = tape.expect("a tape was asked for");
-                // The backward pass reads the prior only for a folded KL.
-                let prior = if fold.is_some() {
-                    prior
-                } else {
-                    PriorTensors::Off
+                let state = SampleAdjoint {
+                    mu: q.mu.into_primitive(),
+                    tape: tape.expect("a tape was asked for"),
+                    center,
+                    fold,
+                    // The backward pass reads the prior only for a folded KL.
+                    prior: if fold.is_some() {
+                        prior
+                    } else {
+                        PriorTensors::Off
+                    },
                 };
-                let w = prep.finish((q.mu.into_primitive(), tape, center, fold, prior), w);
-                (w, Self::from_inner(value))
+                (prep.finish(state, w), Self::from_inner(value))
             }
             OpsKind::UnTracked(prep) => {
                 let (w, value, ..) = B::fused_sample(inner_q(&q), draws, prior, Tape::Off);
@@ -612,14 +629,13 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         let prior = inner_prior(prior);
         let inner = inner_q(&q);
         let (out, value) = B::fused_sample_ratio(inner.clone(), key, draws, prior.clone(), kl);
-        let out = match SampleRatioBackward
-            .prepare::<C>([q.mu.node(), q.rho.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((inner, key, draws, prior), out),
-            OpsKind::UnTracked(prep) => prep.finish(out),
+        let state = || SampleRatioAdjoint {
+            q: inner,
+            key,
+            draws,
+            prior,
         };
+        let out = node::<B, C, _, 2>([q.mu.node(), q.rho.node()], out, state);
         (out, Self::from_inner(value))
     }
 
@@ -633,20 +649,18 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         let inner = inner_q(&q);
         let (var, value) = B::fused_moments(inner.clone(), var_scale, prior.clone());
         let fold = fold.filter(|_| prior.terms().is_some());
-        // The backward pass reads the prior only for a folded KL.
-        let prior = if fold.is_some() {
-            prior
-        } else {
-            PriorTensors::Off
+        let state = || MomentsAdjoint {
+            q: inner,
+            var_scale,
+            fold,
+            // The backward pass reads the prior only for a folded KL.
+            prior: if fold.is_some() {
+                prior
+            } else {
+                PriorTensors::Off
+            },
         };
-        let var = match MomentsBackward
-            .prepare::<C>([q.mu.node(), q.rho.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((inner, var_scale, fold, prior), var),
-            OpsKind::UnTracked(prep) => prep.finish(var),
-        };
+        let var = node::<B, C, _, 2>([q.mu.node(), q.rho.node()], var, state);
         (var, Self::from_inner(value))
     }
 
@@ -654,50 +668,32 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         let prior = inner_prior(prior);
         let inner = inner_q(&q);
         let value = B::fused_kl(inner.clone(), prior.clone());
-        match KlBackward
-            .prepare::<C>([q.mu.node(), q.rho.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((inner, prior), value),
-            OpsKind::UnTracked(prep) => prep.finish(value),
-        }
+        let state = || KlAdjoint { q: inner, prior };
+        node::<B, C, _, 2>([q.mu.node(), q.rho.node()], value, state)
     }
 
     fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
         let value = B::fused_quadratic(w.primitive().clone(), center, coef);
-        match QuadraticBackward
-            .prepare::<C>([w.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((w.into_primitive(), center, coef), value),
-            OpsKind::UnTracked(prep) => prep.finish(value),
-        }
+        let state = || QuadraticAdjoint {
+            w: w.primitive().clone(),
+            center,
+            coef,
+        };
+        node::<B, C, _, 1>([w.node()], value, state)
     }
 
     fn noise_op(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
         let y = B::fused_noise(mean.primitive().clone(), var.primitive().clone(), key);
-        match NoiseBackward
-            .prepare::<C>([mean.node(), var.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((var.into_primitive(), key), y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        let state = || NoiseAdjoint {
+            var: var.primitive().clone(),
+            key,
+        };
+        node::<B, C, _, 2>([mean.node(), var.node()], y, state)
     }
 
     fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
         let y = B::fused_flip(x.primitive().clone(), key, inner);
-        match FlipBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((key, inner), y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        node::<B, C, _, 1>([x.node()], y, || FlipAdjoint { key, inner })
     }
 
     fn dropout_op(
@@ -707,14 +703,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         noise: DropoutNoise,
     ) -> FloatTensor<Self> {
         let y = B::fused_dropout(x.primitive().clone(), key, p, noise);
-        match DropoutBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((key, p, noise), y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        node::<B, C, _, 1>([x.node()], y, || DropoutAdjoint { key, p, noise })
     }
 
     fn rectifier_op(
@@ -723,19 +712,18 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         rule: RectifierRule,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let (m, v) = B::fused_rectifier(mean.primitive().clone(), var.primitive().clone(), rule);
-        let node = |output: RectifierOutput, y: FloatTensor<B>| match RectifierBackward(output)
-            .prepare::<C>([mean.node(), var.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                prep.finish((mean.primitive().clone(), var.primitive().clone(), rule), y)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(y),
+        let output = |output: RectifierOutput, y: FloatTensor<B>| {
+            let state = || RectifierAdjoint {
+                mean: mean.primitive().clone(),
+                var: var.primitive().clone(),
+                rule,
+                output,
+            };
+            node::<B, C, _, 2>([mean.node(), var.node()], y, state)
         };
         (
-            node(RectifierOutput::Mean, m),
-            node(RectifierOutput::Var, v),
+            output(RectifierOutput::Mean, m),
+            output(RectifierOutput::Var, v),
         )
     }
 
@@ -745,52 +733,36 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         kernel: usize,
         stride: usize,
     ) -> FloatTensor<Self> {
-        let y = B::fused_max_pool(
-            means.primitive().clone(),
-            vars.primitive().clone(),
+        let (m, v) = (means.primitive().clone(), vars.primitive().clone());
+        let y = B::fused_max_pool(m.clone(), v.clone(), kernel, stride);
+        let state = || MaxPoolAdjoint {
+            means: m,
+            vars: v,
             kernel,
             stride,
-        );
-        match MaxPoolBackward
-            .prepare::<C>([means.node(), vars.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(
-                (
-                    means.primitive().clone(),
-                    vars.primitive().clone(),
-                    kernel,
-                    stride,
-                ),
-                y,
-            ),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        };
+        node::<B, C, _, 2>([means.node(), vars.node()], y, state)
     }
 
     fn conv_op(x: FloatTensor<Self>, w: FloatTensor<Self>, g: ConvGeometry) -> FloatTensor<Self> {
         let y = B::fused_conv(x.primitive().clone(), w.primitive().clone(), g);
-        match ConvBackward
-            .prepare::<C>([x.node(), w.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((x.into_primitive(), w.into_primitive(), g), y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        let parents = [x.node(), w.node()];
+        let state = || ConvAdjoint {
+            x: x.into_primitive(),
+            w: w.into_primitive(),
+            g,
+        };
+        node::<B, C, _, 2>(parents, y, state)
     }
 
     fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
         let y = B::fused_matmul(x.primitive().clone(), w.primitive().clone());
-        match MatmulBackward
-            .prepare::<C>([x.node(), w.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((x.into_primitive(), w.into_primitive()), y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        let parents = [x.node(), w.node()];
+        let state = || MatmulAdjoint {
+            x: x.into_primitive(),
+            w: w.into_primitive(),
+        };
+        node::<B, C, _, 2>(parents, y, state)
     }
 
     fn add_factor_draws_op(
@@ -798,19 +770,12 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         factor: FloatTensor<Self>,
         z: Vec<f32>,
     ) -> FloatTensor<Self> {
-        let nodes = [base.node(), factor.node()];
+        let parents = [base.node(), factor.node()];
         // The backward pass needs neither tensor's values: the base's buffer is written in place
         // where it is not shared.
         let y =
             B::fused_add_factor_draws(base.into_primitive(), factor.into_primitive(), z.clone());
-        match FactorDrawsBackward
-            .prepare::<C>(nodes)
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(z, y),
-            OpsKind::UnTracked(prep) => prep.finish(y),
-        }
+        node::<B, C, _, 2>(parents, y, || FactorDrawsAdjoint { z })
     }
 
     fn factor_kl_op(
@@ -821,31 +786,17 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         prior: PriorTensors<Self>,
     ) -> FloatTensor<Self> {
         let prior = inner_prior(prior);
-        let (value, inv) = B::fused_factor_kl(
-            factor.primitive().clone(),
-            rho.primitive().clone(),
+        let (f, r) = (factor.primitive().clone(), rho.primitive().clone());
+        let (value, inv) = B::fused_factor_kl(f.clone(), r.clone(), rule, scale, prior.clone());
+        let state = || FactorKlAdjoint {
+            factor: f,
+            rho: r,
             rule,
+            inv,
             scale,
-            prior.clone(),
-        );
-        match FactorKlBackward
-            .prepare::<C>([factor.node(), rho.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let state = (
-                    factor.into_primitive(),
-                    rho.into_primitive(),
-                    rule,
-                    inv,
-                    scale,
-                    prior,
-                );
-                prep.finish(state, value)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(value),
-        }
+            prior,
+        };
+        node::<B, C, _, 2>([factor.node(), rho.node()], value, state)
     }
 
     fn mixture_kl_op(
@@ -854,16 +805,8 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         kl: MixtureKl,
     ) -> FloatTensor<Self> {
         let (m, r) = (mu.primitive().clone(), rho.primitive().clone());
-        let value = B::fused_mixture_kl(m, r, kl.clone());
-        match MixtureKlBackward
-            .prepare::<C>([mu.node(), rho.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                prep.finish((mu.into_primitive(), rho.into_primitive(), kl), value)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(value),
-        }
+        let value = B::fused_mixture_kl(m.clone(), r.clone(), kl.clone());
+        let state = || MixtureKlAdjoint { mu: m, rho: r, kl };
+        node::<B, C, _, 2>([mu.node(), rho.node()], value, state)
     }
 }
