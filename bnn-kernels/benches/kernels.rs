@@ -4,6 +4,7 @@
 
 use bnn_kernels::elementwise::{self, AdamStep, Draws, KlTerms, LocScale, Prior, SigmaRule, Tape};
 use bnn_kernels::rectifier::{self, RectifierRule};
+use bnn_kernels::simd::Out;
 use bnn_kernels::{DropoutNoise, factor};
 use std::hint::black_box;
 use std::time::Instant;
@@ -110,10 +111,20 @@ fn main() {
         ));
     });
     bench(f, "moments", N, || {
-        black_box(elementwise::moments(q, 1.0, Some(&mut out), Some(prior)));
+        black_box(elementwise::moments(
+            q,
+            1.0,
+            Some(Out::as_uninit(&mut out)),
+            Some(prior),
+        ));
     });
     bench(f, "moments (no KL)", N, || {
-        black_box(elementwise::moments(q, 1.0, Some(&mut out), None));
+        black_box(elementwise::moments(
+            q,
+            1.0,
+            Some(Out::as_uninit(&mut out)),
+            None,
+        ));
     });
     let log_var = LocScale {
         rule: SigmaRule::LogVariance,
@@ -123,7 +134,7 @@ fn main() {
         black_box(elementwise::moments(
             log_var,
             1.0,
-            Some(&mut out),
+            Some(Out::as_uninit(&mut out)),
             Some(prior),
         ));
     });

@@ -810,7 +810,7 @@ pub fn sample_ratio_backward(
 multiversion! {
     /// `var = σ²·var_scale` (when `var` is given) and the summed KL terms over one range, `σ` by
     /// `rule`.
-    fn moments_range(q: LocScale, var_scale: f32, var: Option<&mut [f32]>,
+    fn moments_range(q: LocScale, var_scale: f32, var: Option<&mut [MaybeUninit<f32>]>,
                      kl: Option<Prior>) -> f64 {
         let (mu, rho, rule) = (q.mu, q.rho, q.rule);
         let mut var = var;
@@ -824,7 +824,7 @@ multiversion! {
                 for j in 0..BLOCK {
                     v[j] = sigma[j] * sigma[j] * var_scale;
                 }
-                store(&mut out[k * BLOCK..k * BLOCK + len], &v);
+                store_out(&mut out[k * BLOCK..k * BLOCK + len], &v);
             }
             if let Some(kl) = kl {
                 let prior = kl.block::<true>(k * BLOCK, len);
@@ -837,15 +837,23 @@ multiversion! {
 
 /// `var = σ(ρ)²·var_scale` (when given) and the summed KL terms
 /// `Σ ½(σ²·inv_var_sigma + (μ − μ₀)²/σ₀²) − ln σ` (per weight under a [`PerWeight`] prior).
-pub fn moments(q: LocScale, var_scale: f32, var: Option<&mut [f32]>, kl: Option<Prior>) -> f64 {
+pub fn moments(
+    q: LocScale,
+    var_scale: f32,
+    var: Option<&mut [MaybeUninit<f32>]>,
+    kl: Option<Prior>,
+) -> f64 {
     let n = q.len();
     if let Some(p) = kl {
         p.check(n);
     }
-    let shared = var.map(Shared::new);
+    let shared = var.map(|v| {
+        assert_eq!(v.len(), n, "moments: the variances' length");
+        Shared::out(v)
+    });
     par_chunks(n, |a, b| {
         // SAFETY: disjoint ranges.
-        let v = shared.map(|s| unsafe { s.range(a, b) });
+        let v = shared.map(|s| unsafe { s.out_range(a, b) });
         moments_range(q.range(a, b), var_scale, v, kl.map(|p| p.range(a, b)))
     })
     .into_iter()

@@ -16,6 +16,7 @@ use bnn_kernels::elementwise::{
 use bnn_kernels::mixture::{self, MixtureKl, MixtureTerms};
 use bnn_kernels::rectifier::{self, RectifierOutput, RectifierRule};
 use bnn_kernels::rng::{key_words, philox};
+use bnn_kernels::simd::Out;
 use bnn_kernels::{DropoutNoise, factor};
 
 /// Three parallel chunks (16 Ki elements each) and a partial block.
@@ -388,7 +389,8 @@ fn moments_and_the_kl_match_their_formulas() {
             rho: &rho,
             rule,
         };
-        let kl = elementwise::moments(q, var_scale, Some(&mut var), Some(Prior::scalar(terms)));
+        let out = Some(Out::as_uninit(&mut var[..]));
+        let kl = elementwise::moments(q, var_scale, out, Some(Prior::scalar(terms)));
         let (mut want, mut want_kl) = (vec![0f64; N], 0.0);
         let (mut dmu, mut drho) = (vec![0f64; N], vec![0f64; N]);
         for i in 0..N {

@@ -509,14 +509,18 @@ macro_rules! cpu_fused_kernels {
                 let (mu, rho) = loc_scale_values(&q);
                 let values = prior_values(&prior);
                 let mut s = 0.0;
-                let var = written(shape.num_elements(), |v| {
-                    let view = LocScale {
-                        mu: &mu,
-                        rho: &rho,
-                        rule: q.rule,
-                    };
-                    s = elementwise::moments(view, var_scale, Some(v), prior_of(&prior, &values));
-                });
+                // SAFETY: `moments` writes every element of the variances it is given.
+                let var = unsafe {
+                    filled(shape.num_elements(), |v| {
+                        let view = LocScale {
+                            mu: &mu,
+                            rho: &rho,
+                            rule: q.rule,
+                        };
+                        let prior = prior_of(&prior, &values);
+                        s = elementwise::moments(view, var_scale, Some(v), prior);
+                    })
+                };
                 (<FloatTensor<Self>>::from_values(var, shape), total(s))
             }
 
