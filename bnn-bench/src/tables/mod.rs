@@ -258,6 +258,10 @@ const GENERATORS: &[Generator] = &[
         make: perf::targets,
     },
     Generator {
+        name: "perf-peers",
+        make: perf::peers,
+    },
+    Generator {
         name: "perf-changes",
         make: perf::changes,
     },

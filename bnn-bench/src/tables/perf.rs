@@ -183,6 +183,145 @@ pub(super) fn targets(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(md)
 }
 
+/// The peers' record (`assets/perf-peers/perf.json`): the sampled families on both nets beside
+/// bayesian-torch and PyTorch's deterministic step in the same rounds, then the kernels'
+/// targets read off it.
+pub(super) fn peers(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let path = assets.join("perf-peers/perf.json");
+    let rows = rows(&path)?;
+    let mut md = String::new();
+    for net in ["Mlp", "LeNet5"] {
+        let _ = writeln!(
+            md,
+            "{}| {} | ms/step | × det. + fused Adam | × bayesian-torch | × PyTorch det. |\n\
+             |---|---:|---:|---:|---:|",
+            if md.is_empty() { "" } else { "\n" },
+            net_name(net)
+        );
+        for r in rows.iter().filter(|r| r["net"] == net) {
+            let _ = writeln!(
+                md,
+                "| {} | {:.2} | {} | {} | {} |",
+                method_name(r["method"].as_str().unwrap_or("–")),
+                number(r, "ms_per_step", &path)?,
+                ratio(r["vs_deterministic_fused_adam"].as_f64()),
+                ratio(r["vs_bayesian_torch"].as_f64()),
+                ratio(r["vs_torch"].as_f64()),
+            );
+        }
+    }
+    // (net, row, ratio field, its name, target)
+    const TARGETS: [(&str, &str, &str, &str, f64); 13] = [
+        (
+            "Mlp",
+            "MFVI",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.25,
+        ),
+        (
+            "Mlp",
+            "Radial",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.25,
+        ),
+        (
+            "Mlp",
+            "MFVI-LRT",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.8,
+        ),
+        (
+            "Mlp",
+            "MFVI-Flipout",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.8,
+        ),
+        (
+            "Mlp",
+            "Low-rank",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.8,
+        ),
+        (
+            "LeNet5",
+            "MFVI",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.5,
+        ),
+        (
+            "LeNet5",
+            "Radial",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.5,
+        ),
+        (
+            "LeNet5",
+            "MFVI-LRT",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.5,
+        ),
+        (
+            "LeNet5",
+            "MFVI-Flipout",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.5,
+        ),
+        (
+            "LeNet5",
+            "Low-rank",
+            "vs_deterministic_fused_adam",
+            "× det. + fused Adam",
+            1.5,
+        ),
+        (
+            "LeNet5",
+            "MFVI",
+            "vs_bayesian_torch",
+            "× bayesian-torch",
+            0.5,
+        ),
+        (
+            "LeNet5",
+            "burn deterministic + burn Adam",
+            "vs_torch",
+            "× PyTorch det.",
+            1.0,
+        ),
+        (
+            "LeNet5",
+            "burn deterministic + fused Adam",
+            "vs_torch",
+            "× PyTorch det.",
+            1.0,
+        ),
+    ];
+    md.push_str("\n| net | row | ratio | target | measured | met |\n|---|---|---|---:|---:|---|\n");
+    for (net, method, field, name, target) in TARGETS {
+        let value = row(&rows, net, method).and_then(|r| r[field].as_f64());
+        let met = match value {
+            Some(v) if v <= target => "yes",
+            Some(_) => "no",
+            None => "–",
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {method} | {name} | ≤ {target} | {} | {met} |",
+            if net == "Mlp" { "MLP" } else { net },
+            ratio(value)
+        );
+    }
+    Ok(md)
+}
+
 /// One study of a `study.json`: the file, its folder under `assets`, and the study.
 struct Study {
     path: std::path::PathBuf,
