@@ -4,7 +4,9 @@
 //! are parallel over images; the products are gemm's on Flex, the backend's `matmul` on NdArray.
 //! More: the book's *Fused kernels* page.
 
+use crate::simd::Out;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// The geometry of a convolution of `[N, C, H, W]` images by `[O, C, kh, kw]` kernels: zero
 /// padding on both sides, one group.
@@ -132,22 +134,29 @@ impl<'a> Windows<'a> {
         }
     }
 
-    /// Writes the window of output cell `(oy, ox)` of image `x` (`[C, H, W]`) into `row`.
+    /// Writes the window of output cell `(oy, ox)` of image `x` (`[C, H, W]`) into `row`, every
+    /// element of it.
     #[inline(always)]
-    fn read(&self, x: &[f32], oy: usize, ox: usize, row: &mut [f32]) {
+    fn read(&self, x: &[f32], oy: usize, ox: usize, row: &mut [MaybeUninit<f32>]) {
         let [kw, w] = [self.g.kernel[1], self.g.input[3]];
         self.rows(oy, ox, |j, input, span| {
             let dst = &mut row[j..j + kw];
             let Some(at) = input else {
-                dst.fill(0.0);
+                for d in dst.iter_mut() {
+                    d.write(0.0);
+                }
                 return;
             };
             let src = &x[at..at + w];
             match span {
-                Ok(ix) => dst.copy_from_slice(&src[ix..ix + kw]),
+                Ok(ix) => {
+                    for (d, &v) in dst.iter_mut().zip(&src[ix..ix + kw]) {
+                        d.write(v);
+                    }
+                }
                 Err(xs) => {
                     for (d, &ix) in dst.iter_mut().zip(xs) {
-                        *d = if ix == usize::MAX { 0.0 } else { src[ix] };
+                        d.write(if ix == usize::MAX { 0.0 } else { src[ix] });
                     }
                 }
             }
@@ -185,7 +194,8 @@ impl<'a> Windows<'a> {
 ///
 /// # Panics
 /// If `x` or `cols` do not have the geometry's sizes.
-pub fn im2col(x: &[f32], g: &ConvGeometry, cols: &mut [f32]) {
+pub fn im2col(x: &[f32], g: &ConvGeometry, cols: &mut [impl Out]) {
+    let cols = Out::as_uninit(cols);
     let (image, rows, width) = (g.image(), g.cells(), g.columns());
     assert_eq!(x.len(), g.input[0] * image, "im2col: input length");
     assert_eq!(cols.len(), g.input[0] * rows * width, "im2col: cols length");
@@ -239,7 +249,8 @@ pub fn col2im(dcols: &[f32], g: &ConvGeometry, dx: &mut [f32]) {
 ///
 /// # Panics
 /// If the lengths are not `n·a·b`.
-pub fn transpose_inner(x: &[f32], n: usize, a: usize, b: usize, out: &mut [f32]) {
+pub fn transpose_inner(x: &[f32], n: usize, a: usize, b: usize, out: &mut [impl Out]) {
+    let out = Out::as_uninit(out);
     assert_eq!(x.len(), n * a * b, "transpose_inner: input length");
     assert_eq!(out.len(), n * a * b, "transpose_inner: output length");
     if a * b == 0 {
@@ -250,7 +261,7 @@ pub fn transpose_inner(x: &[f32], n: usize, a: usize, b: usize, out: &mut [f32])
         .for_each(|(out, x)| {
             for (i, row) in x.chunks_exact(b).enumerate() {
                 for (j, &v) in row.iter().enumerate() {
-                    out[j * a + i] = v;
+                    out[j * a + i].write(v);
                 }
             }
         });

@@ -253,9 +253,12 @@ impl KernelGroups {
     {
         let g = self.geometry_of(&r);
         let images = &x[r.start * self.input_len()..r.end * self.input_len()];
-        let cols = written(r.len() * self.rows() * g.columns(), |c| {
-            conv::im2col(images, &g, c)
-        });
+        // SAFETY: `im2col` writes every element of its columns.
+        let cols = unsafe {
+            filled(r.len() * self.rows() * g.columns(), |c| {
+                conv::im2col(images, &g, c)
+            })
+        };
         let shape = match self.count {
             1 => Shape::from([self.rows(), g.columns()]),
             _ => Shape::from([r.len(), self.rows(), g.columns()]),
@@ -282,15 +285,23 @@ where
     let groups = KernelGroups::of(&w.shape(), &g);
     let (n, o, cells) = (groups.geometry.input[0], groups.out, g.cells());
     let xv = x.values();
-    let y = written(g.input[0] * o * cells, |y| {
-        for r in groups.chunks() {
-            let cols = groups.columns::<B>(&xv, r.clone());
-            let rows =
-                <FloatTensor<B>>::product(&cols, false, &groups.kernels::<B>(&w, r.clone()), true);
-            let y = &mut y[r.start * n * o * cells..r.end * n * o * cells];
-            conv::transpose_inner(&rows.values(), r.len() * n, cells, o, y);
-        }
-    });
+    // SAFETY: the chunks cover every group, and `transpose_inner` writes every element of
+    // each group's range.
+    let y = unsafe {
+        filled(g.input[0] * o * cells, |y| {
+            for r in groups.chunks() {
+                let cols = groups.columns::<B>(&xv, r.clone());
+                let rows = <FloatTensor<B>>::product(
+                    &cols,
+                    false,
+                    &groups.kernels::<B>(&w, r.clone()),
+                    true,
+                );
+                let y = &mut y[r.start * n * o * cells..r.end * n * o * cells];
+                conv::transpose_inner(&rows.values(), r.len() * n, cells, o, y);
+            }
+        })
+    };
     let [ho, wo] = g.output();
     <FloatTensor<B>>::from_values(y, Shape::from([g.input[0], o, ho, wo]))
 }
@@ -309,9 +320,12 @@ where
 {
     let groups = KernelGroups::of(&w.shape(), &g);
     let (n, o, cells) = (groups.geometry.input[0], groups.out, g.cells());
-    let dy_rows = written(g.input[0] * cells * o, |r| {
-        conv::transpose_inner(&dy.values(), g.input[0], o, cells, r)
-    });
+    // SAFETY: `transpose_inner` writes every element of its output.
+    let dy_rows = unsafe {
+        filled(g.input[0] * cells * o, |r| {
+            conv::transpose_inner(&dy.values(), g.input[0], o, cells, r)
+        })
+    };
     let dy_rows = <FloatTensor<B>>::from_values(dy_rows, Shape::from([g.input[0] * cells, o]));
     let xv = x.values();
     let kernel_len = o * groups.geometry.columns();
