@@ -863,8 +863,9 @@ pub fn moments(
 multiversion! {
     /// `(dμ, dρ)` of [`moments`] over one range; `dμ` is written only with `kl`.
     fn moments_backward_range(dvar: Option<&[f32]>, q: LocScale, var_scale: f32,
-                              fold: Option<(Prior, f32)>, dmu: Option<&mut [f32]>,
-                              drho: &mut [f32]) {
+                              fold: Option<(Prior, f32)>,
+                              dmu: Option<&mut [MaybeUninit<f32>]>,
+                              drho: &mut [MaybeUninit<f32>]) {
         let (mu, rho, rule) = (q.mu, q.rho, q.rule);
         let mut dmu = dmu;
         for (k, dr_out) in drho.chunks_mut(BLOCK).enumerate() {
@@ -887,14 +888,16 @@ multiversion! {
             for j in 0..BLOCK {
                 dr[j] *= dsigma[j];
             }
-            store(dr_out, &dr);
-            if let (Some((p, w)), Some(prior), Some(out)) = (kl, &prior, dmu.as_deref_mut()) {
-                let m = load(&mu[a..a + len], 0.0);
+            store_out(dr_out, &dr);
+            if let Some(out) = dmu.as_deref_mut() {
                 let mut dm = [0f32; BLOCK];
-                for j in 0..BLOCK {
-                    dm[j] = w * (m[j] - prior.mean[j]) * p.inv_var_mu * prior.precision[j];
+                if let (Some((p, w)), Some(prior)) = (kl, &prior) {
+                    let m = load(&mu[a..a + len], 0.0);
+                    for j in 0..BLOCK {
+                        dm[j] = w * (m[j] - prior.mean[j]) * p.inv_var_mu * prior.precision[j];
+                    }
                 }
-                store(&mut out[a..a + len], &dm);
+                store_out(&mut out[a..a + len], &dm);
             }
         }
     }
@@ -902,23 +905,29 @@ multiversion! {
 
 /// `(dμ, dρ)` of [`moments`] given `dvar`, plus `weight × ∇KL` when `fold` is
 /// `Some((prior, weight))` (the KL's own gradient when `dvar` is `None`). Without a fold,
-/// `∂var/∂μ = 0` and `dmu` is not written.
+/// `∂var/∂μ = 0`, written as zeros into `dmu` when it is given. Both outputs are written in
+/// full ([`Out`]).
 pub fn moments_backward(
     dvar: Option<&[f32]>,
     q: LocScale,
     var_scale: f32,
     fold: Option<(Prior, f32)>,
-    dmu: Option<&mut [f32]>,
-    drho: &mut [f32],
+    dmu: Option<&mut [MaybeUninit<f32>]>,
+    drho: &mut [MaybeUninit<f32>],
 ) {
     let n = q.len();
     if let Some((p, _)) = fold {
         p.check(n);
     }
-    let (sm, sr) = (dmu.map(Shared::new), Shared::new(drho));
+    assert_eq!(drho.len(), n, "moments_backward: dρ's length");
+    assert!(
+        dmu.as_ref().is_none_or(|d| d.len() == n),
+        "moments_backward: dμ's length"
+    );
+    let (sm, sr) = (dmu.map(Shared::out), Shared::out(drho));
     par_chunks(n, |a, b| {
         // SAFETY: disjoint ranges.
-        let (dm, dr) = unsafe { (sm.map(|s| s.range(a, b)), sr.range(a, b)) };
+        let (dm, dr) = unsafe { (sm.map(|s| s.out_range(a, b)), sr.out_range(a, b)) };
         let d = dvar.map(|d| &d[a..b]);
         let fold = fold.map(|(p, w)| (p.range(a, b), w));
         moments_backward_range(d, q.range(a, b), var_scale, fold, dm, dr);
@@ -936,7 +945,8 @@ pub fn kl(q: LocScale, prior: Prior) -> f64 {
 /// `dρ = g(σ̃·inv_var_sigma[/σ₀²] − 1/σ̃)·dσ/dρ` (0 where the clamp holds; the prior is a
 /// constant).
 pub fn kl_backward(g: f32, q: LocScale, prior: Prior, grads: Grads) {
-    moments_backward(None, q, 1.0, Some((prior, g)), Some(grads.mu), grads.rho);
+    let (dmu, drho) = (Out::as_uninit(grads.mu), Out::as_uninit(grads.rho));
+    moments_backward(None, q, 1.0, Some((prior, g)), Some(dmu), drho);
 }
 
 multiversion! {

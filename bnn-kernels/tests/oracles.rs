@@ -406,7 +406,8 @@ fn moments_and_the_kl_match_their_formulas() {
         assert_sum(&format!("KL ({rule:?})"), kl, want_kl, 1e-5);
         let (mut gmu, mut grho) = (vec![0f32; N], vec![0f32; N]);
         let fold = Some((Prior::scalar(terms), weight));
-        elementwise::moments_backward(Some(&dvar), q, var_scale, fold, Some(&mut gmu), &mut grho);
+        let (dm, dr) = (Out::as_uninit(&mut gmu[..]), Out::as_uninit(&mut grho[..]));
+        elementwise::moments_backward(Some(&dvar), q, var_scale, fold, Some(dm), dr);
         assert_close(&format!("dμ ({rule:?})"), &gmu, &dmu, 1e-6, 1e-4);
         assert_close(&format!("dρ ({rule:?})"), &grho, &drho, 1e-5, 1e-4);
 

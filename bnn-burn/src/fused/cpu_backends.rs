@@ -550,7 +550,8 @@ macro_rules! cpu_fused_kernels {
                 let dvar = dvar.values();
                 let (mu, rho) = loc_scale_values(&q);
                 let values = prior_values(&prior);
-                let backward = |dm: Option<&mut [f32]>, dr: &mut [f32]| {
+                let backward = |dm: Option<&mut [MaybeUninit<f32>]>,
+                                dr: &mut [MaybeUninit<f32>]| {
                     let view = LocScale {
                         mu: &mu,
                         rho: &rho,
@@ -563,12 +564,16 @@ macro_rules! cpu_fused_kernels {
                     elementwise::moments_backward(Some(&dvar), view, var_scale, fold, dm, dr)
                 };
                 // `dμ` only with the folded KL: the variance does not depend on `μ`.
-                let (dmu, drho) = match fold {
-                    Some(_) => {
-                        let (dm, dr) = written2(n, |dm, dr| backward(Some(dm), dr));
-                        (Some(dm), dr)
+                // SAFETY: `moments_backward` writes every element of the outputs it is given.
+                let (dmu, drho) = unsafe {
+                    match fold {
+                        Some(_) => {
+                            let mut dr = Vec::new();
+                            let dm = filled(n, |dm| dr = filled(n, |r| backward(Some(dm), r)));
+                            (Some(dm), dr)
+                        }
+                        None => (None, filled(n, |dr| backward(None, dr))),
                     }
-                    None => (None, written(n, |dr| backward(None, dr))),
                 };
                 (
                     dmu.map(|d| <FloatTensor<Self>>::from_values(d, shape.clone())),
