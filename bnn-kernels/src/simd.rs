@@ -81,14 +81,22 @@ fn two_atanh_short(s: f32) -> f32 {
     2.0 * s * fma(z2, high, low)
 }
 
+/// `(m, e)` with `x = m·2ᵉ`, `m ∈ [1, 2)`, for positive normal `x`.
+#[inline(always)]
+fn split(x: f32) -> (f32, i32) {
+    let bits = x.to_bits();
+    (
+        f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000),
+        ((bits >> 23) as i32) - 127,
+    )
+}
+
 /// `ln x` for positive `x` (subnormals are raised to the smallest normal): `x = m·2ᵉ` with
 /// `m ∈ [√½, √2)`, `ln m = 2 atanh((m − 1)/(m + 1))`.
 #[inline(always)]
 pub fn ln(x: f32) -> f32 {
-    let bits = x.max(f32::MIN_POSITIVE).to_bits();
     // m in [1, 2); move the upper part [√2, 2) down to [√½, 1).
-    let mut e = ((bits >> 23) as i32) - 127;
-    let mut m = f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000);
+    let (mut m, mut e) = split(x.max(f32::MIN_POSITIVE));
     let high = m > std::f32::consts::SQRT_2;
     m = if high { m * 0.5 } else { m };
     e += high as i32;
@@ -298,6 +306,11 @@ impl Out for f32 {
 /// The first `dst.len()` elements of `a` into the output `dst`.
 #[inline(always)]
 pub fn store_out(dst: &mut [MaybeUninit<f32>], a: &[f32; BLOCK]) {
+    // A whole block: a fixed-size copy (vector moves, not a call to memcpy).
+    if let Ok(full) = <&mut [MaybeUninit<f32>; BLOCK]>::try_from(&mut *dst) {
+        *full = a.map(MaybeUninit::new);
+        return;
+    }
     let n = dst.len();
     assert!(n <= BLOCK);
     // SAFETY: `n` elements of `a` into `n` of `dst`; they do not overlap.
@@ -307,12 +320,7 @@ pub fn store_out(dst: &mut [MaybeUninit<f32>], a: &[f32; BLOCK]) {
 /// The first `dst.len()` elements of `a` into `dst`.
 #[inline(always)]
 pub fn store(dst: &mut [f32], a: &[f32; BLOCK]) {
-    if let Ok(full) = <&mut [f32; BLOCK]>::try_from(&mut *dst) {
-        *full = *a;
-        return;
-    }
-    let n = dst.len();
-    dst.copy_from_slice(&a[..n]);
+    store_out(Out::as_uninit(dst), a);
 }
 
 /// Adds `t[..len]` to 8 independent lane sums (a reduction LLVM keeps vectorised).
@@ -347,16 +355,6 @@ impl Default for LnSum {
             exp: [0; 8],
         }
     }
-}
-
-/// `(m, e)` with `x = m·2ᵉ`, `m ∈ [1, 2)`, for positive normal `x`.
-#[inline(always)]
-fn split(x: f32) -> (f32, i32) {
-    let bits = x.to_bits();
-    (
-        f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000),
-        ((bits >> 23) as i32) - 127,
-    )
 }
 
 impl LnSum {

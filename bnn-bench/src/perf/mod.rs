@@ -492,14 +492,16 @@ pub fn run(options: &PerfOptions) -> Result<Vec<PerfRow>, Box<dyn Error>> {
             rounds_of(BASELINE_FUSED_ADAM),
             rounds_of("bayesian_torch"),
         );
-        let torch_det = net_rows
-            .iter()
-            .find(|r| r.method.contains(TORCH_DETERMINISTIC))
-            .map(|r| r.rounds_ms.clone());
-        let torch_bedl_pac = net_rows
-            .iter()
-            .find(|r| r.method.contains(TORCH_BEDL_PAC))
-            .map(|r| r.rounds_ms.clone());
+        let rounds_containing = |name: &str| {
+            net_rows
+                .iter()
+                .find(|r| r.method.contains(name))
+                .map(|r| r.rounds_ms.clone())
+        };
+        let (torch_det, torch_bedl_pac) = (
+            rounds_containing(TORCH_DETERMINISTIC),
+            rounds_containing(TORCH_BEDL_PAC),
+        );
         for r in net_rows.iter_mut() {
             r.vs_deterministic = det.as_ref().map(|d| round_ratio(&r.rounds_ms, d));
             r.vs_deterministic_fused_adam =

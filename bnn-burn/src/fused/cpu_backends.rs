@@ -88,19 +88,25 @@ unsafe fn filled(n: usize, write: impl FnOnce(&mut [MaybeUninit<f32>])) -> Vec<f
 
 /// Two buffers of `n` elements written by `write` (see [`written`]).
 fn written2(n: usize, write: impl FnOnce(&mut [f32], &mut [f32])) -> (Vec<f32>, Vec<f32>) {
-    written2_sized(n, n, write)
-}
-
-/// Two buffers of `n` and `m` elements written by `write` (see [`written`]).
-fn written2_sized(
-    n: usize,
-    m: usize,
-    write: impl FnOnce(&mut [f32], &mut [f32]),
-) -> (Vec<f32>, Vec<f32>) {
     let mut b = Vec::new();
     let a = written(n, |a| {
-        b = written(m, |b| write(a, b));
+        b = written(n, |b| write(a, b));
     });
+    (a, b)
+}
+
+/// Two buffers of `n` and `m` elements that `write` fills (see [`filled`]).
+///
+/// # Safety
+/// `write` writes every element of both slices.
+unsafe fn filled2(
+    n: usize,
+    m: usize,
+    write: impl FnOnce(&mut [MaybeUninit<f32>], &mut [MaybeUninit<f32>]),
+) -> (Vec<f32>, Vec<f32>) {
+    let mut b = Vec::new();
+    // SAFETY: the caller's promise, for each buffer.
+    let a = unsafe { filled(n, |a| b = filled(m, |b| write(a, b))) };
     (a, b)
 }
 
@@ -396,24 +402,21 @@ macro_rules! cpu_fused_kernels {
                 let values = prior_values(&prior);
                 let mut s = 0.0;
                 let rows = keep.rows(count);
-                let mut tape = Vec::new();
                 // SAFETY: `sample` writes every element of its draws and of its tape.
-                let w = unsafe {
-                    filled(n * count, |w| {
-                        tape = filled(n * rows, |t| {
-                            let view = LocScale {
-                                mu: &mu,
-                                rho: &rho,
-                                rule: q.rule,
-                            };
-                            let d = Draws {
-                                key: draws.key,
-                                scales: &draws.scales,
-                                center: draws.center,
-                            };
-                            let prior = prior_of(&prior, &values);
-                            s = elementwise::sample(view, d, prior, keep, w, t);
-                        })
+                let (w, tape) = unsafe {
+                    filled2(n * count, n * rows, |w, t| {
+                        let view = LocScale {
+                            mu: &mu,
+                            rho: &rho,
+                            rule: q.rule,
+                        };
+                        let d = Draws {
+                            key: draws.key,
+                            scales: &draws.scales,
+                            center: draws.center,
+                        };
+                        let prior = prior_of(&prior, &values);
+                        s = elementwise::sample(view, d, prior, keep, w, t);
                     })
                 };
                 let shape = Shape::from([count, n]);
@@ -568,8 +571,7 @@ macro_rules! cpu_fused_kernels {
                 let (dmu, drho) = unsafe {
                     match fold {
                         Some(_) => {
-                            let mut dr = Vec::new();
-                            let dm = filled(n, |dm| dr = filled(n, |r| backward(Some(dm), r)));
+                            let (dm, dr) = filled2(n, n, |dm, dr| backward(Some(dm), dr));
                             (Some(dm), dr)
                         }
                         None => (None, filled(n, |dr| backward(None, dr))),
