@@ -2,9 +2,14 @@
 //! kernel (in place on Flex when the buffers are not shared). It keeps burn's records
 //! ([`AdamState`], [`AdamWState`]), so checkpoints move between it and burn's `Adam`/`AdamW`.
 
-use super::elementwise::AdamStep;
-use super::ext::FusedKernels;
-use burn::backend::Dispatch;
+// burn marks its NdArray backend deprecated; the project still offers it as a feature.
+#![allow(deprecated)]
+
+use super::cpu::CpuTensor;
+use super::elementwise::{self, AdamStep};
+
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, Dispatch, Scalar, backend_extension};
 use burn::optim::{
     AdamState, AdamWState, AdaptiveMomentumState, LearningRate, ModuleOptimizer, Optimizer,
 };
@@ -50,6 +55,78 @@ impl FusedAdamW {
     }
 }
 
+/// The optimiser's kernel. No autodiff op: a step runs on the inner tensors.
+#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"))]
+pub trait AdamKernels: Backend {
+    /// One Adam or AdamW step: `(param, moment_1, moment_2)` after it.
+    fn fused_adam(
+        param: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        moment_1: FloatTensor<Self>,
+        moment_2: FloatTensor<Self>,
+        step: AdamStep,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let (b1, b2) = (step.beta_1, step.beta_2);
+        let m = Self::float_add(
+            Self::float_mul_scalar(moment_1, Scalar::from(b1)),
+            Self::float_mul_scalar(grad.clone(), Scalar::from(1.0 - b1)),
+        );
+        let g2 = Self::float_mul(grad.clone(), grad);
+        let v = Self::float_add(
+            Self::float_mul_scalar(moment_2, Scalar::from(b2)),
+            Self::float_mul_scalar(g2, Scalar::from(1.0 - b2)),
+        );
+        let elementwise::AdamCoefficients {
+            step_size,
+            denom_scale,
+            eps,
+            keep,
+        } = step.coefficients();
+        let denom = Self::float_add_scalar(
+            Self::float_sqrt(Self::float_mul_scalar(v.clone(), Scalar::from(denom_scale))),
+            Scalar::from(eps),
+        );
+        let update = Self::float_div(
+            Self::float_mul_scalar(m.clone(), Scalar::from(step_size)),
+            denom,
+        );
+        let kept = Self::float_mul_scalar(param, Scalar::from(keep));
+        (Self::float_sub(kept, update), m, v)
+    }
+}
+
+#[cfg(feature = "wgpu")]
+impl AdamKernels for burn::backend::Cube {}
+
+/// The CPU backends' step: in place where a buffer is unshared.
+macro_rules! cpu_kernels {
+    ($backend:ty) => {
+        impl AdamKernels for $backend {
+            fn fused_adam(
+                param: FloatTensor<Self>,
+                grad: FloatTensor<Self>,
+                moment_1: FloatTensor<Self>,
+                moment_2: FloatTensor<Self>,
+                step: AdamStep,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+                let g = grad.values();
+                let mut m_out = None;
+                let mut v_out = None;
+                let param = param.rewrite(|p| {
+                    let m = moment_1.rewrite(|m| {
+                        let v = moment_2.rewrite(|v| elementwise::adam(p, &g, m, v, step));
+                        v_out = Some(v);
+                    });
+                    m_out = Some(m);
+                });
+                (param, m_out.expect("written"), v_out.expect("written"))
+            }
+        }
+    };
+}
+
+for_backends!(cpu cpu_kernels);
+
 /// One step of either: `(param, momentum)` after it.
 fn update<const D: usize>(
     lr: LearningRate,
@@ -71,7 +148,7 @@ fn update<const D: usize>(
         time: time as i32,
         decoupled_decay,
     };
-    let (p, m, v) = <Dispatch as FusedKernels>::fused_adam(
+    let (p, m, v) = <Dispatch as AdamKernels>::fused_adam(
         tensor.into_dispatch(),
         grad.into_dispatch(),
         m.into_dispatch(),
