@@ -125,7 +125,7 @@ macro_rules! cpu_kernels {
     };
 }
 
-for_backends!(cpu cpu_kernels);
+for_cpu_backends!(cpu_kernels);
 
 /// One step of either: `(param, momentum)` after it.
 fn update<const D: usize>(

@@ -460,75 +460,108 @@ macro_rules! cpu_kernels {
     };
 }
 
-for_backends!(cpu cpu_kernels);
+for_cpu_backends!(cpu_kernels);
 
-/// The draws as differentiable ops.
-#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
-pub trait DrawOps: Backend {
-    /// `(w, kl)` of [`DrawKernels::fused_sample`]; `kl` is a constant (its gradient reaches
-    /// `μ, ρ` only through `fold`, added in the backward pass of `w`). The prior is a constant.
-    fn sample_op(
-        #[extension_type] q: LocScaleTensors<Self>,
-        draws: DrawSpec,
-        #[extension_type] prior: PriorTensors<Self>,
-        fold: Option<f32>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>);
-
-    /// `(out, kl)` of [`DrawKernels::fused_sample_ratio`]: draws and their log-ratios in one
-    /// differentiable output; `kl` is a constant (so is the prior).
-    fn sample_ratio_op(
-        #[extension_type] q: LocScaleTensors<Self>,
-        key: u64,
-        draws: usize,
-        #[extension_type] prior: PriorTensors<Self>,
-        kl: bool,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>);
-
-    /// [`DrawKernels::fused_add_factor_draws`], differentiable in the base and the factor (`z`
-    /// is a constant).
-    fn add_factor_draws_op(
-        base: FloatTensor<Self>,
-        factor: FloatTensor<Self>,
-        z: Vec<f32>,
-    ) -> FloatTensor<Self>;
-}
-
-/// The inner backends: forward kernels only.
-macro_rules! inner_ops {
-    ($backend:ty) => {
-        impl DrawOps for $backend {
-            fn sample_op(
-                q: LocScaleTensors<Self>,
-                draws: DrawSpec,
-                prior: PriorTensors<Self>,
-                _fold: Option<f32>,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                let (w, value, ..) = Self::fused_sample(q, draws, prior, Tape::Off);
-                (w, value)
-            }
-
-            fn sample_ratio_op(
-                q: LocScaleTensors<Self>,
-                key: u64,
-                draws: usize,
-                prior: PriorTensors<Self>,
-                kl: bool,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_sample_ratio(q, key, draws, prior, kl)
-            }
-
-            fn add_factor_draws_op(
-                base: FloatTensor<Self>,
-                factor: FloatTensor<Self>,
-                z: Vec<f32>,
-            ) -> FloatTensor<Self> {
-                Self::fused_add_factor_draws(base, factor, z)
+fused_ops! {
+    /// The draws as differentiable ops.
+    pub trait DrawOps for DrawKernels {
+        /// `(w, kl)` of [`DrawKernels::fused_sample`]; `kl` is a constant (its gradient reaches
+        /// `μ, ρ` only through `fold`, added in the backward pass of `w`). The prior is a constant.
+        fn sample_op(
+            #[extension_type] q: LocScaleTensors<Self>,
+            draws: DrawSpec,
+            #[extension_type] prior: PriorTensors<Self>,
+            fold: Option<f32>,
+        ) -> (FloatTensor<Self>, FloatTensor<Self>);
+        inner {
+            let (w, value, ..) = Self::fused_sample(q, draws, prior, Tape::Off);
+            (w, value)
+        }
+        autodiff {
+            let prior = inner_prior(prior);
+            let fold = fold.filter(|_| prior.terms().is_some());
+            let parents = [q.mu.node(), q.rho.node()];
+            // The forward pass keeps a tape only when the backward pass will run.
+            match Node::<SampleAdjoint<B>>::new()
+                .prepare::<C>(parents)
+                .compute_bound()
+                .stateful()
+            {
+                OpsKind::Tracked(prep) => {
+                    let keep = if fold.is_some() {
+                        Tape::DrawsAndKl
+                    } else {
+                        Tape::Draws
+                    };
+                    let center = draws.center;
+                    let (w, value, tape) = B::fused_sample(inner_q(&q), draws, prior.clone(), keep);
+                    let state = SampleAdjoint {
+                        mu: q.mu.into_primitive(),
+                        tape: tape.expect("a tape was asked for"),
+                        center,
+                        fold,
+                        // The backward pass reads the prior only for a folded KL.
+                        prior: if fold.is_some() {
+                            prior
+                        } else {
+                            PriorTensors::Off
+                        },
+                    };
+                    (prep.finish(state, w), Self::from_inner(value))
+                }
+                OpsKind::UnTracked(prep) => {
+                    let (w, value, ..) = B::fused_sample(inner_q(&q), draws, prior, Tape::Off);
+                    (prep.finish(w), Self::from_inner(value))
+                }
             }
         }
-    };
-}
 
-for_backends!(all inner_ops);
+        /// `(out, kl)` of [`DrawKernels::fused_sample_ratio`]: draws and their log-ratios in one
+        /// differentiable output; `kl` is a constant (so is the prior).
+        fn sample_ratio_op(
+            #[extension_type] q: LocScaleTensors<Self>,
+            key: u64,
+            draws: usize,
+            #[extension_type] prior: PriorTensors<Self>,
+            kl: bool,
+        ) -> (FloatTensor<Self>, FloatTensor<Self>);
+        inner {
+            Self::fused_sample_ratio(q, key, draws, prior, kl)
+        }
+        autodiff {
+            let prior = inner_prior(prior);
+            let inner = inner_q(&q);
+            let (out, value) = B::fused_sample_ratio(inner.clone(), key, draws, prior.clone(), kl);
+            let state = || SampleRatioAdjoint {
+                q: inner,
+                key,
+                draws,
+                prior,
+            };
+            let out = node::<B, C, _, 2>([q.mu.node(), q.rho.node()], out, state);
+            (out, Self::from_inner(value))
+        }
+
+        /// [`DrawKernels::fused_add_factor_draws`], differentiable in the base and the factor (`z`
+        /// is a constant).
+        fn add_factor_draws_op(
+            base: FloatTensor<Self>,
+            factor: FloatTensor<Self>,
+            z: Vec<f32>,
+        ) -> FloatTensor<Self>;
+        inner {
+            Self::fused_add_factor_draws(base, factor, z)
+        }
+        autodiff {
+            let parents = [base.node(), factor.node()];
+            // The backward pass needs neither tensor's values: the base's buffer is written in
+            // place where it is not shared.
+            let (base, factor) = (base.into_primitive(), factor.into_primitive());
+            let y = B::fused_add_factor_draws(base, factor, z.clone());
+            node::<B, C, _, 2>(parents, y, || FactorDrawsAdjoint { z })
+        }
+    }
+}
 
 /// [`DrawOps::sample_op`]'s: `μ`, the forward pass's tape ([`Tape`]), `center`, the fold's
 /// weight and the prior.
@@ -582,85 +615,6 @@ impl<B: DrawKernels> Adjoint<B, 2> for FactorDrawsAdjoint {
     fn grads(self, dy: FloatTensor<B>, [_, factor]: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
         let df = factor.then(|| B::fused_factor_draws_backward(dy.clone(), self.z));
         [Some(dy), df]
-    }
-}
-
-impl<B: DrawKernels, C: CheckpointStrategy> DrawOps for Autodiff<B, C> {
-    fn sample_op(
-        q: LocScaleTensors<Self>,
-        draws: DrawSpec,
-        prior: PriorTensors<Self>,
-        fold: Option<f32>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let prior = inner_prior(prior);
-        let fold = fold.filter(|_| prior.terms().is_some());
-        let parents = [q.mu.node(), q.rho.node()];
-        // The forward pass keeps a tape only when the backward pass will run.
-        match Node::<SampleAdjoint<B>>::new()
-            .prepare::<C>(parents)
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let keep = if fold.is_some() {
-                    Tape::DrawsAndKl
-                } else {
-                    Tape::Draws
-                };
-                let center = draws.center;
-                let (w, value, tape) = B::fused_sample(inner_q(&q), draws, prior.clone(), keep);
-                let state = SampleAdjoint {
-                    mu: q.mu.into_primitive(),
-                    tape: tape.expect("a tape was asked for"),
-                    center,
-                    fold,
-                    // The backward pass reads the prior only for a folded KL.
-                    prior: if fold.is_some() {
-                        prior
-                    } else {
-                        PriorTensors::Off
-                    },
-                };
-                (prep.finish(state, w), Self::from_inner(value))
-            }
-            OpsKind::UnTracked(prep) => {
-                let (w, value, ..) = B::fused_sample(inner_q(&q), draws, prior, Tape::Off);
-                (prep.finish(w), Self::from_inner(value))
-            }
-        }
-    }
-
-    fn sample_ratio_op(
-        q: LocScaleTensors<Self>,
-        key: u64,
-        draws: usize,
-        prior: PriorTensors<Self>,
-        kl: bool,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let prior = inner_prior(prior);
-        let inner = inner_q(&q);
-        let (out, value) = B::fused_sample_ratio(inner.clone(), key, draws, prior.clone(), kl);
-        let state = || SampleRatioAdjoint {
-            q: inner,
-            key,
-            draws,
-            prior,
-        };
-        let out = node::<B, C, _, 2>([q.mu.node(), q.rho.node()], out, state);
-        (out, Self::from_inner(value))
-    }
-
-    fn add_factor_draws_op(
-        base: FloatTensor<Self>,
-        factor: FloatTensor<Self>,
-        z: Vec<f32>,
-    ) -> FloatTensor<Self> {
-        let parents = [base.node(), factor.node()];
-        // The backward pass needs neither tensor's values: the base's buffer is written in place
-        // where it is not shared.
-        let y =
-            B::fused_add_factor_draws(base.into_primitive(), factor.into_primitive(), z.clone());
-        node::<B, C, _, 2>(parents, y, || FactorDrawsAdjoint { z })
     }
 }
 

@@ -524,73 +524,87 @@ macro_rules! cpu_kernels {
     };
 }
 
-for_backends!(cpu cpu_kernels);
+for_cpu_backends!(cpu_kernels);
 
-/// The KL terms as differentiable ops (the prior is a constant).
-#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
-pub trait KlOps: Backend {
-    /// [`KlKernels::fused_kl`], differentiable in `μ` and `ρ` (the prior is a constant).
-    fn kl_op(
-        #[extension_type] q: LocScaleTensors<Self>,
-        #[extension_type] prior: PriorTensors<Self>,
-    ) -> FloatTensor<Self>;
-
-    /// [`KlKernels::fused_quadratic`], differentiable in `w`.
-    fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self>;
-
-    /// [`KlKernels::fused_mixture_kl`], differentiable in `μ` and `ρ` (the draws are
-    /// regenerated from the key in the backward pass).
-    fn mixture_kl_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        kl: MixtureKl,
-    ) -> FloatTensor<Self>;
-
-    /// [`KlKernels::fused_factor_kl`]'s value, differentiable in the factor and `ρ` (the
-    /// per-weight prior is a constant).
-    fn factor_kl_op(
-        factor: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        scale: f64,
-        #[extension_type] prior: PriorTensors<Self>,
-    ) -> FloatTensor<Self>;
-}
-
-/// The inner backends: forward kernels only.
-macro_rules! inner_ops {
-    ($backend:ty) => {
-        impl KlOps for $backend {
-            fn kl_op(q: LocScaleTensors<Self>, prior: PriorTensors<Self>) -> FloatTensor<Self> {
-                Self::fused_kl(q, prior)
-            }
-
-            fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
-                Self::fused_quadratic(w, center, coef)
-            }
-
-            fn mixture_kl_op(
-                mu: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                kl: MixtureKl,
-            ) -> FloatTensor<Self> {
-                Self::fused_mixture_kl(mu, rho, kl)
-            }
-
-            fn factor_kl_op(
-                factor: FloatTensor<Self>,
-                rho: FloatTensor<Self>,
-                rule: SigmaRule,
-                scale: f64,
-                prior: PriorTensors<Self>,
-            ) -> FloatTensor<Self> {
-                Self::fused_factor_kl(factor, rho, rule, scale, prior).0
-            }
+fused_ops! {
+    /// The KL terms as differentiable ops (the prior is a constant).
+    pub trait KlOps for KlKernels {
+        /// [`KlKernels::fused_kl`], differentiable in `μ` and `ρ` (the prior is a constant).
+        fn kl_op(
+            #[extension_type] q: LocScaleTensors<Self>,
+            #[extension_type] prior: PriorTensors<Self>,
+        ) -> FloatTensor<Self>;
+        inner {
+            Self::fused_kl(q, prior)
         }
-    };
-}
+        autodiff {
+            let prior = inner_prior(prior);
+            let inner = inner_q(&q);
+            let value = B::fused_kl(inner.clone(), prior.clone());
+            let state = || KlAdjoint { q: inner, prior };
+            node::<B, C, _, 2>([q.mu.node(), q.rho.node()], value, state)
+        }
 
-for_backends!(all inner_ops);
+        /// [`KlKernels::fused_quadratic`], differentiable in `w`.
+        fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self>;
+        inner {
+            Self::fused_quadratic(w, center, coef)
+        }
+        autodiff {
+            let value = B::fused_quadratic(w.primitive().clone(), center, coef);
+            let state = || QuadraticAdjoint {
+                w: w.primitive().clone(),
+                center,
+                coef,
+            };
+            node::<B, C, _, 1>([w.node()], value, state)
+        }
+
+        /// [`KlKernels::fused_mixture_kl`], differentiable in `μ` and `ρ` (the draws are
+        /// regenerated from the key in the backward pass).
+        fn mixture_kl_op(
+            mu: FloatTensor<Self>,
+            rho: FloatTensor<Self>,
+            kl: MixtureKl,
+        ) -> FloatTensor<Self>;
+        inner {
+            Self::fused_mixture_kl(mu, rho, kl)
+        }
+        autodiff {
+            let (m, r) = (mu.primitive().clone(), rho.primitive().clone());
+            let value = B::fused_mixture_kl(m.clone(), r.clone(), kl.clone());
+            let state = || MixtureKlAdjoint { mu: m, rho: r, kl };
+            node::<B, C, _, 2>([mu.node(), rho.node()], value, state)
+        }
+
+        /// [`KlKernels::fused_factor_kl`]'s value, differentiable in the factor and `ρ` (the
+        /// per-weight prior is a constant).
+        fn factor_kl_op(
+            factor: FloatTensor<Self>,
+            rho: FloatTensor<Self>,
+            rule: SigmaRule,
+            scale: f64,
+            #[extension_type] prior: PriorTensors<Self>,
+        ) -> FloatTensor<Self>;
+        inner {
+            Self::fused_factor_kl(factor, rho, rule, scale, prior).0
+        }
+        autodiff {
+            let prior = inner_prior(prior);
+            let (f, r) = (factor.primitive().clone(), rho.primitive().clone());
+            let (value, inv) = B::fused_factor_kl(f.clone(), r.clone(), rule, scale, prior.clone());
+            let state = || FactorKlAdjoint {
+                factor: f,
+                rho: r,
+                rule,
+                inv,
+                scale,
+                prior,
+            };
+            node::<B, C, _, 2>([factor.node(), rho.node()], value, state)
+        }
+    }
+}
 
 /// [`KlOps::kl_op`]'s: the posterior and the prior.
 #[derive(Debug, Clone)]
@@ -663,58 +677,6 @@ impl<B: KlKernels> Adjoint<B, 2> for FactorKlAdjoint<B> {
         } = self;
         let (df, drho) = B::fused_factor_kl_backward(factor, rho, rule, inv, scale, prior, g);
         [Some(df), Some(drho)]
-    }
-}
-
-impl<B: KlKernels, C: CheckpointStrategy> KlOps for Autodiff<B, C> {
-    fn kl_op(q: LocScaleTensors<Self>, prior: PriorTensors<Self>) -> FloatTensor<Self> {
-        let prior = inner_prior(prior);
-        let inner = inner_q(&q);
-        let value = B::fused_kl(inner.clone(), prior.clone());
-        let state = || KlAdjoint { q: inner, prior };
-        node::<B, C, _, 2>([q.mu.node(), q.rho.node()], value, state)
-    }
-
-    fn quadratic_op(w: FloatTensor<Self>, center: f32, coef: f32) -> FloatTensor<Self> {
-        let value = B::fused_quadratic(w.primitive().clone(), center, coef);
-        let state = || QuadraticAdjoint {
-            w: w.primitive().clone(),
-            center,
-            coef,
-        };
-        node::<B, C, _, 1>([w.node()], value, state)
-    }
-
-    fn mixture_kl_op(
-        mu: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        kl: MixtureKl,
-    ) -> FloatTensor<Self> {
-        let (m, r) = (mu.primitive().clone(), rho.primitive().clone());
-        let value = B::fused_mixture_kl(m.clone(), r.clone(), kl.clone());
-        let state = || MixtureKlAdjoint { mu: m, rho: r, kl };
-        node::<B, C, _, 2>([mu.node(), rho.node()], value, state)
-    }
-
-    fn factor_kl_op(
-        factor: FloatTensor<Self>,
-        rho: FloatTensor<Self>,
-        rule: SigmaRule,
-        scale: f64,
-        prior: PriorTensors<Self>,
-    ) -> FloatTensor<Self> {
-        let prior = inner_prior(prior);
-        let (f, r) = (factor.primitive().clone(), rho.primitive().clone());
-        let (value, inv) = B::fused_factor_kl(f.clone(), r.clone(), rule, scale, prior.clone());
-        let state = || FactorKlAdjoint {
-            factor: f,
-            rho: r,
-            rule,
-            inv,
-            scale,
-            prior,
-        };
-        node::<B, C, _, 2>([factor.node(), rho.node()], value, state)
     }
 }
 

@@ -69,40 +69,33 @@ macro_rules! cpu_kernels {
     };
 }
 
-for_backends!(cpu cpu_kernels);
+for_cpu_backends!(cpu_kernels);
 
-/// The masks as differentiable ops.
-#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
-pub trait MaskOps: Backend {
-    /// [`MaskKernels::fused_flip`].
-    fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self>;
-
-    /// [`MaskKernels::fused_dropout`].
-    fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64, noise: DropoutNoise)
-    -> FloatTensor<Self>;
-}
-
-/// The inner backends: forward kernels only.
-macro_rules! inner_ops {
-    ($backend:ty) => {
-        impl MaskOps for $backend {
-            fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
-                Self::fused_flip(x, key, inner)
-            }
-
-            fn dropout_op(
-                x: FloatTensor<Self>,
-                key: u64,
-                p: f64,
-                noise: DropoutNoise,
-            ) -> FloatTensor<Self> {
-                Self::fused_dropout(x, key, p, noise)
-            }
+fused_ops! {
+    /// The masks as differentiable ops.
+    pub trait MaskOps for MaskKernels {
+        /// [`MaskKernels::fused_flip`].
+        fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self>;
+        inner {
+            Self::fused_flip(x, key, inner)
         }
-    };
-}
+        autodiff {
+            let y = B::fused_flip(x.primitive().clone(), key, inner);
+            node::<B, C, _, 1>([x.node()], y, || FlipAdjoint { key, inner })
+        }
 
-for_backends!(all inner_ops);
+        /// [`MaskKernels::fused_dropout`].
+        fn dropout_op(x: FloatTensor<Self>, key: u64, p: f64, noise: DropoutNoise)
+            -> FloatTensor<Self>;
+        inner {
+            Self::fused_dropout(x, key, p, noise)
+        }
+        autodiff {
+            let y = B::fused_dropout(x.primitive().clone(), key, p, noise);
+            node::<B, C, _, 1>([x.node()], y, || DropoutAdjoint { key, p, noise })
+        }
+    }
+}
 
 /// [`MaskOps::flip_op`]'s: the key and the group size (the signs are their own adjoint).
 #[derive(Debug, Clone)]
@@ -128,23 +121,6 @@ struct DropoutAdjoint {
 impl<B: MaskKernels> Adjoint<B, 1> for DropoutAdjoint {
     fn grads(self, dy: FloatTensor<B>, _: [bool; 1]) -> [Option<FloatTensor<B>>; 1] {
         [Some(B::fused_dropout(dy, self.key, self.p, self.noise))]
-    }
-}
-
-impl<B: MaskKernels, C: CheckpointStrategy> MaskOps for Autodiff<B, C> {
-    fn flip_op(x: FloatTensor<Self>, key: u64, inner: usize) -> FloatTensor<Self> {
-        let y = B::fused_flip(x.primitive().clone(), key, inner);
-        node::<B, C, _, 1>([x.node()], y, || FlipAdjoint { key, inner })
-    }
-
-    fn dropout_op(
-        x: FloatTensor<Self>,
-        key: u64,
-        p: f64,
-        noise: DropoutNoise,
-    ) -> FloatTensor<Self> {
-        let y = B::fused_dropout(x.primitive().clone(), key, p, noise);
-        node::<B, C, _, 1>([x.node()], y, || DropoutAdjoint { key, p, noise })
     }
 }
 

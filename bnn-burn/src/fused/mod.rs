@@ -8,22 +8,60 @@
 //! [`Kernels::Reference`] keeps the composition of burn ops. Every op: the book's *Fused kernels*
 //! page; adding one: *Extending*.
 
-/// Runs `$m!(backend)` for each backend with kernels of its own: `cpu` (Flex, NdArray) or `all`
-/// (and Cube, wgpu's), each under its feature.
-macro_rules! for_backends {
-    (cpu $m:ident) => {
+/// Runs `$m!(backend)` for each CPU backend (Flex, NdArray) under its feature: their kernels.
+macro_rules! for_cpu_backends {
+    ($m:ident) => {
         #[cfg(feature = "flex")]
         $m!(burn::backend::Flex);
         #[cfg(feature = "ndarray")]
         $m!(burn::backend::NdArray);
     };
-    (all $m:ident) => {
-        $crate::fused::for_backends!(cpu $m);
-        #[cfg(feature = "wgpu")]
-        $m!(burn::backend::Cube);
+}
+
+/// One table of differentiable ops: each entry, an op's signature with its forward on the inner
+/// backends (`inner`) and its graph node under `Autodiff` (`autodiff`), generates the ops trait
+/// (a backend extension), its implementations for Flex, NdArray and Cube, and `Autodiff<B, C>`'s
+/// for any `B` with the family's kernels. Types are `Name` or `Name<Param>` (the extension's
+/// macro reads them as written), a return also a tuple.
+macro_rules! fused_ops {
+    (
+        $(#[$doc:meta])*
+        pub trait $ops:ident for $kernels:ident {
+            $(
+                $(#[$fdoc:meta])*
+                fn $name:ident($($(#[$attr:ident])* $arg:ident: $t:ident $(<$g:ident>)?),* $(,)?)
+                    -> $r:tt $(<$rg:ident>)?;
+                inner $inner:block
+                autodiff $autodiff:block
+            )*
+        }
+    ) => {
+        $(#[$doc])*
+        #[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
+        pub trait $ops: Backend {
+            $($(#[$fdoc])* fn $name($($(#[$attr])* $arg: $t $(<$g>)?),*) -> $r $(<$rg>)?;)*
+        }
+
+        $crate::fused::fused_ops!(@inner $ops, Flex, "flex" $(, $name($($arg: $t $(<$g>)?),*) -> $r $(<$rg>)? $inner)*);
+        $crate::fused::fused_ops!(@inner $ops, NdArray, "ndarray" $(, $name($($arg: $t $(<$g>)?),*) -> $r $(<$rg>)? $inner)*);
+        $crate::fused::fused_ops!(@inner $ops, Cube, "wgpu" $(, $name($($arg: $t $(<$g>)?),*) -> $r $(<$rg>)? $inner)*);
+
+        impl<B: $kernels, C: CheckpointStrategy> $ops for Autodiff<B, C> {
+            $(fn $name($($arg: $t $(<$g>)?),*) -> $r $(<$rg>)? $autodiff)*
+        }
+    };
+    (@inner $ops:ident, $backend:ident, $feature:literal
+        $(, $name:ident($($arg:ident: $t:ident $(<$g:ident>)?),*) -> $r:tt $(<$rg:ident>)? $inner:block)*) => {
+        #[cfg(feature = $feature)]
+        impl $ops for burn::backend::$backend {
+            $(
+                #[allow(unused_variables)]
+                fn $name($($arg: $t $(<$g>)?),*) -> $r $(<$rg>)? $inner
+            )*
+        }
     };
 }
-pub(crate) use for_backends;
+pub(crate) use fused_ops;
 
 mod adam;
 mod args;

@@ -180,49 +180,57 @@ macro_rules! cpu_kernels {
     };
 }
 
-for_backends!(cpu cpu_kernels);
+for_cpu_backends!(cpu_kernels);
 
-/// The moments as differentiable ops.
-#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
-pub trait MomentOps: Backend {
-    /// `(var, kl)` of [`MomentKernels::fused_moments`], `kl` a constant as in
-    /// [`DrawOps::sample_op`].
-    fn moments_op(
-        #[extension_type] q: LocScaleTensors<Self>,
-        var_scale: f32,
-        #[extension_type] prior: PriorTensors<Self>,
-        fold: Option<f32>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>);
-
-    /// [`MomentKernels::fused_noise`].
-    fn noise_op(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self>;
-}
-
-/// The inner backends: forward kernels only.
-macro_rules! inner_ops {
-    ($backend:ty) => {
-        impl MomentOps for $backend {
-            fn moments_op(
-                q: LocScaleTensors<Self>,
-                var_scale: f32,
-                prior: PriorTensors<Self>,
-                _fold: Option<f32>,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_moments(q, var_scale, prior)
-            }
-
-            fn noise_op(
-                mean: FloatTensor<Self>,
-                var: FloatTensor<Self>,
-                key: u64,
-            ) -> FloatTensor<Self> {
-                Self::fused_noise(mean, var, key)
-            }
+fused_ops! {
+    /// The moments as differentiable ops.
+    pub trait MomentOps for MomentKernels {
+        /// `(var, kl)` of [`MomentKernels::fused_moments`], `kl` a constant as in
+        /// [`DrawOps::sample_op`].
+        fn moments_op(
+            #[extension_type] q: LocScaleTensors<Self>,
+            var_scale: f32,
+            #[extension_type] prior: PriorTensors<Self>,
+            fold: Option<f32>,
+        ) -> (FloatTensor<Self>, FloatTensor<Self>);
+        inner {
+            Self::fused_moments(q, var_scale, prior)
         }
-    };
-}
+        autodiff {
+            let prior = inner_prior(prior);
+            let inner = inner_q(&q);
+            let (var, value) = B::fused_moments(inner.clone(), var_scale, prior.clone());
+            let fold = fold.filter(|_| prior.terms().is_some());
+            let state = || MomentsAdjoint {
+                q: inner,
+                var_scale,
+                fold,
+                // The backward pass reads the prior only for a folded KL.
+                prior: if fold.is_some() {
+                    prior
+                } else {
+                    PriorTensors::Off
+                },
+            };
+            let var = node::<B, C, _, 2>([q.mu.node(), q.rho.node()], var, state);
+            (var, Self::from_inner(value))
+        }
 
-for_backends!(all inner_ops);
+        /// [`MomentKernels::fused_noise`].
+        fn noise_op(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self>;
+        inner {
+            Self::fused_noise(mean, var, key)
+        }
+        autodiff {
+            let y = B::fused_noise(mean.primitive().clone(), var.primitive().clone(), key);
+            let state = || NoiseAdjoint {
+                var: var.primitive().clone(),
+                key,
+            };
+            node::<B, C, _, 2>([mean.node(), var.node()], y, state)
+        }
+    }
+}
 
 /// [`MomentOps::moments_op`]'s: the posterior, the variance's scale, the fold's weight and the
 /// prior.
@@ -253,42 +261,6 @@ impl<B: MomentKernels> Adjoint<B, 2> for NoiseAdjoint<B> {
     fn grads(self, dy: FloatTensor<B>, [_, var]: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
         let dvar = var.then(|| B::fused_noise_backward(dy.clone(), self.var, self.key));
         [Some(dy), dvar]
-    }
-}
-
-impl<B: MomentKernels, C: CheckpointStrategy> MomentOps for Autodiff<B, C> {
-    fn moments_op(
-        q: LocScaleTensors<Self>,
-        var_scale: f32,
-        prior: PriorTensors<Self>,
-        fold: Option<f32>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let prior = inner_prior(prior);
-        let inner = inner_q(&q);
-        let (var, value) = B::fused_moments(inner.clone(), var_scale, prior.clone());
-        let fold = fold.filter(|_| prior.terms().is_some());
-        let state = || MomentsAdjoint {
-            q: inner,
-            var_scale,
-            fold,
-            // The backward pass reads the prior only for a folded KL.
-            prior: if fold.is_some() {
-                prior
-            } else {
-                PriorTensors::Off
-            },
-        };
-        let var = node::<B, C, _, 2>([q.mu.node(), q.rho.node()], var, state);
-        (var, Self::from_inner(value))
-    }
-
-    fn noise_op(mean: FloatTensor<Self>, var: FloatTensor<Self>, key: u64) -> FloatTensor<Self> {
-        let y = B::fused_noise(mean.primitive().clone(), var.primitive().clone(), key);
-        let state = || NoiseAdjoint {
-            var: var.primitive().clone(),
-            key,
-        };
-        node::<B, C, _, 2>([mean.node(), var.node()], y, state)
     }
 }
 

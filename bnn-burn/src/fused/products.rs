@@ -357,38 +357,44 @@ macro_rules! cpu_kernels {
     };
 }
 
-for_backends!(cpu cpu_kernels);
+for_cpu_backends!(cpu_kernels);
 
-/// The products as differentiable ops.
-#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
-pub trait ProductOps: Backend {
-    /// [`ProductKernels::fused_matmul`], differentiable in `x` and `w`.
-    fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
-
-    /// [`ProductKernels::fused_conv`], differentiable in `x` and `w`.
-    fn conv_op(x: FloatTensor<Self>, w: FloatTensor<Self>, g: ConvGeometry) -> FloatTensor<Self>;
-}
-
-/// The inner backends: forward kernels only.
-macro_rules! inner_ops {
-    ($backend:ty) => {
-        impl ProductOps for $backend {
-            fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
-                Self::fused_matmul(x, w)
-            }
-
-            fn conv_op(
-                x: FloatTensor<Self>,
-                w: FloatTensor<Self>,
-                g: ConvGeometry,
-            ) -> FloatTensor<Self> {
-                Self::fused_conv(x, w, g)
-            }
+fused_ops! {
+    /// The products as differentiable ops.
+    pub trait ProductOps for ProductKernels {
+        /// [`ProductKernels::fused_matmul`], differentiable in `x` and `w`.
+        fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
+        inner {
+            Self::fused_matmul(x, w)
         }
-    };
-}
+        autodiff {
+            let y = B::fused_matmul(x.primitive().clone(), w.primitive().clone());
+            let parents = [x.node(), w.node()];
+            let state = || MatmulAdjoint {
+                x: x.into_primitive(),
+                w: w.into_primitive(),
+            };
+            node::<B, C, _, 2>(parents, y, state)
+        }
 
-for_backends!(all inner_ops);
+        /// [`ProductKernels::fused_conv`], differentiable in `x` and `w`.
+        fn conv_op(x: FloatTensor<Self>, w: FloatTensor<Self>, g: ConvGeometry)
+            -> FloatTensor<Self>;
+        inner {
+            Self::fused_conv(x, w, g)
+        }
+        autodiff {
+            let y = B::fused_conv(x.primitive().clone(), w.primitive().clone(), g);
+            let parents = [x.node(), w.node()];
+            let state = || ConvAdjoint {
+                x: x.into_primitive(),
+                w: w.into_primitive(),
+                g,
+            };
+            node::<B, C, _, 2>(parents, y, state)
+        }
+    }
+}
 
 /// [`ProductOps::matmul_op`]'s: the two factors.
 #[derive(Debug, Clone)]
@@ -416,29 +422,6 @@ impl<B: ProductKernels> Adjoint<B, 2> for ConvAdjoint<B> {
     fn grads(self, dy: FloatTensor<B>, wanted: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
         let (dx, dw) = B::fused_conv_backward(self.x, self.w, dy, self.g, wanted);
         [dx, dw]
-    }
-}
-
-impl<B: ProductKernels, C: CheckpointStrategy> ProductOps for Autodiff<B, C> {
-    fn matmul_op(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
-        let y = B::fused_matmul(x.primitive().clone(), w.primitive().clone());
-        let parents = [x.node(), w.node()];
-        let state = || MatmulAdjoint {
-            x: x.into_primitive(),
-            w: w.into_primitive(),
-        };
-        node::<B, C, _, 2>(parents, y, state)
-    }
-
-    fn conv_op(x: FloatTensor<Self>, w: FloatTensor<Self>, g: ConvGeometry) -> FloatTensor<Self> {
-        let y = B::fused_conv(x.primitive().clone(), w.primitive().clone(), g);
-        let parents = [x.node(), w.node()];
-        let state = || ConvAdjoint {
-            x: x.into_primitive(),
-            w: w.into_primitive(),
-            g,
-        };
-        node::<B, C, _, 2>(parents, y, state)
     }
 }
 

@@ -331,54 +331,63 @@ macro_rules! cpu_kernels {
     };
 }
 
-for_backends!(cpu cpu_kernels);
+for_cpu_backends!(cpu_kernels);
 
-/// The propagation rules as differentiable ops.
-#[backend_extension(Flex: cfg(feature = "flex"), NdArray: cfg(feature = "ndarray"), Cube: cfg(feature = "wgpu"), Autodiff)]
-pub trait PropagationOps: Backend {
-    /// `(E h, Var h)` of [`PropagationKernels::fused_rectifier`], both differentiable (two graph
-    /// nodes, each with its own backward pass).
-    fn rectifier_op(
-        mean: FloatTensor<Self>,
-        var: FloatTensor<Self>,
-        rule: RectifierRule,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>);
-
-    /// [`PropagationKernels::fused_max_pool`]'s `[2, rows, H', W']` moments, differentiable (one
-    /// graph node, one backward pass for both).
-    fn max_pool_op(
-        means: FloatTensor<Self>,
-        vars: FloatTensor<Self>,
-        kernel: usize,
-        stride: usize,
-    ) -> FloatTensor<Self>;
-}
-
-/// The inner backends: forward kernels only.
-macro_rules! inner_ops {
-    ($backend:ty) => {
-        impl PropagationOps for $backend {
-            fn rectifier_op(
-                mean: FloatTensor<Self>,
-                var: FloatTensor<Self>,
-                rule: RectifierRule,
-            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                Self::fused_rectifier(mean, var, rule)
-            }
-
-            fn max_pool_op(
-                means: FloatTensor<Self>,
-                vars: FloatTensor<Self>,
-                kernel: usize,
-                stride: usize,
-            ) -> FloatTensor<Self> {
-                Self::fused_max_pool(means, vars, kernel, stride)
-            }
+fused_ops! {
+    /// The propagation rules as differentiable ops.
+    pub trait PropagationOps for PropagationKernels {
+        /// `(E h, Var h)` of [`PropagationKernels::fused_rectifier`], both differentiable (two
+        /// graph nodes, each with its own backward pass).
+        fn rectifier_op(
+            mean: FloatTensor<Self>,
+            var: FloatTensor<Self>,
+            rule: RectifierRule,
+        ) -> (FloatTensor<Self>, FloatTensor<Self>);
+        inner {
+            Self::fused_rectifier(mean, var, rule)
         }
-    };
-}
+        autodiff {
+            let (m, v) = (mean.primitive().clone(), var.primitive().clone());
+            let (m, v) = B::fused_rectifier(m, v, rule);
+            let output = |output: RectifierOutput, y: FloatTensor<B>| {
+                let state = || RectifierAdjoint {
+                    mean: mean.primitive().clone(),
+                    var: var.primitive().clone(),
+                    rule,
+                    output,
+                };
+                node::<B, C, _, 2>([mean.node(), var.node()], y, state)
+            };
+            (
+                output(RectifierOutput::Mean, m),
+                output(RectifierOutput::Var, v),
+            )
+        }
 
-for_backends!(all inner_ops);
+        /// [`PropagationKernels::fused_max_pool`]'s `[2, rows, H', W']` moments, differentiable
+        /// (one graph node, one backward pass for both).
+        fn max_pool_op(
+            means: FloatTensor<Self>,
+            vars: FloatTensor<Self>,
+            kernel: usize,
+            stride: usize,
+        ) -> FloatTensor<Self>;
+        inner {
+            Self::fused_max_pool(means, vars, kernel, stride)
+        }
+        autodiff {
+            let (m, v) = (means.primitive().clone(), vars.primitive().clone());
+            let y = B::fused_max_pool(m.clone(), v.clone(), kernel, stride);
+            let state = || MaxPoolAdjoint {
+                means: m,
+                vars: v,
+                kernel,
+                stride,
+            };
+            node::<B, C, _, 2>([means.node(), vars.node()], y, state)
+        }
+    }
+}
 
 /// One output of [`PropagationOps::rectifier_op`]: the input moments, the rule and which output.
 #[derive(Debug, Clone)]
@@ -411,46 +420,6 @@ impl<B: PropagationKernels> Adjoint<B, 2> for MaxPoolAdjoint<B> {
         let (dmeans, dvars) =
             B::fused_max_pool_backward(self.means, self.vars, g, self.kernel, self.stride);
         [Some(dmeans), Some(dvars)]
-    }
-}
-
-impl<B: PropagationKernels, C: CheckpointStrategy> PropagationOps for Autodiff<B, C> {
-    fn rectifier_op(
-        mean: FloatTensor<Self>,
-        var: FloatTensor<Self>,
-        rule: RectifierRule,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (m, v) = B::fused_rectifier(mean.primitive().clone(), var.primitive().clone(), rule);
-        let output = |output: RectifierOutput, y: FloatTensor<B>| {
-            let state = || RectifierAdjoint {
-                mean: mean.primitive().clone(),
-                var: var.primitive().clone(),
-                rule,
-                output,
-            };
-            node::<B, C, _, 2>([mean.node(), var.node()], y, state)
-        };
-        (
-            output(RectifierOutput::Mean, m),
-            output(RectifierOutput::Var, v),
-        )
-    }
-
-    fn max_pool_op(
-        means: FloatTensor<Self>,
-        vars: FloatTensor<Self>,
-        kernel: usize,
-        stride: usize,
-    ) -> FloatTensor<Self> {
-        let (m, v) = (means.primitive().clone(), vars.primitive().clone());
-        let y = B::fused_max_pool(m.clone(), v.clone(), kernel, stride);
-        let state = || MaxPoolAdjoint {
-            means: m,
-            vars: v,
-            kernel,
-            stride,
-        };
-        node::<B, C, _, 2>([means.node(), vars.node()], y, state)
     }
 }
 
