@@ -10,4 +10,4 @@ pub mod prior;
 
 pub use gaussian::gaussian_log_density;
 pub use moments::Moments;
-pub use prior::{GaussianPrior, HyperPrior, Prior, ScaleMixturePrior, WeightPrior};
+pub use prior::{GaussianPrior, HyperPrior, Prior, PriorTerms, ScaleMixturePrior, WeightPrior};

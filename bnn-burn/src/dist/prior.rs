@@ -401,6 +401,49 @@ impl<const D: usize> WeightPrior<D> {
     }
 }
 
+/// What the fused kernels read of a prior for a KL: its cross-entropy's parameters. The
+/// posterior family adds its entropy ([`crate::posterior::FastPath::kl_plan`]).
+#[derive(Debug, Clone)]
+pub enum PriorTerms {
+    /// `N(μ₀, σ₀²)` for every entry.
+    Scalar {
+        /// `μ₀`.
+        mean: f64,
+        /// `σ₀`.
+        std: f64,
+    },
+    /// A mean and a standard deviation per entry, flat, in the weight's order.
+    PerWeight(Box<[Tensor<1>; 2]>),
+    /// A scale mixture: its terms and the number of posterior draws of its Monte Carlo KL.
+    Mixture(crate::fused::MixtureTerms, usize),
+}
+
+impl<const D: usize> WeightPrior<D> {
+    /// The prior's terms for a tensor of `shape`: a Gaussian's scalars or, when its mean and
+    /// standard deviation are tensors of `shape` or `[1; D]` (expanded), its entries; a scale
+    /// mixture's terms. `None` for parameters of another shape.
+    pub fn fused_terms(&self, shape: [usize; D]) -> Option<PriorTerms> {
+        match self {
+            WeightPrior::Gaussian(g) => match g.scalars() {
+                Some((mean, std)) => Some(PriorTerms::Scalar { mean, std }),
+                None => {
+                    let flat = |t: Tensor<D>| match t.dims() {
+                        d if d == shape => Some(t.reshape([-1])),
+                        d if d.iter().all(|&n| n == 1) => Some(t.expand(shape).reshape([-1])),
+                        _ => None,
+                    };
+                    let entries = [flat(g.mean())?, flat(g.std())?];
+                    Some(PriorTerms::PerWeight(Box::new(entries)))
+                }
+            },
+            WeightPrior::ScaleMixture(m) => Some(PriorTerms::Mixture(
+                crate::fused::MixtureTerms::new(m.pi, m.sigma1, m.sigma2),
+                m.mc_samples,
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "prior_tests.rs"]
 mod tests;

@@ -1212,7 +1212,7 @@ fn the_clamped_kl_is_the_closed_form_at_the_clamped_variances() {
     let kl_and_rho_grad = |l: &BayesianLinear| {
         let kl = l.kl();
         let grads = kl.clone().backward();
-        let rho = l.params.weight.fused().unwrap().rho;
+        let rho = mean_field_loc(&l.params.weight).rho.val();
         (to_vec(kl)[0], to_vec(rho.grad(&grads).unwrap()))
     };
     // The host oracle: ½Σ[α(μ² + σ̃²) − 1 − ln ασ̃²] over weight and bias.
@@ -1340,7 +1340,7 @@ fn a_hyperprior_replaces_the_kl_by_its_negative_log_density() {
     let got = to_vec(term.clone())[0];
     assert!((got - want).abs() <= 1e-4 * want.abs(), "{got} vs {want}");
     let grads = term.backward();
-    let mu = layer.params.weight.fused().unwrap().mu;
+    let mu = mean_field_loc(&layer.params.weight).mu.val();
     let (g, m) = (to_vec(mu.grad(&grads).unwrap()), to_vec(mu.clone()));
     for (g, m) in g.iter().zip(&m) {
         assert!(
@@ -1511,4 +1511,12 @@ fn the_tf_truncated_normal_initialiser_follows_the_first_axis() {
         .init(&device)
         .unwrap_err();
     assert_eq!(err.field, "weights.tf_truncated_normal");
+}
+
+/// The `(μ, ρ)` of a mean-field weight.
+fn mean_field_loc(p: &crate::posterior::AnyPosterior<2>) -> &crate::posterior::LocationScale<2> {
+    match p {
+        crate::posterior::AnyPosterior::MeanField(p) => &p.loc,
+        _ => panic!("a mean-field weight"),
+    }
 }

@@ -6,10 +6,14 @@
 //! [`crate::fused::add_factor_draws`] and [`crate::fused::factor_kl`]. The formulas: the book's
 //! *Sampled variational families* page.
 
+use super::fast_path::{FastPath, FusedKl, KlRequest};
+use super::mean_field::MeanFieldNoise;
+use super::scale::LocScalePath;
 use super::{
-    FusedFactor, FusedScale, PosteriorDist, PosteriorFamily, ScaleInit, ScaleParam, TensorSpec,
-    Unsupported, WeightPosterior, numel, row,
+    PosteriorDist, PosteriorFamily, ScaleInit, ScaleParam, TensorSpec, Unsupported,
+    WeightPosterior, numel, row,
 };
+use crate::dist::WeightPrior;
 use crate::error::{Check, ConfigError};
 use crate::linalg::{cholesky, cholesky_log_det, solve_lower};
 use crate::special::HALF_LN_2PI;
@@ -112,21 +116,84 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
         self.mu.dims()
     }
 
-    /// `μ`, `ρ` and the stored factor `F/c` with its scale `c`: the mean-field kernels draw
-    /// `μ + σ⊙ε` and give the diagonal's KL terms; the layer adds `F z`
-    /// (`crate::fused::add_factor_draws`, in place) and the factor's KL terms from
-    /// `crate::fused::factor_kl`.
-    fn fused(&self) -> Option<FusedScale<D>> {
-        Some(FusedScale {
-            mu: self.mu.val(),
-            rho: self.rho.val(),
-            radial: false,
-            param: self.param,
-            factor: Some(FusedFactor {
-                stored: self.factor.val(),
-                scale: self.factor_scale,
-            }),
-        })
+    /// The diagonal on the mean-field kernels, the factor's share `F z` and its KL terms on
+    /// their own (`LowRankPath`).
+    fn fast_path(&self) -> Option<Box<dyn FastPath<D>>> {
+        let (mu, rho) = (self.mu.val(), self.rho.val());
+        Some(Box::new(LowRankPath {
+            diagonal: LocScalePath::new(mu, rho.clone(), self.param),
+            rho,
+            rule: self.param.sigma_rule(),
+            stored: self.factor.val(),
+            scale: self.factor_scale,
+        }))
+    }
+}
+
+/// The low-rank family on the fused kernels: `w = μ + σ⊙ε + F z` is the mean-field kernels'
+/// draw plus a `k`-column product ([`crate::fused::add_factor_draws`], in place); the KL adds the
+/// factor's terms `½‖F‖²/σ₀² − ½ ln det A` ([`crate::fused::factor_kl`]) to the diagonal's. `F =
+/// c · stored`: the scale is applied to the `k`-sized quantities, not to `F`.
+struct LowRankPath<const D: usize> {
+    diagonal: LocScalePath<D, MeanFieldNoise>,
+    rho: Tensor<D>,
+    rule: crate::fused::SigmaRule,
+    stored: Tensor<2>,
+    scale: f64,
+}
+
+/// The sub-stream of a draw's key that gives the factor's `z` (the diagonal's `ε_s` take
+/// sub-streams `0..n`).
+const FACTOR_STREAM: u32 = u32::MAX;
+
+impl<const D: usize> LowRankPath<D> {
+    /// The factor's part of the KL, differentiable in `F` and `ρ`, under the scalar prior's
+    /// `1/σ₀²` or the per-weight prior's `σ₀ᵢ`.
+    fn factor_kl(&self, plan: &FusedKl) -> Tensor<1> {
+        let (prior, _) = plan
+            .foldable()
+            .expect("a low-rank tensor's KL is closed-form or per weight");
+        let (stored, rho) = (self.stored.clone(), self.rho.clone());
+        crate::fused::factor_kl(stored, rho, self.rule, self.scale, prior)
+    }
+}
+
+impl<const D: usize> FastPath<D> for LowRankPath<D> {
+    fn mean(&self) -> Tensor<D> {
+        self.diagonal.mean()
+    }
+
+    /// The diagonal's plan under a Gaussian prior, scalar or per weight; none under a scale
+    /// mixture or a clamp of `ln σ²`.
+    fn kl_plan(&self, prior: &WeightPrior<D>, range: Option<(f64, f64)>) -> Option<FusedKl> {
+        match (range, self.diagonal.kl_plan(prior, None)?) {
+            (None, FusedKl::Mixture(..)) | (Some(_), _) => None,
+            (None, plan) => Some(plan),
+        }
+    }
+
+    fn draws(
+        &self,
+        n: usize,
+        center: bool,
+        key: u64,
+        kl: Option<KlRequest<'_>>,
+    ) -> (Tensor<2>, Option<Tensor<1>>) {
+        let (w, value) = self.diagonal.draws(n, center, key, kl);
+        let (stored, c) = (self.stored.clone(), self.scale);
+        let w = crate::fused::add_factor_draws(w, stored, c, key, FACTOR_STREAM);
+        (w, value.zip(kl).map(|(v, r)| v + self.factor_kl(r.plan)))
+    }
+
+    fn variance(&self, kl: Option<KlRequest<'_>>) -> (Tensor<D>, Option<Tensor<1>>) {
+        let (var, value) = self.diagonal.variance(kl);
+        let rows = self.stored.clone().square().sum_dim(1).reshape(var.dims());
+        let var = var + rows * (self.scale * self.scale);
+        (var, value.zip(kl).map(|(v, r)| v + self.factor_kl(r.plan)))
+    }
+
+    fn kl(&self, plan: &FusedKl, key: Option<u64>) -> Tensor<1> {
+        self.diagonal.kl(plan, key) + self.factor_kl(plan)
     }
 }
 

@@ -2,8 +2,9 @@
 //! independent `q(w) = N(μ, σ²)`, `σ = softplus(ρ)`; `H[q] = Σ ln σ + n(½ ln 2π + ½)`.
 
 use super::scale::location_scale_family;
+use super::scale::{LocScalePath, ScaleNoise};
 use super::{
-    FusedScale, LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
+    FastPath, LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
     WeightPosterior, numel, row,
 };
 use crate::dist::gaussian_log_density;
@@ -13,12 +14,32 @@ use burn::tensor::{Distribution, Tensor};
 
 location_scale_family!(
     "mean-field",
-    false,
+    MeanFieldNoise,
     /// Configuration of the mean-field family.
     MeanFieldConfig,
     MeanFieldPosterior,
     MeanFieldDist
 );
+
+/// Mean-field draws on the fused kernels: `w = μ + σ⊙ε`.
+#[derive(Debug, Clone, Copy)]
+pub struct MeanFieldNoise;
+
+impl ScaleNoise for MeanFieldNoise {
+    const FACTORISED: bool = true;
+
+    fn var_scale(_: usize) -> f32 {
+        1.0
+    }
+
+    fn entropy_constant(n: usize) -> f64 {
+        n as f64 * (0.5 + HALF_LN_2PI)
+    }
+
+    fn draw_scales<const D: usize>(_: &Tensor<D>, _: u64, draws: usize) -> Vec<f32> {
+        vec![1.0; draws]
+    }
+}
 
 impl<const D: usize> MeanFieldDist<D> {
     /// `σ²`.

@@ -10,6 +10,7 @@
 //! and priors* page.
 
 mod dropout;
+mod fast_path;
 mod full_rank;
 mod low_rank;
 mod mean_field;
@@ -22,12 +23,15 @@ pub use dropout::{
     DropoutConfig, DropoutDist, DropoutMask, DropoutNoise, DropoutPosterior, McDropout,
     model_precision, prior_length_scale_for_weight_decay, weight_decay_for_prior,
 };
+pub use fast_path::{FastPath, FusedKl, KlRequest};
 pub use full_rank::{FullRankConfig, FullRankDist, FullRankPosterior};
 pub use low_rank::{LowRankConfig, LowRankDist, LowRankPosterior};
+pub use mean_field::MeanFieldNoise;
 pub use mean_field::{MeanFieldConfig, MeanFieldDist, MeanFieldPosterior};
 pub use point::{PointConfig, PointDist, PointPosterior};
+pub use radial::RadialNoise;
 pub use radial::{RadialConfig, RadialDist, RadialPosterior, radial_entropy_constant};
-pub use scale::{FusedFactor, FusedScale, LocationScale, ScaleInit, ScaleParam};
+pub use scale::{LocScalePath, LocationScale, ScaleInit, ScaleNoise, ScaleParam};
 
 use crate::dist::WeightPrior;
 use crate::error::ConfigError;
@@ -159,9 +163,9 @@ pub trait WeightPosterior<const D: usize>: Module {
         None
     }
 
-    /// `μ` and `ρ` of a location-scale family, for the fused kernels ([`crate::fused`]); `None`
-    /// (the default) keeps the layer on the composition of burn ops.
-    fn fused(&self) -> Option<FusedScale<D>> {
+    /// The family's draws, variances and KL on the fused kernels ([`FastPath`]), evaluated for
+    /// one pass; `None` (the default) keeps the layer on the composition of burn ops.
+    fn fast_path(&self) -> Option<Box<dyn FastPath<D>>> {
         None
     }
 }
@@ -274,8 +278,8 @@ macro_rules! posterior_families {
                 match self { $(Self::$variant(p) => p.unit_noise(),)* }
             }
 
-            fn fused(&self) -> Option<FusedScale<D>> {
-                match self { $(Self::$variant(p) => p.fused(),)* }
+            fn fast_path(&self) -> Option<Box<dyn FastPath<D>>> {
+                match self { $(Self::$variant(p) => p.fast_path(),)* }
             }
         }
     };

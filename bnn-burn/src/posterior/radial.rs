@@ -7,8 +7,9 @@
 //! ([`radial_entropy_constant`]); the prior cross-entropy is closed form for a Gaussian prior.
 
 use super::scale::location_scale_family;
+use super::scale::{LocScalePath, ScaleNoise};
 use super::{
-    FusedScale, LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
+    FastPath, LocationScale, PosteriorDist, PosteriorFamily, ScaleInit, TensorSpec, Unsupported,
     WeightPosterior, numel, row,
 };
 use crate::error::ConfigError;
@@ -31,12 +32,42 @@ pub fn radial_entropy_constant(n: usize) -> f64 {
 
 location_scale_family!(
     "radial",
-    true,
+    RadialNoise,
     /// Configuration of the radial family.
     RadialConfig,
     RadialPosterior,
     RadialDist
 );
+
+/// Radial draws on the fused kernels: `w_s = μ + σ⊙ε_s·r_s/‖ε_s‖`, `r_s ~ N(0, 1)` from
+/// sub-stream `u32::MAX − s` of the draw's key; `Var[w] = σ²/n`.
+#[derive(Debug, Clone, Copy)]
+pub struct RadialNoise;
+
+impl ScaleNoise for RadialNoise {
+    const FACTORISED: bool = false;
+
+    fn var_scale(n: usize) -> f32 {
+        1.0 / n as f32
+    }
+
+    fn entropy_constant(n: usize) -> f64 {
+        -radial_entropy_constant(n)
+    }
+
+    fn draw_scales<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -> Vec<f32> {
+        let norms = crate::fused::squared_norms(like, key, draws);
+        norms
+            .iter()
+            .enumerate()
+            .map(|(s, squared)| {
+                let mut r = [0f32; 1];
+                crate::fused::elementwise::normals(key, u32::MAX - s as u32, &mut r);
+                r[0] / squared.sqrt()
+            })
+            .collect()
+    }
+}
 
 impl<const D: usize> RadialDist<D> {
     fn n(&self) -> usize {

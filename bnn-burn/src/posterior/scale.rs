@@ -2,13 +2,15 @@
 //! et al. 2015; Farquhar 2022 App. B.3, or ρ = ln σ², Haußmann 2021's VBP code), its
 //! initialisation, and the location-scale parameters `(μ, ρ)`.
 
-use crate::dist::WeightPrior;
+use super::fast_path::{FastPath, FusedKl, KlRequest};
+use crate::dist::{PriorTerms, WeightPrior};
 use crate::error::{Check, ConfigError};
-use crate::fused::KlTerms;
+use crate::fused::{self, DrawSpec, KlTerms, LocScale};
 use crate::special::{HALF_LN_2PI, softplus};
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Distribution, Tensor};
+use std::marker::PhantomData;
 
 /// How the unconstrained parameter `ρ` of a location-scale family gives its scale `σ`. The
 /// choice matters beyond the initial value: Adam's steps are of about `lr` in `ρ` whatever its
@@ -148,119 +150,165 @@ impl<const D: usize> LocationScale<D> {
     pub fn evaluate(&self) -> (Tensor<D>, Tensor<D>) {
         (self.mu.val(), self.param.sigma(self.rho.val()))
     }
-
-    /// `μ`, `ρ` and the parameterisation for the fused kernels.
-    pub fn fused(&self, radial: bool) -> Option<FusedScale<D>> {
-        Some(FusedScale {
-            mu: self.mu.val(),
-            rho: self.rho.val(),
-            radial,
-            param: self.param,
-            factor: None,
-        })
-    }
 }
 
-/// What the fused kernels ([`crate::fused`]) read of a location-scale posterior: `μ`, `ρ`, how
-/// `ρ` gives `σ`, and whether the draws are radial (`w = μ + σ⊙(ε/‖ε‖)·r`), mean-field
-/// (`w = μ + σ⊙ε`) or low-rank (`w = μ + σ⊙ε + F z`, Brack 2022 §3: the mean-field kernels
-/// and a `k`-column product). The sampling, moment and KL kernels (`crate::fused::sample`,
-/// `crate::fused::moments`, `crate::fused::kl`) and the black-box α draws
-/// (`crate::fused::sample_log_ratio`) take every [`ScaleParam`] ([`FusedScale::sigma_rule`]).
+/// What distinguishes a location-scale family's draws `w_s = μ + σ⊙c_s·ε_s` on the fused
+/// kernels: mean-field's (`c_s = 1`, [`MeanFieldNoise`](super::mean_field::MeanFieldNoise)) or
+/// radial's ([`RadialNoise`](super::radial::RadialNoise)).
+pub trait ScaleNoise: 'static {
+    /// A product of independent Gaussians: its KL may clamp `ln σ²`
+    /// ([`crate::layers::WeightConfig::kl_log_var_range`]), and its draws have log-ratios on
+    /// the kernels.
+    const FACTORISED: bool;
+
+    /// `Var[w]/σ²` of a tensor of `n` entries.
+    fn var_scale(n: usize) -> f32;
+
+    /// `H[q] − Σ ln σ` of a tensor of `n` entries.
+    fn entropy_constant(n: usize) -> f64;
+
+    /// `c_s` of each of `draws` draws of a tensor like `like` from stream `key`.
+    fn draw_scales<const D: usize>(like: &Tensor<D>, key: u64, draws: usize) -> Vec<f32>;
+}
+
+/// The fast path of a `(μ, ρ)` family whose draws are `μ + σ(ρ)⊙c_s·ε_s`, `c_s` by `N`: the
+/// sampling, moment and KL kernels (`fused::sample`, `fused::moments`, `fused::kl`) take every
+/// [`ScaleParam`].
 #[derive(Debug, Clone)]
-pub struct FusedScale<const D: usize> {
-    /// Posterior mean `μ`.
-    pub mu: Tensor<D>,
-    /// Unconstrained scale `ρ`.
-    pub rho: Tensor<D>,
-    /// Radial (Farquhar 2022 eq. 4.6) rather than mean-field.
-    pub radial: bool,
-    /// How `ρ` gives `σ`.
-    pub param: ScaleParam,
-    /// The low-rank factor of `q(w) = N(μ, F Fᵀ + diag σ²)` ([`super::LowRankPosterior`]);
-    /// `None` for mean-field and radial.
-    pub factor: Option<FusedFactor>,
+pub struct LocScalePath<const D: usize, N> {
+    mu: Tensor<D>,
+    rho: Tensor<D>,
+    param: ScaleParam,
+    noise: PhantomData<fn() -> N>,
 }
 
-/// A low-rank factor as the fused path reads it: `F = scale · stored`, `stored [numel, k]` the
-/// parameter (the scale is applied to the `k`-sized quantities, not to `F`).
-#[derive(Debug, Clone)]
-pub struct FusedFactor {
-    /// The stored factor `F / c`.
-    pub stored: Tensor<2>,
-    /// `c`.
-    pub scale: f64,
-}
-
-impl<const D: usize> FusedScale<D> {
-    /// The kernels' form of [`Self::param`].
-    pub fn sigma_rule(&self) -> crate::fused::SigmaRule {
-        self.param.sigma_rule()
+impl<const D: usize, N: ScaleNoise> LocScalePath<D, N> {
+    /// The path of `(μ, ρ)`, evaluated once for the pass.
+    pub fn new(mu: Tensor<D>, rho: Tensor<D>, param: ScaleParam) -> Self {
+        Self {
+            mu,
+            rho,
+            param,
+            noise: PhantomData,
+        }
     }
 
-    /// Number of weights.
-    pub fn numel(&self) -> usize {
+    fn loc_scale(&self) -> LocScale<D> {
+        LocScale {
+            mu: self.mu.clone(),
+            rho: self.rho.clone(),
+            rule: self.param.sigma_rule(),
+        }
+    }
+
+    fn numel(&self) -> usize {
         self.mu.shape().num_elements()
     }
+}
 
-    /// `Var[w]/σ²`: 1 for mean-field, `1/n` for radial.
-    pub fn var_scale(&self) -> f32 {
-        if self.radial {
-            1.0 / self.numel() as f32
-        } else {
-            1.0
-        }
+impl<const D: usize, N: ScaleNoise> FastPath<D> for LocScalePath<D, N> {
+    fn mean(&self) -> Tensor<D> {
+        self.mu.clone()
     }
 
-    /// The per-element KL terms and the constant with `KL(q ‖ p) = Σ terms + constant`, for a
-    /// prior with scalar Gaussian parameters `N(μ₀, σ₀²)` (`None` for any other prior):
-    /// mean-field `n(ln σ₀ − ½)`; radial `n(ln σ₀ + ½ ln 2π) + c_n` with `c_n` the constant of
-    /// [`radial_entropy_constant`](super::radial_entropy_constant). With a low-rank factor these
-    /// are the diagonal's terms; the layers add the factor's (`½‖F‖²/σ₀² − ½ ln det A`).
-    pub fn kl_terms(&self, prior: &WeightPrior<D>) -> Option<(KlTerms, f64)> {
-        let WeightPrior::Gaussian(g) = prior else {
+    /// Mean-field `KL = Σ terms + n(ln σ₀ − ½)` under `N(μ₀, σ₀²)`; radial's constant is
+    /// `n(ln σ₀ + ½ ln 2π) + c_n` ([`radial_entropy_constant`](super::radial_entropy_constant)).
+    /// A clamp needs a factorised family; a scale mixture, no clamp.
+    fn kl_plan(&self, prior: &WeightPrior<D>, range: Option<(f64, f64)>) -> Option<FusedKl> {
+        if range.is_some() && !N::FACTORISED {
             return None;
+        }
+        let n = self.numel();
+        let var_scale = N::var_scale(n);
+        let clamp = |terms: KlTerms| match range {
+            Some(range) => terms.with_log_var_range(range, var_scale.into()),
+            None => terms,
         };
-        let (mean, std) = g.scalars()?;
-        let (mean, std) = (&mean, &std);
-        let n = self.numel() as f64;
-        let inv_var = 1.0 / (std * std);
-        let terms = KlTerms::new(
-            *mean as f32,
-            inv_var as f32,
-            (inv_var * self.var_scale() as f64) as f32,
-        );
-        let constant = n * (std.ln() + HALF_LN_2PI) - self.entropy_constant();
-        Some((terms, constant))
+        let entropy = N::entropy_constant(n);
+        Some(match prior.fused_terms(self.mu.dims())? {
+            PriorTerms::Scalar { mean, std } => {
+                let inv_var = 1.0 / (std * std);
+                let var_term = (inv_var * f64::from(var_scale)) as f32;
+                let terms = KlTerms::new(mean as f32, inv_var as f32, var_term);
+                FusedKl::Closed(clamp(terms), n as f64 * (std.ln() + HALF_LN_2PI) - entropy)
+            }
+            PriorTerms::PerWeight(prior) => FusedKl::PerWeight {
+                terms: clamp(KlTerms::per_weight(var_scale)),
+                prior,
+                constant: n as f64 * HALF_LN_2PI - entropy,
+            },
+            PriorTerms::Mixture(terms, draws) if range.is_none() => FusedKl::Mixture(terms, draws),
+            PriorTerms::Mixture(..) => return None,
+        })
     }
 
-    /// `H[q] − Σ ln σ`, the entropy's constant (without a low-rank factor): mean-field
-    /// `n(1 + ln 2π)/2`; radial `−c_n` of
-    /// [`radial_entropy_constant`](super::radial_entropy_constant).
-    pub fn entropy_constant(&self) -> f64 {
-        if self.radial {
-            -super::radial_entropy_constant(self.numel())
-        } else {
-            self.numel() as f64 * (0.5 + HALF_LN_2PI)
+    fn draws(
+        &self,
+        n: usize,
+        center: bool,
+        key: u64,
+        kl: Option<KlRequest<'_>>,
+    ) -> (Tensor<2>, Option<Tensor<1>>) {
+        let spec = DrawSpec {
+            key,
+            scales: N::draw_scales(&self.mu, key, n),
+            center,
+        };
+        match kl.and_then(|r| r.plan.foldable().zip(r.fold)) {
+            Some(((prior, c), fold)) => {
+                let (w, value) = fused::sample(self.loc_scale(), spec, Some(prior), Some(fold));
+                (w, Some(value + c))
+            }
+            None => {
+                let (w, _) = fused::sample(self.loc_scale(), spec, None, None);
+                (w, kl.map(|r| self.kl(r.plan, r.key)))
+            }
         }
     }
 
-    /// The factor `c_s` of each of `n` draws `w_s = μ + σ⊙ε_s·c_s` under stream `key`: 1 for
-    /// mean-field; `r_s/‖ε_s‖` for radial, `r_s ~ N(0, 1)` from its own sub-stream.
-    pub fn draw_scales(&self, key: u64, n: usize) -> Vec<f32> {
-        if !self.radial {
-            return vec![1.0; n];
+    fn variance(&self, kl: Option<KlRequest<'_>>) -> (Tensor<D>, Option<Tensor<1>>) {
+        let var_scale = N::var_scale(self.numel());
+        match kl.and_then(|r| r.plan.foldable().zip(r.fold)) {
+            Some(((prior, c), fold)) => {
+                let q = self.loc_scale();
+                let (var, value) = fused::moments(q, var_scale, Some(prior), Some(fold));
+                (var, Some(value + c))
+            }
+            None => {
+                let (var, _) = fused::moments(self.loc_scale(), var_scale, None, None);
+                (var, kl.map(|r| self.kl(r.plan, r.key)))
+            }
         }
-        let norms = crate::fused::squared_norms(&self.mu, key, n);
-        norms
-            .iter()
-            .enumerate()
-            .map(|(s, squared)| {
-                let mut r = [0f32; 1];
-                crate::fused::elementwise::normals(key, u32::MAX - s as u32, &mut r);
-                r[0] / squared.sqrt()
-            })
-            .collect()
+    }
+
+    fn kl(&self, plan: &FusedKl, key: Option<u64>) -> Tensor<1> {
+        match (plan.foldable(), plan) {
+            (Some((prior, c)), _) => fused::kl(self.loc_scale(), prior) + c,
+            (None, FusedKl::Mixture(terms, draws)) => {
+                let key = key.expect("a scale mixture's KL has a key of its own");
+                let scales = N::draw_scales(&self.mu, key, *draws);
+                let (mu, rho, rule) = (self.mu.clone(), self.rho.clone(), self.param.sigma_rule());
+                let entropy = N::entropy_constant(self.numel());
+                fused::mixture_kl(mu, rho, rule, *terms, key, scales, entropy)
+            }
+            (None, _) => unreachable!("only a scale mixture's KL does not fold"),
+        }
+    }
+
+    fn draws_with_log_ratio(
+        &self,
+        n: usize,
+        plan: &FusedKl,
+        kl: bool,
+        key: u64,
+    ) -> Option<(Tensor<2>, Tensor<1>, Option<Tensor<1>>)> {
+        let (prior, c) = plan.foldable().filter(|_| N::FACTORISED)?;
+        let (w, ratio, value) = fused::sample_log_ratio(self.loc_scale(), key, n, prior, kl);
+        Some((w, ratio, kl.then(|| value + c)))
+    }
+
+    fn has_log_ratio(&self) -> bool {
+        N::FACTORISED
     }
 }
 
@@ -269,7 +317,7 @@ impl<const D: usize> FusedScale<D> {
 /// distribution's `marginal(σ)`, `spread(n)` (draws of `w − μ`), `log_density(w)` and
 /// `differential_entropy()`.
 macro_rules! location_scale_family {
-    ($name:literal, $radial:expr, $(#[$doc:meta])* $config:ident, $posterior:ident, $dist:ident) => {
+    ($name:literal, $noise:ty, $(#[$doc:meta])* $config:ident, $posterior:ident, $dist:ident) => {
         $(#[$doc])*
         #[derive(burn::config::Config, Debug, PartialEq)]
         pub struct $config {
@@ -316,7 +364,7 @@ macro_rules! location_scale_family {
             }
 
             fn factorised_gaussian(&self) -> bool {
-                !$radial
+                <$noise as ScaleNoise>::FACTORISED
             }
 
             fn init<const D: usize>(&self, mean: Tensor<D>, _: &TensorSpec<D>) -> $posterior<D> {
@@ -368,8 +416,9 @@ macro_rules! location_scale_family {
                 self.loc.mu.dims()
             }
 
-            fn fused(&self) -> Option<FusedScale<D>> {
-                self.loc.fused($radial)
+            fn fast_path(&self) -> Option<Box<dyn FastPath<D>>> {
+                let (mu, rho) = (self.loc.mu.val(), self.loc.rho.val());
+                Some(Box::new(LocScalePath::<D, $noise>::new(mu, rho, self.loc.param)))
             }
         }
     };

@@ -488,22 +488,20 @@ fn log_variance_scales_are_the_exponential_of_half_rho() {
         .with_scale(scale)
         .init(mean.clone(), &spec);
     close(mf.dist().sigma, mf.loc.rho.val());
-    let rule = |f: Option<crate::posterior::FusedScale<2>>| {
-        f.expect("a location-scale family").sigma_rule()
-    };
-    assert_eq!(rule(mf.fused()), crate::fused::SigmaRule::LogVariance);
+    let rule = |p: ScaleParam| p.sigma_rule();
+    assert_eq!(rule(mf.loc.param), crate::fused::SigmaRule::LogVariance);
     let radial = RadialConfig::new()
         .with_scale(scale)
         .init(mean.clone(), &spec);
     close(radial.dist().sigma, radial.loc.rho.val());
-    assert_eq!(rule(radial.fused()), crate::fused::SigmaRule::LogVariance);
+    assert_eq!(rule(radial.loc.param), crate::fused::SigmaRule::LogVariance);
     let low = LowRankConfig::new()
         .with_scale(scale)
         .init(mean.clone(), &spec);
     close(low.dist().sigma, low.rho.val());
     assert!((low.factor_scale - (-1.5f64).exp()).abs() < 1e-12);
     let softplus = MeanFieldConfig::new().init(mean, &spec);
-    assert_eq!(rule(softplus.fused()), crate::fused::SigmaRule::Softplus);
+    assert_eq!(rule(softplus.loc.param), crate::fused::SigmaRule::Softplus);
     for param in [
         ScaleParam::Softplus,
         ScaleParam::LogVariance,
