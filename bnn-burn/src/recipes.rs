@@ -107,6 +107,7 @@ impl<B: Body<Input = Tensor<2>>> Callback<Bnn<B, GaussianLikelihood>> for NoiseR
 /// [`WeightConfig::point_bias`]: crate::layers::WeightConfig::point_bias
 pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
     use crate::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit, ScaleParam};
+    let (lo, hi) = VBP_KL_LOG_VAR_RANGE;
     let scale = ScaleInit::new()
         .with_param(ScaleParam::LogVariance)
         .with_rho(-9.0)
@@ -115,12 +116,11 @@ pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
         MeanFieldConfig::new().with_scale(scale),
     ))
     .with_estimator(crate::layers::Estimator::LocalReparameterization)
-    .with_prior(crate::Prior::gaussian(1.0 / prior_precision.sqrt()))
+    .with_prior(crate::Prior::gaussian(1.0 / prior_precision.sqrt()).clamped(lo, hi))
     .with_initializer(burn::nn::Initializer::KaimingNormal {
         gain: 1.0,
         fan_out_only: false,
     })
-    .with_kl_log_var_range(Some(VBP_KL_LOG_VAR_RANGE))
     .with_point_bias(true)
 }
 

@@ -67,8 +67,7 @@ impl Method {
         // The hyperprior replaces the KL, and with it the KL's clamp of ln σ².
         m.weights = m
             .weights
-            .with_kl_log_var_range(None)
-            .with_hyperprior(Some(bnn_burn::dist::HyperPrior::new()));
+            .with_prior(bnn_burn::Prior::Hyper(bnn_burn::dist::HyperPrior::new()));
         m
     }
 

@@ -38,9 +38,9 @@ impl HyperPrior {
     /// Checks that every field is positive and finite; the error names it.
     pub fn validate(&self, config: &'static str) -> Result<(), crate::error::ConfigError> {
         let check = crate::error::Check(config);
-        check.positive("weights.hyperprior.mean_precision", self.mean_precision)?;
-        check.positive("weights.hyperprior.shape", self.shape)?;
-        check.positive("weights.hyperprior.scale", self.scale)
+        check.positive("prior.mean_precision", self.mean_precision)?;
+        check.positive("prior.shape", self.shape)?;
+        check.positive("prior.scale", self.scale)
     }
 
     /// `−ln p(μ, σ²)` summed over the entries (one element); without variances (a point bias)
@@ -66,7 +66,9 @@ impl HyperPrior {
     }
 }
 
-/// The serialisable prior of a layer's weights: scalar hyperparameters shared by every entry.
+/// The serialisable prior of a layer's weights: scalar hyperparameters shared by every entry,
+/// and what the layer's term of the objective is under it (a KL, clamped or not, or a
+/// hyperprior's density).
 #[derive(Config, Debug, PartialEq, Copy)]
 pub enum Prior {
     /// Independent Gaussians `N(mean, std²)`.
@@ -85,6 +87,22 @@ pub enum Prior {
         /// Standard deviation of the second (narrow) component (> 0).
         sigma2: f64,
     },
+    /// `N(mean, std²)` whose KL clamps each weight's `ln σ²` to `log_var_range = (lo, hi)`, so
+    /// that it neither pulls a variance below `e^lo` up nor one above `e^hi` down
+    /// (`KL = ½Σ[α(μ² + σ̃²) − 1 − ln ασ̃²]`, `σ̃² = e^{clamp(ln σ², lo, hi)}`; Haußmann's VBP
+    /// code, `(−11, 11)`, 2021 §2.6 of the digest). Mean-field families only.
+    ClampedGaussian {
+        /// Prior mean μ₀.
+        mean: f64,
+        /// Prior standard deviation σ₀ (> 0).
+        std: f64,
+        /// `(lo, hi)`, finite, `lo < hi`.
+        log_var_range: (f64, f64),
+    },
+    /// A hyperprior over a mean-field posterior's own parameters: the layer's term of the
+    /// objective is its `−ln p(μ, σ²)` in place of `KL(q ‖ p)` ([`HyperPrior`]; BEDL-Hyper,
+    /// Haußmann 2021 §5.4). Mean-field families only.
+    Hyper(HyperPrior),
 }
 
 impl Default for Prior {
@@ -105,6 +123,38 @@ impl Prior {
         Prior::gaussian(1.0 / length_scale)
     }
 
+    /// This Gaussian with `ln σ²` clamped to `[lo, hi]` inside its KL
+    /// ([`Prior::ClampedGaussian`]); a prior that is not a Gaussian is returned as it is (and
+    /// [`Prior::validate`] names it).
+    pub fn clamped(self, lo: f64, hi: f64) -> Self {
+        match self {
+            Prior::Gaussian { mean, std } | Prior::ClampedGaussian { mean, std, .. } => {
+                Prior::ClampedGaussian {
+                    mean,
+                    std,
+                    log_var_range: (lo, hi),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// The clamp of `ln σ²` inside the KL ([`Prior::ClampedGaussian`]).
+    pub fn log_var_range(&self) -> Option<(f64, f64)> {
+        match *self {
+            Prior::ClampedGaussian { log_var_range, .. } => Some(log_var_range),
+            _ => None,
+        }
+    }
+
+    /// The hyperprior whose density replaces the KL ([`Prior::Hyper`]).
+    pub fn hyperprior(&self) -> Option<HyperPrior> {
+        match *self {
+            Prior::Hyper(h) => Some(h),
+            _ => None,
+        }
+    }
+
     /// Checks the hyperparameters; `config` names the configuration holding this prior.
     pub fn validate(&self, config: &'static str) -> Result<(), ConfigError> {
         let check = Check(config);
@@ -113,6 +163,25 @@ impl Prior {
                 check.finite("prior.mean", mean)?;
                 check.positive("prior.std", std)
             }
+            Prior::ClampedGaussian {
+                mean,
+                std,
+                log_var_range: (lo, hi),
+            } => {
+                check.finite("prior.mean", mean)?;
+                check.positive("prior.std", std)?;
+                if lo.is_finite() && hi.is_finite() && lo < hi {
+                    Ok(())
+                } else {
+                    Err(ConfigError {
+                        config,
+                        field: "prior.log_var_range",
+                        value: format!("({lo}, {hi})"),
+                        expected: "finite (lo, hi) with lo < hi",
+                    })
+                }
+            }
+            Prior::Hyper(h) => h.validate(config),
             Prior::ScaleMixture { pi, sigma1, sigma2 } => {
                 check.open_unit("prior.pi", pi)?;
                 check.positive("prior.sigma1", sigma1)?;
@@ -122,16 +191,19 @@ impl Prior {
     }
 
     /// The prior of one `D`-dimensional tensor: scalar parameters stored as broadcastable
-    /// `[1; D]` tensors; `mc_samples` draws estimate a cross-entropy without closed form.
+    /// `[1; D]` tensors; `mc_samples` draws estimate a cross-entropy without closed form. A
+    /// clamped Gaussian's is its Gaussian (the layer keeps the clamp); a hyperprior's, which
+    /// plays no part in the objective, the unit Gaussian.
     pub fn weight_prior<const D: usize>(
         &self,
         mc_samples: usize,
         device: &Device,
     ) -> WeightPrior<D> {
         match *self {
-            Prior::Gaussian { mean, std } => {
+            Prior::Gaussian { mean, std } | Prior::ClampedGaussian { mean, std, .. } => {
                 WeightPrior::Gaussian(GaussianPrior::scalar(mean, std, device))
             }
+            Prior::Hyper(_) => WeightPrior::Gaussian(GaussianPrior::scalar(0.0, 1.0, device)),
             Prior::ScaleMixture { pi, sigma1, sigma2 } => {
                 WeightPrior::ScaleMixture(ScaleMixturePrior {
                     pi,

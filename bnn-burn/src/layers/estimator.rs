@@ -127,7 +127,7 @@ where
 }
 
 /// `KL(q ‖ p)` of a layer's weight and bias from their evaluated posteriors (one element), or
-/// under a hyperprior ([`WeightConfig::hyperprior`](super::WeightConfig)) their `−ln p(μ, σ²)`;
+/// under a hyperprior ([`crate::dist::Prior::Hyper`]) their `−ln p(μ, σ²)`;
 /// on `kernels` where a family computes it there ([`PosteriorDist::kl_on`]).
 pub(crate) fn layer_kl<W, B, const DW: usize>(
     weight: &W::Dist,
@@ -210,7 +210,7 @@ where
         return Err(Unsupported {
             family: q.weight.family(),
             what: "a hyperprior over the posterior's parameters has no per-draw ln q(w) − ln p(w): \
-                   train it with the ELBO's KL term (WeightConfig::hyperprior = None for \
+                   train it with the ELBO's KL term (a prior other than Prior::Hyper for \
                    black-box α)",
         });
     }

@@ -24,7 +24,7 @@ struct Fusable<const D: usize> {
 impl<const D: usize> Fusable<D> {
     /// `None` when the family has no fast path, or the pass collects the KL and the kernels do
     /// not compute it under `prior` ([`FastPath::kl_plan`]; `log_var_range`: the layer's clamp
-    /// of `ln σ²`, [`crate::layers::WeightConfig::kl_log_var_range`]).
+    /// of `ln σ²`, [`crate::dist::Prior::ClampedGaussian`]).
     fn of<P: WeightPosterior<D>>(
         posterior: &P,
         prior: Option<&WeightPrior<D>>,

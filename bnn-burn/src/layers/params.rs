@@ -28,10 +28,10 @@ pub struct LayerParams<W: Module, B: Module, const DW: usize> {
     /// Gradient estimator.
     #[module(skip)]
     pub estimator: Estimator,
-    /// The clamp of `ln σ²` inside the KL ([`WeightConfig::kl_log_var_range`]).
+    /// The clamp of `ln σ²` inside the KL ([`crate::dist::Prior::ClampedGaussian`]).
     #[module(skip)]
     pub kl_log_var_range: Option<(f64, f64)>,
-    /// The hyperprior whose `−ln p(μ, σ²)` replaces the KL ([`WeightConfig::hyperprior`]).
+    /// The hyperprior whose `−ln p(μ, σ²)` replaces the KL ([`crate::dist::Prior::Hyper`]).
     #[module(skip)]
     pub hyperprior: Option<crate::dist::HyperPrior>,
 }
@@ -61,8 +61,8 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
             weight_prior,
             bias_prior,
             estimator: weights.estimator,
-            kl_log_var_range: weights.kl_log_var_range,
-            hyperprior: weights.hyperprior,
+            kl_log_var_range: weights.prior.log_var_range(),
+            hyperprior: weights.prior.hyperprior(),
         }
     }
 

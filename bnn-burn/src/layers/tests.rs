@@ -343,8 +343,8 @@ fn black_box_alpha_draws_stay_on_the_kernels_when_the_kl_clamps() {
     let device = test_device();
     for tensor_prior in [false, true] {
         let guard = seeded(&device, 106);
-        let config = weights(PosteriorConfig::mean_field(), Estimator::Reparameterization)
-            .with_kl_log_var_range(Some((-2.3, 0.0)));
+        let config = weights(PosteriorConfig::mean_field(), Estimator::Reparameterization);
+        let config = config.clone().with_prior(config.prior.clamped(-2.3, 0.0));
         let mut layer = BayesianLinearConfig::new(5, 3)
             .with_weights(config)
             .init(&device)
@@ -838,14 +838,16 @@ fn fused_kl_and_its_gradient_match_the_reference_for_every_estimator() {
         (PosteriorConfig::drop_connect(0.2), false, None, Scalar),
     ] {
         for estimator in ESTIMATORS {
-            let hyperprior = (prior == Hyper).then(crate::dist::HyperPrior::new);
-            let config = weights(posterior.clone(), estimator)
-                .with_prior(crate::dist::Prior::Gaussian {
-                    mean: 0.1,
-                    std: 0.7,
-                })
-                .with_kl_log_var_range(range)
-                .with_hyperprior(hyperprior);
+            let gaussian = crate::dist::Prior::Gaussian {
+                mean: 0.1,
+                std: 0.7,
+            };
+            let prior_config = match (prior == Hyper, range) {
+                (true, _) => crate::dist::Prior::Hyper(crate::dist::HyperPrior::new()),
+                (false, Some((lo, hi))) => gaussian.clamped(lo, hi),
+                (false, None) => gaussian,
+            };
+            let config = weights(posterior.clone(), estimator).with_prior(prior_config);
             let mut dense = BayesianLinearConfig::new(5, 3)
                 .with_weights(config.clone())
                 .init(&device)
@@ -1038,8 +1040,7 @@ fn moment_layers_on_the_fused_kernels_match_the_composition() {
         .with_prior(prior)
     };
     let hyper = crate::recipes::moment_weights(10.0)
-        .with_kl_log_var_range(None)
-        .with_hyperprior(Some(crate::dist::HyperPrior::new()));
+        .with_prior(crate::dist::Prior::Hyper(crate::dist::HyperPrior::new()));
     let cases = [
         ("softplus", scaled(ScaleParam::Softplus, -1.0)),
         (
@@ -1068,16 +1069,16 @@ fn moment_layers_on_the_fused_kernels_match_the_composition() {
         // ln σ² = ρ around the lower bound: the clamp holds about half of them.
         (
             "log-variance, clamped",
-            scaled(ScaleParam::LogVariance, -11.0).with_kl_log_var_range(Some((-11.0, 11.0))),
+            scaled(ScaleParam::LogVariance, -11.0).with_prior(prior.clamped(-11.0, 11.0)),
         ),
         // ln σ² ≈ 2ρ for ρ ≪ 0 (softplus ρ ≈ e^ρ).
         (
             "softplus, clamped",
-            scaled(ScaleParam::Softplus, -5.5).with_kl_log_var_range(Some((-11.0, 11.0))),
+            scaled(ScaleParam::Softplus, -5.5).with_prior(prior.clamped(-11.0, 11.0)),
         ),
         (
             "softplus, clamped, tensor-valued priors",
-            scaled(ScaleParam::Softplus, -5.5).with_kl_log_var_range(Some((-11.0, 11.0))),
+            scaled(ScaleParam::Softplus, -5.5).with_prior(prior.clamped(-11.0, 11.0)),
         ),
     ];
     let close = |a: &[f64], b: &[f64], what: &str| {
@@ -1204,7 +1205,7 @@ fn the_clamped_kl_is_the_closed_form_at_the_clamped_variances() {
     ))
     .with_prior(crate::dist::Prior::gaussian(1.0 / alpha.sqrt()));
     let clamped = BayesianLinearConfig::new(6, 4)
-        .with_weights(config.clone().with_kl_log_var_range(Some((lo, hi))))
+        .with_weights(config.clone().with_prior(config.prior.clamped(lo, hi)))
         .init(&device)
         .unwrap();
     let mut exact = clamped.clone();
@@ -1262,39 +1263,35 @@ fn the_clamped_kl_is_the_closed_form_at_the_clamped_variances() {
     let (kl_wide, _) = kl_and_rho_grad(&wide);
     assert!((kl_wide - kl_exact).abs() <= 1e-5 * kl_exact.abs());
 
-    for (weights, expected) in [
+    let clamped_prior = config.prior.clamped(lo, hi);
+    for (weights, field, expected) in [
         (
-            config.clone().with_kl_log_var_range(Some((3.0, -3.0))),
+            config.clone().with_prior(config.prior.clamped(3.0, -3.0)),
+            "prior.log_var_range",
             "finite (lo, hi) with lo < hi",
         ),
         (
             config
                 .clone()
                 .with_posterior(PosteriorConfig::radial())
-                .with_kl_log_var_range(Some((lo, hi))),
-            "None with a family other than mean-field",
-        ),
-        (
-            config
-                .clone()
-                .with_prior(crate::dist::Prior::ScaleMixture {
-                    pi: 0.5,
-                    sigma1: 1.0,
-                    sigma2: 0.1,
-                })
-                .with_kl_log_var_range(Some((lo, hi))),
-            "None with a prior other than a Gaussian",
+                .with_prior(clamped_prior),
+            "weights.prior",
+            "a Gaussian or scale-mixture prior, or a mean-field family",
         ),
     ] {
         let err = BayesianLinearConfig::new(2, 2)
             .with_weights(weights)
             .init(&device)
             .unwrap_err();
-        assert_eq!(
-            (err.field, err.expected),
-            ("weights.kl_log_var_range", expected)
-        );
+        assert_eq!((err.field, err.expected), (field, expected));
     }
+    // Only a Gaussian clamps.
+    let mixture = crate::dist::Prior::ScaleMixture {
+        pi: 0.5,
+        sigma1: 1.0,
+        sigma2: 0.1,
+    };
+    assert_eq!(mixture.clamped(lo, hi), mixture);
 }
 
 /// Under a hyperprior (BEDL-Hyper) the layer's term is `−ln p(μ, σ²)` of weight and bias
@@ -1313,7 +1310,7 @@ fn a_hyperprior_replaces_the_kl_by_its_negative_log_density() {
         PosteriorConfig::mean_field(),
         Estimator::LocalReparameterization,
     )
-    .with_hyperprior(Some(h));
+    .with_prior(crate::dist::Prior::Hyper(h));
     let layer = BayesianLinearConfig::new(4, 3)
         .with_weights(config.clone())
         .init(&device)
@@ -1363,7 +1360,7 @@ fn a_hyperprior_replaces_the_kl_by_its_negative_log_density() {
     let bb = BayesianLinearConfig::new(4, 3)
         .with_weights(
             weights(PosteriorConfig::mean_field(), Estimator::Reparameterization)
-                .with_hyperprior(Some(h)),
+                .with_prior(crate::dist::Prior::Hyper(h)),
         )
         .init(&device)
         .unwrap();
@@ -1376,19 +1373,17 @@ fn a_hyperprior_replaces_the_kl_by_its_negative_log_density() {
     }
     for (weights, field) in [
         (
-            config.clone().with_hyperprior(Some(h.with_scale(0.0))),
-            "weights.hyperprior.scale",
+            config
+                .clone()
+                .with_prior(crate::dist::Prior::Hyper(h.with_scale(0.0))),
+            "prior.scale",
         ),
         (
             config
                 .clone()
                 .with_posterior(PosteriorConfig::point())
                 .with_estimator(Estimator::Reparameterization),
-            "weights.hyperprior",
-        ),
-        (
-            config.clone().with_kl_log_var_range(Some((-11.0, 11.0))),
-            "weights.hyperprior",
+            "weights.prior",
         ),
     ] {
         let err = BayesianLinearConfig::new(2, 2)

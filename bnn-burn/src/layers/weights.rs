@@ -3,7 +3,7 @@
 //! whether there is a bias.
 
 use super::Estimator;
-use crate::dist::{HyperPrior, Prior, WeightPrior};
+use crate::dist::{Prior, WeightPrior};
 use crate::error::{Check, ConfigError};
 use crate::posterior::{PosteriorConfig, PosteriorFamily, TensorSpec};
 use burn::config::Config;
@@ -16,7 +16,9 @@ pub struct WeightConfig {
     /// Posterior family of the weights (the bias uses [`PosteriorConfig::for_bias`]).
     #[config(default = "PosteriorConfig::mean_field()")]
     pub posterior: PosteriorConfig,
-    /// Prior over weights and bias.
+    /// Prior over weights and bias, and with it the layer's term of the objective: the KL
+    /// (clamped inside for [`Prior::ClampedGaussian`]) or a hyperprior's density
+    /// ([`Prior::Hyper`]).
     #[config(default = "Prior::Gaussian { mean: 0.0, std: 1.0 }")]
     pub prior: Prior,
     /// Gradient estimator of the expected log-likelihood.
@@ -39,19 +41,6 @@ pub struct WeightConfig {
     /// ([`PosteriorFamily::point_estimate`]; any run-time [`PosteriorConfig`] can).
     #[config(default = false)]
     pub point_bias: bool,
-    /// `(lo, hi)`: inside the KL, each weight's `ln σ²` is clamped to `[lo, hi]`, so the KL
-    /// neither pulls a variance below `e^lo` up nor one above `e^hi` down
-    /// (`KL = ½Σ[α(μ² + σ̃²) − 1 − ln ασ̃²]`, `σ̃² = e^{clamp(ln σ², lo, hi)}`). Haußmann's VBP
-    /// code uses `(−11, 11)` (2021 §2.6 of the digest). Needs a mean-field family and a Gaussian
-    /// prior; `None` (default): the exact KL.
-    #[config(default = "None")]
-    pub kl_log_var_range: Option<(f64, f64)>,
-    /// `Some`: the layer's term of the objective is `−ln p(μ, σ²)` of its posterior's
-    /// parameters under this hyperprior instead of `KL(q ‖ p)` (BEDL-Hyper, Haußmann 2021
-    /// §5.4; the prior then plays no part). Needs a mean-field family, and no
-    /// `kl_log_var_range`.
-    #[config(default = "None")]
-    pub hyperprior: Option<HyperPrior>,
     /// `Some(g)`: the initialiser of Sensoy et al. (2018)'s EDL code (TensorFlow), which
     /// replaces `initializer` and starts the bias means from it too: a normal truncated at two
     /// standard deviations, `std = g/√a` with `a` the tensor's first axis in TensorFlow's layout
@@ -109,46 +98,24 @@ impl WeightConfig {
                 expected: "a finite positive gain (Sensoy's code: √2), or None",
             });
         }
-        if let Some((lo, hi)) = self.kl_log_var_range {
-            let problem = if !(lo.is_finite() && hi.is_finite() && lo < hi) {
-                Some("finite (lo, hi) with lo < hi")
-            } else if !family.factorised_gaussian() {
-                Some("None with a family other than mean-field")
-            } else if !matches!(self.prior, Prior::Gaussian { .. }) {
-                Some("None with a prior other than a Gaussian")
-            } else {
-                None
-            };
-            if let Some(expected) = problem {
-                return Err(ConfigError {
-                    config,
-                    field: "weights.kl_log_var_range",
-                    value: format!(
-                        "({lo}, {hi}) with the {} family and the prior {:?}",
-                        family.name(),
-                        self.prior
-                    ),
-                    expected,
-                });
-            }
-        }
-        if let Some(h) = &self.hyperprior {
-            h.validate(config)?;
-            let problem = if !family.factorised_gaussian() {
-                Some("None with a family other than mean-field")
-            } else if self.kl_log_var_range.is_some() {
-                Some("None together with weights.kl_log_var_range")
-            } else {
-                None
-            };
-            if let Some(expected) = problem {
-                return Err(ConfigError {
-                    config,
-                    field: "weights.hyperprior",
-                    value: format!("{h:?} with the {} family", family.name()),
-                    expected,
-                });
-            }
+        let needs_mean_field = match self.prior {
+            Prior::ClampedGaussian { .. } => Some("a clamp of ln σ² inside the KL"),
+            Prior::Hyper(_) => Some("a hyperprior over the posterior's parameters"),
+            _ => None,
+        };
+        if let Some(what) = needs_mean_field
+            && !family.factorised_gaussian()
+        {
+            return Err(ConfigError {
+                config,
+                field: "weights.prior",
+                value: format!(
+                    "{:?} ({what}) with the {} family",
+                    self.prior,
+                    family.name()
+                ),
+                expected: "a Gaussian or scale-mixture prior, or a mean-field family",
+            });
         }
         if self.point_bias && self.bias && family.point_estimate().is_none() {
             return Err(ConfigError {

@@ -205,7 +205,7 @@ pub trait PosteriorFamily: Clone {
 
     /// Whether `q` is a product of independent Gaussians given by its mean and marginal
     /// variance (the mean-field family), so that its KL to a Gaussian prior is a function of
-    /// those two alone ([`crate::layers::WeightConfig::kl_log_var_range`] needs it).
+    /// those two alone ([`crate::dist::Prior::ClampedGaussian`] and [`crate::dist::Prior::Hyper`] need it).
     fn factorised_gaussian(&self) -> bool {
         false
     }

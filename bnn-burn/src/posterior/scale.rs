@@ -157,7 +157,7 @@ impl<const D: usize> LocationScale<D> {
 /// radial's ([`RadialNoise`](super::radial::RadialNoise)).
 pub trait ScaleNoise: 'static {
     /// A product of independent Gaussians: its KL may clamp `ln σ²`
-    /// ([`crate::layers::WeightConfig::kl_log_var_range`]), and its draws have log-ratios on
+    /// ([`crate::dist::Prior::ClampedGaussian`]), and its draws have log-ratios on
     /// the kernels.
     const FACTORISED: bool;
 
