@@ -99,12 +99,12 @@ impl<B: Body<Input = Tensor<2>>> Callback<Bnn<B, GaussianLikelihood>> for NoiseR
 /// nats worse on energy and 0.03 on kin8nm, 5 UCI splits each) and `ln σ² ~ N(−9, 10⁻⁶)`, under
 /// the prior `N(0, 1/α)` of precision `prior_precision` (the thesis: 10 for regression, 100 for
 /// classification; ch. 4: 10), its KL with `ln σ²` clamped to [`VBP_KL_LOG_VAR_RANGE`]; biases
-/// are point estimates without a prior ([`WeightConfig::point_bias`]). On energy (20 splits) the
+/// are point estimates without a prior ([`Bias::Point`]). On energy (20 splits) the
 /// last two took VBP's test LL from −1.49 ± 0.10 (softplus scales, Bayesian biases) to
 /// −1.14 ± 0.08 (Table 3.1: −1.11 ± 0.07).
 ///
 /// [`ScaleParam::LogVariance`]: crate::posterior::ScaleParam::LogVariance
-/// [`WeightConfig::point_bias`]: crate::layers::WeightConfig::point_bias
+/// [`Bias::Point`]: crate::layers::Bias::Point
 pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
     use crate::posterior::{MeanFieldConfig, PosteriorConfig, ScaleInit, ScaleParam};
     let (lo, hi) = VBP_KL_LOG_VAR_RANGE;
@@ -117,11 +117,13 @@ pub fn moment_weights(prior_precision: f64) -> crate::layers::WeightConfig {
     ))
     .with_estimator(crate::layers::Estimator::LocalReparameterization)
     .with_prior(crate::Prior::gaussian(1.0 / prior_precision.sqrt()).clamped(lo, hi))
-    .with_initializer(burn::nn::Initializer::KaimingNormal {
-        gain: 1.0,
-        fan_out_only: false,
-    })
-    .with_point_bias(true)
+    .with_initializer(crate::layers::MeanInit::Burn(
+        burn::nn::Initializer::KaimingNormal {
+            gain: 1.0,
+            fan_out_only: false,
+        },
+    ))
+    .with_bias(crate::layers::Bias::Point)
 }
 
 /// The clamp of `ln σ²` inside the KL in Haußmann's VBP code (`[−11, 11]`).
@@ -147,8 +149,10 @@ pub fn depeweg_weights(prior_variance: f64) -> crate::layers::WeightConfig {
     ))
     .with_estimator(crate::layers::Estimator::Reparameterization)
     .with_prior(crate::Prior::gaussian(prior_variance.sqrt()))
-    .with_initializer(burn::nn::Initializer::Normal {
-        mean: 0.0,
-        std: 0.1,
-    })
+    .with_initializer(crate::layers::MeanInit::Burn(
+        burn::nn::Initializer::Normal {
+            mean: 0.0,
+            std: 0.1,
+        },
+    ))
 }

@@ -314,7 +314,7 @@ fn fitting_recovers_an_ornstein_uhlenbeck_drift() {
         SdeObjective::Elbo,
     ] {
         let weights = crate::layers::WeightConfig::of(PosteriorConfig::point())
-            .with_initializer(burn::nn::Initializer::Zeros);
+            .with_initializer(crate::layers::MeanInit::Burn(burn::nn::Initializer::Zeros));
         let net = MlpConfig::new(2, vec![], 1)
             .with_weights(weights)
             .init_regressor(&device)

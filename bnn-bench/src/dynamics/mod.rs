@@ -399,10 +399,9 @@ impl DynamicsHarness<'_> {
             (net, report.epoch_losses.last().copied(), bound)
         } else {
             let zero = MlpConfig::new(4, vec![], 3)
-                .with_weights(
-                    WeightConfig::of(PosteriorConfig::point())
-                        .with_initializer(burn::nn::Initializer::Zeros),
-                )
+                .with_weights(WeightConfig::of(PosteriorConfig::point()).with_initializer(
+                    bnn_burn::layers::MeanInit::Burn(burn::nn::Initializer::Zeros),
+                ))
                 .init_regressor(&device)?;
             (zero, None, None)
         };

@@ -280,11 +280,11 @@ pub fn vi_network(
         MeanFieldConfig::new().with_scale(scale),
     ))
     .with_estimator(Estimator::Flipout)
-    .with_initializer(Initializer::Normal {
+    .with_initializer(bnn_burn::layers::MeanInit::Burn(Initializer::Normal {
         mean: 0.0,
         std: 0.1,
-    })
-    .with_point_bias(true);
+    }))
+    .with_bias(bnn_burn::layers::Bias::Point);
     network(depth, width, weights, device)
 }
 

@@ -209,11 +209,12 @@ fn tensors(
 /// The network: `depth` hidden layers of [`WIDTH`], LeakyReLU, point weights (the family
 /// lives over its flat vector), He-initialised means, the prior `N(0, 1)`.
 pub fn network(depth: usize, device: &burn::tensor::Device) -> Result<Classifier, Box<dyn Error>> {
-    let weights =
-        WeightConfig::of(PosteriorConfig::point()).with_initializer(Initializer::KaimingNormal {
+    let weights = WeightConfig::of(PosteriorConfig::point()).with_initializer(
+        bnn_burn::layers::MeanInit::Burn(Initializer::KaimingNormal {
             gain: (2.0 / (1.0 + SLOPE * SLOPE)).sqrt(),
             fan_out_only: false,
-        });
+        }),
+    );
     Ok(MlpConfig::new(4, vec![WIDTH; depth], 3)
         .with_weights(weights)
         .with_activation(Activation::LeakyRelu { slope: SLOPE })

@@ -141,7 +141,7 @@ where
             let mut weights = method.weights.clone();
             if arch == Arch::LeNet5Sensoy {
                 // Sensoy's initialiser comes with his net.
-                weights.tf_truncated_normal = shape.dense.weights.tf_truncated_normal;
+                weights.initializer = shape.dense.weights.initializer.clone();
             }
             let build =
                 |d: &Device| method.with_moments(shape.with_weights(weights).init(likelihood, d)?);

@@ -453,13 +453,15 @@ fn table_5_2_dvi_trains_by_the_sampled_softmax_under_precision_10() {
     let rule = |m: &Method| m.moments.as_ref().unwrap().train_logits;
     assert_eq!(rule(&sampled), LogitRule::Sampled { samples: 20 });
     assert_eq!(rule(&taylor), LogitRule::Taylor);
+    // Both clamp ln σ² inside the KL as the thesis code does.
+    let (lo, hi) = bnn_burn::recipes::VBP_KL_LOG_VAR_RANGE;
     assert_eq!(
         sampled.weights.prior,
-        bnn_burn::Prior::gaussian(1.0 / TABLE_5_2_DVI_PRIOR_PRECISION.sqrt())
+        bnn_burn::Prior::gaussian(1.0 / TABLE_5_2_DVI_PRIOR_PRECISION.sqrt()).clamped(lo, hi)
     );
     assert_eq!(
         taylor.weights.prior,
-        bnn_burn::Prior::gaussian(1.0 / MOMENT_PRIOR_PRECISION.sqrt())
+        bnn_burn::Prior::gaussian(1.0 / MOMENT_PRIOR_PRECISION.sqrt()).clamped(lo, hi)
     );
     // Both are the same net otherwise: diagonal CLT moments, trained and predicted by them.
     let moments = |m: &Method| {

@@ -190,11 +190,12 @@ pub fn network(
     device: &burn::tensor::Device,
 ) -> Result<Classifier, Box<dyn Error>> {
     let (act, gain) = activation(activation_name);
-    let weights =
-        WeightConfig::of(PosteriorConfig::point()).with_initializer(Initializer::KaimingNormal {
+    let weights = WeightConfig::of(PosteriorConfig::point()).with_initializer(
+        bnn_burn::layers::MeanInit::Burn(Initializer::KaimingNormal {
             gain,
             fan_out_only: false,
-        });
+        }),
+    );
     Ok(MlpConfig::new(2, vec![width; depth], 2)
         .with_weights(weights)
         .with_activation(act)

@@ -469,7 +469,9 @@ impl GalDropout {
         let mut method = Method::mc_dropout(p, GAL_LENGTH_SCALE / tau.sqrt());
         method.weights = method
             .weights
-            .with_initializer(Initializer::XavierUniform { gain: 1.0 });
+            .with_initializer(bnn_burn::layers::MeanInit::Burn(
+                Initializer::XavierUniform { gain: 1.0 },
+            ));
         let (mut model, _) = fit(
             &method,
             &eval.train,

@@ -59,7 +59,7 @@ impl BayesianConv2dConfig {
             input_axis: Some(1),
         };
         let fans = [cin * kh * kw, cout * kh * kw];
-        let bias = self.weights.bias.then_some(cout);
+        let bias = (self.weights.bias != super::Bias::None).then_some(cout);
         Ok(BayesianConv2d {
             params: LayerParams::init(
                 &self.weights,

@@ -154,7 +154,7 @@ where
 
 /// A hyperprior's `−ln p(μ, σ²)` of a layer from the means and marginal variances (`None`: a
 /// point) of its weight and bias; a bias without a prior term (a point bias,
-/// [`WeightConfig::point_bias`](super::WeightConfig)) has none here either.
+/// [`Bias::Point`](super::Bias::Point)) has none here either.
 pub(crate) fn hyperprior_term<const DW: usize>(
     h: &crate::dist::HyperPrior,
     (w_mean, w_var): (Tensor<DW>, Option<Tensor<DW>>),

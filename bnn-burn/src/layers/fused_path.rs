@@ -76,7 +76,7 @@ impl<const D: usize> Fusable<D> {
 type FusedBias = (Option<Tensor<1>>, Option<Fusable<1>>);
 
 /// A layer's bias on the fused kernels: its mean, and its fused view when it has a variance. A
-/// point bias ([`crate::layers::WeightConfig::point_bias`]) has no noise and no KL term: its
+/// point bias ([`crate::layers::Bias::Point`]) has no noise and no KL term: its
 /// mean only. `None` (the composition) when the bias has no fused kernels, or is a point under a
 /// prior whose term the pass collects.
 fn fused_bias<W, B, const DW: usize>(

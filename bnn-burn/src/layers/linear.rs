@@ -61,7 +61,7 @@ impl BayesianLinearConfig {
             input_axis: Some(0),
         };
         let fans = [self.d_input, self.d_output];
-        let bias = self.weights.bias.then_some(self.d_output);
+        let bias = (self.weights.bias != super::Bias::None).then_some(self.d_output);
         Ok(BayesianLinear {
             params: LayerParams::init(&self.weights, family, spec, fans, bias, device),
         })

@@ -30,7 +30,7 @@ pub use params::LayerParams;
 pub use pass::{FlatLayout, LayerDraw, Pass, Recorded};
 pub use pool::Pool;
 pub use visit::{AnyLayerParams, LayerIds, LayerInfo, LayerKind, LayerMapper, LayerVisitor};
-pub use weights::WeightConfig;
+pub use weights::{Bias, MeanInit, WeightConfig};
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -23,7 +23,7 @@ pub struct LayerParams<W: Module, B: Module, const DW: usize> {
     /// Prior over the weight.
     pub weight_prior: WeightPrior<DW>,
     /// Prior over the bias (`None` without a bias, or for a point bias without a prior term,
-    /// [`WeightConfig::point_bias`]).
+    /// [`Bias::Point`](super::Bias::Point)).
     pub bias_prior: Option<WeightPrior<1>>,
     /// Gradient estimator.
     #[module(skip)]
@@ -94,7 +94,7 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
     }
 
     /// The same parameters with `q` of every tensor, moment-matched, as its prior (VCL); a point
-    /// bias ([`WeightConfig::point_bias`]) keeps no prior.
+    /// bias ([`Bias::Point`](super::Bias::Point)) keeps no prior.
     ///
     /// # Errors
     /// When a posterior has no positive marginal variance (e.g. a point estimate).

@@ -200,14 +200,14 @@ fn sampling_runs_on_the_fused_kernels_under_every_scale_with_a_point_bias() {
                 MeanFieldConfig::new().with_scale(scale),
             ))
             .with_estimator(estimator)
-            .with_point_bias(true);
+            .with_bias(Bias::Point);
             let mut layer = BayesianLinearConfig::new(din, dout)
                 .with_weights(config)
                 .init(&device)
                 .unwrap();
             // A bias away from its initial zeros, so that a dropped one shows in the means.
             let Some(crate::posterior::AnyPosterior::Point(b)) = &mut layer.params.bias else {
-                unreachable!("point_bias gives a point bias")
+                unreachable!("Bias::Point gives a point bias")
             };
             b.weight =
                 burn::module::Param::from_tensor(Tensor::from_floats([0.5, -1.0, 2.0], &device));
@@ -1055,7 +1055,7 @@ fn moment_layers_on_the_fused_kernels_match_the_composition() {
         ),
         (
             "log-variance, point bias",
-            scaled(ScaleParam::LogVariance, -2.0).with_point_bias(true),
+            scaled(ScaleParam::LogVariance, -2.0).with_bias(Bias::Point),
         ),
         (
             "radial",
@@ -1394,7 +1394,7 @@ fn a_hyperprior_replaces_the_kl_by_its_negative_log_density() {
     }
 }
 
-/// A point bias ([`WeightConfig::point_bias`], Haußmann's VBP code) is a point estimate without
+/// A point bias ([`Bias::Point`], Haußmann's VBP code) is a point estimate without
 /// a prior: the layer's KL is its weight's alone, the bias adds no variance to the output
 /// moments, it is trained, and a family that cannot express a point is refused naming the field.
 #[test]
@@ -1407,7 +1407,11 @@ fn a_point_bias_has_no_noise_and_no_prior_term() {
                 PosteriorConfig::mean_field(),
                 Estimator::LocalReparameterization,
             )
-            .with_point_bias(point_bias),
+            .with_bias(if point_bias {
+                Bias::Point
+            } else {
+                Bias::Posterior
+            }),
         )
     };
     let point = config(true).init(&device).unwrap();
@@ -1455,10 +1459,10 @@ fn a_point_bias_has_no_noise_and_no_prior_term() {
     let next = point.params.with_posterior_as_prior().unwrap();
     assert!(next.bias_prior.is_none());
     let err = BayesianLinearConfig::new(3, 2)
-        .with_weights(WeightConfig::new().with_point_bias(true))
+        .with_weights(WeightConfig::new().with_bias(Bias::Point))
         .init_with(&MeanFieldConfig::new(), &device)
         .unwrap_err();
-    assert_eq!(err.field, "weights.point_bias");
+    assert_eq!(err.field, "weights.bias");
 }
 
 /// Sensoy's initialiser: weights and biases from a normal truncated at ±2 std, std
@@ -1469,8 +1473,10 @@ fn a_point_bias_has_no_noise_and_no_prior_term() {
 fn the_tf_truncated_normal_initialiser_follows_the_first_axis() {
     let device = test_device();
     let _guard = seeded(&device, 5);
-    let weights = WeightConfig::of(PosteriorConfig::point())
-        .with_tf_truncated_normal(Some(std::f64::consts::SQRT_2));
+    let weights =
+        WeightConfig::of(PosteriorConfig::point()).with_initializer(MeanInit::TfTruncatedNormal {
+            gain: std::f64::consts::SQRT_2,
+        });
     let check = |values: Vec<f64>, first: usize, what: &str| {
         let std = (2.0 / first as f64).sqrt();
         let n = values.len() as f64;
@@ -1502,10 +1508,10 @@ fn the_tf_truncated_normal_initialiser_follows_the_first_axis() {
     check(to_vec(draw.weight), 5, "kernel");
     check(to_vec(draw.bias.unwrap()), 40, "conv bias");
     let err = BayesianLinearConfig::new(2, 2)
-        .with_weights(weights.with_tf_truncated_normal(Some(0.0)))
+        .with_weights(weights.with_initializer(MeanInit::TfTruncatedNormal { gain: 0.0 }))
         .init(&device)
         .unwrap_err();
-    assert_eq!(err.field, "weights.tf_truncated_normal");
+    assert_eq!(err.field, "weights.initializer.gain");
 }
 
 /// The `(μ, ρ)` of a mean-field weight.

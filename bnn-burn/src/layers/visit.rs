@@ -92,7 +92,7 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
     }
 
     /// `ln p(w_s) + ln p(b_s)` of each of `S` draws under the layer's priors, `[S]` (a bias
-    /// without a prior, [`crate::layers::WeightConfig::point_bias`], adds nothing).
+    /// without a prior, [`crate::layers::Bias::Point`], adds nothing).
     pub fn log_prior(&self, draw: &LayerDraw) -> Tensor<1> {
         let weight = self.weight_prior.log_prob(draw.weight.clone());
         match (&self.bias_prior, &draw.bias) {

@@ -10,6 +10,41 @@ use burn::config::Config;
 use burn::module::Initializer;
 use burn::tensor::{Device, Tensor};
 
+/// A layer's bias.
+#[derive(Config, Debug, PartialEq, Eq, Copy)]
+pub enum Bias {
+    /// No bias.
+    None,
+    /// A posterior of the weights' family ([`PosteriorConfig::for_bias`]) under the weights'
+    /// prior.
+    Posterior,
+    /// A point estimate without a prior (no noise, no term in the KL: fitted by maximum
+    /// likelihood), as in Haußmann 2021's VBP code. Needs a family that can express a point
+    /// ([`PosteriorFamily::point_estimate`]; any run-time [`PosteriorConfig`] can).
+    Point,
+}
+
+/// How a layer's means start.
+#[derive(Config, Debug, PartialEq)]
+pub enum MeanInit {
+    /// burn's initialiser for the weights; bias means start at 0.
+    Burn(Initializer),
+    /// The initialiser of Sensoy et al. (2018)'s EDL code (TensorFlow), for weight and bias
+    /// means: a normal truncated at two standard deviations, `std = gain/√a` with `a` the
+    /// tensor's first axis in TensorFlow's layout (the kernel height of a convolution, the
+    /// input width of a dense weight, the length of a bias); his code has `gain = √2`.
+    TfTruncatedNormal {
+        /// `g` (> 0).
+        gain: f64,
+    },
+}
+
+impl From<Initializer> for MeanInit {
+    fn from(init: Initializer) -> Self {
+        MeanInit::Burn(init)
+    }
+}
+
 /// The weight model of a layer.
 #[derive(Config, Debug, PartialEq)]
 pub struct WeightConfig {
@@ -24,30 +59,17 @@ pub struct WeightConfig {
     /// Gradient estimator of the expected log-likelihood.
     #[config(default = "Estimator::Reparameterization")]
     pub estimator: Estimator,
-    /// Initialiser of the weight means (He normal by default; bias means start at 0).
+    /// Initialiser of the means (He normal by default).
     #[config(
-        default = "Initializer::KaimingNormal { gain: std::f64::consts::SQRT_2, fan_out_only: false }"
+        default = "MeanInit::Burn(Initializer::KaimingNormal { gain: std::f64::consts::SQRT_2, fan_out_only: false })"
     )]
-    pub initializer: Initializer,
+    pub initializer: MeanInit,
     /// Posterior draws per Monte Carlo estimate of a prior cross-entropy without closed form.
     #[config(default = 1)]
     pub kl_samples: usize,
-    /// Whether the layers have biases.
-    #[config(default = true)]
-    pub bias: bool,
-    /// Whether a bias is a point estimate without a prior (no noise, no term in the KL: fitted
-    /// by maximum likelihood), as in Haußmann 2021's VBP code, instead of a posterior of the
-    /// weights' family with the weights' prior. Needs a family that can express a point
-    /// ([`PosteriorFamily::point_estimate`]; any run-time [`PosteriorConfig`] can).
-    #[config(default = false)]
-    pub point_bias: bool,
-    /// `Some(g)`: the initialiser of Sensoy et al. (2018)'s EDL code (TensorFlow), which
-    /// replaces `initializer` and starts the bias means from it too: a normal truncated at two
-    /// standard deviations, `std = g/√a` with `a` the tensor's first axis in TensorFlow's layout
-    /// (the kernel height of a convolution, the input width of a dense weight, the length of a
-    /// bias); his code has `g = √2`. `None` (default): `initializer`, biases at 0.
-    #[config(default = "None")]
-    pub tf_truncated_normal: Option<f64>,
+    /// The layers' biases.
+    #[config(default = "Bias::Posterior")]
+    pub bias: Bias,
 }
 
 /// `shape` drawn from `N(0, std²)` truncated to `±2 std`: out-of-range entries are drawn again
@@ -88,15 +110,8 @@ impl WeightConfig {
         family.validate()?;
         self.prior.validate(config)?;
         check.at_least_one("weights.kl_samples", self.kl_samples)?;
-        if let Some(gain) = self.tf_truncated_normal
-            && !(gain.is_finite() && gain > 0.0)
-        {
-            return Err(ConfigError {
-                config,
-                field: "weights.tf_truncated_normal",
-                value: format!("Some({gain})"),
-                expected: "a finite positive gain (Sensoy's code: √2), or None",
-            });
+        if let MeanInit::TfTruncatedNormal { gain } = self.initializer {
+            check.positive("weights.initializer.gain", gain)?;
         }
         let needs_mean_field = match self.prior {
             Prior::ClampedGaussian { .. } => Some("a clamp of ln σ² inside the KL"),
@@ -117,12 +132,13 @@ impl WeightConfig {
                 expected: "a Gaussian or scale-mixture prior, or a mean-field family",
             });
         }
-        if self.point_bias && self.bias && family.point_estimate().is_none() {
+        if self.bias == Bias::Point && family.point_estimate().is_none() {
             return Err(ConfigError {
                 config,
-                field: "weights.point_bias",
-                value: format!("true with the {} family", family.name()),
-                expected: "false, or a family with a point estimate (e.g. a PosteriorConfig)",
+                field: "weights.bias",
+                value: format!("Point with the {} family", family.name()),
+                expected: "None or Posterior, or a family with a point estimate (e.g. a \
+                           PosteriorConfig)",
             });
         }
         if self.estimator != Estimator::Reparameterization && !family.has_marginal_variance() {
@@ -144,21 +160,20 @@ impl WeightConfig {
         fans: [usize; 2],
         device: &Device,
     ) -> (F::Posterior<D>, WeightPrior<D>) {
-        let mean = match self.tf_truncated_normal {
-            Some(gain) => {
+        let mean = match &self.initializer {
+            MeanInit::TfTruncatedNormal { gain } => {
                 // TensorFlow's layouts: [kH, kW, C_in, C_out] and [d_in, d_out].
                 let first = if D == 4 { spec.shape[2] } else { fans[0] };
                 truncated_normal(spec.shape, gain / (first as f64).sqrt(), device)
             }
-            None => {
+            MeanInit::Burn(init) => {
                 if !matches!(
-                    self.initializer,
+                    init,
                     Initializer::Constant { .. } | Initializer::Ones | Initializer::Zeros
                 ) {
                     crate::device::uses_generator();
                 }
-                self.initializer
-                    .init_with::<D, _>(spec.shape, Some(fans[0]), Some(fans[1]), device)
+                init.init_with::<D, _>(spec.shape, Some(fans[0]), Some(fans[1]), device)
                     .val()
             }
         };
@@ -167,11 +182,11 @@ impl WeightConfig {
     }
 
     /// The posterior (of `family`'s bias configuration) and prior of a bias of `n` entries
-    /// (means start at 0, or from [`Self::tf_truncated_normal`]); with [`Self::point_bias`], a
+    /// (means start at 0, or from [`MeanInit::TfTruncatedNormal`]); with [`Bias::Point`], a
     /// point estimate and no prior.
     ///
     /// # Panics
-    /// With `point_bias` and a family without a point estimate, which
+    /// With [`Bias::Point`] and a family without a point estimate, which
     /// [`Self::validate_with`] rejects.
     pub(crate) fn bias<F: PosteriorFamily>(
         &self,
@@ -183,14 +198,16 @@ impl WeightConfig {
             shape: [n],
             input_axis: None,
         };
-        let mean = match self.tf_truncated_normal {
-            Some(gain) => truncated_normal([n], gain / (n as f64).sqrt(), device),
-            None => Tensor::zeros([n], device),
+        let mean = match self.initializer {
+            MeanInit::TfTruncatedNormal { gain } => {
+                truncated_normal([n], gain / (n as f64).sqrt(), device)
+            }
+            MeanInit::Burn(_) => Tensor::zeros([n], device),
         };
-        if self.point_bias {
+        if self.bias == Bias::Point {
             let point = family
                 .point_estimate()
-                .expect("validate_with rejects point_bias without a point estimate");
+                .expect("validate_with rejects a point bias without a point estimate");
             (point.init(mean, &spec), None)
         } else {
             let posterior = family.for_bias().init(mean, &spec);

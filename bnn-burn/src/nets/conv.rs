@@ -9,7 +9,7 @@ use crate::dist::Moments;
 use crate::error::{Check, ConfigError, DataMismatch};
 use crate::layers::{
     BayesianConv2d, BayesianConv2dConfig, Conv2dGeometry, LayerInfo, LayerKind, LayerMapper,
-    LayerVisitor, Pass, Pool, WeightConfig,
+    LayerVisitor, MeanInit, Pass, Pool, WeightConfig,
 };
 use crate::likelihood::Likelihood;
 use crate::posterior::Unsupported;
@@ -129,13 +129,15 @@ impl ConvNetConfig {
     /// EDL with "the official code and hyperparameters": [`Self::lenet5_pooled`] with zero
     /// padding 2 (TensorFlow's `SAME`), dropout of half the 500 units while training
     /// ([`MlpConfig::dropout`]) and his initialiser
-    /// ([`WeightConfig::tf_truncated_normal`] `= √2`, which [`Self::with_weights`] replaces
+    /// ([`MeanInit::TfTruncatedNormal`] with gain √2, which [`Self::with_weights`] replaces
     /// with the new weights' own): 28×28 → 28×28×20 → 14×14 → 14×14×50 → 7×7×50 = 2450 → 500 →
     /// `n_classes`.
     pub fn lenet5_sensoy(input: [usize; 3], n_classes: usize) -> Self {
         let mut net = Self::pooled_lenet(input, 2, n_classes);
         net.dense.dropout = 0.5;
-        net.dense.weights.tf_truncated_normal = Some(std::f64::consts::SQRT_2);
+        net.dense.weights.initializer = MeanInit::TfTruncatedNormal {
+            gain: std::f64::consts::SQRT_2,
+        };
         net
     }
 

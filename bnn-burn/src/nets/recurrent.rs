@@ -106,7 +106,7 @@ impl RecurrentConfig {
             .with_weights(self.weights.clone())
             .init(device)?;
         let recurrent = BayesianLinearConfig::new(self.d_hidden, gates)
-            .with_weights(self.weights.clone().with_bias(false))
+            .with_weights(self.weights.clone().with_bias(crate::layers::Bias::None))
             .init(device)?;
         let head = BayesianLinearConfig::new(
             self.d_hidden,

@@ -189,8 +189,10 @@ fn sensoy_lenet_pads_and_drops_the_hidden_units() {
     assert_eq!(config.dense.hidden, vec![500]);
     assert_eq!(config.dense.dropout, 0.5);
     assert_eq!(
-        config.dense.weights.tf_truncated_normal,
-        Some(std::f64::consts::SQRT_2)
+        config.dense.weights.initializer,
+        crate::layers::MeanInit::TfTruncatedNormal {
+            gain: std::f64::consts::SQRT_2
+        }
     );
     assert!(config.convs.iter().all(|c| c.stride == 1 && c.padding == 2));
     let net = config.init(Categorical, &device()).unwrap();
@@ -729,7 +731,7 @@ fn empirical_bayes_prior_scales_are_the_elbo_optimum() {
     let zero = MlpConfig::new(2, vec![4], 1)
         .with_weights(
             WeightConfig::of(PosteriorConfig::point())
-                .with_initializer(burn::nn::Initializer::Zeros),
+                .with_initializer(crate::layers::MeanInit::Burn(burn::nn::Initializer::Zeros)),
         )
         .init_regressor(&device)
         .unwrap();

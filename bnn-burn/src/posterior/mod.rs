@@ -192,7 +192,7 @@ pub trait PosteriorFamily: Clone {
     /// This family's configuration of a point estimate (a tensor without noise), when it can
     /// express one: the run-time choice ([`PosteriorConfig`]) through its point family, the
     /// point family itself, dropout at rate 0. A layer with
-    /// [`point_bias`](crate::layers::WeightConfig::point_bias) needs it.
+    /// [`Bias::Point`](crate::layers::Bias::Point) needs it.
     fn point_estimate(&self) -> Option<Self> {
         None
     }
