@@ -43,6 +43,9 @@ enum Command {
     /// Last-layer and KFAC Laplace here and in laplace-torch, fitted to one MAP LeNet5 trained
     /// on MNIST: error, NLL, ECE and OOD AUROC of both, and the fit + predict time ratio.
     PerfLaplace(perf::laplace::LaplacePeerOptions),
+    /// One MNIST epoch (60 000 images, LeNet5, MFVI-LRT by default) here and in
+    /// bayesian-torch, alternated in one run: the wall-time ratio.
+    PerfEpoch(perf::epoch::EpochOptions),
     /// Haußmann Table 6.3 measured: the training cost per iteration of E-Bayes, E-PAC-Bayes,
     /// their hybrids, D-BNN (VI), D-BNN (SGLD) and the LSTM forecasters on the Lorenz setting.
     PerfSde(dynamics::costs::SdeCostOptions),
@@ -154,6 +157,7 @@ fn main() {
         Command::Quickstart(o) => quickstart::run_with(&o),
         Command::PerfPredict(o) => perf::predict::run(&o).map(drop),
         Command::PerfPool(o) => perf::pool::run(&o).map(drop),
+        Command::PerfEpoch(o) => perf::epoch::run(&o).map(drop),
         Command::PerfLaplace(o) => perf::laplace::run(&o).map(drop),
         Command::PerfSde(o) => dynamics::costs::run(&o).map(drop),
         Command::Perf(a) => a.options().and_then(|o| perf::run(&o).map(drop)),

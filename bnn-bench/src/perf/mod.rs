@@ -20,6 +20,7 @@ use std::time::Instant;
 
 mod args;
 pub mod data;
+pub mod epoch;
 pub mod laplace;
 pub mod models;
 pub mod pool;

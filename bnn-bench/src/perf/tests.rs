@@ -91,3 +91,26 @@ fn median_of_even_and_odd_counts() {
     assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
     assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
 }
+
+/// `perf-epoch` names a bad flag before loading data or starting the peer.
+#[test]
+fn perf_epoch_refuses_bad_options_by_name() {
+    let options = |rounds: usize, method: &str, python: &str| epoch::EpochOptions {
+        out: std::env::temp_dir().join("bnn-perf-epoch-refused"),
+        rounds,
+        method: method.into(),
+        data_dir: None,
+        peer_python: Some(python.into()),
+        threads: 2,
+        seed: 0,
+    };
+    let err = |o| epoch::run(&o).unwrap_err().to_string();
+    assert!(err(options(0, "MFVI-LRT", "/no/python")).contains("--rounds"));
+    let bogus = err(options(1, "Bogus", "/no/python"));
+    assert!(bogus.contains("--method Bogus"), "{bogus}");
+    let moments = err(options(1, "VBP", "/no/python"));
+    assert!(moments.contains("a sampled method"), "{moments}");
+    let python = err(options(1, "mfvi-lrt", "/no/python"));
+    assert!(python.contains("--peer-python"), "{python}");
+    assert!(!options(1, "MFVI-LRT", "/").out.exists());
+}
