@@ -85,10 +85,11 @@ fn validate(o: &EpochOptions) -> Result<(PathBuf, Method), Box<dyn Error>> {
     if o.threads == 0 {
         return Err("perf-epoch: --threads must be at least 1".into());
     }
-    let method = crate::mnist::methods()
-        .into_iter()
-        .find(|m| m.name.eq_ignore_ascii_case(&o.method))
-        .ok_or_else(|| format!("perf-epoch: --method {}: not an MNIST method", o.method))?;
+    let method =
+        crate::catalogue::available(crate::catalogue::Protocol::Mnist, &crate::mnist::SETTINGS)
+            .into_iter()
+            .find(|m| m.name.eq_ignore_ascii_case(&o.method))
+            .ok_or_else(|| format!("perf-epoch: --method {}: not an MNIST method", o.method))?;
     if method.posthoc.is_some() || method.moments.is_some() {
         return Err(format!(
             "perf-epoch: --method {}: a sampled method (its peer is bayesian-torch's)",
