@@ -262,6 +262,10 @@ const GENERATORS: &[Generator] = &[
         make: perf::peers,
     },
     Generator {
+        name: "perf-epoch",
+        make: perf::epoch,
+    },
+    Generator {
         name: "perf-changes",
         make: perf::changes,
     },

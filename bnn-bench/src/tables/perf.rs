@@ -493,6 +493,41 @@ pub(super) fn epoch_changes(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(md)
 }
 
+/// One MNIST epoch here and in bayesian-torch (`bnn-bench perf-epoch`): the records under
+/// `assets/perf-epoch` (MFVI-LRT) and `assets/perf-epoch/mfvi`.
+pub(super) fn epoch(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let mut md = String::from(
+        "| ours (LeNet5, 60 000 images) | s/epoch | bayesian-torch s/epoch | bayesian-torch ÷ \
+         ours | per round | record |\n|---|---:|---:|---:|---|---|\n",
+    );
+    for folder in ["perf-epoch", "perf-epoch/mfvi"] {
+        let path = assets.join(folder).join("perf-epoch.json");
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let r: Value = serde_json::from_str(&text)?;
+        let rounds: Vec<f64> = r["rounds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x["ratio"].as_f64())
+            .collect();
+        if rounds.is_empty() {
+            return Err(format!("{}: no rounds", path.display()).into());
+        }
+        let per_round: Vec<String> = rounds.iter().map(|x| format!("{x:.2}")).collect();
+        let _ = writeln!(
+            md,
+            "| {} | {:.2} | {:.2} | **{:.2}** | {} | `{folder}` |",
+            r["options"]["method"].as_str().unwrap_or("–"),
+            number(&r, "ours_median_s", &path)?,
+            number(&r, "peer_median_s", &path)?,
+            number(&r, "ratio", &path)?,
+            per_round.join(", "),
+        );
+    }
+    Ok(md)
+}
+
 /// BEDL-PAC's step against its PyTorch implementation (`assets/perf-bedl-pac/perf.json`).
 pub(super) fn bedl_pac(assets: &Path) -> Result<String, Box<dyn Error>> {
     let path = assets.join("perf-bedl-pac/perf.json");
