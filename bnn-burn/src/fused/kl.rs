@@ -366,6 +366,30 @@ pub trait KlKernels: DrawKernels {
 #[cfg(feature = "wgpu")]
 impl KlKernels for burn::backend::Cube {}
 
+/// A factor's KL as the CPU kernels take it: the stored factor `[n, k]`, `ρ`, the `σ` rule,
+/// the factor's scale and the prior's `1/σ₀²` (and per-weight `σ₀`), handed to `run`.
+fn factor_view<B: Backend, R>(
+    (factor, rho, rule, scale): (&FloatTensor<B>, &FloatTensor<B>, SigmaRule, f64),
+    prior: &PriorTensors<B>,
+    run: impl FnOnce(&factor::FactorKl<'_>) -> R,
+) -> R
+where
+    FloatTensor<B>: CpuTensor,
+{
+    let (f, r) = (factor.values(), rho.values());
+    let inv_prior_var = f64::from(prior.terms().expect("the factor's KL prior").inv_var_mu);
+    let values = prior_values(prior);
+    run(&factor::FactorKl {
+        f: &f,
+        rho: &r,
+        rule,
+        k: factor.shape()[1],
+        scale,
+        inv_prior_var,
+        prior_std: values.as_ref().map(|(_, std)| &std[..]),
+    })
+}
+
 /// The CPU backends' kernels: slices in, slices out.
 macro_rules! cpu_kernels {
     ($backend:ty) => {
@@ -463,22 +487,8 @@ macro_rules! cpu_kernels {
                 scale: f64,
                 prior: PriorTensors<Self>,
             ) -> (FloatTensor<Self>, Vec<f32>) {
-                let k = factor.shape()[1];
-                let (f, r) = (factor.values(), rho.values());
-                let inv_prior_var =
-                    f64::from(prior.terms().expect("the factor's KL prior").inv_var_mu);
-                let values = prior_values(&prior);
-                let std = values.as_ref().map(|(_, std)| &std[..]);
-                let kl = factor::FactorKl {
-                    f: &f,
-                    rho: &r,
-                    rule,
-                    k,
-                    scale,
-                    inv_prior_var,
-                    prior_std: std,
-                };
-                let (value, inv) = factor::factor_kl(&kl);
+                let view = (&factor, &rho, rule, scale);
+                let (value, inv) = factor_view::<Self, _>(view, &prior, factor::factor_kl);
                 let value = <FloatTensor<Self>>::from_values(vec![value as f32], Shape::from([1]));
                 (value, inv)
             }
@@ -493,27 +503,16 @@ macro_rules! cpu_kernels {
                 dvalue: FloatTensor<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 let (f_shape, r_shape) = (factor.shape(), rho.shape());
-                let k = f_shape[1];
-                let (f, r) = (factor.values(), rho.values());
-                let inv_prior_var =
-                    f64::from(prior.terms().expect("the factor's KL prior").inv_var_mu);
-                let values = prior_values(&prior);
-                let std = values.as_ref().map(|(_, std)| &std[..]);
                 let g = f64::from(dvalue.values()[0]);
-                let mut dr = Vec::new();
-                let df = written(f.len(), |df| {
-                    dr = written(r.len(), |dr| {
-                        let kl = factor::FactorKl {
-                            f: &f,
-                            rho: &r,
-                            rule,
-                            k,
-                            scale,
-                            inv_prior_var,
-                            prior_std: std,
-                        };
-                        factor::factor_kl_backward(&kl, &inv, g, df, dr);
+                let view = (&factor, &rho, rule, scale);
+                let (df, dr) = factor_view::<Self, _>(view, &prior, |kl| {
+                    let mut dr = Vec::new();
+                    let df = written(kl.f.len(), |df| {
+                        dr = written(kl.rho.len(), |dr| {
+                            factor::factor_kl_backward(kl, &inv, g, df, dr)
+                        });
                     });
+                    (df, dr)
                 });
                 (
                     <FloatTensor<Self>>::from_values(df, f_shape),
