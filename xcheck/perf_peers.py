@@ -45,6 +45,26 @@ def layers(kind, net):
     return convs, dense
 
 
+def forward(convs, dense, h, bayesian):
+    """The net's output and its layers' summed KL (0 for PyTorch's deterministic layers)."""
+
+    def apply(m, h):
+        # bayesian-torch's layers return (output, KL) by default.
+        return m(h) if bayesian else (m(h), 0.0)
+
+    kl = 0.0
+    for c in convs:
+        h, k = apply(c, h)
+        h, kl = F.relu(h), kl + k
+    h = h.flatten(1)
+    for i, d in enumerate(dense):
+        h, k = apply(d, h)
+        kl = kl + k
+        if i < len(dense) - 1:
+            h = F.relu(h)
+    return h, kl
+
+
 def idx(path):
     """The array of a gzipped IDX file, as a uint8 tensor of its shape."""
     import gzip
@@ -71,16 +91,7 @@ def epoch(threads, folder):
     order = torch.randperm(n)
     for start in range(0, n, 100):
         rows = order[start : start + 100]
-        h, kl = images[rows], 0.0
-        for c in convs:
-            h, k = c(h)
-            h, kl = F.relu(h), kl + k
-        h = h.flatten(1)
-        for i, d in enumerate(dense):
-            h, k = d(h)
-            kl = kl + k
-            if i < len(dense) - 1:
-                h = F.relu(h)
+        h, kl = forward(convs, dense, images[rows], True)
         loss = F.cross_entropy(h, labels[rows]) + kl / N_TRAIN
         opt.zero_grad()
         loss.backward()
@@ -107,21 +118,8 @@ def main():
     x = torch.randn(batch, 784) if net == "mlp" else torch.randn(batch, 1, 28, 28)
     y = torch.randn(batch, 10)
 
-    def apply(m, h):
-        # bayesian-torch's layers return (output, KL) by default.
-        return m(h) if bayesian else (m(h), 0.0)
-
     def step():
-        h, kl = x, 0.0
-        for c in convs:
-            h, k = apply(c, h)
-            h, kl = F.relu(h), kl + k
-        h = h.flatten(1)
-        for i, d in enumerate(dense):
-            h, k = apply(d, h)
-            kl = kl + k
-            if i < len(dense) - 1:
-                h = F.relu(h)
+        h, kl = forward(convs, dense, x, bayesian)
         loss = ((h - y) ** 2).mean() + kl / N_TRAIN
         opt.zero_grad()
         loss.backward()

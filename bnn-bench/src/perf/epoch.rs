@@ -85,11 +85,20 @@ fn validate(o: &EpochOptions) -> Result<(PathBuf, Method), Box<dyn Error>> {
     if o.threads == 0 {
         return Err("perf-epoch: --threads must be at least 1".into());
     }
-    let method =
-        crate::catalogue::available(crate::catalogue::Protocol::Mnist, &crate::mnist::SETTINGS)
-            .into_iter()
-            .find(|m| m.name.eq_ignore_ascii_case(&o.method))
-            .ok_or_else(|| format!("perf-epoch: --method {}: not an MNIST method", o.method))?;
+    let methods =
+        crate::catalogue::available(crate::catalogue::Protocol::Mnist, &crate::mnist::SETTINGS);
+    let method = methods
+        .iter()
+        .find(|m| m.name.eq_ignore_ascii_case(&o.method))
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = methods.iter().map(|m| m.name).collect();
+            format!(
+                "perf-epoch: --method {}: not an MNIST method (one of: {})",
+                o.method,
+                names.join(", ")
+            )
+        })?;
     if method.posthoc.is_some() || method.moments.is_some() {
         return Err(format!(
             "perf-epoch: --method {}: a sampled method (its peer is bayesian-torch's)",
@@ -143,11 +152,7 @@ pub fn run(o: &EpochOptions) -> Result<EpochRecord, Box<dyn Error>> {
     for round in 0..o.rounds {
         let ours = our_epoch(&method, &shape, (&images, &labels), o.seed)?;
         let text = super::run_peer_program(&python, &script, &peer_args)?;
-        let peer = text
-            .split(',')
-            .find_map(|part| part.trim().strip_suffix("s/epoch"))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .ok_or_else(|| format!("perf-epoch: no 's/epoch' in the peer's output: {text}"))?;
+        let peer = super::peer_number(&text, "s/epoch", &script)?;
         eprintln!(
             "[perf-epoch] round {}/{}: ours {ours:.2} s, bayesian-torch {peer:.2} s ({:.2}×)",
             round + 1,

@@ -591,8 +591,13 @@ fn peer_round(python: &Path, peer: &Peer, threads: usize) -> Result<f64, String>
     let mut args = peer.args.clone();
     args.push(threads.to_string());
     let text = run_peer_program(python, script, &args)?;
+    peer_number(&text, "ms/step", script)
+}
+
+/// The number before `unit` in a peer's comma-separated output (`…, 12.3 ms/step`).
+pub(crate) fn peer_number(text: &str, unit: &str, script: &Path) -> Result<f64, String> {
     text.split(',')
-        .find_map(|part| part.trim().strip_suffix("ms/step"))
+        .find_map(|part| part.trim().strip_suffix(unit))
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .ok_or_else(|| format!("no 'ms/step' in the output of {}: {text}", script.display()))
+        .ok_or_else(|| format!("no '{unit}' in the output of {}: {text}", script.display()))
 }

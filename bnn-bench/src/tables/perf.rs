@@ -502,9 +502,7 @@ pub(super) fn epoch(assets: &Path) -> Result<String, Box<dyn Error>> {
     );
     for folder in ["perf-epoch", "perf-epoch/mfvi"] {
         let path = assets.join(folder).join("perf-epoch.json");
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let r: Value = serde_json::from_str(&text)?;
+        let r = super::read_json(&path)?;
         let rounds: Vec<f64> = r["rounds"]
             .as_array()
             .into_iter()

@@ -124,8 +124,8 @@ impl Prior {
     }
 
     /// This Gaussian with `ln σ²` clamped to `[lo, hi]` inside its KL
-    /// ([`Prior::ClampedGaussian`]); a prior that is not a Gaussian is returned as it is (and
-    /// [`Prior::validate`] names it).
+    /// ([`Prior::ClampedGaussian`]; a clamped one takes the new range). Only a Gaussian clamps:
+    /// a scale mixture or a hyperprior is returned as it is.
     pub fn clamped(self, lo: f64, hi: f64) -> Self {
         match self {
             Prior::Gaussian { mean, std } | Prior::ClampedGaussian { mean, std, .. } => {

@@ -121,9 +121,7 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
     fn fast_path(&self) -> Option<Box<dyn FastPath<D>>> {
         let (mu, rho) = (self.mu.val(), self.rho.val());
         Some(Box::new(LowRankPath {
-            diagonal: LocScalePath::new(mu, rho.clone(), self.param),
-            rho,
-            rule: self.param.sigma_rule(),
+            diagonal: LocScalePath::new(mu, rho, self.param),
             stored: self.factor.val(),
             scale: self.factor_scale,
         }))
@@ -136,8 +134,6 @@ impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
 /// c · stored`: the scale is applied to the `k`-sized quantities, not to `F`.
 struct LowRankPath<const D: usize> {
     diagonal: LocScalePath<D, MeanFieldNoise>,
-    rho: Tensor<D>,
-    rule: crate::fused::SigmaRule,
     stored: Tensor<2>,
     scale: f64,
 }
@@ -153,8 +149,8 @@ impl<const D: usize> LowRankPath<D> {
         let (prior, _) = plan
             .foldable()
             .expect("a low-rank tensor's KL is closed-form or per weight");
-        let (stored, rho) = (self.stored.clone(), self.rho.clone());
-        crate::fused::factor_kl(stored, rho, self.rule, self.scale, prior)
+        let q = self.diagonal.loc_scale();
+        crate::fused::factor_kl(self.stored.clone(), q.rho, q.rule, self.scale, prior)
     }
 }
 

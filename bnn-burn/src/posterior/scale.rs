@@ -193,7 +193,8 @@ impl<const D: usize, N: ScaleNoise> LocScalePath<D, N> {
         }
     }
 
-    fn loc_scale(&self) -> LocScale<D> {
+    /// `μ`, `ρ` and the `σ` rule as the kernels take them.
+    pub(super) fn loc_scale(&self) -> LocScale<D> {
         LocScale {
             mu: self.mu.clone(),
             rho: self.rho.clone(),
