@@ -350,11 +350,10 @@ fused_ops! {
             let (m, v) = (mean.primitive().clone(), var.primitive().clone());
             let (m, v) = B::fused_rectifier(m, v, rule);
             let output = |output: RectifierOutput, y: FloatTensor<B>| {
-                let state = || RectifierAdjoint {
+                let state = || MomentsAdjoint {
                     mean: mean.primitive().clone(),
                     var: var.primitive().clone(),
-                    rule,
-                    output,
+                    settings: (rule, output),
                 };
                 node::<B, C, _, 2>([mean.node(), var.node()], y, state)
             };
@@ -378,48 +377,38 @@ fused_ops! {
         autodiff {
             let (m, v) = (means.primitive().clone(), vars.primitive().clone());
             let y = B::fused_max_pool(m.clone(), v.clone(), kernel, stride);
-            let state = || MaxPoolAdjoint {
-                means: m,
-                vars: v,
-                kernel,
-                stride,
+            let state = || MomentsAdjoint {
+                mean: m,
+                var: v,
+                settings: [kernel, stride],
             };
             node::<B, C, _, 2>([means.node(), vars.node()], y, state)
         }
     }
 }
 
-/// One output of [`PropagationOps::rectifier_op`]: the input moments, the rule and which output.
+/// The state of an op on Gaussian moments: the input means and variances and the op's settings
+/// `P` (the rectifier's rule and output, or the pool's window and stride).
 #[derive(Debug, Clone)]
-struct RectifierAdjoint<B: Backend> {
+struct MomentsAdjoint<B: Backend, P> {
     mean: FloatTensor<B>,
     var: FloatTensor<B>,
-    rule: RectifierRule,
-    output: RectifierOutput,
+    settings: P,
 }
 
-impl<B: PropagationKernels> Adjoint<B, 2> for RectifierAdjoint<B> {
+impl<B: PropagationKernels> Adjoint<B, 2> for MomentsAdjoint<B, (RectifierRule, RectifierOutput)> {
     fn grads(self, g: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
-        let (dmean, dvar) =
-            B::fused_rectifier_backward(self.mean, self.var, g, self.rule, self.output);
+        let (rule, output) = self.settings;
+        let (dmean, dvar) = B::fused_rectifier_backward(self.mean, self.var, g, rule, output);
         [Some(dmean), Some(dvar)]
     }
 }
 
-/// [`PropagationOps::max_pool_op`]'s: the input moments and the window.
-#[derive(Debug, Clone)]
-struct MaxPoolAdjoint<B: Backend> {
-    means: FloatTensor<B>,
-    vars: FloatTensor<B>,
-    kernel: usize,
-    stride: usize,
-}
-
-impl<B: PropagationKernels> Adjoint<B, 2> for MaxPoolAdjoint<B> {
+impl<B: PropagationKernels> Adjoint<B, 2> for MomentsAdjoint<B, [usize; 2]> {
     fn grads(self, g: FloatTensor<B>, _: [bool; 2]) -> [Option<FloatTensor<B>>; 2] {
-        let (dmeans, dvars) =
-            B::fused_max_pool_backward(self.means, self.vars, g, self.kernel, self.stride);
-        [Some(dmeans), Some(dvars)]
+        let [kernel, stride] = self.settings;
+        let (dmean, dvar) = B::fused_max_pool_backward(self.mean, self.var, g, kernel, stride);
+        [Some(dmean), Some(dvar)]
     }
 }
 
