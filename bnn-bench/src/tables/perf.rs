@@ -211,7 +211,7 @@ pub(super) fn peers(assets: &Path) -> Result<String, Box<dyn Error>> {
         }
     }
     // (net, row, ratio field, its name, target)
-    const TARGETS: [(&str, &str, &str, &str, f64); 13] = [
+    const TARGETS: [(&str, &str, &str, &str, f64); 14] = [
         (
             "Mlp",
             "MFVI",
@@ -299,6 +299,14 @@ pub(super) fn peers(assets: &Path) -> Result<String, Box<dyn Error>> {
         (
             "LeNet5",
             "burn deterministic + fused Adam",
+            "vs_torch",
+            "× PyTorch det.",
+            1.0,
+        ),
+        // The library's own deterministic LeNet5: its layers with point weights.
+        (
+            "LeNet5",
+            "MAP (point weights)",
             "vs_torch",
             "× PyTorch det.",
             1.0,
