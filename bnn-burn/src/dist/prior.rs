@@ -404,7 +404,12 @@ impl<const D: usize> GaussianPrior<D> {
     /// [`Kernels::Fused`], the quadratic term `scale²·Σ (w − μ₀)²/(2σ₀²)` is one fused op
     /// (`crate::fused::quadratic`: one pass forward, one backward); otherwise the composition
     /// of burn ops.
-    pub fn point_cross_entropy_on(&self, w: Tensor<D>, scale: f64, kernels: Kernels) -> Tensor<1> {
+    pub(crate) fn point_cross_entropy_on(
+        &self,
+        w: Tensor<D>,
+        scale: f64,
+        kernels: Kernels,
+    ) -> Tensor<1> {
         match (kernels, self.scalar) {
             (Kernels::Fused, Some((m0, s0))) => {
                 let n = w.shape().num_elements() as f64;

@@ -128,7 +128,8 @@ where
 
 /// `KL(q ‖ p)` of a layer's weight and bias from their evaluated posteriors (one element), or
 /// under a hyperprior ([`crate::dist::Prior::Hyper`]) their `−ln p(μ, σ²)`;
-/// on `kernels` where a family computes it there ([`PosteriorDist::kl_on`]).
+/// on `kernels` where they compute it (a point or dropout masks under a Gaussian prior,
+/// [`PosteriorDist::scaled_point`]).
 pub(crate) fn layer_kl<W, B, const DW: usize>(
     weight: &W::Dist,
     bias: Option<&B::Dist>,
@@ -177,7 +178,12 @@ fn kl_with<const D: usize, Q: PosteriorDist<D> + ?Sized>(
 ) -> Tensor<1> {
     match range {
         Some(range) => clamped_gaussian_kl(q, prior, range),
-        None => q.kl_on(prior, kernels),
+        None => match (prior, q.scaled_point()) {
+            (WeightPrior::Gaussian(g), Some((w, scale))) => {
+                g.point_cross_entropy_on(w, scale, kernels)
+            }
+            _ => q.kl(prior),
+        },
     }
 }
 

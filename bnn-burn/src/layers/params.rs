@@ -86,8 +86,8 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
         self.kl_on(Kernels::Reference)
     }
 
-    /// [`Self::kl`] on `kernels` (where a family computes its KL there,
-    /// [`crate::posterior::PosteriorDist::kl_on`]).
+    /// [`Self::kl`] on `kernels` (where they compute a family's KL,
+    /// [`crate::posterior::PosteriorDist::scaled_point`]).
     pub(crate) fn kl_on(&self, kernels: Kernels) -> Tensor<1> {
         let bias = self.bias.as_ref().map(|b| b.dist());
         estimator::layer_kl(&self.weight.dist(), bias.as_ref(), self, kernels)

@@ -7,7 +7,6 @@
 use super::{PosteriorDist, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior, numel, row};
 use crate::dist::WeightPrior;
 use crate::error::{Check, ConfigError};
-use crate::fused::Kernels;
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Distribution, Tensor};
@@ -250,18 +249,16 @@ impl<const D: usize> PosteriorDist<D> for DropoutDist<D> {
     /// cross-entropy of the point `μ₀ + √(1−p)(M − μ₀)`. Other priors: the Monte Carlo prior
     /// cross-entropy of the masked weights.
     fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
-        self.kl_on(prior, Kernels::Reference)
-    }
-
-    /// [`Self::kl`], under a Gaussian prior with scalar parameters on the fused kernels in one
-    /// pass each way.
-    fn kl_on(&self, prior: &WeightPrior<D>, kernels: Kernels) -> Tensor<1> {
         match prior {
             WeightPrior::Gaussian(g) => {
                 let scale = (1.0 - self.dropout.p).sqrt();
-                g.point_cross_entropy_on(self.weight.clone(), scale, kernels)
+                g.point_cross_entropy(self.weight.clone(), scale)
             }
             WeightPrior::ScaleMixture(_) => prior.cross_entropy(self),
         }
+    }
+
+    fn scaled_point(&self) -> Option<(Tensor<D>, f64)> {
+        Some((self.weight.clone(), (1.0 - self.dropout.p).sqrt()))
     }
 }

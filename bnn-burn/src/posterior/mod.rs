@@ -35,7 +35,6 @@ pub use scale::{LocScalePath, LocationScale, ScaleInit, ScaleNoise, ScaleParam};
 
 use crate::dist::WeightPrior;
 use crate::error::ConfigError;
-use crate::fused::Kernels;
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::Tensor;
@@ -133,11 +132,11 @@ pub trait PosteriorDist<const D: usize> {
         prior.cross_entropy(self) - self.entropy()
     }
 
-    /// [`Self::kl`] on `kernels`: the families whose KL the fused kernels compute in one pass
-    /// override it (points and dropout masks under a Gaussian prior,
-    /// [`crate::dist::GaussianPrior::point_cross_entropy_on`]); the default is [`Self::kl`].
-    fn kl_on(&self, prior: &WeightPrior<D>, _kernels: Kernels) -> Tensor<1> {
-        self.kl(prior)
+    /// `(w₀, c)` when this family's KL is, under a Gaussian prior, the prior cross-entropy of
+    /// the point `μ₀ + c(w₀ − μ₀)` (a point mass: `c = 1`; Gal's dropout masks: `c = √(1 − p)`),
+    /// which a pass on the fused kernels computes in one op; `None` (the default) otherwise.
+    fn scaled_point(&self) -> Option<(Tensor<D>, f64)> {
+        None
     }
 }
 
@@ -362,8 +361,8 @@ impl<const D: usize> PosteriorDist<D> for Box<dyn PosteriorDist<D>> {
     fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
         (**self).kl(prior)
     }
-    fn kl_on(&self, prior: &WeightPrior<D>, kernels: Kernels) -> Tensor<1> {
-        (**self).kl_on(prior, kernels)
+    fn scaled_point(&self) -> Option<(Tensor<D>, f64)> {
+        (**self).scaled_point()
     }
 }
 

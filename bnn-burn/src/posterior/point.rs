@@ -5,7 +5,6 @@
 use super::{PosteriorDist, PosteriorFamily, TensorSpec, Unsupported, WeightPosterior, numel, row};
 use crate::dist::WeightPrior;
 use crate::error::ConfigError;
-use crate::fused::Kernels;
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::Tensor;
@@ -102,15 +101,13 @@ impl<const D: usize> PosteriorDist<D> for PointDist<D> {
 
     /// `−ln p(w₀)`, exactly (no draws, no zero variances).
     fn kl(&self, prior: &WeightPrior<D>) -> Tensor<1> {
-        self.kl_on(prior, Kernels::Reference)
-    }
-
-    /// [`Self::kl`], under a Gaussian prior with scalar parameters on the fused kernels in one
-    /// pass each way.
-    fn kl_on(&self, prior: &WeightPrior<D>, kernels: Kernels) -> Tensor<1> {
         match prior {
-            WeightPrior::Gaussian(g) => g.point_cross_entropy_on(self.weight.clone(), 1.0, kernels),
+            WeightPrior::Gaussian(g) => g.point_cross_entropy(self.weight.clone(), 1.0),
             WeightPrior::ScaleMixture(_) => prior.log_prob(row(self.weight.clone())).neg(),
         }
+    }
+
+    fn scaled_point(&self) -> Option<(Tensor<D>, f64)> {
+        Some((self.weight.clone(), 1.0))
     }
 }
