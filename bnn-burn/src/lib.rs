@@ -18,6 +18,7 @@ pub mod device;
 pub mod dist;
 pub mod error;
 pub mod fused;
+pub mod gp;
 pub mod host;
 pub mod inference;
 pub mod integrity;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The modules in dependency order: each may use those before it.
-const ORDER: [&str; 28] = [
+const ORDER: [&str; 29] = [
     "error",
     "host",
     "reduce",
@@ -30,6 +30,7 @@ const ORDER: [&str; 28] = [
     "convert",
     "train",
     "posthoc",
+    "gp",
     "inference",
     "recipes",
     "active",

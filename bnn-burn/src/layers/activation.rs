@@ -28,6 +28,9 @@ pub enum Activation {
     Identity,
     /// `ln(1 + eˣ)`: smooth and Lipschitz, the drift nets of Haußmann 2021 ch. 6.
     Softplus,
+    /// `cos x`: random Fourier features (Rahimi & Recht 2007), the features of
+    /// [`crate::gp::RandomFeatureGp`].
+    Cos,
 }
 
 impl Activation {
@@ -41,6 +44,7 @@ impl Activation {
             Activation::Selu => activation::selu(x),
             Activation::Identity => x,
             Activation::Softplus => crate::special::softplus(x),
+            Activation::Cos => x.cos(),
         }
     }
 }
@@ -56,7 +60,7 @@ mod tests {
         let xs = [-2.0f64, -0.5, 0.0, 0.7, 3.0];
         let x = Tensor::<1>::from_floats([-2.0, -0.5, 0.0, 0.7, 3.0], &device);
         type Reference = fn(f64) -> f64;
-        let cases: [(Activation, Reference); 7] = [
+        let cases: [(Activation, Reference); 8] = [
             (Activation::Relu, |v| v.max(0.0)),
             (Activation::LeakyRelu { slope: 0.1 }, |v| {
                 if v > 0.0 { v } else { 0.1 * v }
@@ -73,6 +77,7 @@ mod tests {
             (Activation::Softplus, |v| {
                 v.max(0.0) + (-v.abs()).exp().ln_1p()
             }),
+            (Activation::Cos, f64::cos),
         ];
         for (act, f) in cases {
             let got = to_vec(act.forward(x.clone()));

@@ -166,6 +166,16 @@ pub fn softplus_moments<const D: usize>(m: Moments<D>) -> Moments<D> {
     Moments::new(mean, var)
 }
 
+/// Moments of `cos X`, `X ~ N(m, v)`, in closed form: `E = e^{−v/2} cos m`,
+/// `Var = ½(1 + e^{−2v} cos 2m) − e^{−v} cos² m` (the characteristic function at 1 and 2).
+pub fn cos_moments<const D: usize>(m: Moments<D>) -> Moments<D> {
+    let damp = (m.var.clone() * -0.5).exp();
+    let mean = damp.clone() * m.mean.clone().cos();
+    let second = ((m.var * -2.0).exp() * (m.mean * 2.0).cos() + 1.0) * 0.5;
+    let var = (second - mean.clone().square()).clamp_min(0.0);
+    Moments::new(mean, var)
+}
+
 /// VBP's gate `p = σ(C·E[f])` (Proposition 1 of Haußmann 2021, ch. 3).
 fn gate<const D: usize>(m: &Moments<D>, c: f64) -> Tensor<D> {
     sigmoid(m.mean.clone() * c)
@@ -198,7 +208,7 @@ const SELU: (f64, f64) = (1.050_700_987_355_480_5, 1.673_263_242_354_377_3);
 
 impl Activation {
     /// The activation's output moments for Gaussian pre-activations, by `rule` (VBP's gate
-    /// applies to the rectifiers; ELU, SELU, softplus and the identity have one rule).
+    /// applies to the rectifiers; ELU, SELU, softplus, cosine and the identity have one rule).
     ///
     /// # Errors
     /// For `Tanh`, which has no closed-form Gaussian moments here.
@@ -222,6 +232,7 @@ impl Activation {
             }
             (Activation::Identity, _) => m,
             (Activation::Softplus, _) => softplus_moments(m),
+            (Activation::Cos, _) => cos_moments(m),
             (Activation::Tanh, _) => {
                 return Err(Unsupported {
                     family: "Activation::Tanh",

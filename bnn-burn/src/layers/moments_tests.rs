@@ -114,6 +114,16 @@ fn softplus_moments_match_monte_carlo() {
 }
 
 #[test]
+fn cos_moments_match_monte_carlo() {
+    check(
+        "cos",
+        |m| Activation::Cos.moments(m, MomentRule::Clt).unwrap(),
+        |f, _, _| f.cos(),
+        8,
+    );
+}
+
+#[test]
 fn vbp_gates_match_monte_carlo_of_their_bernoulli_model() {
     // VBP's model: h = f·z with z ~ Ber(σ(C·E[f])) independent of f.
     for c in [1.0, 100.0] {
