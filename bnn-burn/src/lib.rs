@@ -4,7 +4,8 @@
 //! tensors ([`posterior`], [`dist`]), layers generic over them ([`layers`]), networks with a
 //! body/head split ([`nets`], [`latent`]), likelihoods, objectives, a training loop ([`train`]),
 //! predictions with aleatoric/epistemic decompositions ([`predict`]), metrics, fused kernels
-//! ([`fused`]), reference inference ([`inference`]) and active learning's risks ([`active`]).
+//! ([`fused`]), reference inference ([`inference`]), active learning's risks ([`active`]) and
+//! a random-feature GP baseline ([`gp`]).
 //! The backend is a cargo feature ([`mod@device`]). The README's example and the book's library
 //! pages run as doctests; guide and method pages: the book (`book/`, `mdbook serve book`).
 
