@@ -84,7 +84,7 @@ fn the_network_draws_the_regressions_predictive() {
 /// `0.1 s²` at every test point, one of them far from the data (targets of scale 1, noise 0.3;
 /// the features' error shrinks as `M^{−1/2}`).
 #[test]
-fn many_features_give_the_exact_gps_posterior_mean() {
+fn many_features_give_the_exact_gps_posterior() {
     let device = test_device();
     let _guard = seeded(&device, 4);
     let (n, m) = (25, 800);
