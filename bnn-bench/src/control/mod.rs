@@ -497,6 +497,11 @@ fn train(
 
 /// A BNN+LV of `arch` trained on `(x, Δ)` by black-box α (`alpha = 0`: VB), its noise fixed
 /// at `noise_std` or learned (`None`).
+/// The BNN+LV of `arch` under the thesis's weight prior.
+fn lv_config(arch: &Arch) -> BnnLvConfig {
+    BnnLvConfig::new(arch.mlp().with_weights(depeweg_weights(1.0)))
+}
+
 fn train_lv(
     arch: &Arch,
     data: (Tensor<2>, Tensor<2>),
@@ -505,7 +510,7 @@ fn train_lv(
     config: TrainConfig,
 ) -> Result<LatentRegressor, Box<dyn Error>> {
     let n = data.0.dims()[0];
-    let lv = BnnLvConfig::new(arch.mlp().with_weights(depeweg_weights(1.0)));
+    let lv = lv_config(arch);
     let build = |d: &Device| match noise_std {
         None => lv.init_regressor(n, d),
         Some(std) => lv.init(fixed_noise(std, arch.d_out, d)?, n, d),

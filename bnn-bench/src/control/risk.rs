@@ -17,7 +17,7 @@ use bnn_burn::rollout::{
     Dynamics, Policy, PolicyConfig, PolicySearchConfig, RiskConfig, Standardised, model_bias,
     policy_search_with,
 };
-use bnn_burn::train::TrainConfig;
+use bnn_burn::train::{TrainConfig, load_checkpoint, save_checkpoint};
 use bnn_burn::training_device;
 use bnn_datasets::industrial::{Exploration, IbTrajectory, IndustrialBenchmark};
 use burn::module::Module;
@@ -263,7 +263,12 @@ fn true_rollouts(
     run_policy(&mut systems, transform, horizon, &mut rng, act)
 }
 
-impl RiskHarness<'_> {
+impl<'a> RiskHarness<'a> {
+    /// The harness of `options` (checked by [`run`]).
+    pub(crate) fn new(options: &'a RiskOptions) -> Self {
+        RiskHarness { options }
+    }
+
     fn train(
         &self,
         x: &[f64],
@@ -280,6 +285,38 @@ impl RiskHarness<'_> {
             .with_seed(seed)
             .with_progress(false);
         super::train_lv(&super::Arch::industrial(), data, o.alpha, None, config)
+    }
+
+    /// The run's model and its training seconds: the one an interrupted run saved in the
+    /// task's state folder under `--resume`, else trained (and saved there before the policies).
+    fn model(
+        &self,
+        x: &[f64],
+        delta: &[f64],
+        seed: u64,
+        context: &TaskContext,
+    ) -> Result<(LatentRegressor, f64), Box<dyn Error>> {
+        let path = context.state.join("model.bpk");
+        if let Some(seconds) = context.part::<f64>("model")? {
+            let n = x.len() / D_STATE;
+            let fresh = super::lv_config(&super::Arch::industrial())
+                .init_regressor(n, &training_device())?;
+            match load_checkpoint(fresh, &path) {
+                Ok(net) => {
+                    eprintln!("[risk] the model trained before, from {}", path.display());
+                    return Ok((net, seconds));
+                }
+                Err(e) => eprintln!("[risk] {e}; training the model again"),
+            }
+        }
+        let started = Instant::now();
+        let net = self.train(x, delta, seed)?;
+        let seconds = started.elapsed().as_secs_f64();
+        std::fs::create_dir_all(&context.state)
+            .map_err(|e| format!("{}: cannot create the folder: {e}", context.state.display()))?;
+        save_checkpoint(&net, &path)?;
+        context.save_part("model", &seconds)?;
+        Ok((net, seconds))
     }
 }
 
@@ -325,7 +362,7 @@ impl Harness for RiskHarness<'_> {
         serde_json::json!({})
     }
 
-    fn run_task(&self, task: &Task, _: &TaskContext) -> Result<Row, Box<dyn Error>> {
+    fn run_task(&self, task: &Task, context: &TaskContext) -> Result<Row, Box<dyn Error>> {
         let o = self.options;
         let run = task.run as u64;
         let data_seed = experiment::derive(o.exp.seed, &["risk", "data"], run);
@@ -337,13 +374,12 @@ impl Harness for RiskHarness<'_> {
         )?;
         let x_scale = column_scales(&data.x, D_STATE);
         let y_scale = column_scales(&data.delta, 1);
-        let started = Instant::now();
-        let net = self.train(
+        let (net, train_seconds) = self.model(
             &standardise(&data.x, &x_scale),
             &standardise(&data.delta, &y_scale),
             experiment::derive(o.exp.seed, &["risk", "model"], run),
+            context,
         )?;
-        let train_seconds = started.elapsed().as_secs_f64();
         let device = training_device();
         let plain = device.clone().inner();
         let model = Standardised {
@@ -377,9 +413,13 @@ impl Harness for RiskHarness<'_> {
                 .concat()
             })
             .collect();
-        let mut points = Vec::new();
+        // Every finished policy is saved as it ends: a resumed run starts at the next one.
+        let mut points: Vec<Point> = context.part("points")?.unwrap_or_default();
         for &beta in &o.betas() {
             for &gamma in &o.gammas() {
+                if points.iter().any(|p| p.beta == beta && p.gamma == gamma) {
+                    continue;
+                }
                 let started = Instant::now();
                 let search_seed = experiment::derive(o.exp.seed, &["risk", "policy"], run);
                 device.seed(search_seed);
@@ -448,6 +488,14 @@ impl Harness for RiskHarness<'_> {
                     skipped: report.skipped,
                     search_seconds,
                 });
+                context.save_part("points", &points)?;
+                eprintln!(
+                    "[risk] run {} / β = {beta}, γ = {gamma}: true cost {:.2}, model bias {:.1} \
+                     ({search_seconds:.0} s)",
+                    task.run,
+                    points[points.len() - 1].true_cost,
+                    points[points.len() - 1].model_bias,
+                );
             }
         }
         Ok(Row {
@@ -679,7 +727,7 @@ fn plot_rollouts(path: &std::path::Path, rows: &[Row]) -> Result<(), Box<dyn Err
 /// Bad options (before any work), a fit's or search's error, a report that cannot be written.
 pub fn run(options: &RiskOptions) -> Result<Vec<Row>, Box<dyn Error>> {
     options.check()?;
-    let harness = RiskHarness { options };
+    let harness = RiskHarness::new(options);
     let done = runner::run(&harness, &options.run)?;
     Ok(done.into_iter().map(|d| d.row).collect())
 }

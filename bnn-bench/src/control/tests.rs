@@ -278,6 +278,15 @@ fn parse_risk(args: &[&str]) -> risk::RiskOptions {
     RiskCli::parse_from(all).o
 }
 
+/// The small grid of the risk tests: β ∈ {0, 4}, γ = 0, quick budgets, into `dir`.
+fn small_risk(dir: &std::path::Path) -> risk::RiskOptions {
+    let out = dir.to_str().unwrap();
+    let args = "--quick --beta 0 --beta 4 --gamma 0 --steps 40 --policy-starts 4";
+    let mut all = vec!["--out", out];
+    all.extend(args.split(' '));
+    parse_risk(&all)
+}
+
 /// A small risk grid runs end to end: every (β, γ) gets a policy scored on the true benchmark,
 /// the report holds the table and both figures; bad options are named first.
 #[test]
@@ -293,21 +302,7 @@ fn the_risk_grid_scores_every_policy_by_cost_and_model_bias() {
     }
     let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 114);
     let dir = std::env::temp_dir().join(format!("bnn-risk-{}", std::process::id()));
-    let o = parse_risk(&[
-        "--out",
-        dir.to_str().unwrap(),
-        "--quick",
-        "--beta",
-        "0",
-        "--beta",
-        "4",
-        "--gamma",
-        "0",
-        "--steps",
-        "40",
-        "--policy-starts",
-        "4",
-    ]);
+    let o = small_risk(&dir);
     let rows = risk::run(&o).unwrap();
     assert_eq!(rows.len(), 1);
     let r = &rows[0];
@@ -331,5 +326,37 @@ fn the_risk_grid_scores_every_policy_by_cost_and_model_bias() {
     let md = std::fs::read_to_string(dir.join("risk.md")).unwrap();
     assert!(md.contains("| 4 | 0 | 1 |"), "{md}");
     assert!(dir.join("frontier.svg").exists() && dir.join("rollouts.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An interrupted risk run resumes at its next policy: the saved model and finished points are
+/// taken as saved, and the missing point is the one an uninterrupted run computes, bit for bit.
+#[test]
+fn a_resumed_risk_run_starts_at_its_next_policy() {
+    use crate::runner::{Harness, TaskContext};
+    let _guard = bnn_burn::testing::seeded(&bnn_burn::device(), 115);
+    let dir = std::env::temp_dir().join(format!("bnn-risk-resume-{}", std::process::id()));
+    let o = small_risk(&dir);
+    let harness = risk::RiskHarness::new(&o);
+    let task = risk::Task { run: 0 };
+    let context = TaskContext {
+        state: dir.join("state"),
+        resume: true,
+    };
+    let whole = harness.run_task(&task, &context).unwrap();
+    assert!(context.state.join("model.bpk").is_file());
+    let mut first = whole.points[0].clone();
+    first.true_cost = 1234.5;
+    context.save_part("points", &vec![first]).unwrap();
+    let resumed = harness.run_task(&task, &context).unwrap();
+    assert_eq!(resumed.points.len(), 2);
+    assert_eq!(resumed.points[0].true_cost, 1234.5);
+    assert_eq!(resumed.train_seconds, whole.train_seconds);
+    let (a, b) = (&whole.points[1], &resumed.points[1]);
+    assert_eq!((a.beta, a.gamma), (b.beta, b.gamma));
+    assert_eq!(
+        (a.true_cost, a.model_bias, a.model_cost),
+        (b.true_cost, b.model_bias, b.model_cost)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
