@@ -6,10 +6,11 @@ use std::error::Error;
 use std::path::Path;
 
 /// Draws a figure with `draw` (given the path to draw into) and puts it at `name` in `out`
-/// whole: a stop while drawing leaves the previous figure, not a cut one.
+/// whole: a stop while drawing leaves the previous figure, not a cut one. A `draw` that finds
+/// nothing to show writes no file: then no figure stays at `name` (an earlier run's is removed).
 ///
 /// # Errors
-/// The drawing's error, or a file that cannot be moved into place (named).
+/// The drawing's error, or a file that cannot be moved into place or removed (named).
 pub fn write_svg(
     out: &OutFolder,
     name: &str,
@@ -20,6 +21,14 @@ pub fn write_svg(
     if let Err(e) = draw(&temp) {
         let _ = std::fs::remove_file(&temp);
         return Err(format!("{}: {e}", target.display()).into());
+    }
+    if !temp.exists() {
+        return match std::fs::remove_file(&target) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(format!("{}: cannot remove: {e}", target.display()).into())
+            }
+            _ => Ok(()),
+        };
     }
     std::fs::rename(&temp, &target).map_err(|e| {
         let _ = std::fs::remove_file(&temp);
@@ -85,5 +94,22 @@ mod tests {
         assert_eq!(axis_top(10.0, 0.1, 1.0).unwrap(), 11.0);
         assert_eq!(axis_top(0.0, 0.1, 1.0).unwrap(), 1.0);
         assert!(axis_top(f64::MAX, 0.5, 1.0).is_err());
+    }
+
+    /// A figure is put in place whole; one with nothing to draw leaves none, not an error.
+    #[test]
+    fn a_figure_with_nothing_to_draw_leaves_no_file() {
+        let dir = std::env::temp_dir().join(format!("bnn-plots-{}", std::process::id()));
+        let out = OutFolder::open(&dir, "--out").unwrap();
+        let target = dir.join("f.svg");
+        write_svg(&out, "f.svg", |p| Ok(std::fs::write(p, "<svg/>")?)).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "<svg/>");
+        write_svg(&out, "f.svg", |_| Ok(())).unwrap();
+        assert!(!target.exists());
+        write_svg(&out, "f.svg", |_| Ok(())).unwrap();
+        let err = write_svg(&out, "f.svg", |_| Err("no axes".into())).unwrap_err();
+        assert!(err.to_string().contains("f.svg: no axes"), "{err}");
+        drop(out);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -68,8 +68,10 @@ impl<M: Dynamics> Dynamics for Standardised<M> {
 pub struct DynamicsDraw<'a> {
     net: &'a Regressor,
     latent: Option<&'a LatentRegressor>,
+    /// `M` draws, each held for `repeat` roll-outs in a row (`K = M · repeat`).
     draws: Vec<LayerDraw>,
-    /// `[1, 1, d_s]`, or `[K, 1, d_s]` for one noise per roll-out.
+    repeat: usize,
+    /// `[1, 1, d_s]`, or `[M, 1, d_s]` for one noise per draw.
     noise_std: Tensor<3>,
     bounds: Option<(Tensor<3>, Tensor<3>)>,
     /// Inputs' mean and std, outputs' mean and std, `[1, 1, ·]` each.
@@ -153,6 +155,7 @@ impl<'a> DynamicsDraw<'a> {
             net,
             latent: None,
             draws: lift(draws, &device),
+            repeat: 1,
             noise_std,
             bounds: None,
             scales: None,
@@ -209,40 +212,19 @@ impl<'a> DynamicsDraw<'a> {
 
     /// Each of the `M` draws held for `n` roll-outs in a row (roll-outs `m·n .. m·n + n` under
     /// draw `m`; `K = M·n`): eq. 7.33's `N` roll-outs per weight draw, which differ by their
-    /// latents and noise only.
+    /// latents and noise only. The `n` roll-outs of a draw go through its network as one batch.
     ///
     /// # Panics
     /// If `n` is 0.
     pub fn repeated(mut self, n: usize) -> Self {
         assert!(n > 0, "DynamicsDraw::repeated: n = 0");
-        let repeat = |t: Tensor<2>| {
-            let [k, d] = t.dims();
-            t.unsqueeze_dim::<3>(1)
-                .expand([k, n, d])
-                .reshape([k * n, d])
-        };
-        self.draws = self
-            .draws
-            .into_iter()
-            .map(|d| LayerDraw {
-                weight: repeat(d.weight),
-                bias: d.bias.map(repeat),
-            })
-            .collect();
-        let [k, b, d] = self.noise_std.dims();
-        if k > 1 {
-            self.noise_std = self
-                .noise_std
-                .unsqueeze_dim::<4>(1)
-                .expand([k, n, b, d])
-                .reshape([k * n, b, d]);
-        }
+        self.repeat *= n;
         self
     }
 
-    /// The draws `K`.
+    /// The roll-outs `K`: the draws times the roll-outs per draw.
     pub fn samples(&self) -> usize {
-        self.draws.first().map_or(0, LayerDraw::samples)
+        self.draws.first().map_or(0, LayerDraw::samples) * self.repeat
     }
 
     /// Draws of the model's output `f(x; W_k) + ε` (a fresh `z` joins `x` for a BNN+LV)
@@ -254,7 +236,7 @@ impl<'a> DynamicsDraw<'a> {
     /// If the inputs do not hold `K` draws' rows, or are not the model's input (with the
     /// scales' width when set).
     pub fn predict(&self, inputs: Tensor<3>) -> Tensor<3> {
-        let [k, b, _] = inputs.dims();
+        let [k, b, d_x] = inputs.dims();
         assert_eq!(
             k,
             self.samples(),
@@ -262,7 +244,9 @@ impl<'a> DynamicsDraw<'a> {
             self.samples()
         );
         let device = inputs.device();
-        let mut x = inputs;
+        // Roll-outs `m·n + j` under draw `m`, as rows `j·B + b` of draw `m`'s batch.
+        let (m, rows) = (k / self.repeat, self.repeat * b);
+        let mut x = inputs.reshape([m, rows, d_x]);
         if let Some([mean, std, ..]) = &self.scales {
             let dims = x.dims();
             assert_eq!(
@@ -275,7 +259,7 @@ impl<'a> DynamicsDraw<'a> {
             x = (x - mean.clone().expand(dims)) / std.clone().expand(dims);
         }
         if let Some(model) = self.latent {
-            x = Tensor::cat(vec![x, model.prior_latents(k, b, &device)], 2);
+            x = Tensor::cat(vec![x, model.prior_latents(m, rows, &device)], 2);
         }
         assert_eq!(
             x.dims()[2],
@@ -296,7 +280,8 @@ impl<'a> DynamicsDraw<'a> {
             let dims = out.dims();
             out = out * std.clone().expand(dims) + mean.clone().expand(dims);
         }
-        out
+        let d_y = out.dims()[2];
+        out.reshape([k, b, d_y])
     }
 
     /// The next states `s + f([s, a, z]; W_k) + ε` (no `z` without latents), `[K, B, d_s]`,

@@ -542,3 +542,60 @@ fn repeated_draws_share_their_network_and_the_risk_search_runs() {
         }
     }
 }
+
+/// The `n` roll-outs of a repeated draw go through its network as one batch: the numbers of
+/// the draw's weights copied once per roll-out (latents, noise and a per-draw noise scale
+/// included, under the same generator).
+#[test]
+fn repeated_draws_batch_their_roll_outs_as_copies_would() {
+    let device = test_device();
+    let _guard = seeded(&device, 132);
+    let m = BnnLvConfig::new(MlpConfig::new(3, vec![8], 2).with_activation(Activation::Tanh))
+        .with_latent(LatentConfig::new().with_prior_variance(Some(1.0)))
+        .with_noise_std(0.1)
+        .init_regressor(10, &device)
+        .unwrap();
+    let (draws, n, b) = (3, 4, 2);
+    let copy = |t: Tensor<2>| {
+        let [k, d] = t.dims();
+        t.unsqueeze_dim::<3>(1)
+            .expand([k, n, d])
+            .reshape([k * n, d])
+    };
+    let mut batched = DynamicsDraw::new(&m, draws).repeated(n);
+    let noise = matrix(&[0.05, 0.1, 0.2, 0.3, 0.5, 0.8], 2, &device).unsqueeze_dim::<3>(1);
+    let mut copies = DynamicsDraw {
+        draws: batched
+            .draws
+            .iter()
+            .map(|d| LayerDraw {
+                weight: copy(d.weight.clone()),
+                bias: d.bias.clone().map(copy),
+            })
+            .collect(),
+        repeat: 1,
+        ..batched.clone()
+    };
+    assert_eq!((batched.samples(), copies.samples()), (12, 12));
+    let s = Tensor::<3>::random([12, b, 2], Distribution::Normal(0.0, 1.0), &device);
+    let a = Tensor::<3>::random([12, b, 1], Distribution::Normal(0.0, 1.0), &device);
+    let compare = |batched: &DynamicsDraw, copies: &DynamicsDraw| {
+        device.seed(7);
+        let x = to_vec(batched.step(s.clone(), a.clone()));
+        device.seed(7);
+        let y = to_vec(copies.step(s.clone(), a.clone()));
+        for (p, q) in x.iter().zip(&y) {
+            assert!((p - q).abs() < 1e-5, "{x:?}\nvs\n{y:?}");
+        }
+        x
+    };
+    let shared = compare(&batched, &copies);
+    batched.noise_std = noise.clone();
+    copies.noise_std = noise
+        .unsqueeze_dim::<4>(1)
+        .expand([draws, n, 1, 2])
+        .reshape([draws * n, 1, 2]);
+    let own = compare(&batched, &copies);
+    // The per-draw scales moved the steps: the check above saw them.
+    assert!(shared.iter().zip(&own).any(|(p, q)| (p - q).abs() > 0.05));
+}

@@ -327,6 +327,12 @@ fn the_risk_grid_scores_every_policy_by_cost_and_model_bias() {
     assert!(md.contains("| 4 | 0 | 1 |"), "{md}");
     assert!(dir.join("frontier.svg").exists() && dir.join("rollouts.svg").exists());
     let _ = std::fs::remove_dir_all(&dir);
+    // A grid without Fig. 7.6's pairs has no roll-out figure, and finishes.
+    let mut o = small_risk(&dir);
+    (o.betas, o.gammas) = (vec![1.0], vec![1.0]);
+    assert_eq!(risk::run(&o).unwrap()[0].points.len(), 1);
+    assert!(dir.join("frontier.svg").exists() && !dir.join("rollouts.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// An interrupted risk run resumes at its next policy: the saved model and finished points are
