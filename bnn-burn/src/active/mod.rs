@@ -22,7 +22,10 @@ pub use learn::{
 };
 pub use ral::{Episode, Ral, RalConfig};
 pub use risk::{ActiveTest, active_test};
-pub use score::{ClassScore, ClassScorer, CltScorer, DistanceScorer, LatentScorer, Scorer};
+pub use score::{
+    ClassScore, ClassScorer, CltScorer, DistanceScorer, LatentScorer, RegressionScore,
+    RegressionScorer, Scorer,
+};
 pub use select::{Pick, Selection, boltzmann_pick, boltzmann_probabilities, select};
 pub use weights::{lure_weights, pure_weights};
 

@@ -531,3 +531,70 @@ fn active_testing_is_unbiased_and_scores_that_track_the_loss_shrink_its_error() 
     .unwrap_err();
     assert_eq!(err.field, "loss");
 }
+
+/// Two draws' Gaussians per input: means `x ± c`, noise variances `v₁, v₂` from the columns.
+struct TwoDraws;
+
+impl Predict for TwoDraws {
+    type Input = Tensor<2>;
+    type Prediction = crate::predict::GaussianPrediction;
+
+    fn predict(
+        &self,
+        input: Tensor<2>,
+        _: PredictMode,
+    ) -> Result<crate::predict::GaussianPrediction, PredictError> {
+        // Columns: x, c, v₁, v₂; one output.
+        let col = |j: usize| input.clone().narrow(1, j, 1).unsqueeze::<3>();
+        let mean = Tensor::cat(vec![col(0) + col(1), col(0) - col(1)], 0);
+        let var = Tensor::cat(vec![col(2), col(3)], 0);
+        Ok(crate::predict::GaussianPrediction::Samples(
+            crate::predict::GaussianSamples { mean, var },
+        ))
+    }
+}
+
+/// A regression's scores: the moment-matched Gaussian's entropy `½ ln(2πe (E[σ²] + Var[μ]))`
+/// and the epistemic variance `Var[μ]`, by hand for two draws; a GP's entropy grows away from
+/// its data.
+#[test]
+fn regression_scores_match_their_closed_form() {
+    let device = test_device();
+    let pool = matrix(
+        &[0.0, 0.5, 1.0, 1.0, 2.0, 0.0, 0.5, 1.5, -1.0, 2.0, 0.1, 0.3],
+        4,
+        &device,
+    );
+    let score = |s: RegressionScore| {
+        let scorer = RegressionScorer::new(s, PredictMode::Samples(2));
+        Scorer::<TwoDraws>::scores(&scorer, &TwoDraws, pool.clone(), pool.clone()).unwrap()
+    };
+    let entropy = score(RegressionScore::Entropy);
+    let epistemic = score(RegressionScore::EpistemicVariance);
+    let two_pi_e = 2.0 * std::f64::consts::PI * std::f64::consts::E;
+    // (c, v₁, v₂) per row: Var[μ] = c², E[σ²] = (v₁ + v₂)/2.
+    for (i, (c, v1, v2)) in [(0.5, 1.0, 1.0), (0.0, 0.5, 1.5), (2.0, 0.1, 0.3)]
+        .into_iter()
+        .enumerate()
+    {
+        let total: f64 = c * c + (v1 + v2) / 2.0;
+        assert!((epistemic[i] - c * c).abs() < 1e-6, "{epistemic:?}");
+        assert!(
+            (entropy[i] - 0.5 * (two_pi_e * total).ln()).abs() < 1e-5,
+            "{entropy:?}"
+        );
+    }
+
+    let gp_device = crate::training_device();
+    let _guard = crate::testing::seeded(&gp_device, 133);
+    let mut noise = HostNormals::new(3);
+    let x: Vec<f64> = (0..60).map(|i| -1.0 + 2.0 * i as f64 / 59.0).collect();
+    let y: Vec<f64> = x.iter().map(|v| v.sin() + 0.1 * noise.next()).collect();
+    let gp = crate::gp::RandomFeatureGpConfig::new()
+        .fit(matrix(&x, 1, &gp_device), matrix(&y, 1, &gp_device))
+        .unwrap();
+    let scorer = RegressionScorer::new(RegressionScore::Entropy, PredictMode::Samples(400));
+    let far = matrix(&[0.0, 0.9, 2.0, 4.0], 1, &gp_device);
+    let s = Scorer::<crate::nets::Regressor>::scores(&scorer, &gp.model, far.clone(), far).unwrap();
+    assert!(s[0] < s[2] && s[1] < s[2] && s[2] < s[3], "{s:?}");
+}
