@@ -2,6 +2,7 @@
 //! it approximates, and its evidence's choice of lengthscales.
 
 use super::*;
+use crate::predict::Predict;
 use crate::rollout::Dynamics;
 use crate::testing::{seeded, test_device};
 
@@ -76,6 +77,24 @@ fn the_network_draws_the_regressions_predictive() {
             "x* = {}: variance {g_var} vs {var} (s.e. {se_var:.2e})",
             test[t]
         );
+    }
+    // By moments the full-rank layer's couplings enter exactly: the closed form itself.
+    let by_moments = gp
+        .model
+        .predict(
+            Tensor::<2>::from_floats([[-1.5], [0.3], [1.9]], &device),
+            crate::predict::PredictMode::Moments,
+        )
+        .expect("moments");
+    let (means, vars) = (to_vec(by_moments.mean()), to_vec(by_moments.variance()));
+    for (t, row) in psi.chunks(m).enumerate() {
+        let (mean, var_f) = predictive(&fit, 0, row);
+        let var = var_f + 1.0 / out.beta;
+        assert!(
+            (means[t] - mean).abs() < 1e-4 * (1.0 + mean.abs()),
+            "{means:?}"
+        );
+        assert!((vars[t] - var).abs() < 1e-3 * var, "{vars:?} vs {var}");
     }
 }
 

@@ -49,6 +49,12 @@ pub(crate) trait WeightOp<const DX: usize, const DW: usize> {
     /// How many consecutive elements of an activation of shape `dims` share one Flipout sign
     /// (1 for dense layers, the spatial size for convolutions).
     fn sign_group(&self, dims: [usize; DX]) -> usize;
+    /// `Σ_r (x ∗ G_r)²` per output, `G_r` column `r` of a factor `[numel, r]` shaped as the
+    /// weight: the variance that weights coupled by `G Gᵀ` give the output at input `x`.
+    /// `None` where the operation has no such rule (convolutions).
+    fn coupled_variance(&self, _x: Tensor<DX>, _factor: Tensor<2>) -> Option<Tensor<DX>> {
+        None
+    }
 }
 
 /// The evaluated posteriors of one layer for one pass.

@@ -112,6 +112,21 @@ impl WeightOp<3, 2> for LinearOp {
     fn add_bias(&self, y: Tensor<3>, b: Tensor<2>) -> Tensor<3> {
         y + b.unsqueeze_dim(1)
     }
+    fn coupled_variance(&self, x: Tensor<3>, factor: Tensor<2>) -> Option<Tensor<3>> {
+        let [s, b, _] = x.dims();
+        let [d_in, d_out] = self.shape;
+        let r = factor.dims()[1];
+        let per_column = x
+            .reshape([s * b, d_in])
+            .matmul(factor.reshape([d_in, d_out * r]));
+        Some(
+            per_column
+                .reshape([s, b, d_out, r])
+                .square()
+                .sum_dim(3)
+                .reshape([s, b, d_out]),
+        )
+    }
     fn input_signs(&self, x: &Tensor<3>) -> Tensor<3> {
         random_signs(x)
     }

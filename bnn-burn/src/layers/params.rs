@@ -135,7 +135,8 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
     /// `E[f] = E[h] ∗ E[w] + E[b]` and
     /// `Var[f] = E[h²] ∗ Var[w] + Var[h] ∗ E[w]² + Var[b]` (two weight operations beside the
     /// mean's; covariances between units are dropped; one, `E[h]² ∗ Var[w] + Var[b]`, for a
-    /// [`Moments::deterministic`] input). The pass's KL gets the layer's KL. On the fused
+    /// [`Moments::deterministic`] input). Weights coupled by `Cov = diag + G Gᵀ` (low-rank,
+    /// full-rank) add `Σ_{i≠l} E[h_i] E[h_l] Cov(w_i, w_l)` per unit (dense layers). The pass's KL gets the layer's KL. On the fused
     /// kernels the variances and the KL come from [`crate::fused::moments`], one pass per
     /// tensor each way, wherever it applies (`fused_path::moment_params`).
     ///
@@ -167,7 +168,24 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
             }
             None => op.apply(m.var.clone(), w_mean.square(), b_var),
         };
-        Ok(Moments::new(mean, var))
+        let weight = self.weight.dist();
+        let Some(g) = weight.correlated_factor() else {
+            return Ok(Moments::new(mean, var));
+        };
+        // `‖Σ_i E[h_i] G_i‖²` less its `i = l` terms, which `Var[w]` holds already.
+        let coupled = op
+            .coupled_variance(m.mean.clone(), g.clone())
+            .ok_or(Unsupported {
+                family: weight.family(),
+                what: "moment propagation through a convolution needs uncorrelated weights: \
+                       predict this family with samples",
+            })?;
+        let own = op.apply(
+            m.mean.square(),
+            g.square().sum_dim(1).reshape(self.shape()),
+            None,
+        );
+        Ok(Moments::new(mean, (var + coupled - own).clamp_min(0.0)))
     }
 
     /// The moment rule's parameters from the evaluated posteriors (burn ops), the layer's KL

@@ -125,6 +125,10 @@ impl<const D: usize> PosteriorDist<D> for FullRankDist<D> {
         )
     }
 
+    fn correlated_factor(&self) -> Option<Tensor<2>> {
+        Some(self.tril.clone())
+    }
+
     fn sample(&self, n: usize) -> Tensor<2> {
         row(self.mu.clone()) + self.perturbation(n)
     }

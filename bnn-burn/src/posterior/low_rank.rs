@@ -234,6 +234,10 @@ impl<const D: usize> PosteriorDist<D> for LowRankDist<D> {
         Some(self.sigma.clone().square() + factor_part)
     }
 
+    fn correlated_factor(&self) -> Option<Tensor<2>> {
+        Some(self.factor.clone())
+    }
+
     fn sample(&self, n: usize) -> Tensor<2> {
         row(self.mu.clone()) + self.perturbation(n)
     }

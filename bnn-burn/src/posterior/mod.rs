@@ -76,6 +76,14 @@ pub trait PosteriorDist<const D: usize> {
     /// `Var_q[w]` entrywise, where the family defines one.
     fn marginal_variance(&self) -> Option<Tensor<D>>;
 
+    /// A factor `G` `[numel, r]` of the covariance's part that couples weights
+    /// (`Cov_q = diag(·) + G Gᵀ`, its diagonal inside [`Self::marginal_variance`]); `None`
+    /// where the weights are uncorrelated. Moment propagation adds the couplings' share of a
+    /// unit's variance from it.
+    fn correlated_factor(&self) -> Option<Tensor<2>> {
+        None
+    }
+
     /// `n` independent reparameterised draws, `[n, numel]`.
     fn sample(&self, n: usize) -> Tensor<2>;
 
@@ -345,6 +353,9 @@ impl<const D: usize> PosteriorDist<D> for Box<dyn PosteriorDist<D>> {
     }
     fn marginal_variance(&self) -> Option<Tensor<D>> {
         (**self).marginal_variance()
+    }
+    fn correlated_factor(&self) -> Option<Tensor<2>> {
+        (**self).correlated_factor()
     }
     fn sample(&self, n: usize) -> Tensor<2> {
         (**self).sample(n)
