@@ -1,8 +1,9 @@
 //! Depeweg (2019) §6.4, Table 6.1, reduced: active learning with BNN+LV (2 × 20, black-box
 //! α = 1) on the heteroscedastic and bimodal toys and wet-chicken. Each run starts from the
 //! §6.1 training set, acquires rows from a pool drawn uniformly in input space by the
-//! epistemic part `I(W; y*)` (eq. 6.3), by the total entropy `H[y*]`, or at random, and
-//! reports the test log-likelihood on a uniform test set after every round.
+//! epistemic part `I(W; y*)` (eq. 6.3), by the total entropy `H[y*]`, or at random (or, for
+//! the GP column, an RBF GP by its own entropy), and reports the test log-likelihood on a
+//! uniform test set after every round.
 
 use super::ActiveOptions;
 use crate::experiment;
@@ -10,27 +11,30 @@ use crate::runner::{Finished, Harness, ReportInput, TaskContext};
 use crate::uci::fmt_mean_se;
 use bnn_burn::active::{
     Acquisition, ActiveConfig, ActiveError, ActiveHistory, ActiveLearning, ActiveTask,
-    LatentScorer, Retrain, Selection,
+    LatentScorer, RegressionScore, RegressionScorer, Retrain, Selection,
 };
+use bnn_burn::gp::RandomFeatureGpConfig;
 use bnn_burn::host::matrix;
 use bnn_burn::latent::LatentConfig;
 use bnn_burn::metrics::mean_and_standard_error;
-use bnn_burn::nets::{BnnLvConfig, LatentRegressor, MlpConfig};
+use bnn_burn::nets::{BnnLvConfig, LatentRegressor, MlpConfig, Regressor};
 use bnn_burn::objective::AlphaConfig;
-use bnn_burn::predict::{Predict, PredictMode};
+use bnn_burn::predict::{GaussianPrediction, Predict, PredictMode};
 use bnn_burn::recipes::depeweg_weights;
 use bnn_burn::train::{TrainConfig, Trainer};
 use bnn_burn::training_device;
 use bnn_datasets::dynamics::{WetChicken, WetChickenTransitions};
 use bnn_datasets::{RegressionData, Standardizer, toy};
+use burn::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::error::Error;
 
 /// The problems of Table 6.1.
 pub const PROBLEMS: [&str; 3] = ["heteroscedastic", "bimodal", "wet-chicken"];
 
-/// The acquisitions: Table 6.1's two BNN+LV columns and uniform picks for reference.
-pub const LV_ACQUISITIONS: [&str; 3] = ["epistemic", "total", "random"];
+/// The acquisitions: Table 6.1's two BNN+LV columns, uniform picks for reference, and its GP
+/// column (an RBF GP by random features, picking by its predictive entropy).
+pub const LV_ACQUISITIONS: [&str; 4] = ["epistemic", "total", "random", "gp"];
 
 /// Table 6.1: (problem, `I(W; y*)`, ±, `H[y*]`, ±, GP, ±), test LL after 150 iterations,
 /// mean ± standard error over 5 runs (Fig. 6.15's error bars are standard errors).
@@ -199,13 +203,24 @@ impl<'a> LvStudy<'a> {
             chunk: 64,
         };
         let (epistemic, total) = (scorer(true), scorer(false));
-        let mut acquisition: Acquisition<'_, LatentRegressor> = match task.acquisition.as_str() {
-            "epistemic" => Acquisition::new(&epistemic, Selection::Top),
-            "total" => Acquisition::new(&total, Selection::Top),
-            "random" => Acquisition::random(),
-            other => return Err(format!("--acquisition {other}: unknown").into()),
+        let history = match task.acquisition.as_str() {
+            // The GP's predictive is Gaussian: its entropy and test LL in closed form.
+            "gp" => {
+                let entropy = RegressionScorer::new(RegressionScore::Entropy, PredictMode::Moments);
+                let mut acquisition: Acquisition<'_, Regressor> =
+                    Acquisition::new(&entropy, Selection::Top);
+                looped.run(&mut acquisition, data, &mut fit)?.1
+            }
+            a => {
+                let mut acquisition: Acquisition<'_, LatentRegressor> = match a {
+                    "epistemic" => Acquisition::new(&epistemic, Selection::Top),
+                    "total" => Acquisition::new(&total, Selection::Top),
+                    "random" => Acquisition::random(),
+                    other => return Err(format!("--acquisition {other}: unknown").into()),
+                };
+                looped.run(&mut acquisition, data, &mut fit)?.1
+            }
         };
-        let (_, history) = looped.run(&mut acquisition, data, &mut fit)?;
         let curve = history.curve("test_ll");
         let picked: Vec<usize> = history.rows().into_iter().skip(n_train).collect();
         let acquired = picked
@@ -261,13 +276,8 @@ impl ActiveTask<LatentRegressor> for LvFit<'_> {
         let o = self.options;
         let d = self.d;
         let device = training_device();
-        let x: Vec<f64> = rows
-            .iter()
-            .flat_map(|&r| self.x[r * d..(r + 1) * d].iter().copied())
-            .collect();
-        let y: Vec<f64> = rows.iter().map(|&r| self.y[r]).collect();
         let n = rows.len();
-        let (x, y) = (matrix(&x, d, &device), matrix(&y, 1, &device));
+        let (x, y) = self.labelled(rows);
         let mlp = MlpConfig::new(d, vec![20, 20], 1).with_weights(depeweg_weights(1.0));
         let build =
             |device: &burn::tensor::Device| BnnLvConfig::new(mlp.clone()).init_regressor(n, device);
@@ -301,13 +311,64 @@ impl ActiveTask<LatentRegressor> for LvFit<'_> {
         model: &LatentRegressor,
         _: &ActiveHistory,
     ) -> Result<BTreeMap<String, f64>, ActiveError> {
+        self.test_scores(model, PredictMode::Samples(TEST_DRAWS))
+    }
+}
+
+impl LvFit<'_> {
+    /// The labelled rows' inputs and targets, standardised, on the training device.
+    fn labelled(&self, rows: &[usize]) -> (Tensor<2>, Tensor<2>) {
+        let (d, device) = (self.d, training_device());
+        let x: Vec<f64> = rows
+            .iter()
+            .flat_map(|&r| self.x[r * d..(r + 1) * d].iter().copied())
+            .collect();
+        let y: Vec<f64> = rows.iter().map(|&r| self.y[r]).collect();
+        (matrix(&x, d, &device), matrix(&y, 1, &device))
+    }
+
+    /// Test LL and RMSE of `model`'s predictive in `mode`, original units.
+    fn test_scores<M>(
+        &self,
+        model: &M,
+        mode: PredictMode,
+    ) -> Result<BTreeMap<String, f64>, ActiveError>
+    where
+        M: Predict<Input = Tensor<2>, Prediction = GaussianPrediction>,
+    {
         let s = model
-            .predict(self.test_x.clone(), PredictMode::Samples(TEST_DRAWS))?
+            .predict(self.test_x.clone(), mode)?
             .scores(self.test_y.clone(), &self.sy.std);
         Ok(BTreeMap::from([
             ("test_ll".to_string(), s.log_likelihood),
             ("test_rmse".to_string(), s.rmse),
         ]))
+    }
+}
+
+/// Table 6.1's GP column: an RBF GP by random features refitted on the labelled rows every
+/// round, its lengthscales, signal and noise by the evidence (the thesis: GPy, type-II ML).
+impl ActiveTask<Regressor> for LvFit<'_> {
+    fn fit(
+        &mut self,
+        round: usize,
+        rows: &[usize],
+        _: Option<&[f64]>,
+        _: Option<Regressor>,
+    ) -> Result<Regressor, ActiveError> {
+        let (x, y) = self.labelled(rows);
+        let gp = RandomFeatureGpConfig::new()
+            .with_seed(experiment::derive(self.seed, &["gp"], round as u64))
+            .fit(x, y)?;
+        Ok(gp.model)
+    }
+
+    fn evaluate(
+        &mut self,
+        model: &Regressor,
+        _: &ActiveHistory,
+    ) -> Result<BTreeMap<String, f64>, ActiveError> {
+        self.test_scores(model, PredictMode::Moments)
     }
 }
 
@@ -446,6 +507,7 @@ pub fn table(rows: &[LvRow]) -> String {
             let thesis = published.map_or("–".to_string(), |p| match a {
                 "epistemic" => format!("{:.2} ± {:.2}", p.1, p.2),
                 "total" => format!("{:.2} ± {:.2}", p.3, p.4),
+                "gp" => format!("{:.2} ± {:.2}", p.5, p.6),
                 _ => "–".to_string(),
             });
             md.push_str(&format!(

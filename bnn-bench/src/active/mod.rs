@@ -38,8 +38,8 @@ pub struct ActiveOptions {
     /// mnist, farquhar: the images, mnist or fashion.
     #[arg(long, default_value = "mnist")]
     pub dataset: String,
-    /// Acquisitions; mnist: [default: random, maxent, bald, ral]; depeweg: epistemic, total
-    /// or random [default: epistemic, total].
+    /// Acquisitions; mnist: [default: random, maxent, bald, ral]; depeweg: epistemic, total,
+    /// random or gp (Table 6.1's GP column) [default: epistemic, total].
     #[arg(long = "acquisition")]
     pub acquisitions: Vec<String>,
     /// Runs (trajectories), each with its own data, initial labels and seeds (Haußmann and

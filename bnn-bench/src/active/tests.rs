@@ -152,6 +152,8 @@ fn the_depeweg_study_starts_from_its_training_set_and_acquires_from_the_pool() {
         "epistemic",
         "--acquisition",
         "random",
+        "--acquisition",
+        "gp",
         "--runs",
         "1",
         "--train-points",
@@ -172,7 +174,7 @@ fn the_depeweg_study_starts_from_its_training_set_and_acquires_from_the_pool() {
         "3",
     ];
     let rows = run_depeweg(&parse(&args)).unwrap();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 3);
     for r in &rows {
         let labels: Vec<usize> = r.curve.iter().map(|c| c.0).collect();
         assert_eq!(labels, [60, 63, 66], "{:?}", r.task);
@@ -189,6 +191,10 @@ fn the_depeweg_study_starts_from_its_training_set_and_acquires_from_the_pool() {
     assert_eq!(again, rows);
     let md = std::fs::read_to_string(dir.join("active.md")).unwrap();
     assert!(md.contains("| heteroscedastic | epistemic | 1 |"), "{md}");
+    assert!(
+        md.contains("| heteroscedastic | gp | 1 |") && md.contains("-2.09 ± 0.02"),
+        "{md}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
