@@ -168,6 +168,9 @@ impl<W: WeightPosterior<DW>, B: WeightPosterior<1>, const DW: usize> LayerParams
             }
             None => op.apply(m.var.clone(), w_mean.square(), b_var),
         };
+        if !self.weight.is_correlated() {
+            return Ok(Moments::new(mean, var));
+        }
         let weight = self.weight.dist();
         let Some(g) = weight.correlated_factor() else {
             return Ok(Moments::new(mean, var));

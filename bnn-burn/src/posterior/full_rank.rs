@@ -74,6 +74,10 @@ impl PosteriorFamily for FullRankConfig {
 impl<const D: usize> WeightPosterior<D> for FullRankPosterior<D> {
     type Dist = FullRankDist<D>;
 
+    fn is_correlated(&self) -> bool {
+        true
+    }
+
     fn dist(&self) -> FullRankDist<D> {
         let raw = self.scale_tril.val();
         let n = raw.dims()[0];

@@ -104,6 +104,10 @@ impl PosteriorFamily for LowRankConfig {
 impl<const D: usize> WeightPosterior<D> for LowRankPosterior<D> {
     type Dist = LowRankDist<D>;
 
+    fn is_correlated(&self) -> bool {
+        true
+    }
+
     fn dist(&self) -> LowRankDist<D> {
         LowRankDist {
             mu: self.mu.val(),

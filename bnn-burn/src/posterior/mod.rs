@@ -175,6 +175,12 @@ pub trait WeightPosterior<const D: usize>: Module {
     fn fast_path(&self) -> Option<Box<dyn FastPath<D>>> {
         None
     }
+
+    /// Whether `q` couples weights ([`PosteriorDist::correlated_factor`] is `Some`), known
+    /// without evaluating it.
+    fn is_correlated(&self) -> bool {
+        false
+    }
 }
 
 /// The configuration of one family: validation, initialisation around a given mean, a name.
@@ -287,6 +293,10 @@ macro_rules! posterior_families {
 
             fn fast_path(&self) -> Option<Box<dyn FastPath<D>>> {
                 match self { $(Self::$variant(p) => p.fast_path(),)* }
+            }
+
+            fn is_correlated(&self) -> bool {
+                match self { $(Self::$variant(p) => p.is_correlated(),)* }
             }
         }
     };
