@@ -367,7 +367,7 @@ pub fn sgd_posterior_learning_rate<B: Body, L: Likelihood>(
     }
     let device = net.devices()[0].clone();
     crate::device::uses_generator();
-    let mut gradients: Vec<Vec<f64>> = Vec::with_capacity(batches);
+    let mut gradients: Vec<Tensor<1>> = Vec::with_capacity(batches);
     for _ in 0..batches {
         let rows = Tensor::<1>::random([n], Distribution::Default, &device)
             .argsort(0)
@@ -392,27 +392,18 @@ pub fn sgd_posterior_learning_rate<B: Body, L: Likelihood>(
         let grads = terms.log_likelihood.mean().neg().backward();
         let mut flat = Vec::new();
         net.visit_layers(&mut PointGradients(&grads, &mut flat));
-        gradients.push(flat);
+        gradients.push(Tensor::cat(flat, 0));
     }
-    let p = gradients[0].len();
-    let mean: Vec<f64> = (0..p)
-        .map(|j| gradients.iter().map(|g| g[j]).sum::<f64>() / batches as f64)
-        .collect();
-    let centred: Vec<Vec<f64>> = gradients
-        .iter()
-        .map(|g| g.iter().zip(&mean).map(|(a, m)| a - m).collect())
-        .collect();
-    // C ≈ s Gᵀ G over the centred batch gradients G; a batch drawn without replacement has
-    // `Var = (C/B)(N − B)/(N − 1)`.
+    let p = gradients[0].dims()[0];
+    // C ≈ s Gᵀ G over the centred batch gradients G [R, P]; a batch drawn without replacement
+    // has `Var = (C/B)(N − B)/(N − 1)`. Only the R × R Gram matrix G Gᵀ leaves the device.
+    let g = Tensor::stack::<2>(gradients, 0);
+    let centred = g.clone() - g.mean_dim(0);
     let finite = (n as f64 - 1.0) / (n - batch_size).max(1) as f64;
     let s = batch_size as f64 * finite / (batches - 1) as f64;
-    let gram: Vec<f64> = centred
-        .iter()
-        .flat_map(|a| {
-            centred
-                .iter()
-                .map(move |b| crate::linalg::dense::dot(a, b) * s)
-        })
+    let gram: Vec<f64> = crate::host::to_vec(centred.clone().matmul(centred.transpose()))
+        .into_iter()
+        .map(|v| v * s)
         .collect();
     let trace: f64 = (0..batches).map(|i| gram[i * batches + i]).sum();
     if !(trace > 0.0 && trace.is_finite()) {
@@ -470,7 +461,7 @@ impl crate::layers::LayerVisitor for PriorPrecision {
 /// Appends every point layer's weight and bias gradients, flat, in forward order.
 pub(crate) struct PointGradients<'a>(
     pub(crate) &'a burn::tensor::Gradients,
-    pub(crate) &'a mut Vec<f64>,
+    pub(crate) &'a mut Vec<Tensor<1>>,
 );
 
 impl crate::layers::LayerVisitor for PointGradients<'_> {
@@ -483,12 +474,12 @@ impl crate::layers::LayerVisitor for PointGradients<'_> {
         if let AnyPosterior::Point(w) = &params.weight
             && let Some(g) = w.weight.val().grad(self.0)
         {
-            self.1.extend(crate::host::to_vec(g));
+            self.1.push(g.flatten(0, DW - 1));
         }
         if let Some(AnyPosterior::Point(b)) = &params.bias
             && let Some(g) = b.weight.val().grad(self.0)
         {
-            self.1.extend(crate::host::to_vec(g));
+            self.1.push(g.flatten(0, 0));
         }
     }
 }

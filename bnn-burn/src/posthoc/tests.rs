@@ -802,6 +802,7 @@ fn exact_jacobians<B: Body>(
         let grads = f.slice([0..1, 0..1, j..j + 1]).sum().backward();
         let mut flat = Vec::new();
         tracked.visit_layers(&mut super::swag::PointGradients(&grads, &mut flat));
+        let flat = to_vec(Tensor::cat(flat, 0));
         let mut at = 0;
         for (l, (shape, bias)) in shapes.iter().enumerate() {
             let numel: usize = shape.iter().product();
