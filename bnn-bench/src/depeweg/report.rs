@@ -150,6 +150,14 @@ pub fn markdown(options: &DepewegOptions, rows: &[TableRow]) -> String {
             b.test_draws
         ));
     }
+    let alpha = alpha_table(rows, options.splits);
+    if alpha.lines().count() > 3 {
+        s.push_str(
+            "\nTable 5.2's finding that a lower α gives a lower test LL, set by set (the three \
+             BNN+LV columns ranked by test LL, ours beside the thesis's):\n\n",
+        );
+        s.push_str(&alpha);
+    }
     s
 }
 
@@ -202,6 +210,87 @@ pub fn wide_table(rows: &[TableRow]) -> String {
             opt_cell(r.published_ll, 2),
             z_cell(z)
         ));
+    }
+    s
+}
+
+/// Table 5.2's finding that lower α gives a lower test LL, set by set: the three BNN+LV
+/// columns (VB, α = ½, α = 1) ranked by their test LL beside the thesis's ranking of its cells.
+/// A set counts once all `splits` of the three are finished; each column's LL is its widest
+/// mixture where all three have one. The orders agree when every pair the thesis orders
+/// strictly is ordered the same way (a tie in the thesis allows either).
+pub fn alpha_table(rows: &[TableRow], splits: usize) -> String {
+    const COLUMNS: [(&str, &str); 3] = [
+        (MODELS[1].name, "VB"),
+        (MODELS[2].name, "½"),
+        (MODELS[3].name, "1"),
+    ];
+    let mut s = String::from(
+        "| data set | T | VB | α = ½ | α = 1 | ours | thesis | same order |\n\
+         |---|---:|---:|---:|---:|---|---|---|\n",
+    );
+    let (mut same, mut sets) = (0, 0);
+    let mut names: Vec<&str> = rows.iter().map(|r| r.dataset.as_str()).collect();
+    names.dedup();
+    for name in names {
+        let found: Vec<&TableRow> = COLUMNS
+            .iter()
+            .filter_map(|(model, _)| {
+                rows.iter()
+                    .find(|r| r.dataset == name && r.model == *model && r.splits >= splits)
+            })
+            .collect();
+        let [a, b, c] = found[..] else { continue };
+        let three = [a, b, c];
+        let Some(published) = three
+            .iter()
+            .map(|r| r.published_ll.map(|p| p.0))
+            .collect::<Option<Vec<f64>>>()
+        else {
+            continue;
+        };
+        let wide: Option<Vec<(usize, MeanSe)>> =
+            three.iter().map(|r| r.wide.map(|w| (w.0, w.1))).collect();
+        let (t, ours): (String, Vec<MeanSe>) = match wide {
+            Some(w) if w.iter().all(|x| x.0 == w[0].0) => {
+                (w[0].0.to_string(), w.iter().map(|x| x.1).collect())
+            }
+            _ => ("budget".into(), three.iter().map(|r| r.ll).collect()),
+        };
+        let values: Vec<f64> = ours.iter().map(|v| v.0).collect();
+        let agree =
+            (0..3).all(|i| (0..3).all(|j| published[i] <= published[j] || values[i] > values[j]));
+        sets += 1;
+        same += usize::from(agree);
+        s.push_str(&format!(
+            "| {name} | {t} | {} | {} | {} | {} | {} | {} |\n",
+            cell(ours[0], 3),
+            cell(ours[1], 3),
+            cell(ours[2], 3),
+            alpha_order(&values, &COLUMNS.map(|c| c.1)),
+            alpha_order(&published, &COLUMNS.map(|c| c.1)),
+            if agree { "yes" } else { "no" }
+        ));
+    }
+    s.push_str(&format!(
+        "| sets in the thesis's order | | | | | {same} of {sets} | | |\n"
+    ));
+    s
+}
+
+/// `labels` from the highest value to the lowest, `>` between them (`=` for equal values).
+fn alpha_order(values: &[f64], labels: &[&str]) -> String {
+    let mut at: Vec<usize> = (0..values.len()).collect();
+    at.sort_by(|&i, &j| values[j].total_cmp(&values[i]));
+    let mut s = labels[at[0]].to_string();
+    for w in at.windows(2) {
+        let sep = if values[w[0]] == values[w[1]] {
+            " = "
+        } else {
+            " > "
+        };
+        s.push_str(sep);
+        s.push_str(labels[w[1]]);
     }
     s
 }

@@ -65,20 +65,29 @@ fn the_industrial_benchmark_is_an_opt_in_set_of_sixty_one_columns() {
     assert_eq!(DepewegSet::Industrial.hidden(), 50);
 }
 
-#[test]
-fn only_finished_alpha_one_rows_count_for_the_target() {
-    let row = |dataset: &str, model: &str, splits: usize, z: f64| TableRow {
+/// A finished (5-split) table row of `ll` beside a `published` LL, both ± 0.1.
+fn table_row(dataset: &str, model: &str, ll: f64, published: f64) -> TableRow {
+    TableRow {
         dataset: dataset.into(),
         model: model.into(),
-        splits,
-        ll: (0.0, Some(0.1)),
+        splits: 5,
+        ll: (ll, Some(0.1)),
         rmse: (1.0, Some(0.1)),
-        published_ll: Some((0.0, 0.1)),
+        published_ll: Some((published, 0.1)),
         published_rmse: Some((1.0, 0.1)),
-        z_ll: Some(z),
+        z_ll: Some(0.0),
         z_rmse: Some(0.0),
         wide: None,
         seconds: 1.0,
+    }
+}
+
+#[test]
+fn only_finished_alpha_one_rows_count_for_the_target() {
+    let row = |dataset: &str, model: &str, splits: usize, z: f64| TableRow {
+        splits,
+        z_ll: Some(z),
+        ..table_row(dataset, model, 0.0, 0.0)
     };
     let rows = [
         row("boston", "BNN+LV α=1", 5, -0.5),  // met
@@ -96,6 +105,66 @@ fn only_finished_alpha_one_rows_count_for_the_target() {
     wide[0].wide = None;
     assert_eq!(targets_met_wide(&wide, 5), (2, 2));
     assert_eq!(targets_met(&wide, 5), (1, 2));
+}
+
+/// Table 5.2's α ordering: a set counts once its three columns are finished; a tie in the
+/// thesis allows either order; the widest mixture is used only where all three have it.
+#[test]
+fn the_alpha_table_ranks_the_three_columns_beside_the_thesis() {
+    let row = |dataset: &str, model: usize, ll: f64, published: f64| {
+        table_row(dataset, MODELS[model].name, ll, published)
+    };
+    let mut rows = vec![
+        // The thesis's order, α = 1 ahead.
+        row("boston", 1, -2.7, -2.71),
+        row("boston", 2, -2.6, -2.63),
+        row("boston", 3, -2.5, -2.54),
+        // A tie in the thesis (½ = 1): either order agrees; VB last is required.
+        row("bimodal", 1, -2.12, -2.12),
+        row("bimodal", 2, -2.05, -2.07),
+        row("bimodal", 3, -2.06, -2.07),
+        // Reversed.
+        row("naval", 1, 6.0, 6.31),
+        row("naval", 2, 6.5, 6.09),
+        row("naval", 3, 7.0, 5.46),
+        // Unfinished: not a set yet.
+        row("power", 1, -2.7, -2.72),
+        row("power", 3, -2.7, -2.68),
+    ];
+    rows[10].splits = 2;
+    // A set's line of the table.
+    let line = |rows: &[TableRow], set: &str| {
+        let t = alpha_table(rows, 5);
+        let found = t.lines().find(|l| l.starts_with(&format!("| {set} |")));
+        found.map(str::to_string)
+    };
+    let ends = |rows: &[TableRow], set: &str, end: &str| {
+        let l = line(rows, set).unwrap();
+        assert!(l.ends_with(end), "{set}: {l}");
+    };
+    ends(&rows, "boston", "| 1 > ½ > VB | 1 > ½ > VB | yes |");
+    ends(&rows, "bimodal", "| ½ > 1 > VB | ½ = 1 > VB | yes |");
+    ends(&rows, "naval", "| 1 > ½ > VB | VB > ½ > 1 | no |");
+    assert!(line(&rows, "power").is_none());
+    assert!(alpha_table(&rows, 5).contains("| 2 of 3 |"));
+    assert!(
+        line(&rows, "boston")
+            .unwrap()
+            .starts_with("| boston | budget | -2.700 ± 0.100 |")
+    );
+    // The wide mixtures replace the LLs where all three columns have them (and only then).
+    for (i, ll) in [(0, -2.4), (1, -2.5), (2, -2.6)] {
+        rows[i].wide = Some((5000, (ll, Some(0.1)), None));
+    }
+    assert!(
+        line(&rows, "boston")
+            .unwrap()
+            .starts_with("| boston | 5000 | -2.400 ± 0.100 |")
+    );
+    ends(&rows, "boston", "| VB > ½ > 1 | 1 > ½ > VB | no |");
+    rows[2].wide = None;
+    let t = alpha_table(&rows, 5);
+    assert!(t.contains("| boston | budget | -2.700"), "{t}");
 }
 
 #[test]

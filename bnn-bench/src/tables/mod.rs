@@ -230,6 +230,10 @@ const GENERATORS: &[Generator] = &[
         make: report::depeweg_wide,
     },
     Generator {
+        name: "depeweg-alpha",
+        make: report::depeweg_alpha,
+    },
+    Generator {
         name: "mnist-main",
         make: mnist::main,
     },

@@ -296,6 +296,12 @@ pub(super) fn depeweg_mlp_ens(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(crate::depeweg::main_table(&rows, splits))
 }
 
+/// Table 5.2's ranking of the α columns per set, ours beside the thesis's.
+pub(super) fn depeweg_alpha(assets: &Path) -> Result<String, Box<dyn Error>> {
+    let (rows, splits) = depeweg(assets, "depeweg")?;
+    Ok(crate::depeweg::alpha_table(&rows, splits))
+}
+
 /// The same nets' test LL under the wider mixture.
 pub(super) fn depeweg_wide(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(crate::depeweg::wide_table(&depeweg(assets, "depeweg")?.0))
