@@ -105,6 +105,11 @@ fn only_finished_alpha_one_rows_count_for_the_target() {
     wide[0].wide = None;
     assert_eq!(targets_met_wide(&wide, 5), (2, 2));
     assert_eq!(targets_met(&wide, 5), (1, 2));
+    // Every model with a finished set has its line.
+    let t = targets_table(&wide, 5);
+    assert!(t.contains("| BNN+LV α=1 | 2 | 1 | 2 |"), "{t}");
+    assert!(t.contains("| BNN+LV α=0.5 | 1 | 1 | 1 |"), "{t}");
+    assert!(!t.contains("| BNN |") && !t.contains("VB"), "{t}");
 }
 
 /// Table 5.2's α ordering: a set counts once its three columns are finished; a tie in the

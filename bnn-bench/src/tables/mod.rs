@@ -234,6 +234,10 @@ const GENERATORS: &[Generator] = &[
         make: report::depeweg_alpha,
     },
     Generator {
+        name: "depeweg-targets",
+        make: report::depeweg_targets,
+    },
+    Generator {
         name: "mnist-main",
         make: mnist::main,
     },
