@@ -533,12 +533,13 @@ impl Harness for RiskHarness<'_> {
 /// Fig. 7.5a's table: per `(β, γ)`, the true cost and the model bias (mean ± s.e. over runs).
 pub fn table(rows: &[Row]) -> String {
     let mut md = String::from(
-        "| β | γ | runs | true cost per step | model bias | model's cost per step |\n\
-         |---:|---:|---:|---:|---:|---:|\n",
+        "| β | γ | runs | true cost per step | model bias | model's cost per step | on the frontier |\n\
+         |---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let Some(first) = rows.first() else {
         return md;
     };
+    let frontier: Vec<Vec<bool>> = rows.iter().map(|r| on_frontier(&r.points)).collect();
     for (j, p) in first.points.iter().enumerate() {
         let pick = |f: fn(&Point) -> f64| -> Vec<f64> {
             rows.iter().filter_map(|r| r.points.get(j)).map(f).collect()
@@ -547,23 +548,39 @@ pub fn table(rows: &[Row]) -> String {
             let (m, se) = mean_and_standard_error(&v);
             crate::uci::fmt_mean_se(m, se, d)
         };
+        let frontier_runs = frontier.iter().filter(|f| f.get(j) == Some(&true)).count();
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {frontier_runs} of {} |\n",
             p.beta,
             p.gamma,
             rows.len(),
             fmt(pick(|p| p.true_cost), 1),
             fmt(pick(|p| p.model_bias), 0),
-            fmt(pick(|p| p.model_cost), 1)
+            fmt(pick(|p| p.model_cost), 1),
+            rows.len()
         ));
     }
     let behaviour: Vec<f64> = rows.iter().map(|r| r.behaviour_cost).collect();
     md.push_str(&format!(
-        "| behaviour policy | | {} | {:.1} | | |\n",
+        "| behaviour policy | | {} | {:.1} | | | |\n",
         rows.len(),
         mean(&behaviour)
     ));
     md
+}
+
+/// Which of a run's policies are on its cost–bias frontier (Fig. 7.5a): no other policy of the
+/// run has both a true cost and a model bias at most its own, one of them lower.
+pub fn on_frontier(points: &[Point]) -> Vec<bool> {
+    let dominates = |a: &Point, b: &Point| {
+        a.true_cost <= b.true_cost
+            && a.model_bias <= b.model_bias
+            && (a.true_cost < b.true_cost || a.model_bias < b.model_bias)
+    };
+    points
+        .iter()
+        .map(|p| !points.iter().any(|q| dominates(q, p)))
+        .collect()
 }
 
 fn markdown(rows: &[Row], o: &RiskOptions, wall: f64) -> String {

@@ -325,6 +325,12 @@ fn the_risk_grid_scores_every_policy_by_cost_and_model_bias() {
     }
     let md = std::fs::read_to_string(dir.join("risk.md")).unwrap();
     assert!(md.contains("| 4 | 0 | 1 |"), "{md}");
+    // The frontier column counts the runs whose frontier has the point.
+    let frontier = risk::on_frontier(&r.points);
+    let line = md.lines().find(|l| l.starts_with("| 4 | 0 | 1 |")).unwrap();
+    let at = r.points.iter().position(|p| p.beta == 4.0).unwrap();
+    let want = format!("| {} of 1 |", usize::from(frontier[at]));
+    assert!(line.ends_with(&want), "{line}");
     assert!(dir.join("frontier.svg").exists() && dir.join("rollouts.svg").exists());
     let _ = std::fs::remove_dir_all(&dir);
     // A grid without Fig. 7.6's pairs has no roll-out figure, and finishes.
@@ -333,6 +339,38 @@ fn the_risk_grid_scores_every_policy_by_cost_and_model_bias() {
     assert_eq!(risk::run(&o).unwrap()[0].points.len(), 1);
     assert!(dir.join("frontier.svg").exists() && !dir.join("rollouts.svg").exists());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A policy is on its run's frontier unless another has both a cost and a bias at most its
+/// own, one of them lower; ties on both keep both.
+#[test]
+fn the_frontier_keeps_the_policies_no_other_dominates() {
+    let point = |true_cost: f64, model_bias: f64| risk::Point {
+        beta: 0.0,
+        gamma: 0.0,
+        true_cost,
+        model_bias,
+        model_cost: true_cost,
+        curves: (vec![], vec![]),
+        paths: vec![],
+        skipped: 0,
+        search_seconds: 0.0,
+    };
+    let points = [
+        point(184.6, 34428.0), // dominated by the next
+        point(179.1, 5915.0),  // the lowest cost
+        point(180.1, 3607.0),
+        point(183.4, 1701.0), // the lowest bias
+        point(183.3, 1822.0),
+        point(181.7, 2935.0),
+        point(180.4, 4391.0), // dominated by (180.1, 3607)
+        point(180.1, 3607.0), // a tie with the third: both kept
+        point(179.1, 6000.0), // the same cost as the second, more bias
+    ];
+    assert_eq!(
+        risk::on_frontier(&points),
+        [false, true, true, true, true, true, false, true, false]
+    );
 }
 
 /// An interrupted risk run resumes at its next policy: the saved model and finished points are
