@@ -90,6 +90,10 @@ const GENERATORS: &[Generator] = &[
         make: |assets| active_farquhar(assets, "mnist"),
     },
     Generator {
+        name: "active-farquhar-fashion",
+        make: |assets| active_farquhar(assets, "fashion"),
+    },
+    Generator {
         name: "active-mnist",
         make: |assets| active_mnist(assets, "mnist"),
     },
@@ -767,7 +771,7 @@ fn active_depeweg(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(crate::active::lv_table(&rows))
 }
 
-/// Farquhar Figs. 5.5–5.8 (reduced) from the `active-farquhar-mnist` record: the models
+/// Farquhar Figs. 5.5–5.8 (reduced) from the `active-farquhar-mnist` or `-fashion` record: the models
 /// under each risk, the training risks against the pool's, and active testing.
 fn active_farquhar(assets: &Path, dataset: &str) -> Result<String, Box<dyn Error>> {
     let path = assets
