@@ -771,8 +771,8 @@ fn active_depeweg(assets: &Path) -> Result<String, Box<dyn Error>> {
     Ok(crate::active::lv_table(&rows))
 }
 
-/// Farquhar Figs. 5.5–5.8 (reduced) from the `active-farquhar-mnist` or `-fashion` record: the models
-/// under each risk, the training risks against the pool's, and active testing.
+/// Farquhar Figs. 5.5–5.8 (reduced) from the `active-farquhar-mnist` or `-fashion` record:
+/// the models under each risk, the training risks against the pool's, and active testing.
 fn active_farquhar(assets: &Path, dataset: &str) -> Result<String, Box<dyn Error>> {
     let path = assets
         .join(format!("active-farquhar-{dataset}"))
