@@ -392,6 +392,13 @@ pub fn sgd_posterior_learning_rate<B: Body, L: Likelihood>(
         let grads = terms.log_likelihood.mean().neg().backward();
         let mut flat = Vec::new();
         net.visit_layers(&mut PointGradients(&grads, &mut flat));
+        if flat.is_empty() {
+            return Err(bad(
+                "net",
+                "no weight gradients".into(),
+                "point layers whose weights the likelihood depends on",
+            ));
+        }
         gradients.push(Tensor::cat(flat, 0));
     }
     let p = gradients[0].dims()[0];
