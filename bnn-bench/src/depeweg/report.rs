@@ -268,8 +268,9 @@ pub fn alpha_table(rows: &[TableRow], splits: usize) -> String {
                     .find(|r| r.dataset == name && r.model == *model && r.splits >= splits)
             })
             .collect();
-        let [a, b, c] = found[..] else { continue };
-        let three = [a, b, c];
+        let Ok(three) = <[&TableRow; 3]>::try_from(found) else {
+            continue;
+        };
         let Some(published) = three
             .iter()
             .map(|r| r.published_ll.map(|p| p.0))
