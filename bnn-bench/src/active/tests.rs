@@ -117,6 +117,42 @@ fn the_mnist_studys_bad_options_are_named_before_any_work() {
 }
 
 #[test]
+fn the_mnist_table_sets_each_acquisition_beside_the_thesis_in_standard_errors() {
+    let row = |acquisition: &str, run, average_error, final_error| MnistRow {
+        task: MnistTask {
+            acquisition: acquisition.into(),
+            run,
+        },
+        curve: vec![(400, final_error)],
+        average_error,
+        final_error,
+        rewards: Vec::new(),
+        seconds: 1.0,
+    };
+    let rows = [
+        row("ral", 0, 28.0, 23.0),
+        row("ral", 1, 29.0, 24.0),
+        row("ral-reinit", 0, 30.0, 25.0),
+    ];
+    let md = mnist_table(&rows, "fashion");
+    // RAL: mean 28.5 ± 0.5 against 28.51 ± 0.71/√5, rounding 0.01/√12 beside them.
+    let se = 0.5f64.hypot(0.71 / 5f64.sqrt()).hypot(0.01 / 12f64.sqrt());
+    let z = (28.51 - 28.5) / se;
+    let ral = md.lines().find(|l| l.starts_with("| ral |")).unwrap();
+    assert!(
+        ral.contains(&format!("| 28.50 ± 0.50 | 28.51 ± 0.71 | {z:+.1} |")),
+        "{ral}"
+    );
+    // One run has no standard error, so no z; acquisitions without rows are left out.
+    let reinit = md
+        .lines()
+        .find(|l| l.starts_with("| ral-reinit |"))
+        .unwrap();
+    assert!(reinit.contains("| 28.90 ± 0.10 | – |"), "{reinit}");
+    assert_eq!(md.lines().count(), 4, "{md}");
+}
+
+#[test]
 fn the_depeweg_studys_bad_options_are_named_before_any_work() {
     for (args, flag) in [
         (&["--problem", "lorenz"][..], "--problem lorenz"),
