@@ -541,9 +541,7 @@ pub fn table(rows: &[Row]) -> String {
     };
     let frontier: Vec<Vec<bool>> = rows.iter().map(|r| on_frontier(&r.points)).collect();
     for (j, p) in first.points.iter().enumerate() {
-        let pick = |f: fn(&Point) -> f64| -> Vec<f64> {
-            rows.iter().filter_map(|r| r.points.get(j)).map(f).collect()
-        };
+        let pick = |f: fn(&Point) -> f64| across_runs(rows, j, f);
         let fmt = |v: Vec<f64>, d: usize| {
             let (m, se) = mean_and_standard_error(&v);
             crate::uci::fmt_mean_se(m, se, d)
@@ -567,6 +565,11 @@ pub fn table(rows: &[Row]) -> String {
         mean(&behaviour)
     ));
     md
+}
+
+/// The `j`-th policy's `f` in every run that has it.
+fn across_runs(rows: &[Row], j: usize, f: fn(&Point) -> f64) -> Vec<f64> {
+    rows.iter().filter_map(|r| r.points.get(j)).map(f).collect()
 }
 
 /// Which of a run's policies are on its cost–bias frontier (Fig. 7.5a): no other policy of the
@@ -614,34 +617,52 @@ fn markdown(rows: &[Row], o: &RiskOptions, wall: f64) -> String {
     );
     md.push_str(&table(rows));
     md.push_str(&format!(
-        "\nFigures: `frontier.svg` (true cost against model bias, a curve per γ), \
+        "\nFigures: `frontier.svg` (true cost against model bias, a curve per γ, the mean over \
+         runs ± one s.e.), \
          `rollouts.svg` (Fig. 7.6: true roll-outs, their mean and the model's mean from the \
          first start state). Wall time {wall:.0} s.\n"
     ));
     md
 }
 
-/// Fig. 7.5a: true cost against model bias, a curve per γ through the β values (first run).
+/// Fig. 7.5a: true cost against model bias, a curve per γ through the β values; each point is
+/// the mean over runs with ± one standard error on both axes.
 fn plot_frontier(path: &std::path::Path, rows: &[Row]) -> Result<(), Box<dyn Error>> {
     use plotters::prelude::*;
-    let Some(r) = rows.first() else {
+    let Some(first) = rows.first() else {
         return Ok(());
     };
-    let xs: Vec<f64> = r.points.iter().map(|p| p.model_bias).collect();
-    let ys: Vec<f64> = r.points.iter().map(|p| p.true_cost).collect();
-    let fold = |v: &[f64], f: fn(f64, f64) -> f64, init: f64| v.iter().copied().fold(init, f);
-    let x = crate::plots::axis_range(
-        fold(&xs, f64::min, f64::INFINITY),
-        fold(&xs, f64::max, f64::NEG_INFINITY),
-        0.1,
-        1.0,
-    )?;
-    let y = crate::plots::axis_range(
-        fold(&ys, f64::min, f64::INFINITY),
-        fold(&ys, f64::max, f64::NEG_INFINITY),
-        0.1,
-        1.0,
-    )?;
+    /// One policy of the grid over the runs: its γ and the (mean, s.e.) of its model bias and
+    /// true cost.
+    struct Summary {
+        gamma: f64,
+        bias: (f64, f64),
+        cost: (f64, f64),
+    }
+    let stat = |j: usize, f: fn(&Point) -> f64| {
+        let (m, se) = mean_and_standard_error(&across_runs(rows, j, f));
+        (m, se.unwrap_or(0.0))
+    };
+    let points: Vec<Summary> = (0..first.points.len())
+        .map(|j| Summary {
+            gamma: first.points[j].gamma,
+            bias: stat(j, |p| p.model_bias),
+            cost: stat(j, |p| p.true_cost),
+        })
+        .collect();
+    let span = |f: fn(&Summary) -> (f64, f64)| {
+        let lo = points
+            .iter()
+            .map(|p| f(p).0 - f(p).1)
+            .fold(f64::INFINITY, f64::min);
+        let hi = points
+            .iter()
+            .map(|p| f(p).0 + f(p).1)
+            .fold(f64::NEG_INFINITY, f64::max);
+        crate::plots::axis_range(lo, hi, 0.1, 1.0)
+    };
+    let x = span(|p| p.bias)?;
+    let y = span(|p| p.cost)?;
     let root = SVGBackend::new(path, (560, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
@@ -655,26 +676,29 @@ fn plot_frontier(path: &std::path::Path, rows: &[Row]) -> Result<(), Box<dyn Err
         .x_desc("model bias")
         .y_desc("true cost per step")
         .draw()?;
-    let mut gammas: Vec<f64> = r.points.iter().map(|p| p.gamma).collect();
-    gammas.dedup();
+    let mut gammas: Vec<f64> = points.iter().map(|p| p.gamma).collect();
     gammas.sort_by(f64::total_cmp);
     gammas.dedup();
     for (i, g) in gammas.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let curve: Vec<(f64, f64)> = r
-            .points
-            .iter()
-            .filter(|p| p.gamma == *g)
-            .map(|p| (p.model_bias, p.true_cost))
-            .collect();
+        let these: Vec<&Summary> = points.iter().filter(|p| p.gamma == *g).collect();
+        let curve: Vec<(f64, f64)> = these.iter().map(|p| (p.bias.0, p.cost.0)).collect();
         chart
             .draw_series(LineSeries::new(curve.clone(), color))?
             .label(format!("γ = {g}"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
         chart.draw_series(curve.iter().map(|p| Circle::new(*p, 4, color.filled())))?;
+        chart.draw_series(these.iter().flat_map(|p| {
+            let ((b, bs), (c, cs)) = (p.bias, p.cost);
+            [
+                PathElement::new(vec![(b - bs, c), (b + bs, c)], color),
+                PathElement::new(vec![(b, c - cs), (b, c + cs)], color),
+            ]
+        }))?;
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
