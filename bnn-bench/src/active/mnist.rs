@@ -392,5 +392,43 @@ pub fn table(rows: &[MnistRow], dataset: &str) -> String {
             cells(|r| r.final_error, published.map(|p| (p.4, p.5))),
         ));
     }
+    md.push('\n');
+    md.push_str(&paired_table(rows));
+    md
+}
+
+/// Each acquisition's errors less random's in the same run (the same pool, initial labels and
+/// seeds), mean ± standard error over the runs both have: pairing removes the spread between
+/// runs that the unpaired columns carry.
+pub fn paired_table(rows: &[MnistRow]) -> String {
+    let mut md = String::from(
+        "| acquisition | paired runs | average − random | final − random |\n\
+         |---|---:|---:|---:|\n",
+    );
+    let random = |run: usize| {
+        rows.iter()
+            .find(|r| r.task.acquisition == "random" && r.task.run == run)
+    };
+    for a in ACQUISITIONS.iter().filter(|a| **a != "random") {
+        let pairs: Vec<(&MnistRow, &MnistRow)> = rows
+            .iter()
+            .filter(|r| r.task.acquisition == *a)
+            .filter_map(|r| random(r.task.run).map(|b| (r, b)))
+            .collect();
+        if pairs.is_empty() {
+            continue;
+        }
+        let cell = |f: fn(&MnistRow) -> f64| {
+            let d: Vec<f64> = pairs.iter().map(|(r, b)| f(r) - f(b)).collect();
+            let (m, se) = mean_and_standard_error(&d);
+            fmt_mean_se(m, se, 2)
+        };
+        md.push_str(&format!(
+            "| {a} | {} | {} | {} |\n",
+            pairs.len(),
+            cell(|r| r.average_error),
+            cell(|r| r.final_error)
+        ));
+    }
     md
 }

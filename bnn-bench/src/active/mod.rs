@@ -22,7 +22,7 @@ pub use farquhar::{
     testing_table as farquhar_testing_table,
 };
 pub use linear::{Estimates, LinearRow, Running, Summaries, Trajectory, linear_table};
-pub use mnist::{ACQUISITIONS, MnistRow, MnistTask, PUBLISHED, table as mnist_table};
+pub use mnist::{ACQUISITIONS, MnistRow, MnistTask, PUBLISHED, paired_table, table as mnist_table};
 
 /// The studies, in command-line order.
 pub const STUDIES: [&str; 4] = ["linear", "mnist", "depeweg", "farquhar"];

@@ -117,7 +117,7 @@ fn the_mnist_studys_bad_options_are_named_before_any_work() {
 }
 
 #[test]
-fn the_mnist_table_sets_each_acquisition_beside_the_thesis_in_standard_errors() {
+fn the_mnist_table_sets_each_acquisition_beside_the_thesis_and_beside_random_in_its_run() {
     let row = |acquisition: &str, run, average_error, final_error| MnistRow {
         task: MnistTask {
             acquisition: acquisition.into(),
@@ -149,7 +149,21 @@ fn the_mnist_table_sets_each_acquisition_beside_the_thesis_in_standard_errors() 
         .find(|l| l.starts_with("| ral-reinit |"))
         .unwrap();
     assert!(reinit.contains("| 28.90 ± 0.10 | – |"), "{reinit}");
-    assert_eq!(md.lines().count(), 4, "{md}");
+    assert_eq!(md.lines().take_while(|l| !l.is_empty()).count(), 4, "{md}");
+    // Paired with random's rows of the same run: run 1 only here.
+    let rows = [
+        rows[0].clone(),
+        rows[1].clone(),
+        row("random", 1, 30.5, 26.0),
+        row("random", 2, 40.0, 40.0),
+    ];
+    let paired = paired_table(&rows);
+    assert!(
+        paired.contains("| ral | 1 | -1.50 ± – | -2.00 ± – |"),
+        "{paired}"
+    );
+    assert!(!paired.contains("| random |") && !paired.contains("ral-reinit"));
+    assert!(mnist_table(&rows, "fashion").ends_with(&paired));
 }
 
 #[test]
